@@ -1,0 +1,44 @@
+"""Typed batches, replay buffers, the Collector and collection statistics."""
+
+from tshtrain.data.batch import (
+    ObsArray,
+    ObsTensor,
+    RolloutBatch,
+    TorchTransitionBatch,
+    TransitionBatch,
+    obs_to_torch,
+)
+from tshtrain.data.buffer import BaseReplayBuffer, BufferLayout, ReplayBuffer, VectorReplayBuffer
+from tshtrain.data.buffer_io import load_buffer, load_buffer_into, save_buffer
+from tshtrain.data.collector import Collector, CollectorPolicy
+from tshtrain.data.prioritized import (
+    BasePrioritizedBuffer,
+    PrioritizedReplayBuffer,
+    PrioritizedVectorReplayBuffer,
+    SegmentTree,
+)
+from tshtrain.data.stats import CollectStats, SequenceSummaryStats
+
+__all__ = [
+    "BasePrioritizedBuffer",
+    "BaseReplayBuffer",
+    "BufferLayout",
+    "CollectStats",
+    "Collector",
+    "CollectorPolicy",
+    "ObsArray",
+    "ObsTensor",
+    "PrioritizedReplayBuffer",
+    "PrioritizedVectorReplayBuffer",
+    "ReplayBuffer",
+    "RolloutBatch",
+    "SegmentTree",
+    "SequenceSummaryStats",
+    "TorchTransitionBatch",
+    "TransitionBatch",
+    "VectorReplayBuffer",
+    "load_buffer",
+    "load_buffer_into",
+    "obs_to_torch",
+    "save_buffer",
+]

@@ -1,0 +1,143 @@
+"""Typed batch records passed between the buffer, the collector and algorithms.
+
+Shape suffixes follow STYLE.md: ``N`` = batch of transitions, ``T`` = time, ``E`` = env (buffer column).
+Observations are an array, or a flat dict of arrays for Dict observation spaces.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import TypeAlias, TypeVar
+
+import numpy as np
+import torch
+
+ObsArray: TypeAlias = np.ndarray | Mapping[str, np.ndarray]
+"""A batch of observations: one array, or one array per key of a Dict observation space."""
+
+ObsTensor: TypeAlias = torch.Tensor | Mapping[str, torch.Tensor]
+"""The torch counterpart of :data:`ObsArray`."""
+
+_T = TypeVar("_T")
+_U = TypeVar("_U")
+
+
+def map_obs(obs: np.ndarray | Mapping[str, np.ndarray], fn: Callable[[np.ndarray], _U]) -> _U | dict[str, _U]:
+    """Apply ``fn`` to an observation array, or to every array of a dict observation."""
+    if isinstance(obs, np.ndarray):
+        return fn(obs)
+    return {key: fn(value) for key, value in obs.items()}
+
+
+def obs_to_torch(obs: ObsArray, device: torch.device | str = "cpu") -> ObsTensor:
+    """Zero-copy (on CPU) conversion of observations to tensors; float64 becomes float32."""
+
+    def convert(x: np.ndarray) -> torch.Tensor:
+        if x.dtype == np.float64:
+            x = x.astype(np.float32)
+        return torch.as_tensor(x, device=device)
+
+    if isinstance(obs, np.ndarray):
+        return convert(obs)
+    return {key: convert(value) for key, value in obs.items()}
+
+
+def obs_len(obs: ObsArray) -> int:
+    """Length of the leading dimension of an observation batch."""
+    if isinstance(obs, np.ndarray):
+        return len(obs)
+    return len(next(iter(obs.values())))
+
+
+@dataclass(frozen=True, kw_only=True)
+class TransitionBatch:
+    """A batch of N transitions sampled from a replay buffer (numpy arrays, leading dim N)."""
+
+    obs: ObsArray
+    """observation o_t"""
+    act: np.ndarray
+    """action a_t as the policy produced it (before mapping to the env's action space)"""
+    rew: np.ndarray
+    """reward r_t (float32)"""
+    terminated: np.ndarray
+    """True if o_{t+1} is terminal (no bootstrapping)"""
+    truncated: np.ndarray
+    """True if the episode was cut by a time limit after this step (o_{t+1} is its true last state)"""
+    obs_next: ObsArray
+    """observation o_{t+1}; for the last step of an episode, the true final observation"""
+    indices: np.ndarray
+    """flat buffer indices the transitions were read from (for priority updates, n-step targets)"""
+    weight: np.ndarray | None = None
+    """importance-sampling weights (prioritized buffers only), normalised so that the max is 1"""
+
+    @property
+    def done(self) -> np.ndarray:
+        """terminated | truncated: the episode ended after this transition."""
+        return np.asarray(np.logical_or(self.terminated, self.truncated))
+
+    def __len__(self) -> int:
+        return len(self.rew)
+
+    def to_torch(self, device: torch.device | str = "cpu") -> TorchTransitionBatch:
+        """Tensors for an algorithm's update (zero-copy on CPU where dtypes allow)."""
+        return TorchTransitionBatch(
+            obs=obs_to_torch(self.obs, device),
+            act=torch.as_tensor(self.act, device=device),
+            rew=torch.as_tensor(self.rew, device=device),
+            terminated=torch.as_tensor(self.terminated, device=device),
+            truncated=torch.as_tensor(self.truncated, device=device),
+            obs_next=obs_to_torch(self.obs_next, device),
+            weight=None if self.weight is None else torch.as_tensor(self.weight, device=device),
+        )
+
+
+@dataclass(frozen=True, kw_only=True)
+class TorchTransitionBatch:
+    """The tensor view of a :class:`TransitionBatch` (see its fields)."""
+
+    obs: ObsTensor
+    act: torch.Tensor
+    rew: torch.Tensor
+    terminated: torch.Tensor
+    truncated: torch.Tensor
+    obs_next: ObsTensor
+    weight: torch.Tensor | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class RolloutBatch:
+    """The data of one on-policy collection step in time-major (T, E) layout.
+
+    Columns (envs) may have collected different numbers of steps (episode-based collection); shorter
+    columns are padded at the end and ``valid_TE`` marks the real entries.
+    """
+
+    obs: ObsArray
+    """o_t, shape (T, E, ...)"""
+    act: np.ndarray
+    """a_t, shape (T, E, ...)"""
+    rew: np.ndarray
+    """r_t, shape (T, E), float32; 0 in padding"""
+    terminated: np.ndarray
+    """shape (T, E); True where o_{t+1} is terminal"""
+    truncated: np.ndarray
+    """shape (T, E); True where the episode was cut by a time limit after step t"""
+    obs_next: ObsArray
+    """o_{t+1}, shape (T, E, ...); the true final observation at episode ends"""
+    boundary: np.ndarray
+    """shape (T, E); True where a backward return recursion must not reach across t -> t+1:
+    episode ends, the last collected step of a column, and padding"""
+    valid: np.ndarray
+    """shape (T, E); False for padding"""
+
+    @property
+    def num_steps(self) -> int:
+        """Number of valid transitions."""
+        return int(self.valid.sum())
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        """(T, E)"""
+        t, e = self.rew.shape
+        return int(t), int(e)

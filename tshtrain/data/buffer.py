@@ -1,0 +1,360 @@
+"""Replay buffers: preallocated structure-of-arrays, circular, in time x env (column) layout.
+
+Every buffer has ``num_columns`` sub-buffers (one per env) of ``column_capacity`` rows each. Field
+``f`` is one array of shape ``(column_capacity, num_columns, *element_shape)``; the transition of env
+``e`` at row ``t`` has the flat index ``t * num_columns + e``. Adding a vector step writes one row per
+field (a slice assignment when all envs add together); sampling is one fancy index per field into the
+flattened view. Arrays are allocated on the first ``add`` (their shapes and dtypes come from that data)
+and never grow.
+"""
+
+from __future__ import annotations
+
+from abc import ABC
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import final
+
+import numpy as np
+
+from tshtrain.data.batch import ObsArray, RolloutBatch, TransitionBatch, obs_len
+from tshtrain.errors import ConfigurationError, require_positive
+
+_CORE_FIELDS = ("act", "rew", "terminated", "truncated")
+
+
+@dataclass(frozen=True, kw_only=True)
+class BufferLayout:
+    """Sizes and write positions of a buffer (what a saved buffer needs besides its arrays)."""
+
+    column_capacity: int
+    num_columns: int
+    ptr: tuple[int, ...]
+    """next row to write, per column"""
+    length: tuple[int, ...]
+    """number of stored transitions, per column"""
+
+
+def flatten_obs(prefix: str, obs: ObsArray) -> dict[str, np.ndarray]:
+    """Storage fields of an observation: ``{prefix: arr}`` or ``{prefix/key: arr}`` for dicts."""
+    if isinstance(obs, np.ndarray):
+        return {prefix: obs}
+    return {f"{prefix}/{key}": np.asarray(value) for key, value in obs.items()}
+
+
+class BaseReplayBuffer(ABC):
+    """Machinery shared by all buffers; use :class:`ReplayBuffer` or :class:`VectorReplayBuffer`."""
+
+    def __init__(self, *, column_capacity: int, num_columns: int, seed: int | np.random.Generator | None):
+        cls = type(self).__name__
+        require_positive(cls, "size", column_capacity)
+        require_positive(cls, "buffer_num", num_columns)
+        self.column_capacity = column_capacity
+        """rows per column (per env)"""
+        self.num_columns = num_columns
+        """number of sub-buffers (columns); a collector with N envs needs at least N"""
+        self.rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
+        """generator used by :meth:`sample`"""
+        self._arrays: dict[str, np.ndarray] = {}
+        self._flat: dict[str, np.ndarray] = {}
+        self._obs_keys: tuple[str, ...] | None = None  # None: array observations
+        self._ptr = np.zeros(num_columns, dtype=np.int64)
+        self._len = np.zeros(num_columns, dtype=np.int64)
+        self._synced = True  # all columns share ptr and length: fast paths apply
+
+    # ------------------------------------------------------------------ sizes
+    @property
+    def capacity(self) -> int:
+        """Total number of transitions the buffer can hold."""
+        return self.column_capacity * self.num_columns
+
+    def __len__(self) -> int:
+        return int(self._len.sum())
+
+    @property
+    def column_lengths(self) -> np.ndarray:
+        """Number of stored transitions per column (a copy)."""
+        return self._len.copy()
+
+    @property
+    def is_allocated(self) -> bool:
+        """True once the first add has fixed the arrays' shapes."""
+        return bool(self._arrays)
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes held by the field arrays."""
+        return sum(a.nbytes for a in self._arrays.values())
+
+    def layout(self) -> BufferLayout:
+        """Sizes and write positions (for saving)."""
+        return BufferLayout(
+            column_capacity=self.column_capacity,
+            num_columns=self.num_columns,
+            ptr=tuple(int(p) for p in self._ptr),
+            length=tuple(int(n) for n in self._len),
+        )
+
+    def reset(self, *, keep_statistics: bool = False) -> None:
+        """Forget all stored transitions (arrays stay allocated).
+
+        Args:
+            keep_statistics: accepted for Tianshou compatibility; episode statistics live in the
+                collector, so the buffer holds none to keep.
+        """
+        del keep_statistics
+        self._ptr[:] = 0
+        self._len[:] = 0
+        self._synced = True
+
+    # ------------------------------------------------------------------ writing
+    def _allocate(self, fields: Mapping[str, np.ndarray], num_rows: int) -> None:
+        for name, value in fields.items():
+            element_shape = value.shape[1:]
+            dtype = np.float32 if name == "rew" else value.dtype
+            arr = np.zeros((self.column_capacity, self.num_columns, *element_shape), dtype=dtype)
+            self._arrays[name] = arr
+            self._flat[name] = arr.reshape(self.capacity, *element_shape)
+        del num_rows
+
+    def add(
+        self,
+        *,
+        obs: ObsArray,
+        act: np.ndarray,
+        rew: np.ndarray,
+        terminated: np.ndarray,
+        truncated: np.ndarray,
+        obs_next: ObsArray,
+        env_ids: np.ndarray | None = None,
+    ) -> np.ndarray:
+        """Add one vector step: row ``i`` of every argument is the transition of env ``env_ids[i]``.
+
+        Args:
+            env_ids: the columns to write; None means columns ``0..n-1`` for ``n`` rows.
+
+        Returns:
+            The flat indices written, one per row.
+        """
+        num_rows = obs_len(obs)
+        fields = {
+            **flatten_obs("obs", obs),
+            "act": act,
+            "rew": rew,
+            "terminated": terminated,
+            "truncated": truncated,
+            **flatten_obs("obs_next", obs_next),
+        }
+        if not self._arrays:
+            self._obs_keys = None if isinstance(obs, np.ndarray) else tuple(obs.keys())
+            self._allocate(fields, num_rows)
+        elif set(fields) != set(self._arrays):
+            raise ConfigurationError(
+                f"{type(self).__name__}.add: fields {sorted(fields)} differ from the stored "
+                f"fields {sorted(self._arrays)}."
+            )
+        if env_ids is None:
+            if num_rows > self.num_columns:
+                raise ConfigurationError(
+                    f"{type(self).__name__} has {self.num_columns} sub-buffers but {num_rows} envs "
+                    f"add at once; use VectorReplayBuffer(total_size, buffer_num={num_rows}) or more."
+                )
+            if self._synced and num_rows == self.num_columns:
+                return self._add_all_columns(fields)
+            env_ids = np.arange(num_rows)
+        return self._add_columns(fields, np.asarray(env_ids, dtype=np.int64))
+
+    def _add_all_columns(self, fields: Mapping[str, np.ndarray]) -> np.ndarray:
+        row = int(self._ptr[0])
+        for name, value in fields.items():
+            self._arrays[name][row] = value
+        self._ptr[:] = (row + 1) % self.column_capacity
+        np.minimum(self._len + 1, self.column_capacity, out=self._len)
+        return row * self.num_columns + np.arange(self.num_columns)
+
+    def _add_columns(self, fields: Mapping[str, np.ndarray], env_ids: np.ndarray) -> np.ndarray:
+        if len(env_ids) and (env_ids.min() < 0 or env_ids.max() >= self.num_columns):
+            raise ConfigurationError(
+                f"{type(self).__name__}.add: env ids {env_ids.tolist()} outside 0..{self.num_columns - 1}."
+            )
+        rows = self._ptr[env_ids]
+        for name, value in fields.items():
+            self._arrays[name][rows, env_ids] = value
+        self._ptr[env_ids] = (rows + 1) % self.column_capacity
+        self._len[env_ids] = np.minimum(self._len[env_ids] + 1, self.column_capacity)
+        self._synced = bool(np.all(self._ptr == self._ptr[0]) and np.all(self._len == self._len[0]))
+        return np.asarray(rows * self.num_columns + env_ids)
+
+    # ------------------------------------------------------------------ reading
+    def _require_data(self, what: str) -> None:
+        if len(self) == 0:
+            raise ConfigurationError(
+                f"{type(self).__name__}.{what}: the buffer is empty; collect data first."
+            )
+
+    def sample_indices(self, batch_size: int) -> np.ndarray:
+        """``batch_size`` flat indices drawn uniformly (with replacement) from the stored transitions."""
+        require_positive(type(self).__name__ + ".sample", "batch_size", batch_size)
+        self._require_data("sample")
+        if self._synced:
+            # rows 0..L-1 of every column are filled: they are the first L*E flat entries
+            return self.rng.integers(0, int(self._len[0]) * self.num_columns, size=batch_size)
+        cum = np.cumsum(self._len)
+        draws = self.rng.integers(0, int(cum[-1]), size=batch_size)
+        cols = np.searchsorted(cum, draws, side="right")
+        rows = draws - (cum[cols] - self._len[cols])
+        return rows * self.num_columns + cols
+
+    def sample(self, batch_size: int) -> TransitionBatch:
+        """A uniform random batch of transitions."""
+        return self.get(self.sample_indices(batch_size))
+
+    def _obs_from(self, prefix: str, idx: np.ndarray) -> ObsArray:
+        if self._obs_keys is None:
+            return np.asarray(self._flat[prefix][idx])
+        return {key: self._flat[f"{prefix}/{key}"][idx] for key in self._obs_keys}
+
+    def get(self, indices: np.ndarray) -> TransitionBatch:
+        """The transitions at the given flat indices."""
+        flat = self._flat
+        return TransitionBatch(
+            obs=self._obs_from("obs", indices),
+            act=flat["act"][indices],
+            rew=flat["rew"][indices],
+            terminated=flat["terminated"][indices],
+            truncated=flat["truncated"][indices],
+            obs_next=self._obs_from("obs_next", indices),
+            indices=indices,
+        )
+
+    def chronological_indices(self) -> np.ndarray:
+        """Flat indices of all stored transitions, oldest first (time-major, then column)."""
+        if len(self) == 0:
+            return np.zeros(0, dtype=np.int64)
+        row_TE, valid_TE = self._rows_TE()
+        flat_TE = row_TE * self.num_columns + np.arange(self.num_columns)
+        return np.asarray(flat_TE[valid_TE])
+
+    def sample_all(self) -> TransitionBatch:
+        """All stored transitions in chronological order (see :meth:`chronological_indices`)."""
+        return self.get(self.chronological_indices())
+
+    def _rows_TE(self) -> tuple[np.ndarray, np.ndarray]:
+        t_max = int(self._len.max())
+        start_E = (self._ptr - self._len) % self.column_capacity
+        step_T = np.arange(t_max)[:, None]
+        row_TE = (start_E[None, :] + step_T) % self.column_capacity
+        return row_TE, step_T < self._len[None, :]
+
+    def rollout(self) -> RolloutBatch:
+        """All stored transitions as a time-major (T, E) :class:`RolloutBatch` (for on-policy updates).
+
+        When every column holds the same number of steps written from row 0 (the usual on-policy
+        case), the arrays are views of the buffer (no copy).
+        """
+        self._require_data("rollout")
+        if (
+            self._synced
+            and int(self._ptr[0]) == int(self._len[0]) % self.column_capacity
+            and (int(self._len[0]) < self.column_capacity or int(self._ptr[0]) == 0)
+        ):
+            steps = int(self._len[0])
+            fields = {name: arr[:steps] for name, arr in self._arrays.items()}
+            valid_TE = np.ones((steps, self.num_columns), dtype=bool)
+        else:
+            row_TE, valid_TE = self._rows_TE()
+            cols = np.arange(self.num_columns)
+            fields = {name: arr[row_TE, cols] for name, arr in self._arrays.items()}
+            fields["rew"] = np.where(valid_TE, fields["rew"], np.float32(0.0))
+        return self._make_rollout(fields, valid_TE)
+
+    def _make_rollout(self, fields: Mapping[str, np.ndarray], valid_TE: np.ndarray) -> RolloutBatch:
+        terminated, truncated = fields["terminated"], fields["truncated"]
+        last_TE = np.zeros_like(valid_TE)
+        lengths = valid_TE.sum(axis=0)
+        has_data = lengths > 0
+        last_TE[lengths[has_data] - 1, np.flatnonzero(has_data)] = True
+        boundary = terminated | truncated | last_TE | ~valid_TE
+
+        def obs_of(prefix: str) -> ObsArray:
+            if self._obs_keys is None:
+                return fields[prefix]
+            return {key: fields[f"{prefix}/{key}"] for key in self._obs_keys}
+
+        return RolloutBatch(
+            obs=obs_of("obs"),
+            act=fields["act"],
+            rew=fields["rew"],
+            terminated=terminated & valid_TE,
+            truncated=truncated & valid_TE,
+            obs_next=obs_of("obs_next"),
+            boundary=boundary,
+            valid=valid_TE,
+        )
+
+    # ------------------------------------------------------------------ episode-aware neighbours
+    def next_index(self, indices: np.ndarray) -> np.ndarray:
+        """The index of the following transition of the same episode; an episode's last stored
+        transition (or the newest transition of its column) maps to itself."""
+        rows, cols = np.divmod(indices, self.num_columns)
+        flat = self._flat
+        stop = flat["terminated"][indices] | flat["truncated"][indices]
+        stop |= rows == (self._ptr[cols] - 1) % self.column_capacity
+        nxt_rows = np.where(stop, rows, (rows + 1) % self.column_capacity)
+        return nxt_rows * self.num_columns + cols
+
+    def prev_index(self, indices: np.ndarray) -> np.ndarray:
+        """The index of the preceding transition of the same episode; an episode's first stored
+        transition (or the oldest transition of its column) maps to itself."""
+        rows, cols = np.divmod(indices, self.num_columns)
+        prev_rows = (rows - 1) % self.column_capacity
+        oldest = rows == (self._ptr[cols] - self._len[cols]) % self.column_capacity
+        prev_flat = prev_rows * self.num_columns + cols
+        stop = oldest | self._flat["terminated"][prev_flat] | self._flat["truncated"][prev_flat]
+        return np.where(stop, indices, prev_flat)
+
+    # ------------------------------------------------------------------ raw access (save / load)
+    def field_arrays(self) -> dict[str, np.ndarray]:
+        """The storage arrays by field name (``obs/key`` for dict observations). Not copies."""
+        return dict(self._arrays)
+
+    def restore(self, arrays: Mapping[str, np.ndarray], layout: BufferLayout) -> None:
+        """Take over arrays and write positions (used by :func:`tshtrain.data.load_buffer`)."""
+        self._arrays = dict(arrays)
+        self._flat = {k: a.reshape(self.capacity, *a.shape[2:]) for k, a in self._arrays.items()}
+        obs_keys = [k.split("/", 1)[1] for k in self._arrays if k.startswith("obs/")]
+        self._obs_keys = tuple(obs_keys) if obs_keys else None
+        self._ptr = np.asarray(layout.ptr, dtype=np.int64)
+        self._len = np.asarray(layout.length, dtype=np.int64)
+        self._synced = bool(np.all(self._ptr == self._ptr[0]) and np.all(self._len == self._len[0]))
+
+
+@final
+class ReplayBuffer(BaseReplayBuffer):
+    """A single circular buffer of ``size`` transitions (one env, or data added env by env)."""
+
+    def __init__(self, size: int, *, seed: int | np.random.Generator | None = None):
+        """Args:
+        size: maximum number of transitions; the oldest are overwritten when full.
+        seed: seed or generator for sampling.
+        """
+        super().__init__(column_capacity=size, num_columns=1, seed=seed)
+
+
+@final
+class VectorReplayBuffer(BaseReplayBuffer):
+    """``buffer_num`` equally sized circular sub-buffers, one per env, sharing ``total_size``."""
+
+    def __init__(self, total_size: int, buffer_num: int, *, seed: int | np.random.Generator | None = None):
+        """Args:
+        total_size: total number of transitions; each sub-buffer holds total_size // buffer_num.
+        buffer_num: number of sub-buffers, at least the number of envs that add to it.
+        seed: seed or generator for sampling.
+        """
+        require_positive("VectorReplayBuffer", "buffer_num", buffer_num)
+        if total_size < buffer_num:
+            raise ConfigurationError(
+                f"VectorReplayBuffer.total_size={total_size} is smaller than buffer_num={buffer_num}; "
+                f"each sub-buffer needs room for at least one transition."
+            )
+        super().__init__(column_capacity=total_size // buffer_num, num_columns=buffer_num, seed=seed)

@@ -1,0 +1,156 @@
+"""Saving and loading replay buffers: one ``.npy`` file per field plus a JSON manifest.
+
+The format streams: arrays are written straight from the buffer's storage and read back through a
+memory map into freshly allocated arrays, so neither direction needs twice the buffer's RAM. A save
+goes to a temporary directory that is renamed into place only when complete (fsync'ed); a failed save
+leaves nothing behind, and an existing buffer directory of the same name is replaced only at the end.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from tshtrain.data import prioritized
+from tshtrain.data.buffer import BaseReplayBuffer, BufferLayout, ReplayBuffer, VectorReplayBuffer
+from tshtrain.errors import BufferFormatError
+
+BUFFER_FORMAT = "tshtrain-buffer"
+BUFFER_FORMAT_VERSION = 1
+_MANIFEST = "manifest.json"
+
+
+def _field_file(name: str) -> str:
+    return name.replace("/", "__") + ".npy"
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def save_buffer(buffer: BaseReplayBuffer, path: str | os.PathLike[str]) -> Path:
+    """Write ``buffer`` to the directory ``path`` atomically (see the module docstring)."""
+    target = Path(path)
+    tmp = target.with_name(f".{target.name}.tmp-{os.getpid()}")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    try:
+        fields: dict[str, Any] = {}
+        for name, arr in buffer.field_arrays().items():
+            with open(tmp / _field_file(name), "wb") as fh:
+                np.save(fh, arr, allow_pickle=False)
+                fh.flush()
+                os.fsync(fh.fileno())
+            fields[name] = {"file": _field_file(name), "shape": list(arr.shape), "dtype": arr.dtype.str}
+        layout = buffer.layout()
+        manifest = {
+            "format": BUFFER_FORMAT,
+            "version": BUFFER_FORMAT_VERSION,
+            "class": type(buffer).__name__,
+            "column_capacity": layout.column_capacity,
+            "num_columns": layout.num_columns,
+            "ptr": list(layout.ptr),
+            "length": list(layout.length),
+            "fields": fields,
+        }
+        with open(tmp / _MANIFEST, "w") as fh:
+            json.dump(manifest, fh, indent=1)
+            fh.flush()
+            os.fsync(fh.fileno())
+        _fsync_dir(tmp)
+        if target.exists():
+            old = target.with_name(f".{target.name}.old-{os.getpid()}")
+            target.rename(old)
+            tmp.rename(target)
+            shutil.rmtree(old)
+        else:
+            tmp.rename(target)
+        _fsync_dir(target.parent)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return target
+
+
+def read_manifest(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """The manifest of a saved buffer, checked for format and version."""
+    manifest_path = Path(path) / _MANIFEST
+    try:
+        manifest = json.loads(manifest_path.read_text())
+    except FileNotFoundError:
+        raise BufferFormatError(f"{path}: not a tshtrain buffer directory (no {_MANIFEST}).") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise BufferFormatError(f"{manifest_path}: corrupt manifest ({exc}).") from None
+    if not isinstance(manifest, dict) or manifest.get("format") != BUFFER_FORMAT:
+        raise BufferFormatError(f"{manifest_path}: not a tshtrain buffer manifest.")
+    if manifest.get("version") != BUFFER_FORMAT_VERSION:
+        raise BufferFormatError(
+            f"{manifest_path}: buffer format version {manifest.get('version')!r}; this tshtrain reads "
+            f"version {BUFFER_FORMAT_VERSION}. Re-save the buffer with a matching tshtrain version."
+        )
+    return manifest
+
+
+def load_buffer_into(buffer: BaseReplayBuffer, path: str | os.PathLike[str]) -> BaseReplayBuffer:
+    """Fill ``buffer`` (which must have the saved sizes) from the directory ``path``.
+
+    Every file is checked before the buffer changes, so a failed load leaves it as it was.
+    """
+    manifest = read_manifest(path)
+    layout = BufferLayout(
+        column_capacity=int(manifest["column_capacity"]),
+        num_columns=int(manifest["num_columns"]),
+        ptr=tuple(int(p) for p in manifest["ptr"]),
+        length=tuple(int(n) for n in manifest["length"]),
+    )
+    if (layout.column_capacity, layout.num_columns) != (buffer.column_capacity, buffer.num_columns):
+        raise BufferFormatError(
+            f"{path}: saved buffer has {layout.num_columns} sub-buffers of {layout.column_capacity} rows; "
+            f"the target has {buffer.num_columns} of {buffer.column_capacity}. Build the target with "
+            f"the saved sizes, or use load_buffer({str(path)!r})."
+        )
+    arrays: dict[str, np.ndarray] = {}
+    for name, spec in manifest["fields"].items():
+        file = Path(path) / spec["file"]
+        try:
+            mapped = np.load(file, mmap_mode="r", allow_pickle=False)
+        except (OSError, ValueError, EOFError) as exc:
+            raise BufferFormatError(f"{file}: unreadable or truncated field file ({exc}).") from None
+        if list(mapped.shape) != spec["shape"] or mapped.dtype.str != spec["dtype"]:
+            raise BufferFormatError(
+                f"{file}: holds {mapped.dtype.str}{list(mapped.shape)}, the manifest says "
+                f"{spec['dtype']}{spec['shape']}."
+            )
+        arrays[name] = np.empty(mapped.shape, dtype=mapped.dtype)
+        arrays[name][...] = mapped  # streamed page by page from the memory map
+    buffer.restore(arrays, layout)
+    return buffer
+
+
+def load_buffer(
+    path: str | os.PathLike[str], *, seed: int | np.random.Generator | None = None
+) -> BaseReplayBuffer:
+    """Load a saved buffer as a new :class:`ReplayBuffer` / :class:`VectorReplayBuffer` (or the
+    prioritized variant it was saved from, with default alpha/beta)."""
+    manifest = read_manifest(path)
+    cap, cols = int(manifest["column_capacity"]), int(manifest["num_columns"])
+    kind = manifest.get("class")
+    buffer: BaseReplayBuffer
+    if kind == "PrioritizedReplayBuffer":
+        buffer = prioritized.PrioritizedReplayBuffer(cap, seed=seed)
+    elif kind == "PrioritizedVectorReplayBuffer":
+        buffer = prioritized.PrioritizedVectorReplayBuffer(cap * cols, cols, seed=seed)
+    elif cols == 1 and kind == "ReplayBuffer":
+        buffer = ReplayBuffer(cap, seed=seed)
+    else:
+        buffer = VectorReplayBuffer(cap * cols, cols, seed=seed)
+    return load_buffer_into(buffer, path)

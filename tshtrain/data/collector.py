@@ -1,0 +1,292 @@
+"""The Collector: runs a policy in a vector env and writes what happens into a replay buffer.
+
+Semantics follow Tianshou:
+
+* ``collect(n_step=n)`` steps all N envs ``ceil(n / N)`` times (``ceil(n / N) * N`` transitions);
+  unfinished episodes carry over to the next call.
+* ``collect(n_episode=n)`` stores exactly n complete episodes. At most ``n`` envs take part; an env
+  that finishes an episode starts another only while fewer than n episodes have been started, so
+  no env is favoured for having short episodes. Envs that no longer take part still step (a Gymnasium
+  vector env steps all sub-envs at once) but their transitions are dropped. Afterwards all envs are
+  reset, so the next call starts fresh episodes.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from typing import Any, Protocol
+
+import gymnasium as gym
+import numpy as np
+
+from tshtrain.data.batch import ObsArray
+from tshtrain.data.buffer import BaseReplayBuffer
+from tshtrain.data.stats import CollectStats
+from tshtrain.env.spaces import check_actions, sample_actions
+from tshtrain.env.vector import require_same_step_autoreset
+from tshtrain.errors import ConfigurationError, require_positive
+
+
+class CollectorPolicy(Protocol):
+    """What a collector needs from a policy (``tshtrain.algorithm.Policy`` implements it)."""
+
+    def compute_actions(self, obs: ObsArray, *, deterministic: bool) -> np.ndarray:
+        """Actions for a batch of observations, as stored in the buffer (before :meth:`map_action`)."""
+        ...
+
+    def map_action(self, act: np.ndarray) -> np.ndarray:
+        """Stored actions -> actions the env accepts (e.g. scaling of a Box action)."""
+        ...
+
+    def map_action_inverse(self, act: np.ndarray) -> np.ndarray:
+        """Env actions -> stored actions (used for uniformly random actions)."""
+        ...
+
+    def add_exploration_noise(self, act: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        """Stored actions with exploration noise (epsilon-greedy, Gaussian, ...)."""
+        ...
+
+
+def _obs_with_final(obs_next: ObsArray, info: Mapping[str, Any], done_idx: np.ndarray) -> ObsArray:
+    """A copy of ``obs_next`` whose rows ``done_idx`` hold the episodes' true final observations."""
+    final = info["final_obs"]
+    if isinstance(obs_next, np.ndarray):
+        fixed = obs_next.copy()
+        for i in done_idx:
+            fixed[i] = final[i]
+        return fixed
+    fixed_dict = {key: value.copy() for key, value in obs_next.items()}
+    for i in done_idx:
+        for key, value in final[i].items():
+            fixed_dict[key][i] = value
+    return fixed_dict
+
+
+def _select(obs: ObsArray, rows: np.ndarray) -> ObsArray:
+    if isinstance(obs, np.ndarray):
+        return np.asarray(obs[rows])
+    return {key: value[rows] for key, value in obs.items()}
+
+
+class Collector:
+    """Collects transitions from a vector env with a policy (see the module docstring)."""
+
+    def __init__(
+        self,
+        policy: CollectorPolicy,
+        env: gym.vector.VectorEnv[Any, Any, Any],
+        buffer: BaseReplayBuffer | None = None,
+        *,
+        exploration_noise: bool = False,
+        seed: int | None = None,
+        check_actions: bool = True,
+    ):
+        """Args:
+        policy: computes actions (a :class:`tshtrain.algorithm.Policy`).
+        env: a vector env in same-step autoreset mode (see :func:`tshtrain.env.make_vector_env`).
+        buffer: where transitions go; it needs at least ``env.num_envs`` sub-buffers. None: nothing is
+            stored (test collectors).
+        exploration_noise: apply ``policy.add_exploration_noise`` to the policy's actions.
+        seed: seeds the envs (sub-env i gets seed + i) and the collector's generator (random actions,
+            exploration noise). The envs are reset here.
+        check_actions: check every action batch against the action space (O(N) per vector step).
+        """
+        require_same_step_autoreset(env)
+        self.num_envs = int(env.num_envs)
+        if buffer is not None and buffer.num_columns < self.num_envs:
+            raise ConfigurationError(
+                f"Collector: the buffer has {buffer.num_columns} sub-buffer(s) but the env has "
+                f"{self.num_envs} sub-envs; use VectorReplayBuffer(total_size, buffer_num={self.num_envs})."
+            )
+        self.policy = policy
+        self.env = env
+        self.buffer = buffer
+        self.exploration_noise = exploration_noise
+        self.check_actions = check_actions
+        self.rng = np.random.default_rng(seed)
+        """the collector's generator (random actions, exploration noise)"""
+        self.num_collected_env_steps = 0
+        """env steps stored since the last stats reset"""
+        self.num_collected_episodes = 0
+        """episodes finished since the last stats reset"""
+        self._obs: ObsArray = np.zeros(0)
+        self._ep_return: np.ndarray = np.zeros(self.num_envs, dtype=np.float64)
+        self._ep_len = np.zeros(self.num_envs, dtype=np.int64)
+        self.reset(reset_buffer=True, reset_stats=True, seed=seed)
+
+    # ------------------------------------------------------------------ resetting
+    def reset_env(self, seed: int | None = None) -> None:
+        """Reset all envs (new episodes) and the per-env episode accumulators."""
+        obs, _ = self.env.reset(seed=seed)
+        self._obs = obs
+        self._ep_return = np.zeros_like(self._ep_return)
+        self._ep_len[:] = 0
+
+    def reset(self, *, reset_buffer: bool = True, reset_stats: bool = True, seed: int | None = None) -> None:
+        """Reset the envs; optionally clear the buffer and the collected-steps counters."""
+        self.reset_env(seed)
+        if reset_buffer and self.buffer is not None:
+            self.buffer.reset()
+        if reset_stats:
+            self.num_collected_env_steps = 0
+            self.num_collected_episodes = 0
+
+    # ------------------------------------------------------------------ collecting
+    def collect(
+        self,
+        n_step: int | None = None,
+        n_episode: int | None = None,
+        *,
+        random: bool = False,
+        deterministic: bool = False,
+        reset_before_collect: bool = False,
+    ) -> CollectStats:
+        """Collect ``n_step`` env steps or ``n_episode`` episodes (exactly one of the two).
+
+        Args:
+            random: take uniformly random actions instead of the policy's.
+            deterministic: ask the policy for its deterministic (evaluation) actions.
+            reset_before_collect: reset the envs first (discarding unfinished episodes).
+        """
+        if (n_step is None) == (n_episode is None):
+            raise ConfigurationError(
+                f"Collector.collect: give exactly one of n_step and n_episode, got n_step={n_step!r}, "
+                f"n_episode={n_episode!r}."
+            )
+        if reset_before_collect:
+            self.reset_env()
+        start = time.perf_counter()
+        if n_step is not None:
+            require_positive("Collector.collect", "n_step", n_step)
+            num_vector_steps = -(-n_step // self.num_envs)
+            self._check_capacity(num_vector_steps)
+            stored, returns, lens = self._collect_steps(num_vector_steps, random, deterministic)
+        else:
+            assert n_episode is not None
+            require_positive("Collector.collect", "n_episode", n_episode)
+            stored, returns, lens = self._collect_episodes(n_episode, random, deterministic)
+            self.reset_env()
+        self.num_collected_env_steps += stored
+        self.num_collected_episodes += len(lens)
+        return CollectStats(
+            n_collected_steps=stored,
+            n_collected_episodes=len(lens),
+            returns=returns,
+            lens=lens,
+            collect_time=time.perf_counter() - start,
+        )
+
+    def _check_capacity(self, num_vector_steps: int) -> None:
+        if self.buffer is not None and num_vector_steps > self.buffer.column_capacity:
+            raise ConfigurationError(
+                f"Collector.collect: one collection step needs {num_vector_steps} rows per env but each "
+                f"sub-buffer holds {self.buffer.column_capacity}; enlarge the buffer to at least "
+                f"{num_vector_steps * self.buffer.num_columns} transitions or collect fewer steps."
+            )
+
+    def _actions(self, random: bool, deterministic: bool) -> tuple[np.ndarray, np.ndarray]:
+        """(stored actions, env actions) for the current observations."""
+        if random:
+            env_act = sample_actions(self.env.single_action_space, self.num_envs, self.rng)
+            return self.policy.map_action_inverse(env_act), env_act
+        act = self.policy.compute_actions(self._obs, deterministic=deterministic)
+        if self.exploration_noise:
+            act = self.policy.add_exploration_noise(act, self.rng)
+        env_act = self.policy.map_action(act)
+        if self.check_actions:
+            check_actions(self.env.single_action_space, env_act, self.num_envs)
+        return act, env_act
+
+    def _vector_step(
+        self, random: bool, deterministic: bool, active: np.ndarray | None
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """One step of all envs; stores the rows of ``active`` envs (all if None).
+
+        Returns:
+            (indices of envs whose episode ended, their returns, their lengths)
+        """
+        act, env_act = self._actions(random, deterministic)
+        obs_next, rew, terminated, truncated, info = self.env.step(env_act)
+        done = np.logical_or(terminated, truncated)
+        done_idx = np.flatnonzero(done)
+        stored_next = _obs_with_final(obs_next, info, done_idx) if len(done_idx) else obs_next
+        if self._ep_return.shape[1:] != np.shape(rew)[1:]:  # multi-agent rewards: one return per agent
+            self._ep_return = np.zeros((self.num_envs, *np.shape(rew)[1:]), dtype=np.float64)
+        if self.buffer is not None:
+            if active is None:
+                self.buffer.add(
+                    obs=self._obs,
+                    act=act,
+                    rew=rew,
+                    terminated=terminated,
+                    truncated=truncated,
+                    obs_next=stored_next,
+                )
+            else:
+                self.buffer.add(
+                    obs=_select(self._obs, active),
+                    act=act[active],
+                    rew=rew[active],
+                    terminated=terminated[active],
+                    truncated=truncated[active],
+                    obs_next=_select(stored_next, active),
+                    env_ids=active,
+                )
+        self._ep_return += rew
+        self._ep_len += 1
+        returns, lens = self._ep_return[done_idx].copy(), self._ep_len[done_idx].copy()
+        self._ep_return[done_idx] = 0.0
+        self._ep_len[done_idx] = 0
+        self._obs = obs_next
+        return done_idx, returns, lens
+
+    def _collect_steps(
+        self, num_vector_steps: int, random: bool, deterministic: bool
+    ) -> tuple[int, np.ndarray, np.ndarray]:
+        returns: list[np.ndarray] = []
+        lens: list[np.ndarray] = []
+        for _ in range(num_vector_steps):
+            done_idx, ep_returns, ep_lens = self._vector_step(random, deterministic, None)
+            if len(done_idx):
+                returns.append(ep_returns)
+                lens.append(ep_lens)
+        return (
+            num_vector_steps * self.num_envs,
+            self._concat(returns),
+            np.concatenate(lens or [np.zeros(0, np.int64)]),
+        )
+
+    def _collect_episodes(
+        self, n_episode: int, random: bool, deterministic: bool
+    ) -> tuple[int, np.ndarray, np.ndarray]:
+        if np.any(self._ep_len):  # unfinished episodes from step-based collection: start afresh
+            self.reset_env()
+        active_mask = np.zeros(self.num_envs, dtype=bool)
+        active_mask[: min(n_episode, self.num_envs)] = True
+        started = int(active_mask.sum())
+        returns: list[np.ndarray] = []
+        lens: list[np.ndarray] = []
+        stored = 0
+        while active_mask.any():
+            active = np.flatnonzero(active_mask)
+            all_active = len(active) == self.num_envs
+            done_idx, ep_returns, ep_lens = self._vector_step(
+                random, deterministic, None if all_active else active
+            )
+            stored += len(active)
+            finished = active_mask[done_idx]
+            if finished.any():
+                returns.append(ep_returns[finished])
+                lens.append(ep_lens[finished])
+            for env_id in done_idx[finished]:
+                if started < n_episode:
+                    started += 1
+                else:
+                    active_mask[env_id] = False
+        return stored, self._concat(returns), np.concatenate(lens or [np.zeros(0, np.int64)])
+
+    def _concat(self, returns: list[np.ndarray]) -> np.ndarray:
+        if returns:
+            return np.concatenate(returns)
+        return np.zeros((0, *self._ep_return.shape[1:]), dtype=np.float64)

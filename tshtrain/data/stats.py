@@ -1,0 +1,94 @@
+"""Statistics of collection steps."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+
+
+@dataclass(frozen=True, kw_only=True)
+class SequenceSummaryStats:
+    """Mean, std, min and max of a sequence of numbers (all 0 for an empty sequence)."""
+
+    mean: float
+    std: float
+    min: float
+    max: float
+
+    @classmethod
+    def from_sequence(cls, values: np.ndarray) -> SequenceSummaryStats:
+        """Summarise ``values`` (flattened)."""
+        flat = np.asarray(values, dtype=np.float64).reshape(-1)
+        if flat.size == 0:
+            return cls(mean=0.0, std=0.0, min=0.0, max=0.0)
+        return cls(
+            mean=float(flat.mean()), std=float(flat.std()), min=float(flat.min()), max=float(flat.max())
+        )
+
+    def as_scalars(self, prefix: str) -> dict[str, float]:
+        """``{prefix/mean: ..., prefix/std: ..., ...}``"""
+        return {
+            f"{prefix}/mean": self.mean,
+            f"{prefix}/std": self.std,
+            f"{prefix}/min": self.min,
+            f"{prefix}/max": self.max,
+        }
+
+
+def _empty() -> np.ndarray:
+    return np.zeros(0, dtype=np.float64)
+
+
+@dataclass(frozen=True, kw_only=True)
+class CollectStats:
+    """What one ``Collector.collect`` call gathered."""
+
+    n_collected_steps: int = 0
+    """env steps stored (or, without a buffer, taken) in this call"""
+    n_collected_episodes: int = 0
+    """episodes that ended in this call"""
+    returns: np.ndarray = field(default_factory=_empty)
+    """undiscounted return of every finished episode, shape (n_collected_episodes,) or, for
+    multi-agent rewards, (n_collected_episodes, num_agents)"""
+    lens: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    """length of every finished episode"""
+    collect_time: float = 0.0
+    """wall-clock seconds spent in the call"""
+
+    @property
+    def returns_stat(self) -> SequenceSummaryStats:
+        """Summary of the per-episode returns (multi-agent returns are averaged over agents first;
+        use :meth:`with_return_reduction` to choose another reduction)."""
+        returns = self.returns if self.returns.ndim <= 1 else self.returns.mean(axis=-1)
+        return SequenceSummaryStats.from_sequence(returns)
+
+    @property
+    def lens_stat(self) -> SequenceSummaryStats:
+        """Summary of the per-episode lengths."""
+        return SequenceSummaryStats.from_sequence(self.lens)
+
+    @property
+    def collect_speed(self) -> float:
+        """Env steps per second of this call (0 if nothing was timed)."""
+        return self.n_collected_steps / self.collect_time if self.collect_time > 0 else 0.0
+
+    def with_return_reduction(self, reduce: Callable[[np.ndarray], np.ndarray]) -> CollectStats:
+        """A copy whose (num_episodes, num_agents) returns are reduced to (num_episodes,)."""
+        if self.returns.ndim <= 1:
+            return self
+        return replace(self, returns=np.asarray(reduce(self.returns)))
+
+    def as_scalars(self) -> dict[str, float]:
+        """Flat scalars for loggers."""
+        scalars = {
+            "n_collected_steps": float(self.n_collected_steps),
+            "n_collected_episodes": float(self.n_collected_episodes),
+            "collect_time": self.collect_time,
+            "collect_speed": self.collect_speed,
+        }
+        if self.n_collected_episodes:
+            scalars.update(self.returns_stat.as_scalars("returns"))
+            scalars.update(self.lens_stat.as_scalars("lens"))
+        return scalars

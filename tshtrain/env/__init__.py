@@ -1,0 +1,33 @@
+"""Building and seeding vector environments; helpers for Gymnasium spaces."""
+
+from tshtrain.env.spaces import (
+    ArraySpec,
+    action_spec,
+    array_spec,
+    check_actions,
+    observation_specs,
+    sample_actions,
+)
+from tshtrain.env.vector import (
+    EnvFactory,
+    VectorMode,
+    WrapperFactory,
+    autoreset_mode,
+    make_vector_env,
+    require_same_step_autoreset,
+)
+
+__all__ = [
+    "ArraySpec",
+    "EnvFactory",
+    "VectorMode",
+    "WrapperFactory",
+    "action_spec",
+    "array_spec",
+    "autoreset_mode",
+    "check_actions",
+    "make_vector_env",
+    "observation_specs",
+    "require_same_step_autoreset",
+    "sample_actions",
+]

@@ -1,0 +1,128 @@
+"""Helpers that describe Gymnasium spaces as arrays tshtrain can store and act in.
+
+Supported action and observation spaces: ``Box``, ``Discrete``, ``MultiDiscrete``, ``MultiBinary``;
+observations may also be a flat ``Dict`` of those (stored as a dict of arrays, one per key).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import gymnasium as gym
+import numpy as np
+
+from tshtrain.errors import PolicyOutputError, UnsupportedSpaceError
+
+_SUPPORTED = "Box, Discrete, MultiDiscrete or MultiBinary (and, for observations, a flat Dict of these)"
+
+
+@dataclass(frozen=True, kw_only=True)
+class ArraySpec:
+    """Shape (without batch dimensions) and dtype of one stored array."""
+
+    shape: tuple[int, ...]
+    """shape of a single element"""
+    dtype: np.dtype[np.generic]
+    """numpy dtype of the stored array"""
+
+
+def array_spec(space: gym.Space[object], *, role: str = "space") -> ArraySpec:
+    """The array layout of one element of a non-Dict space.
+
+    Args:
+        space: a Box, Discrete, MultiDiscrete or MultiBinary space.
+        role: what the space is used for, for the error message ("observation space", ...).
+
+    Raises:
+        UnsupportedSpaceError: for any other space, naming it.
+    """
+    if isinstance(space, gym.spaces.Discrete):
+        return ArraySpec(shape=(), dtype=np.dtype(np.int64))
+    if isinstance(space, gym.spaces.Box | gym.spaces.MultiDiscrete | gym.spaces.MultiBinary):
+        assert space.shape is not None
+        return ArraySpec(shape=tuple(space.shape), dtype=np.dtype(space.dtype))
+    raise UnsupportedSpaceError(f"Unsupported {role} {space!r}; tshtrain supports {_SUPPORTED}.")
+
+
+def observation_specs(space: gym.Space[object]) -> ArraySpec | dict[str, ArraySpec]:
+    """Array layout of an observation space: one spec, or one per key of a flat Dict space.
+
+    Raises:
+        UnsupportedSpaceError: for nested Dict, Tuple, Graph, Text, Sequence ... spaces.
+    """
+    if isinstance(space, gym.spaces.Dict):
+        specs: dict[str, ArraySpec] = {}
+        for key, sub in space.spaces.items():
+            if isinstance(sub, gym.spaces.Dict):
+                raise UnsupportedSpaceError(
+                    f"Unsupported observation space: key {key!r} holds a nested Dict ({sub!r}); "
+                    f"tshtrain supports flat Dict observations only. Flatten it with "
+                    f"gymnasium.wrappers.FlattenObservation or a custom wrapper."
+                )
+            specs[str(key)] = array_spec(sub, role=f"observation space (key {key!r})")
+        return specs
+    return array_spec(space, role="observation space")
+
+
+def action_spec(space: gym.Space[object]) -> ArraySpec:
+    """Array layout of an action space (Dict actions are not supported)."""
+    return array_spec(space, role="action space")
+
+
+def sample_actions(space: gym.Space[object], num: int, rng: np.random.Generator) -> np.ndarray:
+    """Draw ``num`` uniformly random actions from ``space`` with the given generator.
+
+    Unlike ``space.sample()``, this uses the caller's generator (explicit randomness) and draws a
+    whole batch at once.
+    """
+    if isinstance(space, gym.spaces.Discrete):
+        return rng.integers(int(space.start), int(space.start) + int(space.n), size=num, dtype=np.int64)
+    if isinstance(space, gym.spaces.MultiDiscrete):
+        nvec = np.asarray(space.nvec)
+        draws = rng.random(size=(num, *nvec.shape))
+        return np.asarray(np.asarray(space.start) + np.floor(draws * nvec), dtype=space.dtype)
+    if isinstance(space, gym.spaces.MultiBinary):
+        assert space.shape is not None
+        return rng.integers(0, 2, size=(num, *space.shape)).astype(space.dtype)
+    if isinstance(space, gym.spaces.Box):
+        low = np.where(np.isfinite(space.low), space.low, -1.0)
+        high = np.where(np.isfinite(space.high), space.high, 1.0)
+        return rng.uniform(low, high, size=(num, *space.shape)).astype(space.dtype)
+    raise UnsupportedSpaceError(f"Unsupported action space {space!r}; tshtrain supports {_SUPPORTED}.")
+
+
+def check_actions(space: gym.Space[object], act: np.ndarray, num_envs: int) -> None:
+    """Raise a clear error if a batch of actions does not fit ``space``.
+
+    The check is O(batch) and runs once per vector step in the collector.
+
+    Raises:
+        PolicyOutputError: wrong shape, or values outside the space.
+    """
+    spec = action_spec(space)
+    expected = (num_envs, *spec.shape)
+    if act.shape != expected:
+        raise PolicyOutputError(
+            f"The policy returned actions of shape {act.shape}; the action space {space!r} with "
+            f"{num_envs} envs needs shape {expected}."
+        )
+    if isinstance(space, gym.spaces.Discrete):
+        low, high = int(space.start), int(space.start) + int(space.n) - 1
+        if act.min() < low or act.max() > high:
+            raise PolicyOutputError(
+                f"The policy returned discrete actions {act.tolist()}; {space!r} allows {low}..{high}."
+            )
+    elif isinstance(space, gym.spaces.Box):
+        if not np.all(np.isfinite(act)):
+            raise PolicyOutputError(f"The policy returned non-finite actions {act.tolist()} for {space!r}.")
+        if np.any(act < space.low) or np.any(act > space.high):
+            raise PolicyOutputError(
+                f"The policy returned actions outside {space!r}: min {act.min()}, max {act.max()}. "
+                f"Map them into the space (Policy.map_action) or clip them."
+            )
+    elif isinstance(space, gym.spaces.MultiDiscrete):
+        start = np.asarray(space.start)
+        if np.any(act < start) or np.any(act >= start + np.asarray(space.nvec)):
+            raise PolicyOutputError(f"The policy returned actions {act.tolist()} outside {space!r}.")
+    elif isinstance(space, gym.spaces.MultiBinary) and np.any((act != 0) & (act != 1)):
+        raise PolicyOutputError(f"The policy returned actions {act.tolist()} outside {space!r}.")

@@ -1,0 +1,101 @@
+"""Building and seeding Gymnasium vector environments.
+
+tshtrain always runs vector envs in Gymnasium's **same-step** autoreset mode: when a sub-env ends an
+episode, ``step()`` returns the *reset* observation in ``obs`` and the true final observation in
+``info["final_obs"]``. The collector stores the final observation as ``obs_next`` of the last
+transition, so a truncated episode bootstraps from its real last state, and no stored transition ever
+spans two episodes. Gymnasium's default (next-step) mode instead returns the final observation and
+performs the reset on the *following* step, which a naive loop records as a bogus transition; the
+collector rejects envs in that mode with an error that says how to build them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from enum import Enum
+from typing import Any, TypeAlias
+
+import gymnasium as gym
+from gymnasium.vector import AutoresetMode
+
+from tshtrain.errors import ConfigurationError, require_positive
+
+EnvFactory: TypeAlias = Callable[[], gym.Env[Any, Any]]
+"""A zero-argument callable that builds one (unwrapped or wrapped) Gymnasium env."""
+
+WrapperFactory: TypeAlias = Callable[[gym.Env[Any, Any]], gym.Env[Any, Any]]
+"""A callable that wraps one env, e.g. ``gymnasium.wrappers.TimeAwareObservation``."""
+
+
+class VectorMode(Enum):
+    """How sub-envs run."""
+
+    SYNC = "sync"
+    """in this process, one after the other (fastest for cheap envs such as CartPole)"""
+    ASYNC = "async"
+    """each in its own subprocess (for envs whose step costs more than inter-process messaging)"""
+
+
+def make_vector_env(
+    env: str | EnvFactory,
+    num_envs: int,
+    *,
+    mode: VectorMode | str = VectorMode.SYNC,
+    env_kwargs: Mapping[str, Any] | None = None,
+    wrappers: Sequence[WrapperFactory] = (),
+) -> gym.vector.VectorEnv[Any, Any, Any]:
+    """Build a vector env in same-step autoreset mode.
+
+    Args:
+        env: a registered Gymnasium id such as ``"CartPole-v1"``, or a factory building one env.
+        num_envs: number of sub-envs, > 0.
+        mode: ``VectorMode.SYNC`` (in-process) or ``VectorMode.ASYNC`` (subprocesses), or their values.
+        env_kwargs: keyword arguments for ``gymnasium.make`` (only with an id).
+        wrappers: applied to every sub-env, in order.
+
+    Returns:
+        The vector env, not yet reset. Seed it with :func:`seed_vector_env` or ``env.reset(seed=s)``
+        (sub-env ``i`` gets seed ``s + i``).
+    """
+    require_positive("make_vector_env", "num_envs", num_envs)
+    try:
+        mode = VectorMode(mode)
+    except ValueError:
+        allowed = ", ".join(repr(m.value) for m in VectorMode)
+        raise ConfigurationError(f"make_vector_env: mode {mode!r} is not one of {allowed}.") from None
+    if env_kwargs and not isinstance(env, str):
+        raise ConfigurationError("make_vector_env: env_kwargs can only be used with a Gymnasium id.")
+    kwargs = dict(env_kwargs or {})
+
+    def build_one() -> gym.Env[Any, Any]:
+        single = gym.make(env, **kwargs) if isinstance(env, str) else env()
+        for wrap in wrappers:
+            single = wrap(single)
+        return single
+
+    if isinstance(env, str) and env not in gym.registry:
+        close = gym.envs.registration.find_highest_version(None, env.split("-v")[0])
+        hint = f" Did you mean {env.split('-v')[0]}-v{close}?" if close is not None else ""
+        raise ConfigurationError(f"make_vector_env: unknown Gymnasium id {env!r}.{hint}")
+    factories = [build_one] * num_envs
+    if mode is VectorMode.SYNC:
+        return gym.vector.SyncVectorEnv(factories, autoreset_mode=AutoresetMode.SAME_STEP)
+    return gym.vector.AsyncVectorEnv(factories, autoreset_mode=AutoresetMode.SAME_STEP)
+
+
+def autoreset_mode(env: gym.vector.VectorEnv[Any, Any, Any]) -> AutoresetMode | None:
+    """The autoreset mode a vector env declares in its metadata (None if it declares none)."""
+    mode = env.metadata.get("autoreset_mode")
+    return mode if isinstance(mode, AutoresetMode) else None
+
+
+def require_same_step_autoreset(env: gym.vector.VectorEnv[Any, Any, Any]) -> None:
+    """Raise a clear error unless ``env`` autoresets in the same step (see the module docstring)."""
+    mode = autoreset_mode(env)
+    if mode is not AutoresetMode.SAME_STEP:
+        raise ConfigurationError(
+            f"The vector env {type(env).__name__} autoresets in mode {mode}; tshtrain needs "
+            f"AutoresetMode.SAME_STEP so that the final observation of an episode is stored correctly. "
+            f"Build it with tshtrain.env.make_vector_env(...) or pass "
+            f"autoreset_mode=gymnasium.vector.AutoresetMode.SAME_STEP to the vector env."
+        )
