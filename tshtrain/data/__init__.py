@@ -17,7 +17,7 @@ from tshtrain.data.prioritized import (
     PrioritizedVectorReplayBuffer,
     SegmentTree,
 )
-from tshtrain.data.stats import CollectStats, SequenceSummaryStats
+from tshtrain.data.stats import CollectStats, SequenceSummaryStats, merge_collect_stats
 
 __all__ = [
     "BasePrioritizedBuffer",
@@ -39,6 +39,7 @@ __all__ = [
     "VectorReplayBuffer",
     "load_buffer",
     "load_buffer_into",
+    "merge_collect_stats",
     "obs_to_torch",
     "save_buffer",
 ]

@@ -177,6 +177,11 @@ class BaseReplayBuffer(ABC):
             raise ConfigurationError(
                 f"{type(self).__name__}.add: env ids {env_ids.tolist()} outside 0..{self.num_columns - 1}."
             )
+        if len(np.unique(env_ids)) != len(env_ids):  # two rows for one column would lose a transition
+            raise ConfigurationError(
+                f"{type(self).__name__}.add: env ids {env_ids.tolist()} contain duplicates; add each "
+                f"env's transitions in separate calls."
+            )
         rows = self._ptr[env_ids]
         for name, value in fields.items():
             self._arrays[name][rows, env_ids] = value

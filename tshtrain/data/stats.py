@@ -92,3 +92,16 @@ class CollectStats:
             scalars.update(self.returns_stat.as_scalars("returns"))
             scalars.update(self.lens_stat.as_scalars("lens"))
         return scalars
+
+
+def merge_collect_stats(stats: list[CollectStats]) -> CollectStats:
+    """One record for several collection steps: counts and times summed, episodes concatenated."""
+    if not stats:
+        return CollectStats()
+    return CollectStats(
+        n_collected_steps=sum(s.n_collected_steps for s in stats),
+        n_collected_episodes=sum(s.n_collected_episodes for s in stats),
+        returns=np.concatenate([s.returns for s in stats]),
+        lens=np.concatenate([s.lens for s in stats]),
+        collect_time=sum(s.collect_time for s in stats),
+    )

@@ -85,10 +85,28 @@ def sample_actions(space: gym.Space[object], num: int, rng: np.random.Generator)
         assert space.shape is not None
         return rng.integers(0, 2, size=(num, *space.shape)).astype(space.dtype)
     if isinstance(space, gym.spaces.Box):
-        low = np.where(np.isfinite(space.low), space.low, -1.0)
-        high = np.where(np.isfinite(space.high), space.high, 1.0)
-        return rng.uniform(low, high, size=(num, *space.shape)).astype(space.dtype)
+        return _sample_box(space, num, rng)
     raise UnsupportedSpaceError(f"Unsupported action space {space!r}; tshtrain supports {_SUPPORTED}.")
+
+
+def _sample_box(space: gym.spaces.Box, num: int, rng: np.random.Generator) -> np.ndarray:
+    """Uniform draws from a Box; an infinite bound becomes the finite one -/+ 1 (or -1 / +1)."""
+    size = (num, *space.shape)
+    if np.issubdtype(space.dtype, np.integer):  # both bounds are finite for integer Boxes
+        low_int, high_int = space.low.astype(np.int64), space.high.astype(np.int64)
+        return rng.integers(low_int, high_int, size=size, endpoint=True).astype(space.dtype)
+    low_finite, high_finite = np.isfinite(space.low), np.isfinite(space.high)
+    low = np.where(low_finite, space.low, np.where(high_finite, space.high - 1.0, -1.0))
+    high = np.where(high_finite, space.high, np.where(low_finite, space.low + 1.0, 1.0))
+    return rng.uniform(low, high, size=size).astype(space.dtype)
+
+
+def _require_integral(space: gym.Space[object], act: np.ndarray) -> None:
+    if not np.issubdtype(act.dtype, np.integer) and np.any(act != np.round(act)):
+        raise PolicyOutputError(
+            f"The policy returned non-integer actions {act.tolist()} for {space!r}; return integer "
+            f"indices (e.g. argmax) instead."
+        )
 
 
 def check_actions(space: gym.Space[object], act: np.ndarray, num_envs: int) -> None:
@@ -106,6 +124,8 @@ def check_actions(space: gym.Space[object], act: np.ndarray, num_envs: int) -> N
             f"The policy returned actions of shape {act.shape}; the action space {space!r} with "
             f"{num_envs} envs needs shape {expected}."
         )
+    if isinstance(space, gym.spaces.Discrete | gym.spaces.MultiDiscrete):
+        _require_integral(space, act)
     if isinstance(space, gym.spaces.Discrete):
         low, high = int(space.start), int(space.start) + int(space.n) - 1
         if act.min() < low or act.max() > high:

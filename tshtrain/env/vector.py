@@ -54,8 +54,8 @@ def make_vector_env(
         wrappers: applied to every sub-env, in order.
 
     Returns:
-        The vector env, not yet reset. Seed it with :func:`seed_vector_env` or ``env.reset(seed=s)``
-        (sub-env ``i`` gets seed ``s + i``).
+        The vector env, not yet reset. Seed it with ``env.reset(seed=s)`` (sub-env ``i`` gets seed
+        ``s + i``) or through ``Collector(..., seed=s)``, which does the same.
     """
     require_positive("make_vector_env", "num_envs", num_envs)
     try:
@@ -73,7 +73,8 @@ def make_vector_env(
             single = wrap(single)
         return single
 
-    if isinstance(env, str) and env not in gym.registry:
+    # "module:Env-v0" ids register their env when gymnasium.make imports the module: let make check them
+    if isinstance(env, str) and ":" not in env and env not in gym.registry:
         close = gym.envs.registration.find_highest_version(None, env.split("-v")[0])
         hint = f" Did you mean {env.split('-v')[0]}-v{close}?" if close is not None else ""
         raise ConfigurationError(f"make_vector_env: unknown Gymnasium id {env!r}.{hint}")

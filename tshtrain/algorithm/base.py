@@ -1,0 +1,239 @@
+"""The algorithm base contract: Policy, the three Algorithm families and TrainingStats.
+
+* A :class:`Policy` maps observations to actions. It is what the collector runs and what you deploy.
+* An :class:`Algorithm` owns a policy, the other networks it trains (critics, target networks) and
+  their optimizers, and implements the update. Three abstract families fix the update's input:
+
+  ================================  ============================================================
+  :class:`OnPolicyAlgorithm`        ``update(rollout, batch_size=..., num_repetitions=...)``: the
+                                    whole rollout of one collection step, mini-batched inside
+  :class:`OffPolicyAlgorithm`       ``update(buffer, batch_size)``: one gradient step on a sample
+                                    of the replay buffer
+  :class:`OfflineAlgorithm`         ``update(buffer, batch_size)``: one gradient step on a sample
+                                    of a fixed dataset
+  ================================  ============================================================
+
+  The trainer of the matching family calls ``update``; mypy rejects other pairings.
+* Each update returns a frozen :class:`TrainingStats` subclass; ``num_gradient_steps`` reports how
+  many optimizer steps it took (the trainer's gradient_step counter sums them).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from abc import ABC, abstractmethod
+from collections.abc import Mapping, Sequence
+from typing import Any, Generic, Protocol, Self, TypeVar
+
+import gymnasium as gym
+import numpy as np
+import torch
+from torch import nn
+
+from tshtrain.data.batch import ObsArray, ObsTensor, RolloutBatch, obs_to_torch
+from tshtrain.data.buffer import BaseReplayBuffer
+from tshtrain.env.spaces import action_spec
+from tshtrain.errors import ConfigurationError
+
+
+class NonFiniteLossError(FloatingPointError):
+    """A loss became NaN or infinite; the message names the algorithm and the loss."""
+
+
+def check_finite_loss(algorithm: str, name: str, loss: torch.Tensor) -> None:
+    """Raise :class:`NonFiniteLossError` if ``loss`` is NaN or infinite (one host sync)."""
+    if not bool(torch.isfinite(loss).all()):
+        raise NonFiniteLossError(
+            f"{algorithm}: the {name} is {loss.detach().cpu().numpy()}; training stopped. Lower the "
+            f"learning rate, clip gradients, or check the rewards and observations for NaN/inf."
+        )
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class TrainingStats:
+    """Statistics of one update. Subclasses add float fields (losses, entropies, ...)."""
+
+    num_gradient_steps: int = 1
+    """optimizer steps taken by the update"""
+
+    def as_scalars(self) -> dict[str, float]:
+        """Every numeric field except ``num_gradient_steps``, for loggers."""
+        return {
+            f.name: float(getattr(self, f.name))
+            for f in dataclasses.fields(self)
+            if f.name != "num_gradient_steps" and isinstance(getattr(self, f.name), int | float)
+        }
+
+    @classmethod
+    def aggregate(cls, stats: Sequence[Self]) -> Self:
+        """One record for several updates: float fields averaged, gradient steps summed."""
+        if not stats:
+            raise ValueError(f"{cls.__name__}.aggregate needs at least one record.")
+        values: dict[str, Any] = {}
+        for f in dataclasses.fields(stats[0]):
+            column = [getattr(s, f.name) for s in stats]
+            if f.name == "num_gradient_steps":
+                values[f.name] = sum(column)
+            elif isinstance(column[0], float):
+                values[f.name] = math.fsum(column) / len(column)
+            else:
+                values[f.name] = column[-1]
+        return type(stats[0])(**values)
+
+
+class Stateful(Protocol):
+    """Anything with ``state_dict`` / ``load_state_dict`` (modules, optimizers, schedulers)."""
+
+    def state_dict(self) -> Any: ...
+
+    def load_state_dict(self, state_dict: Any, /) -> Any: ...
+
+
+class Policy(nn.Module, ABC):
+    """Maps observations to actions; implements :class:`tshtrain.data.CollectorPolicy`.
+
+    Box actions: the networks act in ``[-1, 1]`` per dimension and :meth:`map_action` maps that onto
+    ``[low, high]`` linearly (``action_scaling=True``), after clipping to ``[-1, 1]``. Subclasses that
+    squash (tanh) never leave the interval, so the clip is a no-op for them. Stored actions are the
+    unmapped ones. Other action spaces are passed through unchanged.
+    """
+
+    def __init__(
+        self,
+        *,
+        action_space: gym.Space[Any],
+        observation_space: gym.Space[Any] | None = None,
+        action_scaling: bool = True,
+        deterministic_eval: bool = True,
+        seed: int | None = None,
+    ):
+        """Args:
+        action_space: the env's single action space.
+        observation_space: the env's single observation space (informational).
+        action_scaling: map Box actions from [-1, 1] to the space's bounds (requires finite bounds).
+        deterministic_eval: test steps use deterministic actions (argmax / mean).
+        seed: seeds the policy's own torch generator used for sampling actions.
+        """
+        super().__init__()
+        action_spec(action_space)  # raises for unsupported spaces
+        self.action_space = action_space
+        self.observation_space = observation_space
+        self.deterministic_eval = deterministic_eval
+        self.action_scaling = action_scaling and isinstance(action_space, gym.spaces.Box)
+        if self.action_scaling:
+            assert isinstance(action_space, gym.spaces.Box)
+            if not (np.all(np.isfinite(action_space.low)) and np.all(np.isfinite(action_space.high))):
+                raise ConfigurationError(
+                    f"{type(self).__name__}: action_scaling=True needs finite Box bounds, got "
+                    f"{action_space!r}; pass action_scaling=False."
+                )
+            self._act_low = np.asarray(action_space.low, dtype=np.float32)
+            self._act_half = (np.asarray(action_space.high, dtype=np.float32) - self._act_low) / 2
+        self.generator = torch.Generator()
+        """the generator from which this policy samples actions"""
+        self.generator.manual_seed(int(np.random.SeedSequence(seed).generate_state(1)[0]))
+
+    @property
+    def device(self) -> torch.device:
+        """Device of the policy's parameters (CPU if it has none)."""
+        for param in self.parameters():
+            return param.device
+        return torch.device("cpu")
+
+    @abstractmethod
+    def actions(self, obs: ObsTensor, *, deterministic: bool) -> torch.Tensor:
+        """Actions for a batch of observation tensors (called under ``torch.inference_mode``)."""
+
+    def compute_actions(self, obs: ObsArray, *, deterministic: bool) -> np.ndarray:
+        """Numpy in, numpy out: what the collector calls once per vector step."""
+        with torch.inference_mode():
+            act: torch.Tensor = self.actions(obs_to_torch(obs, self.device), deterministic=deterministic)
+        return act.cpu().numpy()
+
+    def map_action(self, act: np.ndarray) -> np.ndarray:
+        """Stored actions -> env actions (see the class docstring)."""
+        if not self.action_scaling:
+            return act
+        return np.asarray(self._act_low + (np.clip(act, -1.0, 1.0) + 1.0) * self._act_half, dtype=np.float32)
+
+    def map_action_inverse(self, act: np.ndarray) -> np.ndarray:
+        """Env actions -> stored actions."""
+        if not self.action_scaling:
+            return act
+        return np.asarray((act - self._act_low) / self._act_half - 1.0, dtype=np.float32)
+
+    def add_exploration_noise(self, act: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        """Exploration noise for training collection; none by default."""
+        del rng
+        return act
+
+
+TPolicy = TypeVar("TPolicy", bound=Policy)
+
+
+class Algorithm(ABC, Generic[TPolicy]):
+    """Owns a policy, further networks and optimizers; implements the update (see module docstring)."""
+
+    def __init__(self, *, policy: TPolicy):
+        self.policy = policy
+
+    def components(self) -> dict[str, Stateful]:
+        """Everything with state to save: networks, optimizers, schedulers. Subclasses extend it."""
+        return {"policy": self.policy}
+
+    def extra_state(self) -> dict[str, Any]:
+        """Plain values to save besides the components (e.g. an update counter)."""
+        return {}
+
+    def load_extra_state(self, state: Mapping[str, Any]) -> None:
+        """Restore what :meth:`extra_state` returned."""
+        del state
+
+    def state_dict(self) -> dict[str, Any]:
+        """State of every component (weights, optimizers, ...) plus the extra state."""
+        state: dict[str, Any] = {name: comp.state_dict() for name, comp in self.components().items()}
+        state["_extra"] = self.extra_state()
+        return state
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Restore a :meth:`state_dict`; the component names must match exactly."""
+        components = self.components()
+        missing = set(components) - set(state)
+        unexpected = set(state) - set(components) - {"_extra"}
+        if missing or unexpected:
+            raise ConfigurationError(
+                f"{type(self).__name__}.load_state_dict: missing {sorted(missing)}, unexpected "
+                f"{sorted(unexpected)}; was the state saved from another algorithm?"
+            )
+        for name, comp in components.items():
+            comp.load_state_dict(state[name])
+        self.load_extra_state(state.get("_extra", {}))
+
+
+class OnPolicyAlgorithm(Algorithm[TPolicy]):
+    """Updates from the rollout of the latest collection step only; the trainer then clears the buffer."""
+
+    @abstractmethod
+    def update(self, rollout: RolloutBatch, *, batch_size: int | None, num_repetitions: int) -> TrainingStats:
+        """``num_repetitions`` passes over ``rollout`` in mini-batches of ``batch_size`` (None: all)."""
+
+
+class OffPolicyAlgorithm(Algorithm[TPolicy]):
+    """Updates from samples of a replay buffer that the training collector fills."""
+
+    @abstractmethod
+    def update(self, buffer: BaseReplayBuffer, batch_size: int) -> TrainingStats:
+        """One gradient step on ``batch_size`` transitions sampled from ``buffer``."""
+
+
+class OfflineAlgorithm(Algorithm[TPolicy]):
+    """Updates from samples of a fixed dataset; never collects."""
+
+    def process_buffer(self, buffer: BaseReplayBuffer) -> None:
+        """Called once before offline training (e.g. to compute dataset statistics)."""
+        del buffer
+
+    @abstractmethod
+    def update(self, buffer: BaseReplayBuffer, batch_size: int) -> TrainingStats:
+        """One gradient step on ``batch_size`` transitions sampled from ``buffer``."""

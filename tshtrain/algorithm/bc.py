@@ -1,0 +1,68 @@
+"""Behaviour cloning: supervised imitation of the actions stored in a dataset (offline)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import final
+
+import torch
+import torch.nn.functional as F
+from typing_extensions import override
+
+from tshtrain.algorithm.base import OfflineAlgorithm, Policy, Stateful, TrainingStats, check_finite_loss
+from tshtrain.algorithm.policies import CategoricalPolicy, DeterministicActorPolicy
+from tshtrain.data.buffer import BaseReplayBuffer
+from tshtrain.errors import require_positive
+
+
+@dataclass(frozen=True, kw_only=True)
+class BCParams:
+    """Hyperparameters of :class:`BehaviorCloning`."""
+
+    lr: float = 1e-3
+    """Adam learning rate"""
+
+    def __post_init__(self) -> None:
+        require_positive("BCParams", "lr", self.lr)
+
+
+@dataclass(frozen=True, kw_only=True)
+class BCTrainingStats(TrainingStats):
+    """Statistics of behaviour-cloning gradient steps."""
+
+    loss: float = 0.0
+    """cross entropy (discrete) or mean squared error (continuous) to the dataset's actions"""
+
+
+@final
+class BehaviorCloning(OfflineAlgorithm[Policy]):
+    """Behaviour cloning for Discrete actions (a :class:`CategoricalPolicy`, cross entropy on the logits)
+    and Box actions (a :class:`DeterministicActorPolicy`, squared error in the policy's [-1, 1] action
+    space, i.e. on the stored actions)."""
+
+    def __init__(
+        self, *, policy: CategoricalPolicy | DeterministicActorPolicy, params: BCParams | None = None
+    ):
+        super().__init__(policy=policy)
+        self.params = params or BCParams()
+        self.optim = torch.optim.Adam(policy.parameters(), lr=self.params.lr)
+
+    @override
+    def components(self) -> dict[str, Stateful]:
+        return {"policy": self.policy, "optim": self.optim}
+
+    @override
+    def update(self, buffer: BaseReplayBuffer, batch_size: int) -> TrainingStats:
+        batch = buffer.sample(batch_size).to_torch(self.policy.device)
+        policy = self.policy
+        if isinstance(policy, CategoricalPolicy):
+            loss = F.cross_entropy(policy.logits(batch.obs), batch.act.long())
+        else:
+            assert isinstance(policy, DeterministicActorPolicy)
+            loss = F.mse_loss(policy.mean_actions(batch.obs), batch.act.float())
+        self.optim.zero_grad(set_to_none=True)
+        loss.backward()  # type: ignore[no-untyped-call]
+        self.optim.step()
+        loss_value = loss.detach()
+        check_finite_loss("BehaviorCloning", "imitation loss", loss_value)
+        return BCTrainingStats(loss=float(loss_value))

@@ -1,0 +1,189 @@
+"""Policies shared by several algorithms. Actions are sampled from the policy's own generator."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, final
+
+import gymnasium as gym
+import numpy as np
+import torch
+from torch import nn
+from typing_extensions import override
+
+from tshtrain.algorithm.base import Policy
+from tshtrain.data.batch import ObsTensor
+from tshtrain.errors import ConfigurationError, UnsupportedSpaceError
+
+
+def _as_tensor(obs: ObsTensor) -> torch.Tensor:
+    if isinstance(obs, torch.Tensor):
+        return obs
+    raise UnsupportedSpaceError(
+        "This policy's network takes array observations; for Dict observations pass a network that "
+        "accepts a dict of tensors and a policy subclass that feeds it."
+    )
+
+
+def _require_discrete(space: gym.Space[Any], owner: str) -> None:
+    if not isinstance(space, gym.spaces.Discrete):
+        raise UnsupportedSpaceError(f"{owner} needs a Discrete action space, got {space!r}.")
+
+
+@final
+class CategoricalPolicy(Policy):
+    """A stochastic policy over Discrete actions: ``actor(obs)`` returns logits.
+
+    Stochastic actions are drawn with ``torch.multinomial`` from the policy's generator; deterministic
+    ones are the argmax.
+    """
+
+    def __init__(
+        self,
+        actor: nn.Module,
+        action_space: gym.Space[Any],
+        *,
+        deterministic_eval: bool = True,
+        seed: int | None = None,
+    ):
+        _require_discrete(action_space, "CategoricalPolicy")
+        super().__init__(action_space=action_space, deterministic_eval=deterministic_eval, seed=seed)
+        self.actor = actor
+
+    def logits(self, obs: ObsTensor) -> torch.Tensor:
+        """Unnormalised log-probabilities, shape (N, num_actions)."""
+        logits: torch.Tensor = self.actor(_as_tensor(obs))
+        return logits
+
+    @override
+    def actions(self, obs: ObsTensor, *, deterministic: bool) -> torch.Tensor:
+        logits = self.logits(obs)
+        if deterministic:
+            return logits.argmax(dim=-1)
+        probs = torch.softmax(logits, dim=-1)
+        return torch.multinomial(probs, 1, generator=self.generator).squeeze(-1)
+
+
+@dataclass(frozen=True, kw_only=True)
+class EpsilonSchedule:
+    """Epsilon for epsilon-greedy exploration, linear from ``start`` to ``end`` over ``num_env_steps``
+    env steps of training collection (counted by the policy), constant afterwards."""
+
+    start: float = 1.0
+    """epsilon at the first env step"""
+    end: float = 0.05
+    """epsilon after num_env_steps env steps"""
+    num_env_steps: int = 10_000
+    """length of the linear decay, in env steps"""
+
+    def __post_init__(self) -> None:
+        for name in ("start", "end"):
+            value = getattr(self, name)
+            if not 0.0 <= value <= 1.0:
+                raise ConfigurationError(f"EpsilonSchedule.{name} must lie in [0, 1], got {value!r}.")
+        if isinstance(self.num_env_steps, bool) or self.num_env_steps < 0:
+            raise ConfigurationError(
+                f"EpsilonSchedule.num_env_steps must be >= 0, got {self.num_env_steps!r}."
+            )
+
+    def value(self, env_step: int) -> float:
+        """Epsilon after ``env_step`` env steps."""
+        if self.num_env_steps == 0 or env_step >= self.num_env_steps:
+            return self.end
+        return self.start + (self.end - self.start) * env_step / self.num_env_steps
+
+
+@final
+class QValuePolicy(Policy):
+    """Greedy over ``q_net(obs)`` (shape (N, num_actions)); epsilon-greedy as exploration noise.
+
+    Test steps act greedily. The policy counts the env steps it explored on (``explored_env_steps``,
+    saved in its state_dict), so the epsilon schedule needs nothing from the trainer.
+    """
+
+    explored_env_steps: torch.Tensor
+
+    def __init__(
+        self,
+        q_net: nn.Module,
+        action_space: gym.Space[Any],
+        *,
+        eps_schedule: EpsilonSchedule | None = None,
+        seed: int | None = None,
+    ):
+        _require_discrete(action_space, "QValuePolicy")
+        super().__init__(action_space=action_space, deterministic_eval=True, seed=seed)
+        self.q_net = q_net
+        self.eps_schedule = eps_schedule or EpsilonSchedule()
+        self.register_buffer("explored_env_steps", torch.zeros((), dtype=torch.int64))
+        assert isinstance(action_space, gym.spaces.Discrete)
+        self._num_actions = int(action_space.n)
+
+    def q_values(self, obs: ObsTensor) -> torch.Tensor:
+        """Q(o, .), shape (N, num_actions)."""
+        q: torch.Tensor = self.q_net(_as_tensor(obs))
+        return q
+
+    @property
+    def eps(self) -> float:
+        """The current training epsilon."""
+        return self.eps_schedule.value(int(self.explored_env_steps))
+
+    @override
+    def actions(self, obs: ObsTensor, *, deterministic: bool) -> torch.Tensor:
+        del deterministic  # greedy either way; exploration comes from add_exploration_noise / eps_test
+        return self.q_values(obs).argmax(dim=-1)
+
+    def _epsilon_greedy(self, act: np.ndarray, eps: float, rng: np.random.Generator) -> np.ndarray:
+        explore = rng.random(len(act)) < eps
+        if explore.any():
+            act = act.copy()
+            act[explore] = rng.integers(0, self._num_actions, size=int(explore.sum()))
+        return act
+
+    @override
+    def add_exploration_noise(self, act: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        eps = self.eps
+        self.explored_env_steps += len(act)
+        return self._epsilon_greedy(act, eps, rng)
+
+
+@final
+class DeterministicActorPolicy(Policy):
+    """A deterministic policy for Box actions: ``tanh(actor(obs))`` in [-1, 1], mapped onto the bounds
+    by :meth:`Policy.map_action`. Optional Gaussian exploration noise of std ``noise_std``."""
+
+    def __init__(
+        self,
+        actor: nn.Module,
+        action_space: gym.Space[Any],
+        *,
+        noise_std: float = 0.0,
+        seed: int | None = None,
+    ):
+        if not isinstance(action_space, gym.spaces.Box):
+            raise UnsupportedSpaceError(
+                f"DeterministicActorPolicy needs a Box action space, got {action_space!r}."
+            )
+        super().__init__(action_space=action_space, deterministic_eval=True, seed=seed)
+        if noise_std < 0:
+            raise ConfigurationError(f"DeterministicActorPolicy.noise_std must be >= 0, got {noise_std!r}.")
+        self.actor = actor
+        self.noise_std = noise_std
+
+    def mean_actions(self, obs: ObsTensor) -> torch.Tensor:
+        """tanh(actor(obs)), differentiable."""
+        out: torch.Tensor = self.actor(_as_tensor(obs))
+        return torch.tanh(out)
+
+    @override
+    def actions(self, obs: ObsTensor, *, deterministic: bool) -> torch.Tensor:
+        del deterministic
+        return self.mean_actions(obs)
+
+    @override
+    def add_exploration_noise(self, act: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        if self.noise_std == 0:
+            return act
+        noisy = act + rng.normal(0.0, self.noise_std, size=act.shape)
+        return np.clip(noisy, -1.0, 1.0).astype(np.float32)

@@ -1,0 +1,96 @@
+"""REINFORCE (Williams 1992): the policy gradient with Monte-Carlo returns."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import final
+
+import numpy as np
+import torch
+from typing_extensions import override
+
+from tshtrain.algorithm.base import OnPolicyAlgorithm, Stateful, TrainingStats, check_finite_loss
+from tshtrain.algorithm.policies import CategoricalPolicy
+from tshtrain.data.batch import ObsArray, RolloutBatch
+from tshtrain.errors import ConfigurationError, require_positive
+from tshtrain.functional.returns import discounted_returns
+
+
+@dataclass(frozen=True, kw_only=True)
+class ReinforceParams:
+    """Hyperparameters of :class:`Reinforce`."""
+
+    lr: float = 1e-3
+    """Adam learning rate"""
+    gamma: float = 0.99
+    """discount factor in [0, 1]"""
+    return_standardization: bool = True
+    """standardise the returns of each rollout to mean 0, std 1 (a baseline that lowers variance)"""
+
+    def __post_init__(self) -> None:
+        require_positive("ReinforceParams", "lr", self.lr)
+        if not 0.0 <= self.gamma <= 1.0:
+            raise ConfigurationError(f"ReinforceParams.gamma must lie in [0, 1], got {self.gamma!r}.")
+
+
+@dataclass(frozen=True, kw_only=True)
+class ReinforceTrainingStats(TrainingStats):
+    """Statistics of a REINFORCE update."""
+
+    loss: float = 0.0
+    """mean policy-gradient loss over the mini-batches"""
+
+
+@final
+class Reinforce(OnPolicyAlgorithm[CategoricalPolicy]):
+    """REINFORCE for Discrete actions.
+
+    Returns are computed over the rollout without bootstrapping: the last step of an unfinished episode
+    is treated as its end, so collect whole episodes (``collection_step_num_episodes``) for unbiased
+    returns.
+    """
+
+    def __init__(
+        self, *, policy: CategoricalPolicy, params: ReinforceParams | None = None, seed: int | None = None
+    ):
+        super().__init__(policy=policy)
+        self.params = params or ReinforceParams()
+        self.optim = torch.optim.Adam(policy.parameters(), lr=self.params.lr)
+        self.rng = torch.Generator().manual_seed(int(np.random.SeedSequence(seed).generate_state(1)[0]))
+
+    @override
+    def components(self) -> dict[str, Stateful]:
+        return {"policy": self.policy, "optim": self.optim}
+
+    @override
+    def update(self, rollout: RolloutBatch, *, batch_size: int | None, num_repetitions: int) -> TrainingStats:
+        returns_TE = discounted_returns(rollout.rew, rollout.terminated, rollout.boundary, self.params.gamma)
+        valid = rollout.valid
+        returns_N = torch.from_numpy(returns_TE[valid])
+        if self.params.return_standardization and len(returns_N) > 1:
+            returns_N = (returns_N - returns_N.mean()) / (returns_N.std() + 1e-8)
+        obs_N = torch.as_tensor(_flat_valid(rollout.obs, valid), device=self.policy.device)
+        act_N = torch.as_tensor(rollout.act[valid], device=self.policy.device)
+        num = len(returns_N)
+        size = num if batch_size is None else min(batch_size, num)
+        losses: list[torch.Tensor] = []
+        for _ in range(num_repetitions):
+            perm = torch.randperm(num, generator=self.rng)
+            for start in range(0, num, size):
+                idx = perm[start : start + size]
+                logp = torch.log_softmax(self.policy.logits(obs_N[idx]), dim=-1)
+                logp_act = logp.gather(1, act_N[idx].long().unsqueeze(-1)).squeeze(-1)
+                loss = -(logp_act * returns_N[idx]).mean()
+                self.optim.zero_grad(set_to_none=True)
+                loss.backward()  # type: ignore[no-untyped-call]
+                self.optim.step()
+                losses.append(loss.detach())
+        mean_loss = torch.stack(losses).mean()
+        check_finite_loss("Reinforce", "policy loss", mean_loss)
+        return ReinforceTrainingStats(loss=float(mean_loss), num_gradient_steps=len(losses))
+
+
+def _flat_valid(obs: ObsArray, valid: np.ndarray) -> np.ndarray:
+    if not isinstance(obs, np.ndarray):
+        raise TypeError("Reinforce takes array observations; flatten Dict observations with a wrapper.")
+    return np.asarray(obs[valid], dtype=np.float32)

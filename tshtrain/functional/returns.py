@@ -1,0 +1,59 @@
+"""Discounted returns and advantages over the time-major (T, E) layout, vectorised over envs.
+
+``boundary_TE[t, e]`` is True where the backward recursion must not reach from step t+1 into step t
+(episode end, last collected step of a column, padding); bootstrapping at such a step uses
+``next_value_TE`` unless the step is terminal.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def discounted_returns(
+    rew_TE: np.ndarray,
+    terminated_TE: np.ndarray,
+    boundary_TE: np.ndarray,
+    gamma: float,
+    next_value_TE: np.ndarray | None = None,
+) -> np.ndarray:
+    """G_t = r_t + gamma * G_{t+1} within an episode; at a boundary G_t = r_t + gamma * V(o_{t+1})
+    (0 if terminal or if ``next_value_TE`` is None), float32, shape (T, E)."""
+    num_steps = rew_TE.shape[0]
+    returns_TE = np.zeros(rew_TE.shape, dtype=np.float32)
+    not_terminal_TE = 1.0 - terminated_TE.astype(np.float32)
+    bootstrap_TE = (
+        np.zeros(rew_TE.shape, dtype=np.float32) if next_value_TE is None else next_value_TE * not_terminal_TE
+    )
+    running_E = np.zeros(rew_TE.shape[1:], dtype=np.float32)
+    for t in range(num_steps - 1, -1, -1):
+        running_E = np.where(boundary_TE[t], bootstrap_TE[t], running_E)
+        running_E = rew_TE[t] + gamma * running_E
+        returns_TE[t] = running_E
+    return returns_TE
+
+
+def gae_advantages(
+    rew_TE: np.ndarray,
+    value_TE: np.ndarray,
+    next_value_TE: np.ndarray,
+    terminated_TE: np.ndarray,
+    boundary_TE: np.ndarray,
+    *,
+    gamma: float,
+    gae_lambda: float,
+) -> np.ndarray:
+    """Generalised advantage estimation (Schulman et al. 2016), float32, shape (T, E).
+
+    delta_t = r_t + gamma * (1 - terminated_t) * V(o_{t+1}) - V(o_t);
+    A_t = delta_t + gamma * lambda * A_{t+1}, the sum cut at boundaries.
+    """
+    not_terminal_TE = 1.0 - terminated_TE.astype(np.float32)
+    delta_TE = rew_TE + gamma * not_terminal_TE * next_value_TE - value_TE
+    continues_TE = 1.0 - boundary_TE.astype(np.float32)
+    advantages_TE = np.zeros(rew_TE.shape, dtype=np.float32)
+    running_E = np.zeros(rew_TE.shape[1:], dtype=np.float32)
+    for t in range(rew_TE.shape[0] - 1, -1, -1):
+        running_E = delta_TE[t] + gamma * gae_lambda * continues_TE[t] * running_E
+        advantages_TE[t] = running_E
+    return advantages_TE

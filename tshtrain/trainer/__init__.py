@@ -1,0 +1,69 @@
+"""The typed trainer hierarchy: params, trainers, statistics.
+
+See ``tshtrain.trainer.base`` for the glossary (env step, collection step, update step, gradient step,
+training step, test step, epoch) and the callback points.
+"""
+
+from __future__ import annotations
+
+from typing import Any, overload
+
+from tshtrain.algorithm.base import OfflineAlgorithm, OffPolicyAlgorithm, OnPolicyAlgorithm
+from tshtrain.trainer.base import Trainer, TrainingStepResult
+from tshtrain.trainer.params import (
+    OfflineTrainerParams,
+    OffPolicyTrainerParams,
+    OnlineTrainerParams,
+    OnPolicyTrainerParams,
+    TrainerParams,
+)
+from tshtrain.trainer.stats import EpochStats, InfoStats, StopReason, TimingStats
+from tshtrain.trainer.trainers import OfflineTrainer, OffPolicyTrainer, OnlineTrainer, OnPolicyTrainer
+
+
+@overload
+def run_training(algorithm: OnPolicyAlgorithm[Any], params: OnPolicyTrainerParams) -> InfoStats: ...
+@overload
+def run_training(algorithm: OffPolicyAlgorithm[Any], params: OffPolicyTrainerParams) -> InfoStats: ...
+@overload
+def run_training(algorithm: OfflineAlgorithm[Any], params: OfflineTrainerParams) -> InfoStats: ...
+def run_training(
+    algorithm: OnPolicyAlgorithm[Any] | OffPolicyAlgorithm[Any] | OfflineAlgorithm[Any],
+    params: OnPolicyTrainerParams | OffPolicyTrainerParams | OfflineTrainerParams,
+) -> InfoStats:
+    """Build the trainer that matches the algorithm's family and run it.
+
+    mypy checks the pairing (an on-policy algorithm needs ``OnPolicyTrainerParams``, ...); at run time a
+    mismatch raises ``TypeError`` naming both.
+    """
+    if isinstance(algorithm, OnPolicyAlgorithm) and isinstance(params, OnPolicyTrainerParams):
+        return OnPolicyTrainer(algorithm, params).run()
+    if isinstance(algorithm, OffPolicyAlgorithm) and isinstance(params, OffPolicyTrainerParams):
+        return OffPolicyTrainer(algorithm, params).run()
+    if isinstance(algorithm, OfflineAlgorithm) and isinstance(params, OfflineTrainerParams):
+        return OfflineTrainer(algorithm, params).run()
+    raise TypeError(
+        f"run_training: {type(algorithm).__name__} cannot be trained with {type(params).__name__}; "
+        f"on-policy algorithms take OnPolicyTrainerParams, off-policy ones OffPolicyTrainerParams, "
+        f"offline ones OfflineTrainerParams."
+    )
+
+
+__all__ = [
+    "EpochStats",
+    "InfoStats",
+    "OffPolicyTrainer",
+    "OffPolicyTrainerParams",
+    "OfflineTrainer",
+    "OfflineTrainerParams",
+    "OnPolicyTrainer",
+    "OnPolicyTrainerParams",
+    "OnlineTrainer",
+    "OnlineTrainerParams",
+    "StopReason",
+    "TimingStats",
+    "Trainer",
+    "TrainerParams",
+    "TrainingStepResult",
+    "run_training",
+]

@@ -1,0 +1,252 @@
+"""Frozen, keyword-only parameter objects that say what kind of training to run.
+
+Field names and defaults follow Tianshou 2.x. Every field is validated when the object is built; an
+error names the field, the value and what to do instead.
+
+``TrainerParams`` -> ``OnlineTrainerParams`` -> ``OnPolicyTrainerParams`` / ``OffPolicyTrainerParams``;
+``TrainerParams`` -> ``OfflineTrainerParams``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from tshtrain.algorithm.base import Algorithm
+from tshtrain.data.buffer import BaseReplayBuffer
+from tshtrain.data.collector import Collector
+from tshtrain.data.stats import CollectStats
+from tshtrain.errors import ConfigurationError
+from tshtrain.logger.base import Logger
+
+
+def _positive_int(owner: str, name: str, value: object, *, allow_none: bool = False) -> None:
+    if value is None and allow_none:
+        return
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        allowed = "an int >= 1" + (" or None" if allow_none else "")
+        raise ConfigurationError(f"{owner}.{name} must be {allowed}, got {value!r}.")
+
+
+def _short(value: object) -> str:
+    if callable(value) and hasattr(value, "__qualname__"):
+        return f"<{value.__qualname__}>"
+    if isinstance(value, Collector):
+        return f"Collector(num_envs={value.num_envs})"
+    if isinstance(value, BaseReplayBuffer):
+        return f"{type(value).__name__}(len={len(value)}, capacity={value.capacity})"
+    return repr(value)
+
+
+@dataclass(frozen=True, kw_only=True)
+class TrainerParams:
+    """Parameters common to every trainer."""
+
+    max_epochs: int = 100
+    """the (maximum) number of epochs. An epoch is a number of training steps followed by one test step;
+    online, ceil(epoch_num_steps / c) training steps with c env steps collected per training step, so a
+    full run takes max_epochs * ceil(epoch_num_steps / c) * c env steps. Offline, epoch_num_steps
+    training steps."""
+    epoch_num_steps: int = 30000
+    """online: env steps to collect per epoch; offline: training (= gradient) steps per epoch"""
+    test_collector: Collector | None = None
+    """the collector for test steps; None: no test steps (and no stop_fn / test_fn / save_best_fn)"""
+    test_step_num_episodes: int = 1
+    """episodes per test step"""
+    training_fn: Callable[[int, int], None] | None = None
+    """called at the beginning of each training step as ``training_fn(epoch, env_step)``"""
+    test_fn: Callable[[int, int | None], None] | None = None
+    """called at the beginning of each test step as ``test_fn(epoch, env_step)``"""
+    stop_fn: Callable[[float], bool] | None = None
+    """called with the score of every test step; True stops training"""
+    compute_score_fn: Callable[[CollectStats], float] | None = None
+    """the score of a test step (maximised); None: the mean test return"""
+    save_best_fn: Callable[[Algorithm[Any]], None] | None = None
+    """called with the algorithm whenever a test step reaches a strictly greater score than before"""
+    save_checkpoint_fn: Callable[[int, int, int], str] | None = None
+    """called after every training step as ``save_checkpoint_fn(epoch, env_step, gradient_step)``;
+    returns the path it wrote. Called whether or not a logger is set."""
+    resume_from_log: bool = False
+    """restore epoch, env_step and gradient_step from the logger's records before training"""
+    multi_agent_return_reduction: Callable[[np.ndarray], np.ndarray] | None = None
+    """maps per-agent returns (num_episodes, num_agents) to (num_episodes,); None: mean over agents"""
+    logger: Logger | None = None
+    """where statistics go; None: nothing is logged"""
+    verbose: bool = True
+    """print one line per test step"""
+    show_progress: bool | None = None
+    """progress bars; None: only when stderr is a terminal"""
+
+    def __post_init__(self) -> None:
+        owner = type(self).__name__
+        _positive_int(owner, "max_epochs", self.max_epochs)
+        _positive_int(owner, "epoch_num_steps", self.epoch_num_steps)
+        _positive_int(owner, "test_step_num_episodes", self.test_step_num_episodes)
+        if self.test_collector is not None and not isinstance(self.test_collector, Collector):
+            raise ConfigurationError(
+                f"{owner}.test_collector must be a tshtrain.data.Collector or None, got "
+                f"{type(self.test_collector).__name__}."
+            )
+        if self.test_collector is None:
+            for name in ("stop_fn", "test_fn", "save_best_fn", "compute_score_fn"):
+                if getattr(self, name) is not None:
+                    raise ConfigurationError(
+                        f"{owner}.{name} is set but test_collector is None; {name} acts on test steps, "
+                        f"so pass a test_collector or drop {name}."
+                    )
+        if self.resume_from_log and self.logger is None:
+            raise ConfigurationError(
+                f"{owner}.resume_from_log=True needs a logger to read the counters from; pass logger=..."
+            )
+        if self.logger is not None and not isinstance(self.logger, Logger):
+            raise ConfigurationError(
+                f"{owner}.logger must implement tshtrain.logger.Logger (intervals, write, "
+                f"restore_counters, close), got {type(self.logger).__name__}."
+            )
+
+    def __str__(self) -> str:
+        defaults = {f.name: f.default for f in dataclasses.fields(self)}
+        parts = [
+            f"{name}={_short(value)}"
+            for name, value in ((f.name, getattr(self, f.name)) for f in dataclasses.fields(self))
+            if value is not defaults[name] and value != defaults[name]
+        ]
+        return f"{type(self).__name__}({', '.join(parts)})"
+
+
+@dataclass(frozen=True, kw_only=True)
+class OnlineTrainerParams(TrainerParams):
+    """Parameters of trainers that collect their own data.
+
+    Collection size: set exactly one of ``collection_step_num_env_steps`` and
+    ``collection_step_num_episodes``. Because the env-step field has a default, setting only
+    ``collection_step_num_episodes`` switches to episode-based collection (the env-step default is
+    dropped); setting both to values is an error.
+    """
+
+    training_collector: Collector
+    """the collector that gathers training data in each training step"""
+    collection_step_num_env_steps: int | None = 2048
+    """env steps per collection step; with N envs, ceil(n / N) * N are collected"""
+    collection_step_num_episodes: int | None = None
+    """episodes per collection step (instead of env steps)"""
+    test_in_training: bool = False
+    """after each collection step whose finished episodes satisfy stop_fn, run a test step, and stop if
+    the test step satisfies it too"""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        owner = type(self).__name__
+        if not isinstance(self.training_collector, Collector):
+            raise ConfigurationError(
+                f"{owner}.training_collector must be a tshtrain.data.Collector, got "
+                f"{type(self.training_collector).__name__}."
+            )
+        _positive_int(
+            owner, "collection_step_num_env_steps", self.collection_step_num_env_steps, allow_none=True
+        )
+        _positive_int(
+            owner, "collection_step_num_episodes", self.collection_step_num_episodes, allow_none=True
+        )
+        if self.collection_step_num_episodes is not None:
+            if self.collection_step_num_env_steps not in (None, 2048):
+                raise ConfigurationError(
+                    f"{owner}: collection_step_num_env_steps={self.collection_step_num_env_steps} and "
+                    f"collection_step_num_episodes={self.collection_step_num_episodes} are both set; "
+                    f"set only one of them."
+                )
+            object.__setattr__(self, "collection_step_num_env_steps", None)
+        elif self.collection_step_num_env_steps is None:
+            raise ConfigurationError(
+                f"{owner}: neither collection_step_num_env_steps nor collection_step_num_episodes is set; "
+                f"set one of them."
+            )
+        if self.test_in_training and self.stop_fn is None:
+            raise ConfigurationError(
+                f"{owner}.test_in_training=True needs a stop_fn (it decides when to test); pass stop_fn "
+                f"or set test_in_training=False."
+            )
+        buffer = self.training_collector.buffer
+        steps = self.collection_step_num_env_steps
+        if buffer is None:
+            raise ConfigurationError(
+                f"{owner}.training_collector has no buffer; build it as Collector(policy, env, buffer)."
+            )
+        if steps is not None:
+            rows = -(-steps // self.training_collector.num_envs)
+            if rows > buffer.column_capacity:
+                raise ConfigurationError(
+                    f"{owner}.collection_step_num_env_steps={steps} needs {rows} rows per env but each "
+                    f"sub-buffer of the training buffer holds {buffer.column_capacity}; enlarge the buffer "
+                    f"to >= {rows * buffer.num_columns} or lower collection_step_num_env_steps."
+                )
+
+
+@dataclass(frozen=True, kw_only=True)
+class OnPolicyTrainerParams(OnlineTrainerParams):
+    """Parameters of :class:`OnPolicyTrainer`."""
+
+    batch_size: int | None = 64
+    """mini-batch size of the gradient updates; None: the whole rollout in one batch"""
+    update_step_num_repetitions: int = 1
+    """passes over the collected rollout in each update step"""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        owner = type(self).__name__
+        _positive_int(owner, "batch_size", self.batch_size, allow_none=True)
+        _positive_int(owner, "update_step_num_repetitions", self.update_step_num_repetitions)
+
+
+@dataclass(frozen=True, kw_only=True)
+class OffPolicyTrainerParams(OnlineTrainerParams):
+    """Parameters of :class:`OffPolicyTrainer`."""
+
+    batch_size: int = 64
+    """transitions sampled from the buffer for each gradient step"""
+    update_step_num_gradient_steps_per_sample: float = 1.0
+    """u: after collecting n transitions, round(u * n) gradient steps are taken"""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        owner = type(self).__name__
+        _positive_int(owner, "batch_size", self.batch_size)
+        ratio = self.update_step_num_gradient_steps_per_sample
+        if isinstance(ratio, bool) or not isinstance(ratio, int | float) or not ratio > 0:
+            raise ConfigurationError(
+                f"{owner}.update_step_num_gradient_steps_per_sample must be a number > 0, got {ratio!r}."
+            )
+        steps = self.collection_step_num_env_steps
+        if steps is not None and round(ratio * steps) == 0:
+            raise ConfigurationError(
+                f"{owner}.update_step_num_gradient_steps_per_sample={ratio} gives round({ratio} * "
+                f"{steps}) = 0 gradient steps per collection step of {steps} env steps; raise it to at "
+                f"least {0.5 / steps:.3g} or collect more env steps per collection step."
+            )
+
+
+@dataclass(frozen=True, kw_only=True)
+class OfflineTrainerParams(TrainerParams):
+    """Parameters of :class:`OfflineTrainer`."""
+
+    buffer: BaseReplayBuffer
+    """the dataset: a filled replay buffer"""
+    batch_size: int = 64
+    """transitions sampled from the buffer for each gradient step"""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        owner = type(self).__name__
+        _positive_int(owner, "batch_size", self.batch_size)
+        if not isinstance(self.buffer, BaseReplayBuffer):
+            raise ConfigurationError(
+                f"{owner}.buffer must be a tshtrain replay buffer, got {type(self.buffer).__name__}."
+            )
+        if len(self.buffer) == 0:
+            raise ConfigurationError(
+                f"{owner}.buffer is empty; fill it (collect, or tshtrain.data.load_buffer(path)) first."
+            )

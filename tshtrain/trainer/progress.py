@@ -1,0 +1,35 @@
+"""A thin typed wrapper around a tqdm bar for one epoch."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import tqdm
+
+from tshtrain.algorithm.base import TrainingStats
+
+
+class ProgressBar:
+    """An epoch's bar: advances by env steps (online) or training steps (offline); the postfix shows
+    env_step, the last training return and the losses of the last update."""
+
+    def __init__(self, total: int, description: str):
+        self._bar: tqdm.tqdm[Any] = tqdm.tqdm(total=total, desc=description, dynamic_ncols=True, leave=True)
+
+    def advance(
+        self, amount: int, env_step: int, last_return: float | None, stat: TrainingStats | None
+    ) -> None:
+        """Move the bar and refresh its postfix."""
+        postfix: dict[str, str] = {"env_step": str(env_step)}
+        if last_return is not None:
+            postfix["rew"] = f"{last_return:.2f}"
+        if stat is not None:
+            for name, value in stat.as_scalars().items():
+                if "loss" in name:
+                    postfix[name] = f"{value:.3f}"
+        self._bar.set_postfix(postfix, refresh=False)
+        self._bar.update(amount)
+
+    def close(self) -> None:
+        """Close the bar (leaves it on screen)."""
+        self._bar.close()
