@@ -5,11 +5,17 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import final
 
-import torch
 import torch.nn.functional as F
 from typing_extensions import override
 
-from tshtrain.algorithm.base import OfflineAlgorithm, Policy, Stateful, TrainingStats, check_finite_loss
+from tshtrain.algorithm.base import (
+    OfflineAlgorithm,
+    Policy,
+    Stateful,
+    TrainingStats,
+    check_finite_loss,
+    make_adam,
+)
 from tshtrain.algorithm.policies import CategoricalPolicy, DeterministicActorPolicy
 from tshtrain.data.buffer import BaseReplayBuffer
 from tshtrain.errors import require_positive
@@ -45,7 +51,7 @@ class BehaviorCloning(OfflineAlgorithm[Policy]):
     ):
         super().__init__(policy=policy)
         self.params = params or BCParams()
-        self.optim = torch.optim.Adam(policy.parameters(), lr=self.params.lr)
+        self.optim = make_adam(policy.parameters(), lr=self.params.lr)
 
     @override
     def components(self) -> dict[str, Stateful]:

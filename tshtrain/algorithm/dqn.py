@@ -10,7 +10,7 @@ import torch
 import torch.nn.functional as F
 from typing_extensions import override
 
-from tshtrain.algorithm.base import OffPolicyAlgorithm, Stateful, TrainingStats, check_finite_loss
+from tshtrain.algorithm.base import OffPolicyAlgorithm, Stateful, TrainingStats, check_finite_loss, make_adam
 from tshtrain.algorithm.policies import QValuePolicy
 from tshtrain.data.buffer import BaseReplayBuffer
 from tshtrain.data.prioritized import BasePrioritizedBuffer
@@ -31,7 +31,7 @@ class DQNParams:
     """double Q-learning: the online network picks the next action, the target network values it"""
     huber_loss: bool = True
     """Huber (smooth L1) instead of squared TD error"""
-    max_grad_norm: float | None = 10.0
+    max_grad_norm: float | None = None
     """clip the gradient norm to this value (None: no clipping)"""
 
     def __post_init__(self) -> None:
@@ -66,7 +66,7 @@ class DQN(OffPolicyAlgorithm[QValuePolicy]):
         self.params = params or DQNParams()
         self.target_q_net = copy.deepcopy(policy.q_net)
         self.target_q_net.requires_grad_(False)
-        self.optim = torch.optim.Adam(policy.q_net.parameters(), lr=self.params.lr)
+        self.optim = make_adam(policy.q_net.parameters(), lr=self.params.lr)
         self.num_gradient_steps = 0
 
     @override

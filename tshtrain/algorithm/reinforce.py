@@ -9,7 +9,7 @@ import numpy as np
 import torch
 from typing_extensions import override
 
-from tshtrain.algorithm.base import OnPolicyAlgorithm, Stateful, TrainingStats, check_finite_loss
+from tshtrain.algorithm.base import OnPolicyAlgorithm, Stateful, TrainingStats, check_finite_loss, make_adam
 from tshtrain.algorithm.policies import CategoricalPolicy
 from tshtrain.data.batch import ObsArray, RolloutBatch
 from tshtrain.errors import ConfigurationError, require_positive
@@ -55,7 +55,7 @@ class Reinforce(OnPolicyAlgorithm[CategoricalPolicy]):
     ):
         super().__init__(policy=policy)
         self.params = params or ReinforceParams()
-        self.optim = torch.optim.Adam(policy.parameters(), lr=self.params.lr)
+        self.optim = make_adam(policy.parameters(), lr=self.params.lr)
         self.rng = torch.Generator().manual_seed(int(np.random.SeedSequence(seed).generate_state(1)[0]))
 
     @override

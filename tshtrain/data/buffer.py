@@ -190,6 +190,23 @@ class BaseReplayBuffer(ABC):
         self._synced = bool(np.all(self._ptr == self._ptr[0]) and np.all(self._len == self._len[0]))
         return np.asarray(rows * self.num_columns + env_ids)
 
+    def truncate_episodes(self, env_ids: np.ndarray) -> None:
+        """Mark the newest transition of each given column as truncated, unless it already ends its
+        episode; empty columns are skipped.
+
+        The collector calls this when it resets envs in the middle of an episode, so that the cut
+        episode's last stored transition ends it (its ``obs_next`` is the true next observation) and
+        no episode-aware lookup (:meth:`next_index`, :meth:`rollout` boundaries) crosses into the
+        episode that follows in the same column.
+        """
+        cols = np.asarray(env_ids, dtype=np.int64)
+        cols = cols[self._len[cols] > 0]
+        if len(cols) == 0 or not self._arrays:
+            return
+        idx = ((self._ptr[cols] - 1) % self.column_capacity) * self.num_columns + cols
+        open_idx = idx[~(self._flat["terminated"][idx] | self._flat["truncated"][idx])]
+        self._flat["truncated"][open_idx] = True
+
     # ------------------------------------------------------------------ reading
     def _require_data(self, what: str) -> None:
         if len(self) == 0:

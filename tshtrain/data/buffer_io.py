@@ -4,6 +4,8 @@ The format streams: arrays are written straight from the buffer's storage and re
 memory map into freshly allocated arrays, so neither direction needs twice the buffer's RAM. A save
 goes to a temporary directory that is renamed into place only when complete (fsync'ed); a failed save
 leaves nothing behind, and an existing buffer directory of the same name is replaced only at the end.
+Prioritized buffers add ``priorities.npy`` and their exponents to the manifest, so that a loaded buffer
+samples exactly as the saved one did.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from tshtrain.errors import BufferFormatError
 BUFFER_FORMAT = "tshtrain-buffer"
 BUFFER_FORMAT_VERSION = 1
 _MANIFEST = "manifest.json"
+_PRIORITIES = "priorities"  # manifest key and file stem (field files never clash: see _field_file)
 
 
 def _field_file(name: str) -> str:
@@ -37,8 +40,36 @@ def _fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
+def _write_array(directory: Path, file: str, arr: np.ndarray) -> dict[str, Any]:
+    """Write ``arr`` to ``directory/file`` (fsync'ed); its manifest entry."""
+    with open(directory / file, "wb") as fh:
+        np.save(fh, arr, allow_pickle=False)
+        fh.flush()
+        os.fsync(fh.fileno())
+    return {"file": file, "shape": list(arr.shape), "dtype": arr.dtype.str}
+
+
+def _replace_dir(tmp: Path, target: Path) -> None:
+    """Move the finished ``tmp`` to ``target``, replacing an existing ``target`` only on success."""
+    if not target.exists():
+        tmp.rename(target)
+        return
+    old = target.with_name(f".{target.name}.old-{os.getpid()}")
+    shutil.rmtree(old, ignore_errors=True)  # left over by a crashed save
+    target.rename(old)
+    try:
+        tmp.rename(target)
+    except BaseException:
+        old.rename(target)
+        raise
+    shutil.rmtree(old, ignore_errors=True)
+
+
 def save_buffer(buffer: BaseReplayBuffer, path: str | os.PathLike[str]) -> Path:
-    """Write ``buffer`` to the directory ``path`` atomically (see the module docstring)."""
+    """Write ``buffer`` to the directory ``path`` atomically (see the module docstring).
+
+    Prioritized buffers also store their priorities, ``alpha``, ``beta`` and max priority.
+    """
     target = Path(path)
     tmp = target.with_name(f".{target.name}.tmp-{os.getpid()}")
     shutil.rmtree(tmp, ignore_errors=True)
@@ -46,11 +77,7 @@ def save_buffer(buffer: BaseReplayBuffer, path: str | os.PathLike[str]) -> Path:
     try:
         fields: dict[str, Any] = {}
         for name, arr in buffer.field_arrays().items():
-            with open(tmp / _field_file(name), "wb") as fh:
-                np.save(fh, arr, allow_pickle=False)
-                fh.flush()
-                os.fsync(fh.fileno())
-            fields[name] = {"file": _field_file(name), "shape": list(arr.shape), "dtype": arr.dtype.str}
+            fields[name] = _write_array(tmp, _field_file(name), arr)
         layout = buffer.layout()
         manifest = {
             "format": BUFFER_FORMAT,
@@ -62,18 +89,19 @@ def save_buffer(buffer: BaseReplayBuffer, path: str | os.PathLike[str]) -> Path:
             "length": list(layout.length),
             "fields": fields,
         }
+        if isinstance(buffer, prioritized.BasePrioritizedBuffer):
+            manifest[_PRIORITIES] = {
+                **_write_array(tmp, _PRIORITIES + ".npy", buffer.priorities()),
+                "alpha": buffer.alpha,
+                "beta": buffer.beta,
+                "max_priority": buffer.max_priority,
+            }
         with open(tmp / _MANIFEST, "w") as fh:
             json.dump(manifest, fh, indent=1)
             fh.flush()
             os.fsync(fh.fileno())
         _fsync_dir(tmp)
-        if target.exists():
-            old = target.with_name(f".{target.name}.old-{os.getpid()}")
-            target.rename(old)
-            tmp.rename(target)
-            shutil.rmtree(old)
-        else:
-            tmp.rename(target)
+        _replace_dir(tmp, target)
         _fsync_dir(target.parent)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -86,7 +114,7 @@ def read_manifest(path: str | os.PathLike[str]) -> dict[str, Any]:
     manifest_path = Path(path) / _MANIFEST
     try:
         manifest = json.loads(manifest_path.read_text())
-    except FileNotFoundError:
+    except (FileNotFoundError, NotADirectoryError):
         raise BufferFormatError(f"{path}: not a tshtrain buffer directory (no {_MANIFEST}).") from None
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise BufferFormatError(f"{manifest_path}: corrupt manifest ({exc}).") from None
@@ -118,37 +146,55 @@ def load_buffer_into(buffer: BaseReplayBuffer, path: str | os.PathLike[str]) -> 
             f"the target has {buffer.num_columns} of {buffer.column_capacity}. Build the target with "
             f"the saved sizes, or use load_buffer({str(path)!r})."
         )
-    arrays: dict[str, np.ndarray] = {}
-    for name, spec in manifest["fields"].items():
-        file = Path(path) / spec["file"]
-        try:
-            mapped = np.load(file, mmap_mode="r", allow_pickle=False)
-        except (OSError, ValueError, EOFError) as exc:
-            raise BufferFormatError(f"{file}: unreadable or truncated field file ({exc}).") from None
-        if list(mapped.shape) != spec["shape"] or mapped.dtype.str != spec["dtype"]:
+    arrays = {name: _read_array(Path(path), spec) for name, spec in manifest["fields"].items()}
+    saved_per = manifest.get(_PRIORITIES)
+    per_state: tuple[np.ndarray, float, float] | None = None
+    if isinstance(buffer, prioritized.BasePrioritizedBuffer) and saved_per is not None:
+        priorities = _read_array(Path(path), saved_per)
+        if priorities.shape != (buffer.capacity,):
             raise BufferFormatError(
-                f"{file}: holds {mapped.dtype.str}{list(mapped.shape)}, the manifest says "
-                f"{spec['dtype']}{spec['shape']}."
+                f"{Path(path) / saved_per['file']}: holds {priorities.shape} priorities for a buffer of "
+                f"{buffer.capacity} transitions."
             )
-        arrays[name] = np.empty(mapped.shape, dtype=mapped.dtype)
-        arrays[name][...] = mapped  # streamed page by page from the memory map
+        per_state = (priorities, float(saved_per["alpha"]), float(saved_per["max_priority"]))
     buffer.restore(arrays, layout)
+    if isinstance(buffer, prioritized.BasePrioritizedBuffer) and per_state is not None:
+        buffer.restore_priorities(per_state[0], alpha=per_state[1], max_priority=per_state[2])
     return buffer
+
+
+def _read_array(directory: Path, spec: dict[str, Any]) -> np.ndarray:
+    """Read one array file described by a manifest entry, checked against it."""
+    file = directory / spec["file"]
+    try:
+        mapped = np.load(file, mmap_mode="r", allow_pickle=False)
+    except (OSError, ValueError, EOFError) as exc:
+        raise BufferFormatError(f"{file}: unreadable or truncated field file ({exc}).") from None
+    if list(mapped.shape) != spec["shape"] or mapped.dtype.str != spec["dtype"]:
+        raise BufferFormatError(
+            f"{file}: holds {mapped.dtype.str}{list(mapped.shape)}, the manifest says "
+            f"{spec['dtype']}{spec['shape']}."
+        )
+    arr = np.empty(mapped.shape, dtype=mapped.dtype)
+    arr[...] = mapped  # streamed page by page from the memory map
+    return arr
 
 
 def load_buffer(
     path: str | os.PathLike[str], *, seed: int | np.random.Generator | None = None
 ) -> BaseReplayBuffer:
     """Load a saved buffer as a new :class:`ReplayBuffer` / :class:`VectorReplayBuffer` (or the
-    prioritized variant it was saved from, with default alpha/beta)."""
+    prioritized variant it was saved from, with the saved alpha, beta and priorities)."""
     manifest = read_manifest(path)
     cap, cols = int(manifest["column_capacity"]), int(manifest["num_columns"])
     kind = manifest.get("class")
+    per = manifest.get(_PRIORITIES) or {}
+    alpha, beta = float(per.get("alpha", 0.6)), float(per.get("beta", 0.4))
     buffer: BaseReplayBuffer
     if kind == "PrioritizedReplayBuffer":
-        buffer = prioritized.PrioritizedReplayBuffer(cap, seed=seed)
+        buffer = prioritized.PrioritizedReplayBuffer(cap, alpha, beta, seed=seed)
     elif kind == "PrioritizedVectorReplayBuffer":
-        buffer = prioritized.PrioritizedVectorReplayBuffer(cap * cols, cols, seed=seed)
+        buffer = prioritized.PrioritizedVectorReplayBuffer(cap * cols, cols, alpha, beta, seed=seed)
     elif cols == 1 and kind == "ReplayBuffer":
         buffer = ReplayBuffer(cap, seed=seed)
     else:

@@ -113,11 +113,19 @@ class Collector:
         self._obs: ObsArray = np.zeros(0)
         self._ep_return: np.ndarray = np.zeros(self.num_envs, dtype=np.float64)
         self._ep_len = np.zeros(self.num_envs, dtype=np.int64)
+        self._ep_stored = np.zeros(self.num_envs, dtype=bool)  # current episode has stored transitions
         self.reset(reset_buffer=True, reset_stats=True, seed=seed)
 
     # ------------------------------------------------------------------ resetting
     def reset_env(self, seed: int | None = None) -> None:
-        """Reset all envs (new episodes) and the per-env episode accumulators."""
+        """Reset all envs (new episodes) and the per-env episode accumulators.
+
+        Episodes cut short by the reset end, in the buffer, with their last stored transition marked
+        truncated (see :meth:`BaseReplayBuffer.truncate_episodes`).
+        """
+        if self.buffer is not None and self._ep_stored.any():
+            self.buffer.truncate_episodes(np.flatnonzero(self._ep_stored))
+        self._ep_stored[:] = False
         obs, _ = self.env.reset(seed=seed)
         self._obs = obs
         self._ep_return = np.zeros_like(self._ep_return)
@@ -214,6 +222,8 @@ class Collector:
         if self._ep_return.shape[1:] != np.shape(rew)[1:]:  # multi-agent rewards: one return per agent
             self._ep_return = np.zeros((self.num_envs, *np.shape(rew)[1:]), dtype=np.float64)
         if self.buffer is not None:
+            stored_ids = slice(None) if active is None else active
+            self._ep_stored[stored_ids] = ~done[stored_ids]
             if active is None:
                 self.buffer.add(
                     obs=self._obs,

@@ -40,6 +40,8 @@ class SegmentTree:
     def set(self, leaves: np.ndarray, values: np.ndarray) -> None:
         """Set leaves (later duplicates win) and refresh their ancestors."""
         nodes = np.asarray(leaves, dtype=np.int64) + self._leaf0
+        if len(nodes) == 0:
+            return
         self._sum[nodes] = values
         self._min[nodes] = values
         nodes = np.unique(nodes >> 1)
@@ -56,13 +58,17 @@ class SegmentTree:
         self._min[:] = np.inf
 
     def find_prefix(self, values: np.ndarray) -> np.ndarray:
-        """For each v, the smallest leaf i with sum(leaves[:i+1]) > v."""
+        """For each v, the smallest leaf i with sum(leaves[:i+1]) > v.
+
+        A v at or beyond the total (which rounding can produce) maps to the last positive leaf, so
+        that a query never returns an empty (zero) leaf while the total is positive.
+        """
         remaining = np.asarray(values, dtype=np.float64).copy()
         nodes = np.ones(len(remaining), dtype=np.int64)
-        while nodes[0] < self._leaf0:
+        while len(nodes) and nodes[0] < self._leaf0:
             left = 2 * nodes
             left_sum = self._sum[left]
-            go_right = remaining >= left_sum
+            go_right = (remaining >= left_sum) & (self._sum[left + 1] > 0.0)
             remaining -= np.where(go_right, left_sum, 0.0)
             nodes = left + go_right
         return np.minimum(nodes - self._leaf0, self.size - 1)
@@ -160,6 +166,8 @@ class BasePrioritizedBuffer(BaseReplayBuffer):
     def update_priorities(self, indices: np.ndarray, errors: np.ndarray) -> None:
         """Set priorities from absolute TD errors (a small epsilon keeps every priority positive)."""
         priority = np.abs(np.asarray(errors, dtype=np.float64)) + 1e-6
+        if priority.size == 0:
+            return
         if not np.all(np.isfinite(priority)):
             raise ConfigurationError(
                 f"{type(self).__name__}.update_priorities: non-finite TD errors {errors!r}."
@@ -167,14 +175,42 @@ class BasePrioritizedBuffer(BaseReplayBuffer):
         self._max_priority = max(self._max_priority, float(priority.max()))
         self._tree.set(indices, priority**self.alpha)
 
+    @property
+    def max_priority(self) -> float:
+        """The largest priority seen so far; new transitions get ``max_priority ** alpha``."""
+        return self._max_priority
+
+    def priorities(self) -> np.ndarray:
+        """The sampling weights ``p_i ** alpha`` of all ``capacity`` flat indices (0 where nothing is
+        stored), a copy (for saving)."""
+        return self._tree.get(np.arange(self.capacity))
+
     @override
     def restore(self, arrays: Mapping[str, np.ndarray], layout: BufferLayout) -> None:
-        # priorities are not saved: every stored transition restarts at the max priority
+        # every stored transition starts at the max priority; restore_priorities() may follow
         super().restore(arrays, layout)
         self._tree.clear()
         stored = self.chronological_indices()
         if len(stored):
             self._tree.set(stored, np.full(len(stored), self._max_priority**self.alpha))
+
+    def restore_priorities(self, priorities: np.ndarray, *, alpha: float, max_priority: float) -> None:
+        """Take over saved :meth:`priorities` (computed with exponent ``alpha``) after :meth:`restore`.
+
+        Raises:
+            ConfigurationError: if ``priorities`` does not hold one value per flat index.
+        """
+        values = np.asarray(priorities, dtype=np.float64)
+        if values.shape != (self.capacity,):
+            raise ConfigurationError(
+                f"{type(self).__name__}.restore_priorities: got shape {values.shape}, the buffer needs "
+                f"({self.capacity},)."
+            )
+        self._max_priority = float(max_priority)
+        self._tree.clear()
+        stored = self.chronological_indices()
+        if len(stored):
+            self._tree.set(stored, values[stored] ** (self.alpha / alpha))
 
 
 @final

@@ -3,6 +3,7 @@
 Glossary (the words used in code, docs and logs):
 
 * **env step** -- one transition of one environment; N vector envs take N env steps per ``step()``.
+  Offline, the env_step counter counts the transitions sampled from the dataset (as in Tianshou).
 * **collection step** -- one ``Collector.collect`` call (n env steps or n episodes).
 * **update step** -- the algorithm's update after a collection step. On-policy: passes of mini-batches
   over the rollout; off-policy: round(u * n_collected) gradient steps; offline: one gradient step.
@@ -32,7 +33,7 @@ import logging
 import sys
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
@@ -163,10 +164,10 @@ class Trainer(ABC, Generic[TAlgorithm, TParams]):
 
     def execute_training_step(self) -> TrainingStepResult:
         """One training step; completes the epoch (test step included) when its quota is reached."""
+        if not self._is_reset:
+            self.reset()  # may end training already (stop_fn on the initial test step, resumed run)
         if self.done:
             raise RuntimeError(f"Training has ended ({self.stop_reason}); call reset() to start again.")
-        if not self._is_reset:
-            self.reset()
         if not self._epoch_open:
             self._open_epoch()
         if self.params.training_fn is not None:
@@ -237,12 +238,21 @@ class Trainer(ABC, Generic[TAlgorithm, TParams]):
         self._log(LogScope.TRAINING, self.counters.env_step, stat.as_scalars())
         return stat
 
-    def _record_update(self, stat: TrainingStats, seconds: float) -> None:
-        """Count an update step and log its statistics."""
+    def _record_update(
+        self, stat: TrainingStats, seconds: float, parts: Sequence[TrainingStats] | None = None
+    ) -> None:
+        """Count an update step and log its statistics.
+
+        Args:
+            stat: the update step's statistics.
+            seconds: time spent in the update step.
+            parts: the records ``stat`` aggregates (off-policy: one per gradient step); the epoch's
+                training_stat aggregates these, so that its averages are over all of them.
+        """
         self.counters.update_step += 1
         self.counters.gradient_step += stat.num_gradient_steps
         self._timing["update"] += seconds
-        self._epoch_training.append(stat)
+        self._epoch_training.extend(parts if parts is not None else [stat])
         self._log(LogScope.UPDATE, self.counters.gradient_step, stat.as_scalars())
 
     def _advance_bar(self, amount: int, stat: TrainingStats | None) -> None:
@@ -266,7 +276,7 @@ class Trainer(ABC, Generic[TAlgorithm, TParams]):
         stat = self._reduce_returns(stat)
         self.counters.test_step += stat.n_collected_steps
         self.counters.test_episode += stat.n_collected_episodes
-        score = self.params.compute_score_fn(stat) if self.params.compute_score_fn else stat.returns_stat.mean
+        score = self._score(stat)
         if self.best.score is None or score > self.best.score:
             self.best = _Best(
                 score=float(score),
@@ -294,6 +304,11 @@ class Trainer(ABC, Generic[TAlgorithm, TParams]):
             self.stop_reason = reason
 
     # ================================================================== internals
+    def _score(self, stat: CollectStats) -> float:
+        """The score of collected episodes: ``compute_score_fn`` or, by default, the mean return."""
+        compute = self.params.compute_score_fn
+        return float(compute(stat)) if compute is not None else stat.returns_stat.mean
+
     def _reduce_returns(self, stat: CollectStats) -> CollectStats:
         reduce = self.params.multi_agent_return_reduction
         return stat.with_return_reduction(reduce) if reduce is not None else stat

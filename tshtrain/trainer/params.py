@@ -10,6 +10,7 @@ error names the field, the value and what to do instead.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -33,13 +34,20 @@ def _positive_int(owner: str, name: str, value: object, *, allow_none: bool = Fa
 
 
 def _short(value: object) -> str:
-    if callable(value) and hasattr(value, "__qualname__"):
-        return f"<{value.__qualname__}>"
+    """A readable, address-free rendering of a field value for ``str(params)``."""
     if isinstance(value, Collector):
         return f"Collector(num_envs={value.num_envs})"
     if isinstance(value, BaseReplayBuffer):
         return f"{type(value).__name__}(len={len(value)}, capacity={value.capacity})"
-    return repr(value)
+    if isinstance(value, functools.partial):
+        return f"partial({_short(value.func)})"
+    if callable(value):
+        name = getattr(value, "__qualname__", None) or getattr(value, "__name__", None)
+        return f"<{name if isinstance(name, str) else type(value).__qualname__}>"
+    text = repr(value)
+    if " at 0x" in text:  # object.__repr__: the type says all there is to say
+        return f"<{type(value).__qualname__}>"
+    return text
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -135,8 +143,8 @@ class OnlineTrainerParams(TrainerParams):
     collection_step_num_episodes: int | None = None
     """episodes per collection step (instead of env steps)"""
     test_in_training: bool = False
-    """after each collection step whose finished episodes satisfy stop_fn, run a test step, and stop if
-    the test step satisfies it too"""
+    """after each collection step whose finished episodes satisfy stop_fn (scored like a test step, with
+    compute_score_fn), run a test step, and stop if the test step satisfies it too"""
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -221,11 +229,17 @@ class OffPolicyTrainerParams(OnlineTrainerParams):
                 f"{owner}.update_step_num_gradient_steps_per_sample must be a number > 0, got {ratio!r}."
             )
         steps = self.collection_step_num_env_steps
-        if steps is not None and round(ratio * steps) == 0:
+        if steps is None:
+            return
+        # the collector steps all N envs ceil(n / N) times: c = ceil(n / N) * N transitions arrive
+        num_envs = self.training_collector.num_envs
+        collected = -(-steps // num_envs) * num_envs
+        if round(ratio * collected) == 0:
+            # round() rounds half to even, so u = 0.5 / c still gives 0; u = 1 / c gives exactly one
             raise ConfigurationError(
                 f"{owner}.update_step_num_gradient_steps_per_sample={ratio} gives round({ratio} * "
-                f"{steps}) = 0 gradient steps per collection step of {steps} env steps; raise it to at "
-                f"least {0.5 / steps:.3g} or collect more env steps per collection step."
+                f"{collected}) = 0 gradient steps per collection step of {collected} env steps; raise it "
+                f"to at least {1 / collected:.3g} or collect more env steps per collection step."
             )
 
 

@@ -63,7 +63,7 @@ class InfoStats:
     best_epoch: int | None
     """epoch of the best test step (0: the initial test before training)"""
     train_step: int
-    """env steps collected for training"""
+    """env steps collected for training (offline: transitions sampled from the dataset, as in Tianshou)"""
     train_episode: int
     """training episodes finished"""
     test_step: int
@@ -104,6 +104,7 @@ class EpochStats:
     test_collect_stat: CollectStats | None
     """the epoch's test step (None without a test collector)"""
     training_stat: TrainingStats | None
-    """all update steps of the epoch aggregated (None if there were none)"""
+    """the epoch's algorithm updates aggregated with ``TrainingStats.aggregate`` (off-policy: every
+    gradient step, so float fields are means over all of them; None if there were none)"""
     info_stat: InfoStats
     """counters and best result at the end of the epoch"""

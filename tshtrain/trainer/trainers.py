@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from abc import abstractmethod
+from collections.abc import Sequence
 from typing import Any, TypeVar, final
 
 from typing_extensions import override
@@ -48,22 +49,25 @@ class OnlineTrainer(Trainer[TAlgorithm, TOnlineParams]):
             and params.stop_fn is not None
             and params.test_collector is not None
             and stat.n_collected_episodes > 0
-            and params.stop_fn(stat.returns_stat.mean)
+            and params.stop_fn(self._score(stat))  # the training episodes scored like a test step
         ):
             self._test_step()
             if self.done:
                 self._advance_bar(stat.n_collected_steps, None)
                 return stat, None
         start = time.perf_counter()
-        training_stat = self._update(stat)
-        if training_stat is not None:
-            self._record_update(training_stat, time.perf_counter() - start)
+        parts = self._update(stat)
+        training_stat: TrainingStats | None = None
+        if parts:
+            training_stat = parts[0] if len(parts) == 1 else type(parts[0]).aggregate(parts)
+            self._record_update(training_stat, time.perf_counter() - start, parts)
         self._advance_bar(stat.n_collected_steps, training_stat)
         return stat, training_stat
 
     @abstractmethod
-    def _update(self, collect_stat: CollectStats) -> TrainingStats | None:
-        """The update step after a collection step (None: no update was possible)."""
+    def _update(self, collect_stat: CollectStats) -> Sequence[TrainingStats]:
+        """The update step after a collection step: the statistics of its algorithm updates (one
+        on-policy, one per gradient step off-policy; empty: no update was possible)."""
 
 
 @final
@@ -76,7 +80,7 @@ class OnPolicyTrainer(OnlineTrainer[OnPolicyAlgorithm[Any], OnPolicyTrainerParam
     """
 
     @override
-    def _update(self, collect_stat: CollectStats) -> TrainingStats | None:
+    def _update(self, collect_stat: CollectStats) -> Sequence[TrainingStats]:
         buffer = self.params.training_collector.buffer
         assert buffer is not None  # checked by the params
         stat = self.algorithm.update(
@@ -85,7 +89,7 @@ class OnPolicyTrainer(OnlineTrainer[OnPolicyAlgorithm[Any], OnPolicyTrainerParam
             num_repetitions=self.params.update_step_num_repetitions,
         )
         buffer.reset(keep_statistics=True)
-        return stat
+        return [stat]
 
 
 @final
@@ -93,21 +97,23 @@ class OffPolicyTrainer(OnlineTrainer[OffPolicyAlgorithm[Any], OffPolicyTrainerPa
     """After each collection step of n transitions, round(u * n) gradient steps on buffer samples."""
 
     @override
-    def _update(self, collect_stat: CollectStats) -> TrainingStats | None:
+    def _update(self, collect_stat: CollectStats) -> Sequence[TrainingStats]:
         buffer = self.params.training_collector.buffer
         assert buffer is not None  # checked by the params
         num_steps = round(
             self.params.update_step_num_gradient_steps_per_sample * collect_stat.n_collected_steps
         )
         if num_steps == 0 or len(buffer) == 0:
-            return None
-        stats = [self.algorithm.update(buffer, self.params.batch_size) for _ in range(num_steps)]
-        return type(stats[0]).aggregate(stats)
+            return []
+        return [self.algorithm.update(buffer, self.params.batch_size) for _ in range(num_steps)]
 
 
 @final
 class OfflineTrainer(Trainer[OfflineAlgorithm[Any], OfflineTrainerParams]):
-    """Each training step is one gradient step on a sample of ``params.buffer``."""
+    """Each training step is one gradient step on a sample of ``params.buffer``.
+
+    ``env_step`` advances by ``batch_size`` per training step (the transitions sampled), as in Tianshou.
+    """
 
     @override
     def _reset_collectors(self, reset_buffers: bool) -> None:
@@ -130,6 +136,9 @@ class OfflineTrainer(Trainer[OfflineAlgorithm[Any], OfflineTrainerParams]):
     def _training_step(self) -> tuple[CollectStats | None, TrainingStats | None]:
         start = time.perf_counter()
         stat = self.algorithm.update(self.params.buffer, self.params.batch_size)
+        # No env is stepped offline; as in Tianshou, env_step counts the transitions sampled from the
+        # dataset, so that the env_step axis (test logs, callbacks) advances.
+        self.counters.env_step += self.params.batch_size
         self._record_update(stat, time.perf_counter() - start)
         self._advance_bar(1, stat)
         return None, stat
