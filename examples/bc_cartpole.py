@@ -21,9 +21,9 @@ from tshtrain.env import make_vector_env  # noqa: E402
 from tshtrain.trainer import OfflineTrainer, OfflineTrainerParams  # noqa: E402
 
 
-def run(seed: int = 0, dataset_size: int = 20_000, verbose: bool = True) -> tuple[float, float]:
+def run(seed: int = 0, dataset_size: int = 10_000, verbose: bool = True) -> tuple[float, float]:
     """Returns (mean test return of the DQN expert, mean test return of the BC agent), 20 episodes each."""
-    expert, _ = train_dqn(seed=seed, max_epochs=20, stop_at=400.0, verbose=verbose)
+    expert, _ = train_dqn(seed=seed, max_epochs=10, verbose=verbose)
     envs = make_vector_env("CartPole-v1", 8)
     dataset = VectorReplayBuffer(dataset_size, 8, seed=seed)
     Collector(expert.policy, envs, dataset, seed=seed + 1).collect(n_step=dataset_size, deterministic=True)
@@ -35,7 +35,7 @@ def run(seed: int = 0, dataset_size: int = 20_000, verbose: bool = True) -> tupl
     params = OfflineTrainerParams(
         buffer=dataset,
         test_collector=Collector(policy, make_vector_env("CartPole-v1", 8), seed=seed + 2),
-        max_epochs=5,
+        max_epochs=3,
         epoch_num_steps=1000,
         batch_size=64,
         test_step_num_episodes=20,

@@ -1,0 +1,64 @@
+"""Trainer overhead: wall time of a CartPole on-policy run spent outside collection, update and test steps.
+
+Run: python benchmarks/bench_trainer_overhead.py [--repeats 5] [--epochs 10]
+Goal (trainer issue): overhead < 3% of the run. Prints the median and min/max over repetitions.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+import torch
+
+from tshtrain.algorithm import CategoricalPolicy, Reinforce, ReinforceParams, mlp
+from tshtrain.data import Collector, VectorReplayBuffer
+from tshtrain.env import make_vector_env
+from tshtrain.trainer import OnPolicyTrainer, OnPolicyTrainerParams
+
+
+def one_run(epochs: int, seed: int) -> tuple[float, float]:
+    """(overhead seconds, total seconds) of one run."""
+    torch.manual_seed(seed)
+    envs, test_envs = make_vector_env("CartPole-v1", 8), make_vector_env("CartPole-v1", 8)
+    policy = CategoricalPolicy(mlp(4, 2, (64, 64)), envs.single_action_space, seed=seed)
+    algorithm = Reinforce(policy=policy, params=ReinforceParams(), seed=seed)
+    params = OnPolicyTrainerParams(
+        training_collector=Collector(policy, envs, VectorReplayBuffer(2048, 8), seed=seed),
+        test_collector=Collector(policy, test_envs, seed=seed + 1),
+        max_epochs=epochs,
+        epoch_num_steps=10_000,
+        collection_step_num_env_steps=1024,
+        batch_size=256,
+        test_step_num_episodes=8,
+        verbose=False,
+        show_progress=False,
+    )
+    start = time.perf_counter()
+    info = OnPolicyTrainer(algorithm, params).run()
+    total = time.perf_counter() - start
+    t = info.timing
+    return total - t.train_time_collect - t.train_time_update - t.test_time, total
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--epochs", type=int, default=10)
+    args = parser.parse_args()
+    torch.set_num_threads(1)
+    shares, totals = [], []
+    for rep in range(args.repeats):
+        overhead, total = one_run(args.epochs, seed=rep)
+        shares.append(100 * overhead / total)
+        totals.append(total)
+    print(f"trainer overhead, CartPole on-policy (REINFORCE), {args.epochs} epochs x 10k env steps, "
+          f"{args.repeats} runs")
+    print(f"  run time   median {statistics.median(totals):.2f} s (min {min(totals):.2f}, max {max(totals):.2f})")
+    print(f"  overhead   median {statistics.median(shares):.2f} % (min {min(shares):.2f}, max {max(shares):.2f}); "
+          f"goal < 3 %")
+
+
+if __name__ == "__main__":
+    main()
