@@ -28,7 +28,7 @@ def build(seed: int = 0) -> tuple[DQN, Collector, Collector]:
         seed=seed,
     )
     algorithm = DQN(policy=policy, params=DQNParams(lr=1e-3, gamma=0.99, target_update_freq=200))
-    training_collector = Collector(policy, train_envs, VectorReplayBuffer(20_000, 8), exploration_noise=True,
+    training_collector = Collector(policy, train_envs, VectorReplayBuffer(20_000, 8, seed=seed), exploration_noise=True,
                                    seed=seed)
     training_collector.collect(n_step=1000, random=True)
     test_collector = Collector(policy, test_envs, seed=seed + 1000)

@@ -220,13 +220,14 @@ class Trainer(ABC, Generic[TAlgorithm, TParams]):
     def _training_step(self) -> tuple[CollectStats | None, TrainingStats | None]:
         """Collect (online) and update; advance the counters and call the record helpers."""
 
-    @abstractmethod
     def _epoch_complete(self) -> bool:
-        """True when the open epoch has done its share of training."""
+        """True when the open epoch has done its share of training: ``epoch_num_steps`` env steps
+        (online) or training steps (offline), as counted by ``_advance_bar``."""
+        return self._epoch_progress >= self.params.epoch_num_steps
 
-    @abstractmethod
     def _epoch_total(self) -> int:
         """The progress-bar total of one epoch (env steps online, training steps offline)."""
+        return self.params.epoch_num_steps
 
     def _record_collect(self, stat: CollectStats) -> CollectStats:
         """Count a training collection step, log it, and return its (reduced) stats."""

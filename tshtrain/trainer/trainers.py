@@ -30,14 +30,6 @@ class OnlineTrainer(Trainer[TAlgorithm, TOnlineParams]):
         self.params.training_collector.reset(reset_buffer=reset_buffers, reset_stats=True)
 
     @override
-    def _epoch_complete(self) -> bool:
-        return self._epoch_progress >= self.params.epoch_num_steps
-
-    @override
-    def _epoch_total(self) -> int:
-        return self.params.epoch_num_steps
-
-    @override
     def _training_step(self) -> tuple[CollectStats | None, TrainingStats | None]:
         params = self.params
         stat = params.training_collector.collect(
@@ -123,14 +115,6 @@ class OfflineTrainer(Trainer[OfflineAlgorithm[Any], OfflineTrainerParams]):
     def reset(self, reset_collectors: bool = True, reset_collector_buffers: bool = False) -> None:
         self.algorithm.process_buffer(self.params.buffer)
         super().reset(reset_collectors, reset_collector_buffers)
-
-    @override
-    def _epoch_complete(self) -> bool:
-        return self._epoch_progress >= self.params.epoch_num_steps
-
-    @override
-    def _epoch_total(self) -> int:
-        return self.params.epoch_num_steps
 
     @override
     def _training_step(self) -> tuple[CollectStats | None, TrainingStats | None]:
