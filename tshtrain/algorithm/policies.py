@@ -97,8 +97,10 @@ class EpsilonSchedule:
 class QValuePolicy(Policy):
     """Greedy over ``q_net(obs)`` (shape (N, num_actions)); epsilon-greedy as exploration noise.
 
-    Test steps act greedily. The policy counts the env steps it explored on (``explored_env_steps``,
-    saved in its state_dict), so the epsilon schedule needs nothing from the trainer.
+    Test steps act greedily. The policy counts the actions it added noise to (``explored_env_steps``,
+    saved in its state_dict: with step-based collection, the env steps of training collection; with
+    episode-based collection also the steps of envs whose transitions the collector drops), so the
+    epsilon schedule needs nothing from the trainer.
     """
 
     explored_env_steps: torch.Tensor
@@ -131,7 +133,7 @@ class QValuePolicy(Policy):
 
     @override
     def actions(self, obs: ObsTensor, *, deterministic: bool) -> torch.Tensor:
-        del deterministic  # greedy either way; exploration comes from add_exploration_noise / eps_test
+        del deterministic  # greedy either way; exploration comes from add_exploration_noise
         return self.q_values(obs).argmax(dim=-1)
 
     def _epsilon_greedy(self, act: np.ndarray, eps: float, rng: np.random.Generator) -> np.ndarray:

@@ -130,10 +130,10 @@ class TrainerParams:
 class OnlineTrainerParams(TrainerParams):
     """Parameters of trainers that collect their own data.
 
-    Collection size: set exactly one of ``collection_step_num_env_steps`` and
-    ``collection_step_num_episodes``. Because the env-step field has a default, setting only
-    ``collection_step_num_episodes`` switches to episode-based collection (the env-step default is
-    dropped); setting both to values is an error.
+    Collection size: ``collection_step_num_env_steps`` (default 2048) or ``collection_step_num_episodes``.
+    Setting ``collection_step_num_episodes`` switches to episode-based collection and sets
+    ``collection_step_num_env_steps`` to None, unless the latter was given a value other than its
+    default 2048, which is an error (both set). Setting both to None is an error too.
     """
 
     training_collector: Collector

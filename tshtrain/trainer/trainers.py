@@ -75,8 +75,16 @@ class OnPolicyTrainer(OnlineTrainer[OnPolicyAlgorithm[Any], OnPolicyTrainerParam
     def _update(self, collect_stat: CollectStats) -> Sequence[TrainingStats]:
         buffer = self.params.training_collector.buffer
         assert buffer is not None  # checked by the params
+        rollout = buffer.rollout()
+        if rollout.num_steps != collect_stat.n_collected_steps:
+            raise RuntimeError(
+                f"OnPolicyTrainer: the collection step gathered {collect_stat.n_collected_steps} env steps "
+                f"but the training buffer holds {rollout.num_steps} (capacity {buffer.capacity}); its "
+                f"sub-buffers overflowed during episode collection. Enlarge the training buffer so that "
+                f"one collection step fits, or collect fewer episodes per collection step."
+            )
         stat = self.algorithm.update(
-            buffer.rollout(),
+            rollout,
             batch_size=self.params.batch_size,
             num_repetitions=self.params.update_step_num_repetitions,
         )

@@ -1,0 +1,231 @@
+"""Generate docs/params.md from the params dataclasses' source.
+
+The source is read with ``ast`` (nothing is imported), so the page shows exactly what the code declares:
+each class's docstring, and a table of its fields with their annotation, default and the string literal
+that sits right under the field (its description).
+
+Usage::
+
+    python scripts/gen_params_doc.py           # (re)write docs/params.md
+    python scripts/gen_params_doc.py --check   # exit 1 if docs/params.md is stale
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import re
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+OUTPUT = ROOT / "docs" / "params.md"
+
+
+@dataclass(frozen=True)
+class Section:
+    """One part of the page: classes taken from one module."""
+
+    title: str
+    intro: str
+    module: str
+    """path of the module, relative to the repository root"""
+    classes: tuple[str, ...] | None
+    """the classes to document, in this order; None: every dataclass of the module, in source order"""
+
+
+SECTIONS = (
+    Section(
+        title="Trainer parameters",
+        intro=(
+            "`TrainerParams` → `OnlineTrainerParams` → `OnPolicyTrainerParams` / `OffPolicyTrainerParams`; "
+            "`TrainerParams` → `OfflineTrainerParams`. A class takes its own fields and every field of "
+            "the classes above it. All are frozen, keyword-only dataclasses validated when built; an "
+            "invalid value raises `tshtrain.errors.ConfigurationError` (a `ValueError`)."
+        ),
+        module="tshtrain/trainer/params.py",
+        classes=None,
+    ),
+    Section(
+        title="Algorithm hyperparameters",
+        intro="Frozen, keyword-only dataclasses passed to the algorithm (or policy) constructors.",
+        module="tshtrain/algorithm/reinforce.py",
+        classes=("ReinforceParams",),
+    ),
+    Section(title="", intro="", module="tshtrain/algorithm/dqn.py", classes=("DQNParams",)),
+    Section(title="", intro="", module="tshtrain/algorithm/policies.py", classes=("EpsilonSchedule",)),
+    Section(title="", intro="", module="tshtrain/algorithm/bc.py", classes=("BCParams",)),
+)
+
+
+@dataclass(frozen=True)
+class Field:
+    name: str
+    type: str
+    default: str | None
+    """source text of the default; None: the field is required"""
+    description: str
+
+
+@dataclass(frozen=True)
+class ParamsClass:
+    name: str
+    bases: tuple[str, ...]
+    docstring: str
+    fields: tuple[Field, ...]
+    module: str
+
+
+def _is_dataclass(node: ast.ClassDef) -> bool:
+    for deco in node.decorator_list:
+        target = deco.func if isinstance(deco, ast.Call) else deco
+        name = target.attr if isinstance(target, ast.Attribute) else getattr(target, "id", "")
+        if name == "dataclass":
+            return True
+    return False
+
+
+_ROLE = re.compile(r":(?:class|meth|func|attr|data|mod):`~?([^`]+)`")
+
+
+def _markdown(text: str) -> str:
+    """Docstring markup (reST literals and roles) as Markdown code spans."""
+    return _ROLE.sub(r"`\1`", text.replace("``", "`"))
+
+
+def _one_line(text: str) -> str:
+    """A docstring's lines joined into one (for a table cell)."""
+    return " ".join(line.strip() for line in text.strip().splitlines() if line.strip())
+
+
+def _source(source: str, node: ast.expr) -> str:
+    """The expression as written (``1e-3`` stays ``1e-3``), on one line."""
+    text = ast.get_source_segment(source, node) or ast.unparse(node)
+    return " ".join(text.split())
+
+
+def _fields(node: ast.ClassDef, source: str) -> tuple[Field, ...]:
+    fields: list[Field] = []
+    body = node.body
+    for i, stmt in enumerate(body):
+        if not (isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name)):
+            continue
+        nxt = body[i + 1] if i + 1 < len(body) else None
+        description = ""
+        if (
+            isinstance(nxt, ast.Expr)
+            and isinstance(nxt.value, ast.Constant)
+            and isinstance(nxt.value.value, str)
+        ):
+            description = _markdown(_one_line(nxt.value.value))
+        fields.append(
+            Field(
+                name=stmt.target.id,
+                type=_source(source, stmt.annotation),
+                default=None if stmt.value is None else _source(source, stmt.value),
+                description=description,
+            )
+        )
+    return tuple(fields)
+
+
+def read_classes(section: Section) -> list[ParamsClass]:
+    """The documented classes of one section's module, parsed from its source."""
+    source = (ROOT / section.module).read_text(encoding="utf-8")
+    tree = ast.parse(source)
+    found = {
+        node.name: ParamsClass(
+            name=node.name,
+            bases=tuple(ast.unparse(b) for b in node.bases),
+            docstring=_markdown(ast.get_docstring(node) or ""),
+            fields=_fields(node, source),
+            module=section.module,
+        )
+        for node in tree.body
+        if isinstance(node, ast.ClassDef) and _is_dataclass(node)
+    }
+    if section.classes is None:
+        return list(found.values())
+    missing = [name for name in section.classes if name not in found]
+    if missing:
+        raise SystemExit(f"gen_params_doc: {section.module} has no dataclass named {', '.join(missing)}.")
+    return [found[name] for name in section.classes]
+
+
+def _cell(text: str) -> str:
+    """Markdown-table-safe text (pipes escaped, also inside code spans, as GFM requires)."""
+    return text.replace("|", "\\|")
+
+
+def _code(text: str) -> str:
+    return f"`{_cell(text)}`"
+
+
+def render_class(cls: ParamsClass) -> list[str]:
+    lines = [f"### `{cls.name}`", ""]
+    where = f"Defined in `{cls.module}`"
+    if cls.bases:
+        where += "; also takes every field of " + ", ".join(f"`{b}`" for b in cls.bases)
+    lines += [where + ".", ""]
+    if cls.docstring:
+        lines += [cls.docstring, ""]
+    lines += ["| field | type | default | description |", "| --- | --- | --- | --- |"]
+    for f in cls.fields:
+        default = "*required*" if f.default is None else _code(f.default)
+        lines.append(f"| `{f.name}` | {_code(f.type)} | {default} | {_cell(f.description)} |")
+    lines.append("")
+    return lines
+
+
+def render() -> str:
+    """The full text of docs/params.md."""
+    lines = [
+        "<!-- Generated by scripts/gen_params_doc.py from the source; do not edit by hand. -->",
+        "<!-- Regenerate with: python scripts/gen_params_doc.py -->",
+        "",
+        "# Parameter reference",
+        "",
+        "Every parameter object of tshtrain, as declared in the code. For what the words *epoch*, "
+        "*training step* and *collection step* mean, see [concepts](concepts.md); for the algorithms, "
+        "see [algorithms](algorithms.md).",
+        "",
+    ]
+    for section in SECTIONS:
+        if section.title:
+            lines += [f"## {section.title}", ""]
+        if section.intro:
+            lines += [section.intro, ""]
+        for cls in read_classes(section):
+            lines += render_class(cls)
+    return "\n".join(lines).rstrip("\n") + "\n"
+
+
+def _shown(path: Path) -> str:
+    return str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="Generate docs/params.md from the params dataclasses.")
+    parser.add_argument("--check", action="store_true", help="exit 1 if docs/params.md is stale")
+    args = parser.parse_args(argv)
+    text = render()
+    if args.check:
+        current = OUTPUT.read_text(encoding="utf-8") if OUTPUT.exists() else None
+        if current != text:
+            print(
+                f"{_shown(OUTPUT)} is stale; run: python scripts/gen_params_doc.py",
+                file=sys.stderr,
+            )
+            return 1
+        print(f"{_shown(OUTPUT)} is up to date.")
+        return 0
+    OUTPUT.parent.mkdir(parents=True, exist_ok=True)
+    OUTPUT.write_text(text, encoding="utf-8")
+    print(f"wrote {_shown(OUTPUT)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
