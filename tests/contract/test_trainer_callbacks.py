@@ -120,8 +120,9 @@ def test_callbacks_in_order_within_a_test_step(kit: Any) -> None:
         save_checkpoint_fn=checkpoint,
     )
     setup.trainer().run()
+    # the initial test step (epoch 0) calls every test-step callback except stop_fn
     assert events == [
-        "test_fn", "score", "save_best", "stop",
+        "test_fn", "score", "save_best",
         "training_fn", "checkpoint",
         "test_fn", "score", "save_best", "stop",
     ]  # fmt: skip
@@ -360,8 +361,9 @@ def test_multi_agent_reduction_feeds_the_score_and_stop_fn(kit: Any) -> None:
         return False
 
     setup = _multi_agent_setup(kit, multi_agent_return_reduction=lambda r: r.min(axis=1), stop_fn=stop)
-    setup.trainer().run()
-    assert scores == [4.0, 4.0, 4.0]
+    info = setup.trainer().run()
+    assert info.best_score == 4.0  # the reduction feeds the score, from the initial test step on
+    assert scores == [4.0, 4.0]  # stop_fn: epochs 1 and 2 (the initial test step does not consult it)
 
 
 def test_collect_stats_with_return_reduction() -> None:

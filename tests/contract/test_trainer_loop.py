@@ -258,7 +258,8 @@ def test_stop_fn_after_every_test_step_stops_early(kit: Any) -> None:
     epochs = list(trainer)
     info = trainer.info_stats()
 
-    assert scores_seen == [0.0, 1.0, 2.0]  # the score of every test step (the initial one included)
+    # the score of every test step after the initial one (epoch 0 scores 0.0 but does not consult stop_fn)
+    assert scores_seen == [1.0, 2.0]
     assert [e.epoch for e in epochs] == [1, 2]
     assert info.stop_reason is StopReason.STOP_FN
     assert epochs[-1].info_stat.stop_reason is StopReason.STOP_FN
@@ -266,13 +267,33 @@ def test_stop_fn_after_every_test_step_stops_early(kit: Any) -> None:
     assert info.best_score == 2.0
 
 
-def test_stop_fn_satisfied_by_the_initial_test_step_ends_before_training(kit: Any) -> None:
-    setup = kit.make_on_policy(max_epochs=3, stop_fn=lambda score: True)
+def test_stop_fn_satisfied_by_the_initial_test_step_does_not_end_before_training(kit: Any) -> None:
+    # As in Tianshou: the initial test step (epoch 0) does not consult stop_fn, so an untrained policy
+    # that already satisfies it still trains; the epoch-1 test step then stops the run.
+    test_epochs: list[int] = []
+    stop_scores: list[float] = []
+
+    def stop(score: float) -> bool:
+        stop_scores.append(score)
+        return True
+
+    setup = kit.make_on_policy(
+        max_epochs=3,
+        epoch_num_steps=10,
+        compute_score_fn=_scripted([0.0, 1.0, 2.0, 3.0]),
+        test_fn=lambda epoch, env_step: test_epochs.append(epoch),
+        stop_fn=stop,
+    )
     trainer = setup.trainer()
-    info = trainer.run()
+    epochs = list(trainer)
+    info = trainer.info_stats()
+
+    assert test_epochs == [0, 1]  # the initial test step ran, then the epoch-1 one
+    assert stop_scores == [1.0]  # stop_fn was not called with the epoch-0 score (0.0)
+    assert [e.epoch for e in epochs] == [1]
     assert info.stop_reason is StopReason.STOP_FN
-    assert info.train_step == 0
-    assert setup.algorithm.calls == []
+    assert info.train_step > 0
+    assert setup.algorithm.calls != []
     with pytest.raises(RuntimeError, match="Training has ended"):
         trainer.execute_training_step()
 
@@ -301,8 +322,8 @@ def _test_in_training_setup(kit: Any, *, train_len: int, test_len: int, **overri
 
     def stop(score: float) -> bool:
         stop_scores.append(score)
-        # the initial test step (first call) never stops, so that training starts
-        return len(stop_scores) > 1 and score >= 10
+        # the initial test step does not consult stop_fn, so the first call is a later one
+        return score >= 10
 
     setup = kit.make_on_policy(
         num_envs=1,
@@ -328,7 +349,8 @@ def test_test_in_training_stops_when_the_test_step_agrees(kit: Any) -> None:
     results = _drive_step_wise(trainer)
 
     # step 1 (env steps 0..9) finishes no episode; step 2 finishes one of return 15 -> test step (20)
-    assert setup.extra["stop_scores"] == [20.0, 15.0, 20.0]
+    # (the initial test step scores 20 but does not consult stop_fn, so training starts)
+    assert setup.extra["stop_scores"] == [15.0, 20.0]
     assert test_calls == [(0, 0), (1, 20)]
     assert trainer.stop_reason is StopReason.STOP_FN
     assert len(results) == 2
@@ -359,7 +381,7 @@ def test_test_in_training_continues_when_the_test_step_disagrees(kit: Any) -> No
         (2, 50), (2, 60), (2, 80), (2, 80),
         (3, 90), (3, 110), (3, 120), (3, 120),
     ]  # fmt: skip
-    assert setup.extra["stop_scores"][:5] == [5.0, 15.0, 5.0, 15.0, 5.0]
+    assert setup.extra["stop_scores"][:4] == [15.0, 5.0, 15.0, 5.0]  # no initial-test-step score
     assert len(setup.algorithm.calls) == 12  # every update ran
 
 
@@ -372,7 +394,8 @@ def test_test_in_training_not_run_when_training_returns_do_not_satisfy_stop_fn(k
     epochs = list(trainer)
 
     assert test_calls == [(0, 0), (1, 40)]  # initial + the first epoch's test step, which stops
-    assert set(setup.extra["stop_scores"][1:-1]) == {5.0}  # training returns were checked ...
+    # training returns were checked (not the initial test step's 20), then the epoch's test step ...
+    assert setup.extra["stop_scores"] == [5.0, 5.0, 5.0, 5.0, 20.0]
     assert trainer.stop_reason is StopReason.STOP_FN
     assert len(epochs) == 1
     assert len(setup.algorithm.calls) == 4  # ... but no training step was cut short
@@ -384,8 +407,8 @@ def test_test_in_training_scores_training_episodes_with_compute_score_fn(kit: An
     )
     setup.trainer().run()
     scores = setup.extra["stop_scores"]
-    assert scores[0] == 1.0  # initial test step: 5 / 5
-    assert 3.0 in scores  # a training return of 15 scored as 15 / 5
+    assert scores[0] == 3.0  # the first training return of 15 scored as 15 / 5 (no initial-test call)
+    assert 1.0 in scores  # an epoch's test step: 5 / 5
     assert 15.0 not in scores
 
 
@@ -732,10 +755,26 @@ def test_run_training_rejects_mismatched_pairs(
         run_training(algorithm, params)
 
 
-def test_execute_training_step_without_reset_respects_a_stop_at_the_initial_test_step(kit: Any) -> None:
-    setup = kit.make_on_policy(max_epochs=3, stop_fn=lambda score: True)
+def test_execute_training_step_without_reset_trains_despite_stop_fn_at_the_initial_test_step(kit: Any) -> None:
+    test_epochs: list[int] = []
+    setup = kit.make_on_policy(
+        max_epochs=3,
+        epoch_num_steps=20,
+        collection_step_num_env_steps=10,  # 2 training steps per epoch
+        test_fn=lambda epoch, env_step: test_epochs.append(epoch),
+        stop_fn=lambda score: True,
+    )
     trainer = setup.trainer()
+    # resets implicitly; the initial test step does not consult stop_fn, so a training step runs
+    result = trainer.execute_training_step()
+    assert test_epochs == [0]
+    assert result.training_stat is not None
+    assert len(setup.algorithm.calls) == 1
+    assert trainer.info_stats().train_step == 10
+    assert trainer.stop_reason is None
+    assert not trainer.done
+    trainer.execute_training_step()  # completes epoch 1: its test step applies stop_fn
+    assert test_epochs == [0, 1]
+    assert trainer.stop_reason is StopReason.STOP_FN
     with pytest.raises(RuntimeError, match=r"Training has ended \(stop_fn\)"):
-        trainer.execute_training_step()  # resets implicitly; the initial test step already stops
-    assert setup.algorithm.calls == []
-    assert trainer.info_stats().train_step == 0
+        trainer.execute_training_step()

@@ -10,6 +10,8 @@ from types import ModuleType
 
 import pytest
 
+from tshtrain.trainer import StopReason
+
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 SEEDS = [0, pytest.param(1, marks=pytest.mark.slow), pytest.param(2, marks=pytest.mark.slow),
          pytest.param(3, marks=pytest.mark.slow), pytest.param(4, marks=pytest.mark.slow)]
@@ -30,6 +32,9 @@ def _example(name: str) -> ModuleType:
 def test_reinforce_solves_cartpole(seed: int) -> None:
     info = _example("reinforce_cartpole").train(seed=seed, max_epochs=20, verbose=False)
     print(f"RESULT reinforce seed={seed} best_reward={info.best_reward} env_steps={info.train_step}")
+    # stop_fn (score >= 195) is not consulted at the initial test step, so STOP_FN means a test step
+    # after training reached the threshold
+    assert info.stop_reason is StopReason.STOP_FN, info
     assert info.best_reward is not None and info.best_reward >= 195, info
 
 
@@ -38,6 +43,9 @@ def test_reinforce_solves_cartpole(seed: int) -> None:
 def test_dqn_solves_cartpole(seed: int) -> None:
     _, info = _example("dqn_cartpole").train(seed=seed, max_epochs=10, verbose=False)
     print(f"RESULT dqn seed={seed} best_reward={info.best_reward} env_steps={info.train_step}")
+    # stop_fn (score >= 195) is not consulted at the initial test step, so STOP_FN means a test step
+    # after training reached the threshold
+    assert info.stop_reason is StopReason.STOP_FN, info
     assert info.best_reward is not None and info.best_reward >= 195, info
 
 

@@ -136,7 +136,7 @@ class Trainer(ABC, Generic[TAlgorithm, TParams]):
         if self.counters.epoch >= self.params.max_epochs:
             self._finish(StopReason.MAX_EPOCHS)
         elif self.params.test_collector is not None:
-            self._test_step()
+            self._test_step(apply_stop_fn=False)
 
     def run(self, reset_collectors: bool = True, reset_collector_buffers: bool = False) -> InfoStats:
         """Reset, run all epochs (or until a stop), close the logger and return the final InfoStats."""
@@ -261,8 +261,12 @@ class Trainer(ABC, Generic[TAlgorithm, TParams]):
         if self._bar is not None:
             self._bar.advance(amount, self.counters.env_step, self._last_returns(), stat)
 
-    def _test_step(self) -> CollectStats:
-        """Run a test step, update the best result, apply stop_fn (requires a test collector)."""
+    def _test_step(self, *, apply_stop_fn: bool = True) -> CollectStats:
+        """Run a test step, update the best result, apply stop_fn (requires a test collector).
+
+        The initial test step (epoch 0) passes ``apply_stop_fn=False``: as in Tianshou, an untrained
+        policy that happens to satisfy stop_fn does not end a run before it trained.
+        """
         collector = self.params.test_collector
         assert collector is not None
         if self.params.test_fn is not None:
@@ -295,7 +299,7 @@ class Trainer(ABC, Generic[TAlgorithm, TParams]):
                 f"{self.best.reward_std:.6f} in #{self.best.epoch}",
                 flush=True,
             )
-        if self.params.stop_fn is not None and self.params.stop_fn(float(score)):
+        if apply_stop_fn and self.params.stop_fn is not None and self.params.stop_fn(float(score)):
             self._finish(StopReason.STOP_FN)
         return stat
 

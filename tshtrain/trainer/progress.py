@@ -1,7 +1,8 @@
-"""A thin typed wrapper around a tqdm bar for one epoch."""
+"""Typed wrappers around tqdm: one bar per epoch, and a transient bar for long update steps."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 import tqdm
@@ -33,3 +34,12 @@ class ProgressBar:
     def close(self) -> None:
         """Close the bar (leaves it on screen)."""
         self._bar.close()
+
+
+INNER_BAR_MIN_STEPS = 100
+"""update steps with at least this many gradient steps get their own (transient) bar"""
+
+
+def inner_bar(num_steps: int, description: str) -> Iterable[int]:
+    """``range(num_steps)`` with a bar below the epoch's bar that disappears when done."""
+    return tqdm.tqdm(range(num_steps), desc=description, leave=False, position=1, dynamic_ncols=True)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from abc import abstractmethod
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any, TypeVar, final
 
 from typing_extensions import override
@@ -18,6 +18,7 @@ from tshtrain.trainer.params import (
     OnlineTrainerParams,
     OnPolicyTrainerParams,
 )
+from tshtrain.trainer.progress import INNER_BAR_MIN_STEPS, inner_bar
 
 TOnlineParams = TypeVar("TOnlineParams", bound=OnlineTrainerParams)
 
@@ -105,7 +106,10 @@ class OffPolicyTrainer(OnlineTrainer[OffPolicyAlgorithm[Any], OffPolicyTrainerPa
         )
         if num_steps == 0 or len(buffer) == 0:
             return []
-        return [self.algorithm.update(buffer, self.params.batch_size) for _ in range(num_steps)]
+        steps: Iterable[int] = range(num_steps)
+        if self._show_progress() and num_steps >= INNER_BAR_MIN_STEPS:
+            steps = inner_bar(num_steps, "gradient steps")
+        return [self.algorithm.update(buffer, self.params.batch_size) for _ in steps]
 
 
 @final
