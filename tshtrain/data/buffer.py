@@ -61,6 +61,7 @@ class BaseReplayBuffer(ABC):
         self._ptr = np.zeros(num_columns, dtype=np.int64)
         self._len = np.zeros(num_columns, dtype=np.int64)
         self._synced = True  # all columns share ptr and length: fast paths apply
+        self._column_ids = np.arange(num_columns)
 
     # ------------------------------------------------------------------ sizes
     @property
@@ -136,6 +137,17 @@ class BaseReplayBuffer(ABC):
         Returns:
             The flat indices written, one per row.
         """
+        if (
+            env_ids is None
+            and self._synced
+            and self._obs_keys is None
+            and self._arrays
+            and isinstance(obs, np.ndarray)
+            and isinstance(obs_next, np.ndarray)
+            and len(obs) == self.num_columns
+        ):
+            # the hot path of the collector: every env adds one array-observation transition
+            return self._add_row(obs, act, rew, terminated, truncated, obs_next)
         num_rows = obs_len(obs)
         fields = {
             **flatten_obs("obs", obs),
@@ -164,13 +176,37 @@ class BaseReplayBuffer(ABC):
             env_ids = np.arange(num_rows)
         return self._add_columns(fields, np.asarray(env_ids, dtype=np.int64))
 
+    def _add_row(  # noqa: PLR0917 (positional: this is the per-step hot path)
+        self,
+        obs: np.ndarray,
+        act: np.ndarray,
+        rew: np.ndarray,
+        terminated: np.ndarray,
+        truncated: np.ndarray,
+        obs_next: np.ndarray,
+    ) -> np.ndarray:
+        arrays = self._arrays
+        row = int(self._ptr[0])
+        arrays["obs"][row] = obs
+        arrays["act"][row] = act
+        arrays["rew"][row] = rew
+        arrays["terminated"][row] = terminated
+        arrays["truncated"][row] = truncated
+        arrays["obs_next"][row] = obs_next
+        self._advance_all(row)
+        return row * self.num_columns + self._column_ids
+
+    def _advance_all(self, row: int) -> None:
+        self._ptr[:] = (row + 1) % self.column_capacity
+        if self._len[0] < self.column_capacity:
+            self._len += 1
+
     def _add_all_columns(self, fields: Mapping[str, np.ndarray]) -> np.ndarray:
         row = int(self._ptr[0])
         for name, value in fields.items():
             self._arrays[name][row] = value
-        self._ptr[:] = (row + 1) % self.column_capacity
-        np.minimum(self._len + 1, self.column_capacity, out=self._len)
-        return row * self.num_columns + np.arange(self.num_columns)
+        self._advance_all(row)
+        return row * self.num_columns + self._column_ids
 
     def _add_columns(self, fields: Mapping[str, np.ndarray], env_ids: np.ndarray) -> np.ndarray:
         if len(env_ids) and (env_ids.min() < 0 or env_ids.max() >= self.num_columns):
