@@ -196,7 +196,9 @@ def test_logger_scopes_use_their_step_axes(kit: Any) -> None:
     assert "score" in test
     assert test["n_collected_episodes"] == 1.0
     update = logger.records[LogScope.UPDATE][0][1]
-    assert update == {"loss": 1.0}  # TrainingStats.as_scalars(): the float field, not num_gradient_steps
+    # TrainingStats.as_scalars() (the float field, not num_gradient_steps) plus the update step's timing
+    assert kit.untimed(update) == {"loss": 1.0}
+    assert set(update) == {"loss", "update_time", "gradient_speed"}
     final_info = logger.records[LogScope.INFO][-1][1]
     assert final_info["env_step"] == info.train_step == 24
     assert final_info["gradient_step"] == info.gradient_step == 12

@@ -63,6 +63,57 @@ def _obs_with_final(obs_next: ObsArray, info: Mapping[str, Any], done_idx: np.nd
     return fixed_dict
 
 
+class EnvInfoAccumulator:
+    """Sums the numeric scalars a vector env reports under ``info[key]`` (see ``Collector.info_key``).
+
+    ``info[key]`` is either a number per sub-env (the metric is named ``key``) or a dict of them; the
+    masks ``_name`` that Gymnasium's vector envs add tell which sub-envs reported a value. Values of
+    the steps that ended an episode are read from ``info["final_info"][key]``, where same-step autoreset
+    puts the final step's info. Entries that are not one number per sub-env are ignored.
+    """
+
+    def __init__(self, key: str):
+        self.key = key
+        self.sums: dict[str, float] = {}
+        self.counts: dict[str, int] = {}
+
+    def add(self, info: Mapping[str, Any], rows: np.ndarray | None) -> None:
+        """Add one vector step's info; ``rows``: the sub-envs whose transitions count (None: all)."""
+        self._add_level(info, rows)
+        final = info.get("final_info")
+        if isinstance(final, Mapping):
+            self._add_level(final, rows)
+
+    def _add_level(self, info: Mapping[str, Any], rows: np.ndarray | None) -> None:
+        entry = info.get(self.key)
+        if entry is None:
+            return
+        if isinstance(entry, Mapping):
+            for name, value in entry.items():
+                if not name.startswith("_"):
+                    self._add_values(name, value, entry.get(f"_{name}"), rows)
+        else:
+            self._add_values(self.key, entry, info.get(f"_{self.key}"), rows)
+
+    def _add_values(self, name: str, value: Any, mask: Any, rows: np.ndarray | None) -> None:
+        values = np.asarray(value)
+        if values.ndim != 1 or values.dtype.kind not in "biuf":
+            return
+        selected = np.ones(len(values), dtype=bool) if mask is None else np.asarray(mask, dtype=bool)
+        if rows is not None:
+            in_rows = np.zeros(len(values), dtype=bool)
+            in_rows[rows] = True
+            selected &= in_rows
+        count = int(selected.sum())
+        if count:
+            self.sums[name] = self.sums.get(name, 0.0) + float(values[selected].sum(dtype=np.float64))
+            self.counts[name] = self.counts.get(name, 0) + count
+
+    def means(self) -> dict[str, float]:
+        """The mean of every metric seen."""
+        return {name: total / self.counts[name] for name, total in self.sums.items()}
+
+
 def _select(obs: ObsArray, rows: np.ndarray) -> ObsArray:
     if isinstance(obs, np.ndarray):
         return np.asarray(obs[rows])
@@ -81,6 +132,7 @@ class Collector:
         exploration_noise: bool = False,
         seed: int | None = None,
         check_actions: bool = True,
+        info_key: str | None = None,
     ):
         """Args:
         policy: computes actions (a :class:`tshtrain.algorithm.Policy`).
@@ -91,6 +143,9 @@ class Collector:
         seed: seeds the envs (sub-env i gets seed + i) and the collector's generator (random actions,
             exploration noise). The envs are reset here.
         check_actions: check every action batch against the action space (O(N) per vector step).
+        info_key: report the numeric scalars the envs put in ``info[info_key]`` (skrl's
+            ``environment_info``): their means over the collected env steps are
+            ``CollectStats.env_info`` (see :class:`EnvInfoAccumulator`). None: info is not read.
         """
         require_same_step_autoreset(env)
         self.num_envs = int(env.num_envs)
@@ -104,6 +159,8 @@ class Collector:
         self.buffer = buffer
         self.exploration_noise = exploration_noise
         self.check_actions = check_actions
+        self.info_key = info_key
+        self._env_info: EnvInfoAccumulator | None = None
         self.rng = np.random.default_rng(seed)
         """the collector's generator (random actions, exploration noise)"""
         self.num_collected_env_steps = 0
@@ -165,6 +222,7 @@ class Collector:
         if reset_before_collect:
             self.reset_env()
         start = time.perf_counter()
+        self._env_info = EnvInfoAccumulator(self.info_key) if self.info_key is not None else None
         if n_step is not None:
             require_positive("Collector.collect", "n_step", n_step)
             num_vector_steps = -(-n_step // self.num_envs)
@@ -183,6 +241,8 @@ class Collector:
             returns=returns,
             lens=lens,
             collect_time=time.perf_counter() - start,
+            env_info=self._env_info.means() if self._env_info is not None else {},
+            env_info_counts=dict(self._env_info.counts) if self._env_info is not None else {},
         )
 
     def _check_capacity(self, num_vector_steps: int) -> None:
@@ -216,6 +276,8 @@ class Collector:
         """
         act, env_act = self._actions(random, deterministic)
         obs_next, rew, terminated, truncated, info = self.env.step(env_act)
+        if self._env_info is not None:
+            self._env_info.add(info, active)
         done = np.logical_or(terminated, truncated)
         done_idx = np.flatnonzero(done)
         stored_next = _obs_with_final(obs_next, info, done_idx) if len(done_idx) else obs_next

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -56,6 +56,11 @@ class CollectStats:
     """length of every finished episode"""
     collect_time: float = 0.0
     """wall-clock seconds spent in the call"""
+    env_info: Mapping[str, float] = field(default_factory=dict)
+    """mean of each numeric scalar the envs reported under the collector's ``info_key``, over the env
+    steps that reported it (empty without an info_key)"""
+    env_info_counts: Mapping[str, int] = field(default_factory=dict)
+    """how many env steps reported each ``env_info`` scalar (to merge records)"""
 
     @property
     def returns_stat(self) -> SequenceSummaryStats:
@@ -91,6 +96,7 @@ class CollectStats:
         if self.n_collected_episodes:
             scalars.update(self.returns_stat.as_scalars("returns"))
             scalars.update(self.lens_stat.as_scalars("lens"))
+        scalars.update({f"env_info/{name}": value for name, value in self.env_info.items()})
         return scalars
 
 
@@ -104,4 +110,24 @@ def merge_collect_stats(stats: list[CollectStats]) -> CollectStats:
         returns=np.concatenate([s.returns for s in stats]),
         lens=np.concatenate([s.lens for s in stats]),
         collect_time=sum(s.collect_time for s in stats),
+        env_info=_merge_env_info(stats),
+        env_info_counts=_merge_env_info_counts(stats),
     )
+
+
+def _merge_env_info_counts(stats: list[CollectStats]) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for stat in stats:
+        for name, count in stat.env_info_counts.items():
+            counts[name] = counts.get(name, 0) + count
+    return counts
+
+
+def _merge_env_info(stats: list[CollectStats]) -> dict[str, float]:
+    """The count-weighted means of the records' env_info scalars."""
+    sums: dict[str, float] = {}
+    for stat in stats:
+        for name, mean in stat.env_info.items():
+            sums[name] = sums.get(name, 0.0) + mean * stat.env_info_counts.get(name, 1)
+    counts = _merge_env_info_counts(stats)
+    return {name: total / max(counts.get(name, 1), 1) for name, total in sums.items()}

@@ -1,5 +1,37 @@
-"""The Logger protocol and logger implementations."""
+"""The Logger protocol and its writers: TensorBoard, CSV, W&B, MLflow, several at once.
 
-from tshtrain.logger.base import Logger, LogIntervals, LogScope, MemoryLogger, NoOpLogger, RestoredCounters
+W&B and MLflow are optional extras (``pip install 'tshtrain[wandb]'`` / ``'tshtrain[mlflow]'``); their
+packages are imported only when such a logger is built. See ``docs/logging.md``.
+"""
 
-__all__ = ["LogIntervals", "LogScope", "Logger", "MemoryLogger", "NoOpLogger", "RestoredCounters"]
+from tshtrain.logger.base import (
+    Logger,
+    LoggerError,
+    LogIntervals,
+    LogScope,
+    MemoryLogger,
+    NoOpLogger,
+    RestoredCounters,
+)
+from tshtrain.logger.composite import CompositeLogger
+from tshtrain.logger.csv import CsvLogger, read_csv_log
+from tshtrain.logger.mlflow import MLflowLogger
+from tshtrain.logger.tensorboard import TensorboardLogger, read_tensorboard_log
+from tshtrain.logger.wandb import WandbLogger
+
+__all__ = [
+    "CompositeLogger",
+    "CsvLogger",
+    "LogIntervals",
+    "LogScope",
+    "Logger",
+    "LoggerError",
+    "MLflowLogger",
+    "MemoryLogger",
+    "NoOpLogger",
+    "RestoredCounters",
+    "TensorboardLogger",
+    "WandbLogger",
+    "read_csv_log",
+    "read_tensorboard_log",
+]

@@ -1,4 +1,4 @@
-"""The Logger protocol the trainer writes to, and the no-op default.
+"""The Logger protocol the trainer writes to, the no-op default and an in-memory logger.
 
 The trainer decides *when* to log (interval gating, see :class:`LogIntervals`) and on which step axis:
 
@@ -7,21 +7,37 @@ scope      step axis           what
 =========  ==================  ==================================================
 training   env_step            statistics of each collection step
 test       env_step            statistics of each test step
-update     gradient_step       statistics of each update step (TrainingStats)
+update     gradient_step       statistics of each gradient step (off-policy, offline) or
+                               update step (on-policy)
 info       epoch               counters, best score, timing at the end of an epoch
 =========  ==================  ==================================================
 
-A logger only writes what it is given.
+A logger only writes what it is given. The writers (TensorBoard, CSV, W&B, MLflow, several at once)
+live in their own modules; see ``docs/logging.md``.
+
+**Resuming** (``TrainerParams.resume_from_log``): the resume point is the last ``info`` record, i.e.
+the end of the last logged epoch. ``restore_counters`` returns the counters of that record and, for
+loggers that can, drops the records written after it (a crash inside an epoch leaves some), so that the
+resumed run continues every curve with no duplicated and no missing points. It also returns the last
+step written per scope, with which the trainer continues its interval gating exactly where it stopped.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Protocol, final, runtime_checkable
 
 from tshtrain.errors import ConfigurationError
+
+
+class LoggerError(RuntimeError):
+    """A logger failed while training ran (disk full, a closed file, a writer's own error).
+
+    The trainer stops with this error after closing the logger; checkpoints written so far are intact,
+    and the run can be resumed with ``resume_from_log=True``.
+    """
 
 
 class LogScope(StrEnum):
@@ -32,19 +48,37 @@ class LogScope(StrEnum):
     UPDATE = "update"
     INFO = "info"
 
+    @property
+    def step_axis(self) -> str:
+        """The counter a scope's steps count: ``env_step``, ``gradient_step`` or ``epoch``."""
+        return _STEP_AXIS[self]
+
+
+_STEP_AXIS = {
+    LogScope.TRAINING: "env_step",
+    LogScope.TEST: "env_step",
+    LogScope.UPDATE: "gradient_step",
+    LogScope.INFO: "epoch",
+}
+
 
 @dataclass(frozen=True, kw_only=True)
 class LogIntervals:
-    """Minimum distance between two logged points, per scope, on that scope's step axis."""
+    """Minimum distance between two logged points, per scope, on that scope's step axis.
+
+    The first record of a scope is always written; after that a record is written when its step is at
+    least the interval past the last *written* step of that scope.
+    """
 
     training_interval: int = 1000
     """env steps between two logged collection steps"""
     test_interval: int = 1
     """env steps between two logged test steps (1: every test step)"""
     update_interval: int = 1000
-    """gradient steps between two logged update steps"""
+    """gradient steps between two logged gradient steps (off-policy and offline: each gradient step is a
+    candidate; on-policy: each update step, at the gradient_step it ends on)"""
     info_interval: int = 1
-    """epochs between two logged info records"""
+    """epochs between two logged info records (these are also the points a run can resume from)"""
 
     def __post_init__(self) -> None:
         for name in ("training_interval", "test_interval", "update_interval", "info_interval"):
@@ -64,11 +98,44 @@ class LogIntervals:
 
 @dataclass(frozen=True, kw_only=True)
 class RestoredCounters:
-    """Counters a logger read back from its own records (for ``resume_from_log``)."""
+    """Counters a logger read back from its own records (for ``resume_from_log``): those of its last
+    ``info`` record, the end of an epoch."""
 
     epoch: int
     env_step: int
     gradient_step: int
+    env_episode: int = 0
+    """training episodes finished"""
+    update_step: int = 0
+    test_step: int = 0
+    """env steps taken in test steps"""
+    test_episode: int = 0
+    last_logged: Mapping[LogScope, int] = field(default_factory=dict)
+    """the last step written per scope (scopes never written are absent); the trainer's interval
+    gating continues from these"""
+
+    def limit(self, scope: LogScope) -> int:
+        """The last step of ``scope`` that belongs to the resume point (later records are dropped)."""
+        return {"env_step": self.env_step, "gradient_step": self.gradient_step, "epoch": self.epoch}[
+            scope.step_axis
+        ]
+
+
+def counters_from_info(step: int, data: Mapping[str, float]) -> RestoredCounters:
+    """The counters of an ``info`` record (``InfoStats.as_scalars()`` at epoch ``step``)."""
+
+    def count(name: str) -> int:
+        return round(data.get(name, 0.0))
+
+    return RestoredCounters(
+        epoch=step,
+        env_step=count("env_step"),
+        gradient_step=count("gradient_step"),
+        env_episode=count("train_episode"),
+        update_step=count("update_step"),
+        test_step=count("test_step"),
+        test_episode=count("test_episode"),
+    )
 
 
 @runtime_checkable
@@ -85,11 +152,13 @@ class Logger(Protocol):
         ...
 
     def restore_counters(self) -> RestoredCounters | None:
-        """The counters of the last record this logger wrote in an earlier run (None if none)."""
+        """The counters of the last ``info`` record this logger wrote in an earlier run (None if none).
+
+        A logger that can also drops its records past that point (see the module docstring)."""
         ...
 
     def close(self) -> None:
-        """Flush and release files; called once when training ends."""
+        """Flush and release files; called once when training ends (calling it again does nothing)."""
         ...
 
 
@@ -116,7 +185,10 @@ class NoOpLogger:
 
 @final
 class MemoryLogger:
-    """Keeps every record in memory: ``records[scope]`` is a list of (step, data). Handy in tests."""
+    """Keeps every record in memory: ``records[scope]`` is a list of (step, data). Handy in tests.
+
+    ``restore_counters`` behaves as the file writers' does: it drops records past the last info record.
+    """
 
     def __init__(self, intervals: LogIntervals | None = None):
         self._intervals = intervals or LogIntervals(training_interval=1, update_interval=1)
@@ -133,11 +205,16 @@ class MemoryLogger:
     def restore_counters(self) -> RestoredCounters | None:
         info = self.records[LogScope.INFO]
         if not info:
+            self.records = {s: [] for s in LogScope}
             return None
-        step, data = info[-1]
-        return RestoredCounters(
-            epoch=step, env_step=int(data.get("env_step", 0)), gradient_step=int(data.get("gradient_step", 0))
-        )
+        restored = counters_from_info(*info[-1])
+        last: dict[LogScope, int] = {}
+        for scope in LogScope:
+            kept = [(s, d) for s, d in self.records[scope] if s <= restored.limit(scope)]
+            self.records[scope] = kept
+            if kept:
+                last[scope] = kept[-1][0]
+        return replace(restored, last_logged=last)
 
     def close(self) -> None:
         self.closed = True

@@ -25,6 +25,9 @@ Callback points, in order, for one training step: ``training_fn(epoch, env_step)
 [test-in-training: test step] -> update -> ``save_checkpoint_fn(epoch, env_step, gradient_step)``.
 A test step: ``test_fn(epoch, env_step)`` -> test collection -> score -> [new best: ``save_best_fn``]
 -> ``stop_fn(score)``.
+
+What is logged under which scope, and when (interval gating), is in ``tshtrain.trainer.records``; a
+logger that fails stops training with ``LoggerError`` after the logger is closed (docs/logging.md).
 """
 
 from __future__ import annotations
@@ -39,9 +42,10 @@ from typing import Any, Generic, TypeVar
 
 from tshtrain.algorithm.base import Algorithm, TrainingStats
 from tshtrain.data.stats import CollectStats, merge_collect_stats
-from tshtrain.logger.base import Logger, LogScope, NoOpLogger
+from tshtrain.logger.base import Logger, LogScope, NoOpLogger, RestoredCounters
 from tshtrain.trainer.params import TrainerParams
-from tshtrain.trainer.progress import ProgressBar
+from tshtrain.trainer.progress import ProgressBar, format_info_table
+from tshtrain.trainer.records import EpisodeWindow, LogGate, update_timing
 from tshtrain.trainer.stats import EpochStats, InfoStats, StopReason, TimingStats
 
 log = logging.getLogger(__name__)
@@ -99,7 +103,8 @@ class Trainer(ABC, Generic[TAlgorithm, TParams]):
         self._timing = {"collect": 0.0, "update": 0.0, "test": 0.0, "train": 0.0}
         self._start_time = time.perf_counter()
         self._is_reset = False
-        self._last_logged: dict[LogScope, int | None] = dict.fromkeys(LogScope)
+        self._gate = LogGate(self.logger)
+        self._windows = {LogScope.TRAINING: EpisodeWindow(), LogScope.TEST: EpisodeWindow()}
         self._epoch_open = False
         self._epoch_progress = 0
         self._epoch_collect: list[CollectStats] = []
@@ -120,7 +125,8 @@ class Trainer(ABC, Generic[TAlgorithm, TParams]):
         self.stop_reason = None
         self._timing = dict.fromkeys(self._timing, 0.0)
         self._start_time = time.perf_counter()
-        self._last_logged = dict.fromkeys(LogScope)
+        self._gate.reset()
+        self._windows = {LogScope.TRAINING: EpisodeWindow(), LogScope.TEST: EpisodeWindow()}
         self._epoch_open = False
         if reset_collectors:
             self._reset_collectors(reset_collector_buffers)
@@ -129,9 +135,7 @@ class Trainer(ABC, Generic[TAlgorithm, TParams]):
         if self.params.resume_from_log:
             restored = self.logger.restore_counters()
             if restored is not None:
-                self.counters.epoch = restored.epoch
-                self.counters.env_step = restored.env_step
-                self.counters.gradient_step = restored.gradient_step
+                self._restore(restored)
         self._is_reset = True
         if self.counters.epoch >= self.params.max_epochs:
             self._finish(StopReason.MAX_EPOCHS)
@@ -139,14 +143,22 @@ class Trainer(ABC, Generic[TAlgorithm, TParams]):
             self._test_step(apply_stop_fn=False)
 
     def run(self, reset_collectors: bool = True, reset_collector_buffers: bool = False) -> InfoStats:
-        """Reset, run all epochs (or until a stop), close the logger and return the final InfoStats."""
-        self.reset(reset_collectors, reset_collector_buffers)
+        """Reset, run all epochs (or until a stop), close the logger and return the final InfoStats.
+
+        With ``verbose``, a summary table of the final InfoStats is printed at the end.
+        """
         try:
+            self.reset(reset_collectors, reset_collector_buffers)
             for _ in self:
                 pass
-        finally:
-            self._close()
-        return self.info_stats()
+        except BaseException:
+            self._close(quiet=True)  # the original error is what the caller needs to see
+            raise
+        self._close()
+        info = self.info_stats()
+        if self.params.verbose:
+            print(format_info_table(info), flush=True)
+        return info
 
     def __iter__(self) -> Iterator[EpochStats]:
         """Epoch by epoch (resets first if ``reset`` was not called)."""
@@ -236,7 +248,12 @@ class Trainer(ABC, Generic[TAlgorithm, TParams]):
         self.counters.env_episode += stat.n_collected_episodes
         self._timing["collect"] += stat.collect_time
         self._epoch_collect.append(stat)
-        self._log(LogScope.TRAINING, self.counters.env_step, stat.as_scalars())
+        window = self._windows[LogScope.TRAINING]
+        window.add(stat)
+        if self._gate.due(LogScope.TRAINING, self.counters.env_step):
+            self._gate.write(
+                LogScope.TRAINING, self.counters.env_step, {**stat.as_scalars(), **window.as_scalars()}
+            )
         return stat
 
     def _record_update(
@@ -248,13 +265,22 @@ class Trainer(ABC, Generic[TAlgorithm, TParams]):
             stat: the update step's statistics.
             seconds: time spent in the update step.
             parts: the records ``stat`` aggregates (off-policy: one per gradient step); the epoch's
-                training_stat aggregates these, so that its averages are over all of them.
+                training_stat aggregates these, so that its averages are over all of them. Each part
+                is a candidate record of the update scope at the gradient_step it ends on, so that
+                off-policy every gradient step gets its own point (when the update interval allows).
         """
+        parts = parts if parts is not None else [stat]
         self.counters.update_step += 1
-        self.counters.gradient_step += stat.num_gradient_steps
         self._timing["update"] += seconds
-        self._epoch_training.extend(parts if parts is not None else [stat])
-        self._log(LogScope.UPDATE, self.counters.gradient_step, stat.as_scalars())
+        self._epoch_training.extend(parts)
+        timing: dict[str, float] | None = None
+        for part in parts:
+            self.counters.gradient_step += part.num_gradient_steps
+            if self._gate.due(LogScope.UPDATE, self.counters.gradient_step):
+                timing = timing or update_timing(stat.num_gradient_steps, seconds)
+                self._gate.write(
+                    LogScope.UPDATE, self.counters.gradient_step, {**part.as_scalars(), **timing}
+                )
 
     def _advance_bar(self, amount: int, stat: TrainingStats | None) -> None:
         self._epoch_progress += amount
@@ -291,7 +317,11 @@ class Trainer(ABC, Generic[TAlgorithm, TParams]):
             )
             if self.params.save_best_fn is not None:
                 self.params.save_best_fn(self.algorithm)
-        self._log(LogScope.TEST, self.counters.env_step, {**stat.as_scalars(), "score": float(score)})
+        window = self._windows[LogScope.TEST]
+        window.add(stat)
+        if self._gate.due(LogScope.TEST, self.counters.env_step):
+            data = {**stat.as_scalars(), "score": float(score), **window.as_scalars()}
+            self._gate.write(LogScope.TEST, self.counters.env_step, data)
         if self.params.verbose:
             print(
                 f"Epoch #{self.counters.epoch}: test_reward: {stat.returns_stat.mean:.6f} ± "
@@ -342,7 +372,8 @@ class Trainer(ABC, Generic[TAlgorithm, TParams]):
             self._finish(StopReason.MAX_EPOCHS)
         self._epoch_open = False
         info = self.info_stats()
-        self._log(LogScope.INFO, self.counters.epoch, info.as_scalars())
+        if self._gate.due(LogScope.INFO, self.counters.epoch):
+            self._gate.write(LogScope.INFO, self.counters.epoch, info.as_scalars())
         training = (
             type(self._epoch_training[0]).aggregate(self._epoch_training) if self._epoch_training else None
         )
@@ -360,14 +391,22 @@ class Trainer(ABC, Generic[TAlgorithm, TParams]):
                 return stat.returns_stat.mean
         return None
 
-    def _log(self, scope: LogScope, step: int, data: dict[str, float]) -> None:
-        last = self._last_logged[scope]
-        if last is None or step - last >= self.logger.intervals.of(scope):
-            self.logger.write(scope, step, data)
-            self._last_logged[scope] = step
+    def _restore(self, restored: RestoredCounters) -> None:
+        """Continue the counters and the interval gating of the run the logger's records end with."""
+        c = self.counters
+        c.epoch, c.env_step, c.gradient_step = restored.epoch, restored.env_step, restored.gradient_step
+        c.env_episode, c.update_step = restored.env_episode, restored.update_step
+        c.test_step, c.test_episode = restored.test_step, restored.test_episode
+        self._gate.reset(restored.last_logged)
 
-    def _close(self) -> None:
+    def _close(self, *, quiet: bool = False) -> None:
+        """Close the progress bar and the logger; ``quiet``: log a failing close instead of raising."""
         if self._bar is not None:
             self._bar.close()
             self._bar = None
-        self.logger.close()
+        try:
+            self.logger.close()
+        except Exception:
+            if not quiet:
+                raise
+            log.exception("%s failed to close", type(self.logger).__name__)

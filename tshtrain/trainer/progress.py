@@ -8,6 +8,7 @@ from typing import Any
 import tqdm
 
 from tshtrain.algorithm.base import TrainingStats
+from tshtrain.trainer.stats import InfoStats
 
 
 class ProgressBar:
@@ -43,3 +44,33 @@ INNER_BAR_MIN_STEPS = 100
 def inner_bar(num_steps: int, description: str) -> Iterable[int]:
     """``range(num_steps)`` with a bar below the epoch's bar that disappears when done."""
     return tqdm.tqdm(range(num_steps), desc=description, leave=False, position=1, dynamic_ncols=True)
+
+
+def format_info_table(info: InfoStats) -> str:
+    """A two-column text table of a run's final InfoStats (what ``verbose`` prints at the end)."""
+
+    def number(value: float | None, digits: int = 6) -> str:
+        return "-" if value is None else f"{value:.{digits}f}"
+
+    timing = info.timing
+    rows = [
+        ("stop reason", str(info.stop_reason) if info.stop_reason is not None else "-"),
+        ("best score", number(info.best_score)),
+        ("best reward", f"{number(info.best_reward)} ± {number(info.best_reward_std)}"),
+        ("best epoch", "-" if info.best_epoch is None else str(info.best_epoch)),
+        ("env steps", str(info.train_step)),
+        ("training episodes", str(info.train_episode)),
+        ("update steps", str(info.update_step)),
+        ("gradient steps", str(info.gradient_step)),
+        ("test env steps", str(info.test_step)),
+        ("test episodes", str(info.test_episode)),
+        ("total time", f"{timing.total_time:.2f} s"),
+        ("  training", f"{timing.train_time:.2f} s"),
+        ("    collection", f"{timing.train_time_collect:.2f} s"),
+        ("    updates", f"{timing.train_time_update:.2f} s"),
+        ("  test steps", f"{timing.test_time:.2f} s"),
+    ]
+    width = max(len(name) for name, _ in rows)
+    lines = [f"{name:<{width}}  {value}" for name, value in rows]
+    rule = "-" * max(len(line) for line in lines)
+    return "\n".join([rule, "Training finished", rule, *lines, rule])

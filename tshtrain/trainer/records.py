@@ -1,0 +1,102 @@
+"""What the trainer logs, and when: interval gating and the records of each scope.
+
+======== ============== =====================================================================
+scope    step axis      record
+======== ============== =====================================================================
+training env_step       ``CollectStats.as_scalars()`` of the collection step (counts,
+                        ``collect_time``, ``collect_speed`` in env steps/s, ``returns/*`` and
+                        ``lens/*`` mean/std/min/max of the episodes it finished, ``env_info/*``),
+                        plus ``returns_window/*`` and ``lens_window/*`` over the last
+                        :data:`EPISODE_WINDOW` training episodes
+test     env_step       the same for the test step, plus ``score`` (windows over test episodes)
+update   gradient_step  ``TrainingStats.as_scalars()`` (every float field: losses, entropy, KL,
+                        clip fraction, Q values, learning rates, gradient norms, ... as the
+                        algorithm reports them), plus ``update_time`` (seconds of the update step)
+                        and ``gradient_speed`` (its gradient steps per second). Off-policy, each
+                        gradient step is its own record at its own gradient_step.
+info     epoch          ``InfoStats.as_scalars()``: counters, best result, ``timing/*``
+======== ============== =====================================================================
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+
+from tshtrain.data.stats import CollectStats, SequenceSummaryStats
+from tshtrain.logger.base import Logger, LoggerError, LogScope
+
+EPISODE_WINDOW = 100
+"""episodes in the rolling window of the ``returns_window/*`` and ``lens_window/*`` scalars"""
+
+
+class EpisodeWindow:
+    """Returns and lengths of the last ``size`` finished episodes."""
+
+    def __init__(self, size: int = EPISODE_WINDOW):
+        self.size = size
+        self._returns = np.zeros(0, dtype=np.float64)
+        self._lens = np.zeros(0, dtype=np.float64)
+
+    def add(self, stat: CollectStats) -> None:
+        """Add the episodes a collection step finished (multi-agent returns averaged over agents)."""
+        if not stat.n_collected_episodes:
+            return
+        returns = stat.returns if stat.returns.ndim <= 1 else stat.returns.mean(axis=-1)
+        self._returns = np.concatenate([self._returns, returns])[-self.size :]
+        self._lens = np.concatenate([self._lens, stat.lens.astype(np.float64)])[-self.size :]
+
+    def as_scalars(self) -> dict[str, float]:
+        """``returns_window/{mean,std,min,max}`` and ``lens_window/...`` (empty before any episode)."""
+        if not len(self._returns):
+            return {}
+        return {
+            **SequenceSummaryStats.from_sequence(self._returns).as_scalars("returns_window"),
+            **SequenceSummaryStats.from_sequence(self._lens).as_scalars("lens_window"),
+        }
+
+
+class LogGate:
+    """Interval gating: which records are written, and the writing itself.
+
+    The first record of a scope is always written; after that a record is written when its step is at
+    least the scope's interval past the last *written* step of that scope.
+    """
+
+    def __init__(self, logger: Logger):
+        self.logger = logger
+        self.last_logged: dict[LogScope, int | None] = dict.fromkeys(LogScope)
+
+    def reset(self, last_logged: Mapping[LogScope, int] | None = None) -> None:
+        """Forget what was written (or continue from ``last_logged``, when resuming)."""
+        self.last_logged = dict.fromkeys(LogScope)
+        self.last_logged.update(last_logged or {})
+
+    def due(self, scope: LogScope, step: int) -> bool:
+        """Would a record of ``scope`` at ``step`` be written?"""
+        last = self.last_logged[scope]
+        return last is None or step - last >= self.logger.intervals.of(scope)
+
+    def write(self, scope: LogScope, step: int, data: Mapping[str, float]) -> None:
+        """Write a record that is :meth:`due`.
+
+        Raises:
+            LoggerError: the logger failed (the original error is chained).
+        """
+        try:
+            self.logger.write(scope, step, data)
+        except LoggerError:
+            raise
+        except Exception as error:
+            raise LoggerError(
+                f"{type(self.logger).__name__} failed to write the {scope} record at {scope.step_axis} "
+                f"{step}: {type(error).__name__}: {error}. Training stopped; checkpoints written so far "
+                f"are intact, and the run can be resumed with resume_from_log=True."
+            ) from error
+        self.last_logged[scope] = step
+
+
+def update_timing(num_gradient_steps: int, seconds: float) -> dict[str, float]:
+    """``update_time`` and ``gradient_speed`` (gradient steps per second) of an update step."""
+    return {"update_time": seconds, "gradient_speed": num_gradient_steps / seconds if seconds > 0 else 0.0}
