@@ -1,19 +1,29 @@
-"""DQN (Mnih et al. 2015) with a target network and, optionally, double Q-learning (van Hasselt 2016)."""
+"""DQN (Mnih et al. 2015) with a target network and, optionally, double Q-learning (van Hasselt 2016),
+n-step returns (Sutton 1988; Hessel et al. 2018), dueling heads (Wang et al. 2016) and prioritized
+replay (Schaul et al. 2016, through a prioritized buffer)."""
 
 from __future__ import annotations
 
-import copy
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, final
 
 import torch
 import torch.nn.functional as F
+from torch import nn
 from typing_extensions import override
 
-from tshtrain.algorithm.base import OffPolicyAlgorithm, Stateful, TrainingStats, check_finite_loss, make_adam
+from tshtrain.algorithm.base import OffPolicyAlgorithm, Stateful, TrainingStats, make_adam
+from tshtrain.algorithm.offpolicy import (
+    host_scalars,
+    require_in_range,
+    require_int_at_least,
+    sample_replay,
+    update_priorities,
+)
 from tshtrain.algorithm.policies import QValuePolicy
+from tshtrain.algorithm.polyak import TargetNetwork
 from tshtrain.data.buffer import BaseReplayBuffer
-from tshtrain.data.prioritized import BasePrioritizedBuffer
 from tshtrain.errors import ConfigurationError, require_positive
 
 
@@ -33,14 +43,16 @@ class DQNParams:
     """Huber (smooth L1) instead of squared TD error"""
     max_grad_norm: float | None = None
     """clip the gradient norm to this value (None: no clipping)"""
+    n_step: int = 1
+    """transitions summed in the TD target before bootstrapping (stops early at episode ends)"""
 
     def __post_init__(self) -> None:
         require_positive("DQNParams", "lr", self.lr)
-        require_positive("DQNParams", "target_update_freq", self.target_update_freq)
-        if not 0.0 <= self.gamma <= 1.0:
-            raise ConfigurationError(f"DQNParams.gamma must lie in [0, 1], got {self.gamma!r}.")
+        require_int_at_least("DQNParams", "target_update_freq", self.target_update_freq, 1)
+        require_in_range("DQNParams", "gamma", self.gamma, 0.0, 1.0)
         if self.max_grad_norm is not None:
             require_positive("DQNParams", "max_grad_norm", self.max_grad_norm)
+        require_int_at_least("DQNParams", "n_step", self.n_step, 1)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -53,6 +65,58 @@ class DQNTrainingStats(TrainingStats):
     """mean Q(o, a) of the sampled transitions"""
     epsilon: float = 0.0
     """the exploration epsilon at the time of the step"""
+    grad_norm: float = 0.0
+    """gradient norm before clipping (0 when max_grad_norm is None: not computed)"""
+
+
+@final
+class DuelingQNet(nn.Module):
+    """Dueling Q-network: ``Q(o, a) = V(h) + A(h, a) - mean_a' A(h, a')`` with ``h = features(o)``."""
+
+    def __init__(self, features: nn.Module, value_head: nn.Module, advantage_head: nn.Module):
+        """Args:
+        features: shared trunk, observation -> h.
+        value_head: h -> V, shape (N, 1).
+        advantage_head: h -> A, shape (N, num_actions).
+        """
+        super().__init__()
+        self.features = features
+        self.value_head = value_head
+        self.advantage_head = advantage_head
+
+    @override
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        h: torch.Tensor = self.features(obs)
+        value: torch.Tensor = self.value_head(h)
+        advantage: torch.Tensor = self.advantage_head(h)
+        return value + advantage - advantage.mean(dim=-1, keepdim=True)
+
+
+def _layers(sizes: Sequence[int], activation: type[nn.Module], *, last_activation: bool) -> list[nn.Module]:
+    layers: list[nn.Module] = []
+    for i in range(len(sizes) - 1):
+        layers.append(nn.Linear(sizes[i], sizes[i + 1]))
+        if last_activation or i < len(sizes) - 2:
+            layers.append(activation())
+    return layers
+
+
+def dueling_mlp(
+    input_dim: int,
+    num_actions: int,
+    hidden_sizes: Sequence[int] = (128, 128),
+    head_hidden_sizes: Sequence[int] = (),
+    activation: type[nn.Module] = nn.ReLU,
+) -> DuelingQNet:
+    """A :class:`DuelingQNet` of MLPs: a trunk with ``hidden_sizes`` (activation after each layer),
+    and value / advantage heads with ``head_hidden_sizes`` each, then a linear output."""
+    if not hidden_sizes:
+        raise ConfigurationError("dueling_mlp: hidden_sizes must name at least one layer, got ().")
+    trunk = nn.Sequential(*_layers([input_dim, *hidden_sizes], activation, last_activation=True))
+    head = [hidden_sizes[-1], *head_hidden_sizes]
+    value = nn.Sequential(*_layers([*head, 1], activation, last_activation=False))
+    advantage = nn.Sequential(*_layers([*head, num_actions], activation, last_activation=False))
+    return DuelingQNet(trunk, value, advantage)
 
 
 @final
@@ -64,9 +128,9 @@ class DQN(OffPolicyAlgorithm[QValuePolicy]):
     def __init__(self, *, policy: QValuePolicy, params: DQNParams | None = None):
         super().__init__(policy=policy)
         self.params = params or DQNParams()
-        self.target_q_net = copy.deepcopy(policy.q_net)
-        self.target_q_net.requires_grad_(False)
-        self.optim = make_adam(policy.q_net.parameters(), lr=self.params.lr)
+        self.target_q_net = TargetNetwork(policy.q_net)
+        self._q_params = list(policy.q_net.parameters())
+        self.optim = make_adam(self._q_params, lr=self.params.lr)
         self.num_gradient_steps = 0
 
     @override
@@ -81,39 +145,40 @@ class DQN(OffPolicyAlgorithm[QValuePolicy]):
     def load_extra_state(self, state: Any) -> None:
         self.num_gradient_steps = int(state.get("num_gradient_steps", 0))
 
-    @override
-    def update(self, buffer: BaseReplayBuffer, batch_size: int) -> TrainingStats:
-        sample = buffer.sample(batch_size)
-        batch = sample.to_torch(self.policy.device)
-        q_all = self.policy.q_values(batch.obs)
-        q = q_all.gather(1, batch.act.long().unsqueeze(-1)).squeeze(-1)
+    def _target(self, obs_next: Any, returns: torch.Tensor, discounts: torch.Tensor) -> torch.Tensor:
         with torch.no_grad():
-            q_next_target = self.target_q_net(batch.obs_next)
+            q_next_target: torch.Tensor = self.target_q_net.net(obs_next)
             if self.params.is_double:
-                next_act = self.policy.q_values(batch.obs_next).argmax(dim=-1, keepdim=True)
+                next_act = self.policy.q_values(obs_next).argmax(dim=-1, keepdim=True)
             else:
                 next_act = q_next_target.argmax(dim=-1, keepdim=True)
-            q_next = q_next_target.gather(1, next_act).squeeze(-1)
-            not_terminal = 1.0 - batch.terminated.float()
-            target = batch.rew + self.params.gamma * not_terminal * q_next
+            return returns + discounts * q_next_target.gather(1, next_act).squeeze(-1)
+
+    @override
+    def update(self, buffer: BaseReplayBuffer, batch_size: int) -> TrainingStats:
+        p = self.params
+        batch = sample_replay(buffer, batch_size, gamma=p.gamma, n_step=p.n_step, device=self.policy.device)
+        q = self.policy.q_values(batch.obs).gather(1, batch.act.long().unsqueeze(-1)).squeeze(-1)
+        target = self._target(batch.obs_next, batch.returns, batch.discounts)
         td_error = q - target
-        if self.params.huber_loss:
-            per_sample = F.smooth_l1_loss(q, target, reduction="none")
-        else:
-            per_sample = td_error.pow(2)
+        per_sample = F.smooth_l1_loss(q, target, reduction="none") if p.huber_loss else td_error.pow(2)
         loss = per_sample.mean() if batch.weight is None else (per_sample * batch.weight).mean()
         self.optim.zero_grad(set_to_none=True)
         loss.backward()  # type: ignore[no-untyped-call]
-        if self.params.max_grad_norm is not None:
-            torch.nn.utils.clip_grad_norm_(self.policy.q_net.parameters(), self.params.max_grad_norm)
+        grad_norm = torch.zeros(())
+        if p.max_grad_norm is not None:
+            grad_norm = torch.nn.utils.clip_grad_norm_(self._q_params, p.max_grad_norm, foreach=True)
         self.optim.step()
-        if isinstance(buffer, BasePrioritizedBuffer):
-            buffer.update_priorities(sample.indices, td_error.detach().cpu().numpy())
         self.num_gradient_steps += 1
-        if self.num_gradient_steps % self.params.target_update_freq == 0:
-            self.target_q_net.load_state_dict(self.policy.q_net.state_dict())
-        loss_value = loss.detach()
-        check_finite_loss("DQN", "TD loss", loss_value)
+        if self.num_gradient_steps % p.target_update_freq == 0:
+            self.target_q_net.hard_update()
+        stats = host_scalars(
+            "DQN", {"TD loss": loss, "q_mean": q.mean(), "grad_norm": grad_norm}, losses=("TD loss",)
+        )
+        update_priorities(buffer, batch.indices, td_error.unsqueeze(0))
         return DQNTrainingStats(
-            loss=float(loss_value), q_mean=float(q.detach().mean()), epsilon=self.policy.eps
+            loss=stats["TD loss"],
+            q_mean=stats["q_mean"],
+            epsilon=self.policy.eps,
+            grad_norm=stats["grad_norm"],
         )

@@ -1,5 +1,13 @@
-"""Pure math: discounted returns, GAE (numpy/torch only)."""
+"""Pure math: discounted returns, GAE, n-step targets, Polyak averaging (numpy/torch only)."""
 
 from tshtrain.functional.returns import discounted_returns, gae_advantages
+from tshtrain.functional.targets import NextIndexFn, nstep_indices, nstep_returns, polyak_update
 
-__all__ = ["discounted_returns", "gae_advantages"]
+__all__ = [
+    "NextIndexFn",
+    "discounted_returns",
+    "gae_advantages",
+    "nstep_indices",
+    "nstep_returns",
+    "polyak_update",
+]

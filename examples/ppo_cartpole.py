@@ -1,0 +1,81 @@
+"""PPO on CartPole-v1, with rl-zoo's hyperparameters (linearly decaying learning rate and clip range).
+
+Run: python examples/ppo_cartpole.py [--seed 0] [--max-env-steps 100000]
+"""
+
+from __future__ import annotations
+
+import argparse
+
+import torch
+
+from tshtrain.algorithm import PPO, CategoricalPolicy, LinearSchedule, PPOParams, mlp, num_update_steps_for
+from tshtrain.data import Collector, VectorReplayBuffer
+from tshtrain.env import make_vector_env
+from tshtrain.trainer import InfoStats, OnPolicyTrainer, OnPolicyTrainerParams
+
+NUM_ENVS = 8
+COLLECTION_STEP_NUM_ENV_STEPS = 256  # 32 env steps per env
+EPOCH_NUM_STEPS = 4096  # 16 training steps, then a test step
+
+
+def train(
+    seed: int = 0, max_env_steps: int = 100_000, stop_at: float = 475.0, verbose: bool = True
+) -> tuple[PPO, InfoStats]:
+    """Train until the mean test return over 10 episodes reaches ``stop_at`` or ``max_env_steps``
+    (rounded down to whole epochs) are used up."""
+    torch.manual_seed(seed)  # network initialisation
+    train_envs = make_vector_env("CartPole-v1", NUM_ENVS)
+    test_envs = make_vector_env("CartPole-v1", NUM_ENVS)
+    max_epochs = max_env_steps // EPOCH_NUM_STEPS
+    num_updates = num_update_steps_for(
+        num_env_steps=max_epochs * EPOCH_NUM_STEPS,
+        collection_step_num_env_steps=COLLECTION_STEP_NUM_ENV_STEPS,
+        num_envs=NUM_ENVS,
+    )
+    policy = CategoricalPolicy(mlp(4, 2, (64, 64)), train_envs.single_action_space, seed=seed)
+    params = PPOParams(
+        lr=1e-3,
+        lr_schedule=LinearSchedule(num_update_steps=num_updates),
+        clip_range=0.2,
+        clip_schedule=LinearSchedule(num_update_steps=num_updates),
+        gamma=0.98,
+        gae_lambda=0.8,
+        ent_coef=0.0,
+    )
+    algorithm = PPO(policy=policy, critic=mlp(4, 1, (64, 64)), params=params, seed=seed)
+    trainer_params = OnPolicyTrainerParams(
+        training_collector=Collector(
+            policy, train_envs, VectorReplayBuffer(COLLECTION_STEP_NUM_ENV_STEPS, NUM_ENVS), seed=seed
+        ),
+        test_collector=Collector(policy, test_envs, seed=seed + 1000),
+        max_epochs=max_epochs,
+        epoch_num_steps=EPOCH_NUM_STEPS,
+        collection_step_num_env_steps=COLLECTION_STEP_NUM_ENV_STEPS,
+        batch_size=256,
+        update_step_num_repetitions=20,
+        test_step_num_episodes=10,
+        stop_fn=lambda score: score >= stop_at,
+        verbose=verbose,
+    )
+    try:
+        return algorithm, OnPolicyTrainer(algorithm, trainer_params).run()
+    finally:
+        train_envs.close()
+        test_envs.close()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--max-env-steps", type=int, default=100_000)
+    args = parser.parse_args()
+    _, info = train(seed=args.seed, max_env_steps=args.max_env_steps)
+    print(
+        f"best test return {info.best_reward:.1f} at epoch {info.best_epoch}, "
+        f"{info.train_step} env steps, {info.timing.total_time:.1f} s, stop: {info.stop_reason}"
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,193 @@
+"""Networks and policies for Box actions, shared by DDPG, TD3 and SAC.
+
+Action convention: every network here acts in ``[-1, 1]`` per action dimension (a tanh at the end of
+the actor), and that is what the replay buffer stores and the critics take. ``Policy.map_action`` maps
+``[-1, 1]`` linearly onto the env's ``[low, high]`` before ``env.step``; uniformly random prefill
+actions are mapped back with ``map_action_inverse``, so they are stored in ``[-1, 1]`` too.
+
+* :class:`QEnsemble` — ``num_critics`` independent Q-networks ``Q_i(o, a)`` evaluated as one batched
+  network (one matmul per layer for all members): a single critic for DDPG, the twin critics of TD3
+  and SAC. Members are initialised independently, like separate ``nn.Linear`` MLPs.
+* :class:`TanhGaussianPolicy` — SAC's stochastic actor ``a = tanh(mu + sigma * eps)``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any, final
+
+import gymnasium as gym
+import numpy as np
+import torch
+from torch import nn
+from typing_extensions import override
+
+from tshtrain.algorithm.base import Policy
+from tshtrain.data.batch import ObsTensor
+from tshtrain.errors import ConfigurationError, UnsupportedSpaceError
+
+LOG_STD_MIN = -20.0
+"""lower clamp of the actor's log standard deviation"""
+LOG_STD_MAX = 2.0
+"""upper clamp of the actor's log standard deviation"""
+_HALF_LOG_2PI = 0.5 * math.log(2.0 * math.pi)
+
+
+def box_dim(space: gym.Space[Any]) -> int:
+    """Number of action dimensions of a Box action space (flattened)."""
+    if isinstance(space, gym.spaces.Box):
+        return int(np.prod(space.shape))
+    raise UnsupportedSpaceError(f"box_dim: {space!r} is not a Box action space.")
+
+
+def _require_box(space: gym.Space[Any], owner: str) -> None:
+    if not isinstance(space, gym.spaces.Box):
+        raise UnsupportedSpaceError(f"{owner} needs a Box action space, got {space!r}.")
+
+
+def _as_tensor(obs: ObsTensor, owner: str) -> torch.Tensor:
+    if isinstance(obs, torch.Tensor):
+        return obs
+    raise UnsupportedSpaceError(
+        f"{owner} takes array observations; for Dict observations pass networks that accept a dict of "
+        f"tensors (flatten it inside your module)."
+    )
+
+
+@final
+class EnsembleLinear(nn.Module):
+    """``num_members`` independent linear layers applied to a (members, N, in) batch with one bmm."""
+
+    def __init__(self, num_members: int, in_features: int, out_features: int):
+        super().__init__()
+        bound = 1.0 / math.sqrt(in_features)  # nn.Linear's default initialisation, per member
+        self.weight = nn.Parameter(
+            torch.empty(num_members, in_features, out_features).uniform_(-bound, bound)
+        )
+        self.bias = nn.Parameter(torch.empty(num_members, 1, out_features).uniform_(-bound, bound))
+
+    @override
+    def forward(self, x_MNI: torch.Tensor) -> torch.Tensor:
+        return torch.baddbmm(self.bias, x_MNI, self.weight)
+
+
+def ensemble_mlp(
+    num_members: int,
+    input_dim: int,
+    output_dim: int,
+    hidden_sizes: Sequence[int],
+    activation: type[nn.Module] = nn.ReLU,
+) -> nn.Sequential:
+    """``num_members`` independent MLPs as one network, (members, N, input_dim) -> (members, N, output_dim)
+    (the input may be expanded from (N, input_dim))."""
+    if num_members < 1:
+        raise ConfigurationError(f"ensemble_mlp: num_members must be >= 1, got {num_members!r}.")
+    sizes = [input_dim, *hidden_sizes, output_dim]
+    layers: list[nn.Module] = []
+    for i in range(len(sizes) - 1):
+        layers.append(EnsembleLinear(num_members, sizes[i], sizes[i + 1]))
+        if i < len(sizes) - 2:
+            layers.append(activation())
+    return nn.Sequential(*layers)
+
+
+@final
+class QEnsemble(nn.Module):
+    """``num_critics`` MLP critics ``Q_i(o, a)`` on ``concat(o, a)``; ``forward(obs, act)`` returns
+    shape (num_critics, N).
+
+    Any module with the same ``forward(obs, act) -> (num_critics, N)`` contract can replace it.
+    """
+
+    def __init__(
+        self,
+        obs_dim: int,
+        act_dim: int,
+        hidden_sizes: Sequence[int] = (256, 256),
+        *,
+        num_critics: int = 2,
+        activation: type[nn.Module] = nn.ReLU,
+    ):
+        """Args:
+        obs_dim: flattened observation size.
+        act_dim: flattened action size.
+        hidden_sizes: hidden layer widths of every member.
+        num_critics: ensemble members (1 for DDPG, 2 for TD3 / SAC).
+        activation: activation after each hidden layer.
+        """
+        super().__init__()
+        if num_critics < 1:
+            raise ConfigurationError(f"QEnsemble.num_critics must be >= 1, got {num_critics!r}.")
+        self.num_critics = num_critics
+        self.net = ensemble_mlp(num_critics, obs_dim + act_dim, 1, hidden_sizes, activation)
+
+    @override
+    def forward(self, obs: torch.Tensor, act: torch.Tensor) -> torch.Tensor:
+        x_NI = torch.cat([obs.flatten(1), act.flatten(1)], dim=-1)
+        q_MN1: torch.Tensor = self.net(x_NI.expand(self.num_critics, *x_NI.shape))
+        return q_MN1.squeeze(-1)
+
+
+def critic_values(critic: nn.Module, obs: ObsTensor, act: torch.Tensor) -> torch.Tensor:
+    """``critic(obs, act)`` with its (num_critics, N) result typed."""
+    q_MN: torch.Tensor = critic(obs, act)
+    return q_MN
+
+
+@final
+class TanhGaussianPolicy(Policy):
+    """SAC's squashed Gaussian policy for Box actions.
+
+    ``actor(obs)`` returns ``2 * act_dim`` numbers per observation: the mean ``mu`` and the log standard
+    deviation (clamped to [LOG_STD_MIN, LOG_STD_MAX]) of a diagonal Gaussian over ``u``. Actions are
+    ``a = tanh(u)`` in ``(-1, 1)``, mapped onto the Box bounds by :meth:`Policy.map_action`. Training
+    actions sample ``u = mu + sigma * eps`` with ``eps ~ N(0, I)`` drawn from the policy's generator;
+    deterministic actions are ``tanh(mu)``. The log-density of ``a`` includes the change of variables,
+
+        log pi(a | o) = sum_i [ -eps_i^2 / 2 - log sigma_i - log(2 pi) / 2 - log(1 - tanh(u_i)^2) ],
+
+    with ``log(1 - tanh(u)^2) = 2 (log 2 - u - softplus(-2u))`` computed in that stable form.
+    """
+
+    def __init__(
+        self,
+        actor: nn.Module,
+        action_space: gym.Space[Any],
+        *,
+        deterministic_eval: bool = True,
+        seed: int | None = None,
+    ):
+        """Args:
+        actor: observation -> (N, 2 * act_dim): means, then log standard deviations.
+        action_space: a Box with finite bounds.
+        deterministic_eval: test steps act with ``tanh(mu)``.
+        seed: seeds the policy's generator (training actions, and SAC's samples in its update).
+        """
+        _require_box(action_space, "TanhGaussianPolicy")
+        super().__init__(action_space=action_space, deterministic_eval=deterministic_eval, seed=seed)
+        self.actor = actor
+        self.act_dim = box_dim(action_space)
+
+    def mean_log_std(self, obs: ObsTensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """``mu`` and the clamped ``log sigma``, each (N, act_dim)."""
+        out: torch.Tensor = self.actor(_as_tensor(obs, "TanhGaussianPolicy"))
+        mu, log_std = torch.chunk(out, 2, dim=-1)
+        return mu, log_std.clamp(LOG_STD_MIN, LOG_STD_MAX)
+
+    def sample(self, obs: ObsTensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Reparameterised sample: actions (N, act_dim) in (-1, 1) and their log-densities (N,)."""
+        mu, log_std = self.mean_log_std(obs)
+        eps = torch.randn(mu.shape, generator=self.generator, device=mu.device, dtype=mu.dtype)
+        u = mu + log_std.exp() * eps
+        log_prob = (-0.5 * eps.pow(2) - log_std - _HALF_LOG_2PI).sum(-1)
+        log_prob = log_prob - (2.0 * (math.log(2.0) - u - nn.functional.softplus(-2.0 * u))).sum(-1)
+        return torch.tanh(u), log_prob
+
+    @override
+    def actions(self, obs: ObsTensor, *, deterministic: bool) -> torch.Tensor:
+        if deterministic:
+            mu, _ = self.mean_log_std(obs)
+            return torch.tanh(mu)
+        act, _ = self.sample(obs)
+        return act

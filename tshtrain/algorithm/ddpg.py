@@ -1,0 +1,127 @@
+"""DDPG: deep deterministic policy gradient (Lillicrap et al. 2016), for Box actions."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import final
+
+import torch
+from torch import nn
+from typing_extensions import override
+
+from tshtrain.algorithm.base import OffPolicyAlgorithm, Stateful, TrainingStats, make_adam
+from tshtrain.algorithm.continuous import critic_values
+from tshtrain.algorithm.offpolicy import (
+    frozen,
+    host_scalars,
+    require_in_range,
+    require_int_at_least,
+    sample_replay,
+    td_loss,
+    update_priorities,
+)
+from tshtrain.algorithm.policies import DeterministicActorPolicy
+from tshtrain.algorithm.polyak import TargetNetwork
+from tshtrain.data.buffer import BaseReplayBuffer
+from tshtrain.errors import ConfigurationError, require_positive
+
+
+@dataclass(frozen=True, kw_only=True)
+class DDPGParams:
+    """Hyperparameters of :class:`DDPG`."""
+
+    actor_lr: float = 1e-3
+    """Adam learning rate of the actor"""
+    critic_lr: float = 1e-3
+    """Adam learning rate of the critic"""
+    gamma: float = 0.99
+    """discount factor in [0, 1]"""
+    tau: float = 0.005
+    """Polyak rate of the target actor and critic, in (0, 1]"""
+    n_step: int = 1
+    """transitions summed in the TD target before bootstrapping (stops early at episode ends)"""
+
+    def __post_init__(self) -> None:
+        require_positive("DDPGParams", "actor_lr", self.actor_lr)
+        require_positive("DDPGParams", "critic_lr", self.critic_lr)
+        require_in_range("DDPGParams", "gamma", self.gamma, 0.0, 1.0)
+        if isinstance(self.tau, bool) or not 0.0 < self.tau <= 1.0:
+            raise ConfigurationError(f"DDPGParams.tau must lie in (0, 1], got {self.tau!r}.")
+        require_int_at_least("DDPGParams", "n_step", self.n_step, 1)
+
+
+@dataclass(frozen=True, kw_only=True)
+class DDPGTrainingStats(TrainingStats):
+    """Statistics of DDPG gradient steps."""
+
+    critic_loss: float = 0.0
+    """mean squared TD error"""
+    actor_loss: float = 0.0
+    """-mean Q(o, pi(o))"""
+    q_mean: float = 0.0
+    """mean Q(o, a) of the sampled transitions"""
+
+
+@final
+class DDPG(OffPolicyAlgorithm[DeterministicActorPolicy]):
+    """DDPG on a :class:`DeterministicActorPolicy` (exploration: its Gaussian ``noise_std`` through the
+    collector's ``exploration_noise=True``) and a critic ``critic(obs, act)`` -> (1, N), e.g.
+    ``QEnsemble(obs_dim, act_dim, num_critics=1)``.
+
+    Each :meth:`update` steps the critic towards ``y = R + D * Q_targ(o', tanh(actor_targ(o')))``, then
+    the actor on ``-mean Q(o, pi(o))``, then Polyak-updates both target networks.
+    """
+
+    def __init__(
+        self, *, policy: DeterministicActorPolicy, critic: nn.Module, params: DDPGParams | None = None
+    ):
+        super().__init__(policy=policy)
+        self.params = params or DDPGParams()
+        self.critic = critic
+        self.target_actor = TargetNetwork(policy.actor)
+        self.target_critic = TargetNetwork(critic)
+        self._critic_params = [param for param in critic.parameters() if param.requires_grad]
+        self.actor_optim = make_adam(policy.actor.parameters(), lr=self.params.actor_lr)
+        self.critic_optim = make_adam(critic.parameters(), lr=self.params.critic_lr)
+
+    @override
+    def components(self) -> dict[str, Stateful]:
+        return {
+            "policy": self.policy,
+            "critic": self.critic,
+            "target_actor": self.target_actor,
+            "target_critic": self.target_critic,
+            "actor_optim": self.actor_optim,
+            "critic_optim": self.critic_optim,
+        }
+
+    @override
+    def update(self, buffer: BaseReplayBuffer, batch_size: int) -> TrainingStats:
+        p, policy = self.params, self.policy
+        batch = sample_replay(buffer, batch_size, gamma=p.gamma, n_step=p.n_step, device=policy.device)
+        with torch.no_grad():
+            act_next = torch.tanh(self.target_actor.net(batch.obs_next))
+            q_next = critic_values(self.target_critic.net, batch.obs_next, act_next)[0]
+            target = batch.returns + batch.discounts * q_next
+        q_MN = critic_values(self.critic, batch.obs, batch.act)
+        critic = td_loss(q_MN, target, batch.weight)
+        self.critic_optim.zero_grad(set_to_none=True)
+        critic.loss.backward()  # type: ignore[no-untyped-call]
+        self.critic_optim.step()
+
+        with frozen(self._critic_params):
+            actor_loss = -critic_values(self.critic, batch.obs, policy.mean_actions(batch.obs))[0].mean()
+            self.actor_optim.zero_grad(set_to_none=True)
+            actor_loss.backward()  # type: ignore[no-untyped-call]
+            self.actor_optim.step()
+        self.target_actor.update(p.tau)
+        self.target_critic.update(p.tau)
+        stats = host_scalars(
+            "DDPG",
+            {"critic loss": critic.loss, "actor loss": actor_loss, "q_mean": q_MN.mean()},
+            losses=("critic loss", "actor loss"),
+        )
+        update_priorities(buffer, batch.indices, critic.td_errors)
+        return DDPGTrainingStats(
+            critic_loss=stats["critic loss"], actor_loss=stats["actor loss"], q_mean=stats["q_mean"]
+        )

@@ -1,0 +1,224 @@
+"""Soft actor-critic for Discrete actions (Christodoulou 2019), with automatic entropy tuning."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, final
+
+import gymnasium as gym
+import torch
+from torch import nn
+from typing_extensions import override
+
+from tshtrain.algorithm.base import OffPolicyAlgorithm, Stateful, TrainingStats, make_adam
+from tshtrain.algorithm.continuous import ensemble_mlp
+from tshtrain.algorithm.offpolicy import (
+    host_scalars,
+    require_in_range,
+    require_int_at_least,
+    sample_replay,
+    td_loss,
+    update_priorities,
+)
+from tshtrain.algorithm.policies import CategoricalPolicy
+from tshtrain.algorithm.polyak import TargetNetwork
+from tshtrain.data.buffer import BaseReplayBuffer
+from tshtrain.errors import ConfigurationError, require_positive
+
+
+@dataclass(frozen=True, kw_only=True)
+class DiscreteSACParams:
+    """Hyperparameters of :class:`DiscreteSAC`."""
+
+    actor_lr: float = 3e-4
+    """Adam learning rate of the actor"""
+    critic_lr: float = 3e-4
+    """Adam learning rate of the critics"""
+    alpha_lr: float = 3e-4
+    """Adam learning rate of log(alpha) (auto_alpha=True only)"""
+    gamma: float = 0.99
+    """discount factor in [0, 1]"""
+    tau: float = 0.005
+    """Polyak rate of the target critics, in (0, 1]"""
+    alpha: float = 1.0
+    """entropy coefficient: constant with auto_alpha=False, the starting value with auto_alpha=True"""
+    auto_alpha: bool = True
+    """tune alpha so that the policy's entropy tracks target_entropy"""
+    target_entropy_ratio: float = 0.98
+    """auto_alpha's entropy target, as a fraction in (0, 1] of the maximum entropy log(num_actions)"""
+    n_step: int = 1
+    """transitions summed in the TD target before bootstrapping (stops early at episode ends)"""
+
+    def __post_init__(self) -> None:
+        for name in ("actor_lr", "critic_lr", "alpha_lr", "alpha"):
+            require_positive("DiscreteSACParams", name, getattr(self, name))
+        require_in_range("DiscreteSACParams", "gamma", self.gamma, 0.0, 1.0)
+        if isinstance(self.tau, bool) or not 0.0 < self.tau <= 1.0:
+            raise ConfigurationError(f"DiscreteSACParams.tau must lie in (0, 1], got {self.tau!r}.")
+        if isinstance(self.target_entropy_ratio, bool) or not 0.0 < self.target_entropy_ratio <= 1.0:
+            raise ConfigurationError(
+                f"DiscreteSACParams.target_entropy_ratio must lie in (0, 1], got "
+                f"{self.target_entropy_ratio!r}."
+            )
+        require_int_at_least("DiscreteSACParams", "n_step", self.n_step, 1)
+
+
+@dataclass(frozen=True, kw_only=True)
+class DiscreteSACTrainingStats(TrainingStats):
+    """Statistics of discrete SAC gradient steps."""
+
+    critic_loss: float = 0.0
+    """sum over the critics of the mean squared TD error"""
+    actor_loss: float = 0.0
+    """mean of sum_a pi(a|o) (alpha log pi(a|o) - min_i Q_i(o, a))"""
+    alpha_loss: float = 0.0
+    """log(alpha) * (entropy - target entropy) (0 without auto_alpha)"""
+    alpha: float = 0.0
+    """entropy coefficient used in the step"""
+    q_mean: float = 0.0
+    """mean Q_i(o, a) of the sampled transitions over the critics"""
+    entropy: float = 0.0
+    """mean entropy of pi(.|o) over the batch"""
+
+
+@final
+class DiscreteQEnsemble(nn.Module):
+    """``num_critics`` MLP critics ``Q_i(o, .)`` returning one value per action: (num_critics, N, A)."""
+
+    def __init__(
+        self,
+        obs_dim: int,
+        num_actions: int,
+        hidden_sizes: Sequence[int] = (256, 256),
+        *,
+        num_critics: int = 2,
+        activation: type[nn.Module] = nn.ReLU,
+    ):
+        super().__init__()
+        self.num_critics = num_critics
+        self.net = ensemble_mlp(num_critics, obs_dim, num_actions, hidden_sizes, activation)
+
+    @override
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        x_NI = obs.flatten(1)
+        q_MNA: torch.Tensor = self.net(x_NI.expand(self.num_critics, *x_NI.shape))
+        return q_MNA
+
+
+@final
+class DiscreteSAC(OffPolicyAlgorithm[CategoricalPolicy]):
+    """Soft actor-critic for Discrete actions: a :class:`CategoricalPolicy` (logits) and critics
+    ``critic(obs)`` -> (num_critics, N, num_actions), e.g. :class:`DiscreteQEnsemble`.
+
+    With every action's value at hand, expectations over the policy are exact sums (no sampling):
+
+    * critics: regress ``Q_i(o, a)`` towards
+      ``y = R + D * sum_a' pi(a'|o') (min_i Q_targ_i(o', a') - alpha log pi(a'|o'))``;
+    * actor: minimise ``mean sum_a pi(a|o) (alpha log pi(a|o) - min_i Q_i(o, a))``;
+    * alpha: minimise ``log(alpha) * (H(pi(.|o)) - target_entropy)`` with ``target_entropy =
+      target_entropy_ratio * log(num_actions)``;
+
+    then a Polyak update of the target critics. Training actions are sampled by the policy (its
+    generator); the collector needs no exploration noise.
+    """
+
+    def __init__(
+        self, *, policy: CategoricalPolicy, critic: nn.Module, params: DiscreteSACParams | None = None
+    ):
+        super().__init__(policy=policy)
+        self.params = params or DiscreteSACParams()
+        p = self.params
+        self.critic = critic
+        self.target_critic = TargetNetwork(critic)
+        self.actor_optim = make_adam(policy.actor.parameters(), lr=p.actor_lr)
+        self.critic_optim = make_adam(critic.parameters(), lr=p.critic_lr)
+        assert isinstance(policy.action_space, gym.spaces.Discrete)  # CategoricalPolicy checks it
+        num_actions = int(policy.action_space.n)
+        self.target_entropy = p.target_entropy_ratio * math.log(num_actions)
+        self.log_alpha = nn.Parameter(torch.tensor(math.log(p.alpha), device=policy.device))
+        self.log_alpha.requires_grad_(p.auto_alpha)
+        self.alpha_optim = make_adam([self.log_alpha], lr=p.alpha_lr)
+
+    @override
+    def components(self) -> dict[str, Stateful]:
+        return {
+            "policy": self.policy,
+            "critic": self.critic,
+            "target_critic": self.target_critic,
+            "actor_optim": self.actor_optim,
+            "critic_optim": self.critic_optim,
+            "alpha_optim": self.alpha_optim,
+        }
+
+    @override
+    def extra_state(self) -> dict[str, Any]:
+        return {"log_alpha": self.log_alpha.detach().clone(), "generator": self.policy.generator.get_state()}
+
+    @override
+    def load_extra_state(self, state: Any) -> None:
+        with torch.no_grad():
+            self.log_alpha.copy_(state["log_alpha"])
+        self.policy.generator.set_state(state["generator"])
+
+    def _q(self, critic: nn.Module, obs: Any) -> torch.Tensor:
+        q_MNA: torch.Tensor = critic(obs)
+        return q_MNA
+
+    @override
+    def update(self, buffer: BaseReplayBuffer, batch_size: int) -> TrainingStats:
+        p, policy = self.params, self.policy
+        alpha = self.log_alpha.detach().exp()
+        batch = sample_replay(buffer, batch_size, gamma=p.gamma, n_step=p.n_step, device=policy.device)
+        with torch.no_grad():
+            log_pi_next = torch.log_softmax(policy.logits(batch.obs_next), dim=-1)
+            q_next = self._q(self.target_critic.net, batch.obs_next).min(dim=0).values
+            v_next = (log_pi_next.exp() * (q_next - alpha * log_pi_next)).sum(-1)
+            target = batch.returns + batch.discounts * v_next
+        q_MNA = self._q(self.critic, batch.obs)
+        act_index = batch.act.long().view(1, -1, 1).expand(q_MNA.shape[0], -1, 1)
+        q_MN = q_MNA.gather(2, act_index).squeeze(-1)
+        critic = td_loss(q_MN, target, batch.weight)
+        self.critic_optim.zero_grad(set_to_none=True)
+        critic.loss.backward()  # type: ignore[no-untyped-call]
+        self.critic_optim.step()
+
+        log_pi = torch.log_softmax(policy.logits(batch.obs), dim=-1)
+        pi = log_pi.exp()
+        # the critics' values from before their step: saves a forward pass (CleanRL re-evaluates them)
+        q_min = q_MNA.detach().min(dim=0).values
+        actor_loss = (pi * (alpha * log_pi - q_min)).sum(-1).mean()
+        self.actor_optim.zero_grad(set_to_none=True)
+        actor_loss.backward()  # type: ignore[no-untyped-call]
+        self.actor_optim.step()
+
+        entropy = -(pi.detach() * log_pi.detach()).sum(-1).mean()
+        alpha_loss = torch.zeros(())
+        if p.auto_alpha:
+            alpha_loss = self.log_alpha * (entropy - self.target_entropy)
+            self.alpha_optim.zero_grad(set_to_none=True)
+            alpha_loss.backward()  # type: ignore[no-untyped-call]
+            self.alpha_optim.step()
+        self.target_critic.update(p.tau)
+        stats = host_scalars(
+            "DiscreteSAC",
+            {
+                "critic loss": critic.loss,
+                "actor loss": actor_loss,
+                "alpha loss": alpha_loss,
+                "alpha": alpha,
+                "q_mean": q_MN.mean(),
+                "entropy": entropy,
+            },
+            losses=("critic loss", "actor loss", "alpha loss"),
+        )
+        update_priorities(buffer, batch.indices, critic.td_errors)
+        return DiscreteSACTrainingStats(
+            critic_loss=stats["critic loss"],
+            actor_loss=stats["actor loss"],
+            alpha_loss=stats["alpha loss"],
+            alpha=stats["alpha"],
+            q_mean=stats["q_mean"],
+            entropy=stats["entropy"],
+        )

@@ -1,0 +1,107 @@
+"""Running observation normalisation as a network layer.
+
+:class:`RunningObsNormalizer` is an ``nn.Module`` placed as the first layer of the actor and of the
+critic (the *same* instance in both), so every forward pass, in collection, in test steps and in the
+update, sees the same normalisation. Its statistics are buffers (they are in the ``state_dict`` of
+every network that contains it) and change only when :meth:`RunningObsNormalizer.update` is called;
+the on-policy algorithms call it at the end of each update with the rollout's observations. So:
+
+* a collection step and the update that follows it use the same statistics, and the log-probabilities
+  an update recomputes for the collected actions are exactly those of the policy that acted;
+* test steps use the current statistics and never change them (no separate normaliser for the test
+  envs to keep in sync, unlike a normalising env wrapper).
+"""
+
+from __future__ import annotations
+
+from typing import final
+
+import torch
+from torch import nn
+from typing_extensions import override
+
+from tshtrain.errors import ConfigurationError
+
+
+@final
+class RunningObsNormalizer(nn.Module):
+    """``clip((obs - mean) / sqrt(var + eps), -clip, clip)`` with running mean and variance.
+
+    The statistics start at mean 0, variance 1 (the identity map) and are merged with each batch
+    given to :meth:`update` (Chan et al.'s parallel algorithm, so the result equals the statistics of
+    all observations seen, in float64).
+    """
+
+    mean: torch.Tensor
+    var: torch.Tensor
+    count: torch.Tensor
+    _shift: torch.Tensor
+    _scale: torch.Tensor
+
+    def __init__(self, shape: int | tuple[int, ...], *, clip: float = 10.0, eps: float = 1e-8):
+        """Args:
+        shape: shape of one observation, e.g. ``env.single_observation_space.shape``.
+        clip: normalised observations are clipped to ``[-clip, clip]``.
+        eps: added to the variance before the square root.
+        """
+        super().__init__()
+        if not clip > 0:
+            raise ConfigurationError(f"RunningObsNormalizer.clip must be > 0, got {clip!r}.")
+        if not eps > 0:
+            raise ConfigurationError(f"RunningObsNormalizer.eps must be > 0, got {eps!r}.")
+        self.shape = (shape,) if isinstance(shape, int) else tuple(shape)
+        self.clip = float(clip)
+        self.eps = float(eps)
+        self.register_buffer("mean", torch.zeros(self.shape, dtype=torch.float64))
+        self.register_buffer("var", torch.ones(self.shape, dtype=torch.float64))
+        self.register_buffer("count", torch.zeros((), dtype=torch.float64))
+        self.register_buffer("_shift", torch.zeros(self.shape), persistent=False)
+        self.register_buffer("_scale", torch.ones(self.shape), persistent=False)
+        # torch leaves register_load_state_dict_post_hook unannotated
+        self.register_load_state_dict_post_hook(_refresh_after_load)  # type: ignore[no-untyped-call]
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        """Normalised observations (float32), same shape as ``obs``."""
+        return ((obs - self._shift) * self._scale).clamp(-self.clip, self.clip)
+
+    @torch.no_grad()
+    def update(self, obs: torch.Tensor) -> None:
+        """Merge a batch of observations, shape (N, *shape), into the statistics."""
+        if tuple(obs.shape[1:]) != self.shape:
+            raise ConfigurationError(
+                f"RunningObsNormalizer.update: observations of shape {tuple(obs.shape[1:])} given to a "
+                f"normaliser of shape {self.shape}; build it with the observation space's shape."
+            )
+        if len(obs) == 0:
+            return
+        batch = obs.to(torch.float64).reshape(len(obs), *self.shape)
+        batch_mean = batch.mean(dim=0)
+        batch_var = batch.var(dim=0, unbiased=False)
+        batch_count = float(len(batch))
+        total = self.count + batch_count
+        delta = batch_mean - self.mean
+        m2 = (
+            self.var * self.count
+            + batch_var * batch_count
+            + delta.square() * self.count * batch_count / total
+        )
+        self.mean.add_(delta * batch_count / total)
+        self.var.copy_(m2 / total)
+        self.count.copy_(total)
+        self._refresh()
+
+    def _refresh(self) -> None:
+        """Recompute the float32 shift and scale used by :meth:`forward` from the statistics."""
+        with torch.no_grad():
+            self._shift.copy_(self.mean)
+            self._scale.copy_(torch.rsqrt(self.var + self.eps))
+
+    @override
+    def extra_repr(self) -> str:
+        return f"shape={self.shape}, clip={self.clip}, count={int(self.count)}"
+
+
+def _refresh_after_load(module: nn.Module, incompatible_keys: object) -> None:
+    del incompatible_keys
+    assert isinstance(module, RunningObsNormalizer)
+    module._refresh()

@@ -1,0 +1,155 @@
+"""Shared pieces of off-policy updates: sampling with (n-step) targets, stats, parameter checks.
+
+Every off-policy algorithm regresses towards ``returns + discounts * V(obs_next)``, where for n-step
+returns (see :mod:`tshtrain.functional.targets`) ``returns`` sums up to n discounted rewards along the
+episode, ``discounts`` is ``gamma^m`` (0 if the chain ended in a terminal state) and ``obs_next`` is
+the observation after the chain's last transition. With ``n_step = 1`` this is the usual
+``r + gamma * (1 - terminated) * V(o')``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Collection, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import NamedTuple
+
+import numpy as np
+import torch
+
+from tshtrain.algorithm.base import check_finite_loss
+from tshtrain.data.batch import ObsArray, ObsTensor, obs_to_torch
+from tshtrain.data.buffer import BaseReplayBuffer
+from tshtrain.data.prioritized import BasePrioritizedBuffer
+from tshtrain.errors import ConfigurationError
+from tshtrain.functional.targets import nstep_indices, nstep_returns
+
+
+@dataclass(frozen=True, kw_only=True)
+class ReplaySample:
+    """A sampled batch of N transitions, ready for a TD update (tensors on the algorithm's device)."""
+
+    obs: ObsTensor
+    """o_t"""
+    act: torch.Tensor
+    """a_t as stored (Box actions in [-1, 1])"""
+    returns: torch.Tensor
+    """shape (N,): sum_{k<m} gamma^k r_{t+k}"""
+    discounts: torch.Tensor
+    """shape (N,): gamma^m * (1 - terminated_{t+m-1}), the factor of the bootstrap value"""
+    obs_next: ObsTensor
+    """o_{t+m}, the observation to bootstrap from"""
+    weight: torch.Tensor | None
+    """importance-sampling weights (prioritized buffers), else None"""
+    indices: np.ndarray
+    """flat buffer indices of the sampled transitions (for priority updates)"""
+
+
+def _gather_obs_next(buffer: BaseReplayBuffer, idx: np.ndarray) -> ObsArray:
+    arrays = buffer.field_arrays()
+    if "obs_next" in arrays:
+        flat = arrays["obs_next"]
+        return np.asarray(flat.reshape(buffer.capacity, *flat.shape[2:])[idx])
+    prefix = "obs_next/"
+    return {
+        key[len(prefix) :]: arr.reshape(buffer.capacity, *arr.shape[2:])[idx]
+        for key, arr in arrays.items()
+        if key.startswith(prefix)
+    }
+
+
+def _flat_field(buffer: BaseReplayBuffer, name: str) -> np.ndarray:
+    arr = buffer.field_arrays()[name]
+    return arr.reshape(buffer.capacity, *arr.shape[2:])
+
+
+def sample_replay(
+    buffer: BaseReplayBuffer, batch_size: int, *, gamma: float, n_step: int, device: torch.device
+) -> ReplaySample:
+    """Sample ``batch_size`` transitions and compute their n-step returns and discounts (vectorised:
+    one ``buffer.next_index`` call per step along the chains, never a loop over samples)."""
+    batch = buffer.sample(batch_size)
+    if n_step == 1:
+        returns = batch.rew
+        discounts = (np.float32(gamma) * ~batch.terminated).astype(np.float32)
+        obs_next = batch.obs_next
+    else:
+        indices_KN, valid_KN = nstep_indices(batch.indices, buffer.next_index, n_step)
+        last_N = indices_KN[-1]
+        returns, gamma_pow = nstep_returns(_flat_field(buffer, "rew")[indices_KN], valid_KN, gamma)
+        discounts = gamma_pow * ~_flat_field(buffer, "terminated")[last_N]
+        obs_next = _gather_obs_next(buffer, last_N)
+    return ReplaySample(
+        obs=obs_to_torch(batch.obs, device),
+        act=torch.as_tensor(batch.act, device=device),
+        returns=torch.as_tensor(returns, device=device),
+        discounts=torch.as_tensor(discounts, device=device),
+        obs_next=obs_to_torch(obs_next, device),
+        weight=None if batch.weight is None else torch.as_tensor(batch.weight, device=device),
+        indices=batch.indices,
+    )
+
+
+def host_scalars(
+    algorithm: str, scalars: Mapping[str, torch.Tensor], *, losses: Collection[str]
+) -> dict[str, float]:
+    """The scalars of one update as floats, in one host transfer. Raises
+    :class:`~tshtrain.algorithm.base.NonFiniteLossError` naming ``algorithm`` and the loss if one of
+    ``losses`` (names in ``scalars``, e.g. ``"critic loss"``) is NaN or infinite."""
+    values: list[float] = torch.stack([t.detach().float() for t in scalars.values()]).tolist()
+    named = dict(zip(scalars, values, strict=True))
+    for name in losses:
+        if not math.isfinite(named[name]):
+            check_finite_loss(algorithm, name, scalars[name])
+    return named
+
+
+def require_int_at_least(owner: str, name: str, value: object, minimum: int) -> None:
+    """Raise ``ConfigurationError`` unless ``value`` is an int >= ``minimum``."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ConfigurationError(f"{owner}.{name} must be an int >= {minimum}, got {value!r}.")
+
+
+def require_in_range(owner: str, name: str, value: float, low: float, high: float) -> None:
+    """Raise ``ConfigurationError`` unless ``low <= value <= high``."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not low <= value <= high:
+        raise ConfigurationError(f"{owner}.{name} must lie in [{low:g}, {high:g}], got {value!r}.")
+
+
+class TDLoss(NamedTuple):
+    """A critic regression: the loss to minimise and the TD errors of every critic."""
+
+    loss: torch.Tensor
+    """sum over critics of the (importance-weighted) mean squared TD error"""
+    td_errors: torch.Tensor
+    """Q_i(o, a) - y, shape (num_critics, N)"""
+
+
+def td_loss(q_MN: torch.Tensor, target_N: torch.Tensor, weight_N: torch.Tensor | None) -> TDLoss:
+    """Squared-error regression of each critic's ``q_MN`` towards ``target_N``, weighted by the
+    importance weights of a prioritized buffer."""
+    td_MN = q_MN - target_N
+    sq_MN = td_MN.pow(2) if weight_N is None else td_MN.pow(2) * weight_N
+    return TDLoss(loss=sq_MN.mean(dim=1).sum(), td_errors=td_MN)
+
+
+def update_priorities(buffer: BaseReplayBuffer, indices: np.ndarray, td_MN: torch.Tensor) -> None:
+    """With a prioritized buffer, set the sampled transitions' priorities to their absolute TD errors
+    (averaged over the critics); otherwise do nothing."""
+    if isinstance(buffer, BasePrioritizedBuffer):
+        buffer.update_priorities(indices, td_MN.detach().abs().mean(dim=0).cpu().numpy())
+
+
+@contextmanager
+def frozen(params: Sequence[torch.nn.Parameter]) -> Iterator[None]:
+    """Turn off ``requires_grad`` of ``params`` inside the block (e.g. the critics' weights while the
+    actor's loss backpropagates through them: the input gradients are needed, the weight gradients
+    are not computed)."""
+    for param in params:
+        param.requires_grad_(False)
+    try:
+        yield
+    finally:
+        for param in params:
+            param.requires_grad_(True)

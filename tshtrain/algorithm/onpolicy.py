@@ -1,0 +1,314 @@
+"""What A2C and PPO share, as functions and one small component (no common algorithm base class).
+
+* :class:`ActorCriticParams`: the hyperparameters both take (their params classes extend it).
+* :class:`ActorCritic`: the state both keep (policy, critic, optimizer, generator, update counter,
+  optional observation normaliser) and the few operations on it.
+* :func:`prepare_rollout`: values, GAE advantages, returns and old log-probabilities of a rollout.
+* :func:`minibatches`, :func:`normalize_advantages`, :func:`value_loss`, :func:`explained_variance`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any, TypeAlias, final
+
+import numpy as np
+import torch
+from torch import nn
+
+from tshtrain.algorithm.base import Stateful, make_adam
+from tshtrain.algorithm.gaussian import GaussianPolicy
+from tshtrain.algorithm.normalization import RunningObsNormalizer
+from tshtrain.algorithm.policies import CategoricalPolicy
+from tshtrain.algorithm.schedules import Schedule
+from tshtrain.data.batch import RolloutBatch
+from tshtrain.errors import ConfigurationError, require_positive
+from tshtrain.functional.returns import gae_advantages
+
+ActorPolicy: TypeAlias = CategoricalPolicy | GaussianPolicy
+"""The policies A2C and PPO train: categorical (Discrete actions) or Gaussian (Box actions)."""
+
+
+def require_unit_interval(owner: str, field: str, value: float) -> None:
+    """Raise ``ConfigurationError`` unless 0 <= ``value`` <= 1."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0.0 <= value <= 1.0:
+        raise ConfigurationError(f"{owner}.{field} must lie in [0, 1], got {value!r}.")
+
+
+def require_non_negative(owner: str, field: str, value: float, hint: str = "") -> None:
+    """Raise ``ConfigurationError`` unless ``value`` >= 0 (``hint`` is appended to the message)."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not value >= 0:
+        raise ConfigurationError(f"{owner}.{field} must be a number >= 0, got {value!r}.{hint}")
+
+
+@dataclass(frozen=True, kw_only=True)
+class ActorCriticParams:
+    """Hyperparameters shared by :class:`~tshtrain.algorithm.A2CParams` and
+    :class:`~tshtrain.algorithm.PPOParams` (use those)."""
+
+    lr: float = 3e-4
+    """Adam learning rate (the base value that lr_schedule multiplies)"""
+    lr_schedule: Schedule | None = None
+    """multiplies lr by schedule.factor(k) in the update after k update steps; None: constant lr"""
+    gamma: float = 0.99
+    """discount factor in [0, 1]"""
+    gae_lambda: float = 0.95
+    """GAE's lambda in [0, 1]: 1 gives Monte-Carlo advantages, 0 one-step TD errors"""
+    vf_coef: float = 0.5
+    """weight of the value loss (mean squared error) in the combined loss"""
+    ent_coef: float = 0.0
+    """weight of the entropy bonus (subtracted from the combined loss)"""
+    max_grad_norm: float | None = 0.5
+    """clip the gradient norm over the actor's and the critic's parameters; None: no clipping"""
+    advantage_normalization: bool = True
+    """standardise the advantages of each mini-batch to mean 0, std 1"""
+
+    def __post_init__(self) -> None:
+        owner = type(self).__name__
+        require_positive(owner, "lr", self.lr)
+        require_unit_interval(owner, "gamma", self.gamma)
+        require_unit_interval(owner, "gae_lambda", self.gae_lambda)
+        require_non_negative(owner, "vf_coef", self.vf_coef)
+        require_non_negative(owner, "ent_coef", self.ent_coef, " Use 0 for no entropy bonus.")
+        if self.max_grad_norm is not None and (
+            isinstance(self.max_grad_norm, bool) or not self.max_grad_norm > 0
+        ):
+            raise ConfigurationError(
+                f"{owner}.max_grad_norm must be > 0 or None (no clipping), got {self.max_grad_norm!r}."
+            )
+        if self.lr_schedule is not None and not isinstance(self.lr_schedule, Schedule):
+            raise ConfigurationError(
+                f"{owner}.lr_schedule must be a tshtrain.algorithm.Schedule (e.g. "
+                f"LinearSchedule(num_update_steps=...)) or None, got {self.lr_schedule!r}."
+            )
+
+
+def log_prob_entropy(
+    policy: ActorPolicy, obs: torch.Tensor, act: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """(log pi(act | obs), entropy of pi(. | obs)), both shape (N,), differentiable."""
+    if isinstance(policy, GaussianPolicy):
+        return policy.log_prob_entropy(obs, act)
+    logp_NK = torch.log_softmax(policy.logits(obs), dim=-1)
+    logp_N = logp_NK.gather(1, act.long().unsqueeze(-1)).squeeze(-1)
+    entropy_N = -(logp_NK.exp() * logp_NK).sum(dim=-1)
+    return logp_N, entropy_N
+
+
+def _unique_parameters(*modules: nn.Module) -> list[nn.Parameter]:
+    """The parameters of the modules, each once (an actor and a critic may share layers)."""
+    unique: dict[int, nn.Parameter] = {}
+    for module in modules:
+        for param in module.parameters():
+            unique.setdefault(id(param), param)
+    return list(unique.values())
+
+
+def _check_normalizer(
+    owner: str, policy: nn.Module, critic: nn.Module, normalizer: RunningObsNormalizer | None
+) -> None:
+    """The normaliser must sit in both networks, and a normaliser in a network must be passed."""
+    for name, net in (("policy", policy), ("critic", critic)):
+        found = [m for m in net.modules() if isinstance(m, RunningObsNormalizer)]
+        if normalizer is None and found:
+            raise ConfigurationError(
+                f"{owner}: the {name} contains a RunningObsNormalizer but obs_normalizer=None, so its "
+                f"statistics would never be updated; pass obs_normalizer=<that normaliser>."
+            )
+        if normalizer is not None and not any(m is normalizer for m in found):
+            raise ConfigurationError(
+                f"{owner}: obs_normalizer is not a layer of the {name}; put the same instance first in "
+                f"the actor and in the critic, e.g. nn.Sequential(obs_normalizer, mlp(...))."
+            )
+
+
+@final
+class ActorCritic:
+    """Policy, critic, their Adam optimizer, the algorithm's generator (mini-batch shuffling), the
+    update-step counter that drives schedules and the optional observation normaliser."""
+
+    def __init__(
+        self,
+        *,
+        owner: str,
+        policy: ActorPolicy,
+        critic: nn.Module,
+        lr: float,
+        obs_normalizer: RunningObsNormalizer | None,
+        seed: int | None,
+    ):
+        _check_normalizer(owner, policy, critic, obs_normalizer)
+        self.owner = owner
+        self.policy = policy
+        self.critic = critic
+        self.obs_normalizer = obs_normalizer
+        self.parameters = _unique_parameters(policy, critic)
+        self.optim = make_adam(self.parameters, lr=lr)
+        self.rng = torch.Generator().manual_seed(int(np.random.SeedSequence(seed).generate_state(1)[0]))
+        """shuffles the mini-batches"""
+        self.num_update_steps = 0
+        """update steps done; drives the schedules"""
+
+    def components(self) -> dict[str, Stateful]:
+        """policy, critic, optim and (if used) obs_normalizer."""
+        components: dict[str, Stateful] = {"policy": self.policy, "critic": self.critic, "optim": self.optim}
+        if self.obs_normalizer is not None:
+            components["obs_normalizer"] = self.obs_normalizer
+        return components
+
+    def extra_state(self) -> dict[str, Any]:
+        """The update-step counter and the generator's state."""
+        return {"num_update_steps": self.num_update_steps, "rng_state": self.rng.get_state()}
+
+    def load_extra_state(self, state: Mapping[str, Any]) -> None:
+        """Restore :meth:`extra_state`."""
+        self.num_update_steps = int(state.get("num_update_steps", 0))
+        if "rng_state" in state:
+            self.rng.set_state(state["rng_state"])
+
+    def set_lr(self, lr: float) -> None:
+        """Set the optimizer's learning rate."""
+        for group in self.optim.param_groups:
+            group["lr"] = lr
+
+    def values(self, obs: torch.Tensor) -> torch.Tensor:
+        """V(obs), shape (N,); the critic may return (N,) or (N, 1)."""
+        out: torch.Tensor = self.critic(obs)
+        if out.dim() == 2 and out.shape[1] == 1:
+            return out.squeeze(1)
+        if out.dim() != 1:
+            raise ConfigurationError(
+                f"{self.owner}: the critic returned shape {tuple(out.shape)} for {len(obs)} observations; "
+                f"it must return one value per observation, shape (N,) or (N, 1)."
+            )
+        return out
+
+    def gradient_step(self, loss: torch.Tensor, max_grad_norm: float | None) -> torch.Tensor:
+        """One Adam step on ``loss``; returns the gradient norm before clipping (a 0-dim tensor)."""
+        self.optim.zero_grad(set_to_none=True)
+        loss.backward()  # type: ignore[no-untyped-call]
+        clip = float("inf") if max_grad_norm is None else max_grad_norm
+        grad_norm = torch.nn.utils.clip_grad_norm_(self.parameters, clip)
+        self.optim.step()
+        return grad_norm.detach()
+
+    def finish_update(self, obs_N: torch.Tensor) -> None:
+        """After the gradient steps: merge the rollout's observations into the normaliser, count."""
+        if self.obs_normalizer is not None:
+            self.obs_normalizer.update(obs_N)
+        self.num_update_steps += 1
+
+
+@dataclass(frozen=True, kw_only=True)
+class RolloutTensors:
+    """The valid steps of a rollout, flattened to N = number of valid steps, ready for mini-batches."""
+
+    obs: torch.Tensor
+    """o_t, shape (N, ...)"""
+    act: torch.Tensor
+    """a_t as stored, shape (N,) or (N, A)"""
+    logp_old: torch.Tensor
+    """log pi_old(a_t | o_t) of the policy that collected the rollout, shape (N,)"""
+    value_old: torch.Tensor
+    """V(o_t) before the update, shape (N,)"""
+    advantages: torch.Tensor
+    """GAE advantages, shape (N,)"""
+    returns: torch.Tensor
+    """value targets: advantages + value_old, shape (N,)"""
+
+    def __len__(self) -> int:
+        return len(self.advantages)
+
+
+def _flat(array: np.ndarray, num: int) -> np.ndarray:
+    return array.reshape(num, *array.shape[2:])
+
+
+def _next_values(
+    ac: ActorCritic, rollout: RolloutBatch, obs_next_TE: np.ndarray, value_TE: np.ndarray
+) -> np.ndarray:
+    """V(o_{t+1}) for every step: the next row's value inside an episode; at a non-terminal boundary
+    (truncation, end of the collected column) the critic's value of the stored ``obs_next``."""
+    next_value_TE = np.zeros_like(value_TE)
+    next_value_TE[:-1] = value_TE[1:]
+    ends_TE = rollout.boundary & rollout.valid & ~rollout.terminated
+    if ends_TE.any():
+        obs_ends = torch.as_tensor(obs_next_TE[ends_TE], device=ac.policy.device)
+        next_value_TE[ends_TE] = ac.values(obs_ends).cpu().numpy()
+    return next_value_TE
+
+
+def _array_obs(obs: Any, owner: str) -> np.ndarray:
+    if not isinstance(obs, np.ndarray):
+        raise TypeError(f"{owner} takes array observations; flatten Dict observations with a wrapper.")
+    return np.asarray(obs, dtype=np.float32)
+
+
+@torch.no_grad()
+def prepare_rollout(
+    ac: ActorCritic, rollout: RolloutBatch, *, gamma: float, gae_lambda: float
+) -> RolloutTensors:
+    """Values, GAE advantages (bootstrapped with V(obs_next) at truncations and at the end of each
+    column; see :func:`tshtrain.functional.gae_advantages`), returns and old log-probabilities."""
+    num_t, num_e = rollout.shape
+    device = ac.policy.device
+    obs_TE = _array_obs(rollout.obs, ac.owner)
+    obs_all = torch.as_tensor(_flat(obs_TE, num_t * num_e), device=device)
+    value_TE = ac.values(obs_all).reshape(num_t, num_e).cpu().numpy()
+    next_value_TE = _next_values(ac, rollout, _array_obs(rollout.obs_next, ac.owner), value_TE)
+    adv_TE = gae_advantages(
+        rollout.rew, value_TE, next_value_TE, rollout.terminated, rollout.boundary,
+        gamma=gamma, gae_lambda=gae_lambda,
+    )  # fmt: skip
+    valid = rollout.valid.reshape(-1)
+    obs_N = obs_all if bool(valid.all()) else obs_all[torch.from_numpy(np.flatnonzero(valid)).to(device)]
+    act_N = torch.as_tensor(_flat(rollout.act, num_t * num_e)[valid], device=device)
+    value_N = torch.as_tensor(value_TE.reshape(-1)[valid], device=device)
+    adv_N = torch.as_tensor(adv_TE.reshape(-1)[valid], device=device)
+    logp_N, _ = log_prob_entropy(ac.policy, obs_N, act_N)
+    return RolloutTensors(
+        obs=obs_N, act=act_N, logp_old=logp_N, value_old=value_N, advantages=adv_N, returns=adv_N + value_N
+    )
+
+
+def minibatches(
+    num: int, batch_size: int | None, num_repetitions: int, generator: torch.Generator
+) -> Iterator[torch.Tensor]:
+    """Index tensors: ``num_repetitions`` passes over ``range(num)``, each shuffled with ``generator``
+    and cut into mini-batches of ``batch_size`` (None: one batch of all; the last may be smaller)."""
+    size = num if batch_size is None else min(batch_size, num)
+    for _ in range(num_repetitions):
+        perm = torch.randperm(num, generator=generator)
+        for start in range(0, num, size):
+            yield perm[start : start + size]
+
+
+def normalize_advantages(adv_N: torch.Tensor) -> torch.Tensor:
+    """Standardised to mean 0, std 1 (unchanged if there is a single element)."""
+    if len(adv_N) < 2:
+        return adv_N
+    return (adv_N - adv_N.mean()) / (adv_N.std() + 1e-8)
+
+
+def value_loss(
+    value_N: torch.Tensor,
+    value_old_N: torch.Tensor,
+    returns_N: torch.Tensor,
+    clip_range: float | None,
+) -> torch.Tensor:
+    """Mean squared error to the returns; with ``clip_range``, the maximum of the errors of the
+    value and of ``value_old + clamp(value - value_old, -clip_range, clip_range)`` (PPO2's clipping)."""
+    error_N = (value_N - returns_N).square()
+    if clip_range is None:
+        return error_N.mean()
+    clipped_N = value_old_N + (value_N - value_old_N).clamp(-clip_range, clip_range)
+    return torch.maximum(error_N, (clipped_N - returns_N).square()).mean()
+
+
+def explained_variance(value_N: torch.Tensor, returns_N: torch.Tensor) -> torch.Tensor:
+    """1 - Var(returns - values) / Var(returns): 1 is perfect, 0 no better than a constant (NaN if
+    the returns do not vary)."""
+    var_returns = returns_N.var(unbiased=False)
+    ratio = (returns_N - value_N).var(unbiased=False) / var_returns
+    return torch.where(var_returns > 0, 1.0 - ratio, torch.full_like(ratio, float("nan")))

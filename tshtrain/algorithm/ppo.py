@@ -1,0 +1,196 @@
+"""PPO (Schulman et al. 2017): the clipped surrogate objective with GAE advantages."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, final
+
+import torch
+from torch import nn
+from typing_extensions import override
+
+from tshtrain.algorithm.base import OnPolicyAlgorithm, Stateful, TrainingStats, check_finite_loss
+from tshtrain.algorithm.normalization import RunningObsNormalizer
+from tshtrain.algorithm.onpolicy import (
+    ActorCritic,
+    ActorCriticParams,
+    ActorPolicy,
+    RolloutTensors,
+    explained_variance,
+    log_prob_entropy,
+    minibatches,
+    normalize_advantages,
+    prepare_rollout,
+    value_loss,
+)
+from tshtrain.algorithm.schedules import Schedule, schedule_factor
+from tshtrain.data.batch import RolloutBatch
+from tshtrain.errors import ConfigurationError
+
+
+@final
+@dataclass(frozen=True, kw_only=True)
+class PPOParams(ActorCriticParams):
+    """Hyperparameters of :class:`PPO` (besides those of :class:`ActorCriticParams`)."""
+
+    clip_range: float = 0.2
+    """epsilon of the clipped surrogate: the probability ratio is clipped to [1 - eps, 1 + eps]"""
+    clip_schedule: Schedule | None = None
+    """multiplies clip_range by schedule.factor(k) in the update after k update steps; None: constant"""
+    value_clip_range: float | None = None
+    """clip the value change per update to +-value_clip_range around the old value (PPO2's value
+    clipping; in the units of the returns); None: no value clipping"""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if isinstance(self.clip_range, bool) or not self.clip_range > 0:
+            raise ConfigurationError(
+                f"PPOParams.clip_range must be > 0, got {self.clip_range!r}; 0.1 to 0.3 are usual values."
+            )
+        if self.value_clip_range is not None and (
+            isinstance(self.value_clip_range, bool) or not self.value_clip_range > 0
+        ):
+            raise ConfigurationError(
+                f"PPOParams.value_clip_range must be > 0 or None (no value clipping), got "
+                f"{self.value_clip_range!r}."
+            )
+        if self.clip_schedule is not None and not isinstance(self.clip_schedule, Schedule):
+            raise ConfigurationError(
+                f"PPOParams.clip_schedule must be a tshtrain.algorithm.Schedule (e.g. "
+                f"LinearSchedule(num_update_steps=...)) or None, got {self.clip_schedule!r}."
+            )
+
+
+@final
+@dataclass(frozen=True, kw_only=True)
+class PPOTrainingStats(TrainingStats):
+    """Statistics of one PPO update, means over its mini-batches."""
+
+    loss: float = 0.0
+    """the combined loss: policy_loss + vf_coef * value_loss - ent_coef * entropy"""
+    policy_loss: float = 0.0
+    """the clipped surrogate loss"""
+    value_loss: float = 0.0
+    """the (optionally clipped) squared error of the values to the returns"""
+    entropy: float = 0.0
+    """mean entropy of the policy on the mini-batches"""
+    approx_kl: float = 0.0
+    """estimate of KL(pi_old || pi) before each gradient step: mean of (ratio - 1) - log(ratio)"""
+    clip_fraction: float = 0.0
+    """fraction of steps whose probability ratio lay outside [1 - clip, 1 + clip]"""
+    explained_variance: float = 0.0
+    """1 - Var(returns - values) / Var(returns) of the values before the update (NaN: constant returns)"""
+    grad_norm: float = 0.0
+    """gradient norm before clipping"""
+    lr: float = 0.0
+    """the learning rate of this update"""
+    clip_range: float = 0.0
+    """the clip range of this update"""
+
+
+@final
+class PPO(OnPolicyAlgorithm[ActorPolicy]):
+    """Proximal policy optimisation with a separate critic, for a :class:`CategoricalPolicy` (Discrete
+    actions) or a :class:`GaussianPolicy` (Box actions).
+
+    Each update computes values, GAE advantages and the log-probabilities of the collected actions once,
+    then makes ``num_repetitions`` passes over the rollout in shuffled mini-batches of ``batch_size``,
+    one Adam step each on ``policy_loss + vf_coef * value_loss - ent_coef * entropy``.
+    """
+
+    def __init__(
+        self,
+        *,
+        policy: ActorPolicy,
+        critic: nn.Module,
+        params: PPOParams | None = None,
+        obs_normalizer: RunningObsNormalizer | None = None,
+        seed: int | None = None,
+    ):
+        """Args:
+        policy: the actor.
+        critic: maps observations to values, shape (N,) or (N, 1); may share layers with the actor.
+        params: hyperparameters.
+        obs_normalizer: the :class:`RunningObsNormalizer` that is the first layer of both the actor and
+            the critic; updated at the end of every update with the rollout's observations.
+        seed: seeds the algorithm's generator (mini-batch shuffling).
+        """
+        super().__init__(policy=policy)
+        self.params = params or PPOParams()
+        self.critic = critic
+        self.ac = ActorCritic(
+            owner="PPO",
+            policy=policy,
+            critic=critic,
+            lr=self.params.lr,
+            obs_normalizer=obs_normalizer,
+            seed=seed,
+        )
+
+    @override
+    def components(self) -> dict[str, Stateful]:
+        return self.ac.components()
+
+    @override
+    def extra_state(self) -> dict[str, Any]:
+        return self.ac.extra_state()
+
+    @override
+    def load_extra_state(self, state: Any) -> None:
+        self.ac.load_extra_state(state)
+
+    @override
+    def update(self, rollout: RolloutBatch, *, batch_size: int | None, num_repetitions: int) -> TrainingStats:
+        params = self.params
+        lr = params.lr * schedule_factor(params.lr_schedule, self.ac.num_update_steps)
+        clip = params.clip_range * schedule_factor(params.clip_schedule, self.ac.num_update_steps)
+        self.ac.set_lr(lr)
+        data = prepare_rollout(self.ac, rollout, gamma=params.gamma, gae_lambda=params.gae_lambda)
+        rows = [
+            self._gradient_step(data, idx, clip)
+            for idx in minibatches(len(data), batch_size, num_repetitions, self.ac.rng)
+        ]
+        means = torch.stack(rows).mean(dim=0)
+        check_finite_loss("PPO", "policy loss", means[1])
+        check_finite_loss("PPO", "value loss", means[2])
+        self.ac.finish_update(data.obs)
+        ev = explained_variance(data.value_old, data.returns)
+        loss, policy_loss, value_loss_, entropy, approx_kl, clip_fraction, grad_norm, explained_var = (
+            torch.cat([means, ev.reshape(1)]).tolist()
+        )
+        return PPOTrainingStats(
+            num_gradient_steps=len(rows),
+            loss=loss,
+            policy_loss=policy_loss,
+            value_loss=value_loss_,
+            entropy=entropy,
+            approx_kl=approx_kl,
+            clip_fraction=clip_fraction,
+            explained_variance=explained_var,
+            grad_norm=grad_norm,
+            lr=lr,
+            clip_range=clip,
+        )
+
+    def _gradient_step(self, data: RolloutTensors, idx: torch.Tensor, clip: float) -> torch.Tensor:
+        """One Adam step on a mini-batch; returns its detached statistics
+        (loss, policy loss, value loss, entropy, approx KL, clip fraction, grad norm)."""
+        params = self.params
+        logp, entropy = log_prob_entropy(self.policy, data.obs[idx], data.act[idx])
+        adv = data.advantages[idx]
+        if params.advantage_normalization:
+            adv = normalize_advantages(adv)
+        log_ratio = logp - data.logp_old[idx]
+        ratio = torch.exp(log_ratio)
+        policy_loss = torch.maximum(-adv * ratio, -adv * ratio.clamp(1.0 - clip, 1.0 + clip)).mean()
+        value = self.ac.values(data.obs[idx])
+        v_loss = value_loss(value, data.value_old[idx], data.returns[idx], params.value_clip_range)
+        mean_entropy = entropy.mean()
+        loss = policy_loss + params.vf_coef * v_loss - params.ent_coef * mean_entropy
+        grad_norm = self.ac.gradient_step(loss, params.max_grad_norm)
+        with torch.no_grad():
+            approx_kl = ((ratio - 1.0) - log_ratio).mean()
+            clip_fraction = ((ratio - 1.0).abs() > clip).float().mean()
+            return torch.stack(
+                [loss, policy_loss, v_loss, mean_entropy, approx_kl, clip_fraction, grad_norm]
+            ).detach()

@@ -1,0 +1,195 @@
+"""Soft actor-critic (Haarnoja et al. 2018) with automatic entropy tuning, for Box actions."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, final
+
+import torch
+from torch import nn
+from typing_extensions import override
+
+from tshtrain.algorithm.base import OffPolicyAlgorithm, Stateful, TrainingStats, make_adam
+from tshtrain.algorithm.continuous import TanhGaussianPolicy, critic_values
+from tshtrain.algorithm.offpolicy import (
+    frozen,
+    host_scalars,
+    require_in_range,
+    require_int_at_least,
+    sample_replay,
+    td_loss,
+    update_priorities,
+)
+from tshtrain.algorithm.polyak import TargetNetwork
+from tshtrain.data.buffer import BaseReplayBuffer
+from tshtrain.errors import ConfigurationError, require_positive
+
+
+@dataclass(frozen=True, kw_only=True)
+class SACParams:
+    """Hyperparameters of :class:`SAC`."""
+
+    actor_lr: float = 1e-3
+    """Adam learning rate of the actor"""
+    critic_lr: float = 1e-3
+    """Adam learning rate of the critics"""
+    alpha_lr: float = 1e-3
+    """Adam learning rate of log(alpha) (auto_alpha=True only)"""
+    gamma: float = 0.99
+    """discount factor in [0, 1]"""
+    tau: float = 0.005
+    """Polyak rate of the target critics, in (0, 1]"""
+    alpha: float = 1.0
+    """entropy coefficient: constant with auto_alpha=False, the starting value with auto_alpha=True"""
+    auto_alpha: bool = True
+    """tune alpha so that the policy's entropy tracks target_entropy"""
+    target_entropy: float | None = None
+    """entropy target of auto_alpha; None: -(number of action dimensions)"""
+    n_step: int = 1
+    """transitions summed in the TD target before bootstrapping (stops early at episode ends)"""
+
+    def __post_init__(self) -> None:
+        for name in ("actor_lr", "critic_lr", "alpha_lr", "alpha"):
+            require_positive("SACParams", name, getattr(self, name))
+        require_in_range("SACParams", "gamma", self.gamma, 0.0, 1.0)
+        if isinstance(self.tau, bool) or not 0.0 < self.tau <= 1.0:
+            raise ConfigurationError(f"SACParams.tau must lie in (0, 1], got {self.tau!r}.")
+        if self.target_entropy is not None and not math.isfinite(self.target_entropy):
+            raise ConfigurationError(
+                f"SACParams.target_entropy must be a finite number or None, got {self.target_entropy!r}."
+            )
+        require_int_at_least("SACParams", "n_step", self.n_step, 1)
+
+
+@dataclass(frozen=True, kw_only=True)
+class SACTrainingStats(TrainingStats):
+    """Statistics of SAC gradient steps."""
+
+    critic_loss: float = 0.0
+    """sum over the critics of the mean squared TD error"""
+    actor_loss: float = 0.0
+    """mean of alpha * log pi(a|o) - min_i Q_i(o, a) for fresh actions a"""
+    alpha_loss: float = 0.0
+    """-log(alpha) * mean(log pi + target_entropy) (0 without auto_alpha)"""
+    alpha: float = 0.0
+    """entropy coefficient used in the step"""
+    q_mean: float = 0.0
+    """mean Q_i(o, a) of the sampled transitions over the critics"""
+    entropy: float = 0.0
+    """-mean log pi(a|o) of the fresh actions (a single-sample entropy estimate)"""
+
+
+@final
+class SAC(OffPolicyAlgorithm[TanhGaussianPolicy]):
+    """Soft actor-critic with clipped double-Q targets and (optionally) automatic entropy tuning.
+
+    Each :meth:`update` is one gradient step of the critics, the actor and ``log(alpha)``, in this
+    order (as CleanRL), followed by a Polyak update of the target critics:
+
+    * critics: regress every ``Q_i(o, a)`` towards
+      ``y = R + D * (min_i Q_targ_i(o', a') - alpha * log pi(a'|o'))``, ``a' ~ pi(.|o')``, where
+      ``R`` / ``D`` are the (n-step) return and discount (``gamma^m``, 0 after a terminal state);
+    * actor: minimise ``mean(alpha * log pi(a|o) - min_i Q_i(o, a))``, ``a ~ pi(.|o)`` reparameterised
+      (the critics' weights get no gradient from this);
+    * alpha: minimise ``-log(alpha) * mean(log pi(a|o) + target_entropy)``.
+
+    Samples come from the policy's generator; its state is saved with the algorithm.
+    """
+
+    def __init__(self, *, policy: TanhGaussianPolicy, critic: nn.Module, params: SACParams | None = None):
+        """Args:
+        policy: the actor.
+        critic: ``critic(obs, act)`` -> (num_critics, N), e.g. ``QEnsemble(obs_dim, act_dim)``.
+        params: hyperparameters.
+        """
+        super().__init__(policy=policy)
+        self.params = params or SACParams()
+        p = self.params
+        self.critic = critic
+        self.target_critic = TargetNetwork(critic)
+        self._critic_params = [param for param in critic.parameters() if param.requires_grad]
+        self.actor_optim = make_adam(policy.actor.parameters(), lr=p.actor_lr)
+        self.critic_optim = make_adam(critic.parameters(), lr=p.critic_lr)
+        self.target_entropy = -float(policy.act_dim) if p.target_entropy is None else p.target_entropy
+        self.log_alpha = nn.Parameter(torch.tensor(math.log(p.alpha), device=policy.device))
+        self.log_alpha.requires_grad_(p.auto_alpha)
+        self.alpha_optim = make_adam([self.log_alpha], lr=p.alpha_lr)
+
+    @override
+    def components(self) -> dict[str, Stateful]:
+        return {
+            "policy": self.policy,
+            "critic": self.critic,
+            "target_critic": self.target_critic,
+            "actor_optim": self.actor_optim,
+            "critic_optim": self.critic_optim,
+            "alpha_optim": self.alpha_optim,
+        }
+
+    @override
+    def extra_state(self) -> dict[str, Any]:
+        return {"log_alpha": self.log_alpha.detach().clone(), "generator": self.policy.generator.get_state()}
+
+    @override
+    def load_extra_state(self, state: Any) -> None:
+        with torch.no_grad():
+            self.log_alpha.copy_(state["log_alpha"])
+        self.policy.generator.set_state(state["generator"])
+
+    @property
+    def alpha(self) -> float:
+        """The current entropy coefficient."""
+        return float(self.log_alpha.detach().exp())
+
+    @override
+    def update(self, buffer: BaseReplayBuffer, batch_size: int) -> TrainingStats:
+        p, policy = self.params, self.policy
+        alpha = self.log_alpha.detach().exp()
+        batch = sample_replay(buffer, batch_size, gamma=p.gamma, n_step=p.n_step, device=policy.device)
+        with torch.no_grad():
+            act_next, log_prob_next = policy.sample(batch.obs_next)
+            q_next = critic_values(self.target_critic.net, batch.obs_next, act_next).min(dim=0).values
+            target = batch.returns + batch.discounts * (q_next - alpha * log_prob_next)
+        q_MN = critic_values(self.critic, batch.obs, batch.act)
+        critic = td_loss(q_MN, target, batch.weight)
+        self.critic_optim.zero_grad(set_to_none=True)
+        critic.loss.backward()  # type: ignore[no-untyped-call]
+        self.critic_optim.step()
+
+        with frozen(self._critic_params):
+            act, log_prob = policy.sample(batch.obs)
+            q_new = critic_values(self.critic, batch.obs, act).min(dim=0).values
+            actor_loss = (alpha * log_prob - q_new).mean()
+            self.actor_optim.zero_grad(set_to_none=True)
+            actor_loss.backward()  # type: ignore[no-untyped-call]
+            self.actor_optim.step()
+
+        alpha_loss = torch.zeros(())
+        if p.auto_alpha:
+            alpha_loss = -(self.log_alpha * (log_prob.detach() + self.target_entropy)).mean()
+            self.alpha_optim.zero_grad(set_to_none=True)
+            alpha_loss.backward()  # type: ignore[no-untyped-call]
+            self.alpha_optim.step()
+        self.target_critic.update(p.tau)
+        stats = host_scalars(
+            "SAC",
+            {
+                "critic loss": critic.loss,
+                "actor loss": actor_loss,
+                "alpha loss": alpha_loss,
+                "alpha": alpha,
+                "q_mean": q_MN.mean(),
+                "entropy": -log_prob.mean(),
+            },
+            losses=("critic loss", "actor loss", "alpha loss"),
+        )
+        update_priorities(buffer, batch.indices, critic.td_errors)
+        return SACTrainingStats(
+            critic_loss=stats["critic loss"],
+            actor_loss=stats["actor loss"],
+            alpha_loss=stats["alpha loss"],
+            alpha=stats["alpha"],
+            q_mean=stats["q_mean"],
+            entropy=stats["entropy"],
+        )

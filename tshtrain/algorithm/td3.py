@@ -1,0 +1,187 @@
+"""TD3: twin delayed deep deterministic policy gradient (Fujimoto et al. 2018), for Box actions."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, final
+
+import numpy as np
+import torch
+from torch import nn
+from typing_extensions import override
+
+from tshtrain.algorithm.base import OffPolicyAlgorithm, Stateful, TrainingStats, make_adam
+from tshtrain.algorithm.continuous import critic_values
+from tshtrain.algorithm.offpolicy import (
+    frozen,
+    host_scalars,
+    require_in_range,
+    require_int_at_least,
+    sample_replay,
+    td_loss,
+    update_priorities,
+)
+from tshtrain.algorithm.policies import DeterministicActorPolicy
+from tshtrain.algorithm.polyak import TargetNetwork
+from tshtrain.data.buffer import BaseReplayBuffer
+from tshtrain.errors import ConfigurationError, require_positive
+
+
+@dataclass(frozen=True, kw_only=True)
+class TD3Params:
+    """Hyperparameters of :class:`TD3`. Noise scales are in the policy's [-1, 1] action space."""
+
+    actor_lr: float = 1e-3
+    """Adam learning rate of the actor"""
+    critic_lr: float = 1e-3
+    """Adam learning rate of the twin critics"""
+    gamma: float = 0.99
+    """discount factor in [0, 1]"""
+    tau: float = 0.005
+    """Polyak rate of the target actor and critics, in (0, 1]"""
+    policy_noise: float = 0.2
+    """std of the Gaussian noise added to the target actor's actions (target policy smoothing)"""
+    noise_clip: float = 0.5
+    """the target policy noise is clipped to [-noise_clip, noise_clip]"""
+    policy_delay: int = 2
+    """gradient steps of the critics per step of the actor and the target networks"""
+    n_step: int = 1
+    """transitions summed in the TD target before bootstrapping (stops early at episode ends)"""
+
+    def __post_init__(self) -> None:
+        require_positive("TD3Params", "actor_lr", self.actor_lr)
+        require_positive("TD3Params", "critic_lr", self.critic_lr)
+        require_in_range("TD3Params", "gamma", self.gamma, 0.0, 1.0)
+        if isinstance(self.tau, bool) or not 0.0 < self.tau <= 1.0:
+            raise ConfigurationError(f"TD3Params.tau must lie in (0, 1], got {self.tau!r}.")
+        require_in_range("TD3Params", "policy_noise", self.policy_noise, 0.0, float("inf"))
+        require_in_range("TD3Params", "noise_clip", self.noise_clip, 0.0, float("inf"))
+        require_int_at_least("TD3Params", "policy_delay", self.policy_delay, 1)
+        require_int_at_least("TD3Params", "n_step", self.n_step, 1)
+
+
+@dataclass(frozen=True, kw_only=True)
+class TD3TrainingStats(TrainingStats):
+    """Statistics of TD3 gradient steps."""
+
+    critic_loss: float = 0.0
+    """sum over the two critics of the mean squared TD error"""
+    actor_loss: float = 0.0
+    """-mean Q_1(o, pi(o)) at the latest actor step (the actor steps every policy_delay steps)"""
+    q_mean: float = 0.0
+    """mean Q_i(o, a) of the sampled transitions over both critics"""
+
+
+def smoothed_target_actions(
+    target_actor: nn.Module, obs_next: Any, *, noise_std: float, noise_clip: float, generator: torch.Generator
+) -> torch.Tensor:
+    """``clip(tanh(actor_targ(o')) + clip(noise, -c, c), -1, 1)`` with ``noise ~ N(0, noise_std^2)``."""
+    mean: torch.Tensor = torch.tanh(target_actor(obs_next))
+    if noise_std == 0.0:
+        return mean
+    noise = torch.randn(mean.shape, generator=generator, device=mean.device, dtype=mean.dtype)
+    return (mean + (noise * noise_std).clamp(-noise_clip, noise_clip)).clamp(-1.0, 1.0)
+
+
+@final
+class TD3(OffPolicyAlgorithm[DeterministicActorPolicy]):
+    """TD3 on a :class:`DeterministicActorPolicy` (exploration: its Gaussian ``noise_std`` through the
+    collector's ``exploration_noise=True``) and a twin critic (``QEnsemble(..., num_critics=2)``).
+
+    Each :meth:`update` is one gradient step of the critics towards
+    ``y = R + D * min_i Q_targ_i(o', a~')``, ``a~'`` the target actor's action with clipped Gaussian
+    noise (target policy smoothing); every ``policy_delay``-th step also steps the actor on
+    ``-mean Q_1(o, pi(o))`` and Polyak-updates the target actor and critics.
+    """
+
+    def __init__(
+        self,
+        *,
+        policy: DeterministicActorPolicy,
+        critic: nn.Module,
+        params: TD3Params | None = None,
+        seed: int | None = None,
+    ):
+        """Args:
+        policy: the actor, ``tanh(actor(obs))`` in [-1, 1].
+        critic: ``critic(obs, act)`` -> (num_critics, N) with 2 critics, e.g. ``QEnsemble(o, a)``.
+        params: hyperparameters.
+        seed: seeds the generator of the target policy noise.
+        """
+        super().__init__(policy=policy)
+        self.params = params or TD3Params()
+        self.critic = critic
+        self.target_actor = TargetNetwork(policy.actor)
+        self.target_critic = TargetNetwork(critic)
+        self._critic_params = [param for param in critic.parameters() if param.requires_grad]
+        self.actor_optim = make_adam(policy.actor.parameters(), lr=self.params.actor_lr)
+        self.critic_optim = make_adam(critic.parameters(), lr=self.params.critic_lr)
+        self.generator = torch.Generator().manual_seed(int(np.random.SeedSequence(seed).generate_state(1)[0]))
+        """draws the target policy noise"""
+        self.num_gradient_steps = 0
+        self._actor_loss = torch.zeros(())
+
+    @override
+    def components(self) -> dict[str, Stateful]:
+        return {
+            "policy": self.policy,
+            "critic": self.critic,
+            "target_actor": self.target_actor,
+            "target_critic": self.target_critic,
+            "actor_optim": self.actor_optim,
+            "critic_optim": self.critic_optim,
+        }
+
+    @override
+    def extra_state(self) -> dict[str, Any]:
+        return {
+            "num_gradient_steps": self.num_gradient_steps,
+            "generator": self.generator.get_state(),
+            "actor_loss": self._actor_loss.clone(),
+        }
+
+    @override
+    def load_extra_state(self, state: Any) -> None:
+        self.num_gradient_steps = int(state["num_gradient_steps"])
+        self.generator.set_state(state["generator"])
+        self._actor_loss = state["actor_loss"].clone()
+
+    @override
+    def update(self, buffer: BaseReplayBuffer, batch_size: int) -> TrainingStats:
+        p, policy = self.params, self.policy
+        batch = sample_replay(buffer, batch_size, gamma=p.gamma, n_step=p.n_step, device=policy.device)
+        with torch.no_grad():
+            act_next = smoothed_target_actions(
+                self.target_actor.net,
+                batch.obs_next,
+                noise_std=p.policy_noise,
+                noise_clip=p.noise_clip,
+                generator=self.generator,
+            )
+            q_next = critic_values(self.target_critic.net, batch.obs_next, act_next).min(dim=0).values
+            target = batch.returns + batch.discounts * q_next
+        q_MN = critic_values(self.critic, batch.obs, batch.act)
+        critic = td_loss(q_MN, target, batch.weight)
+        self.critic_optim.zero_grad(set_to_none=True)
+        critic.loss.backward()  # type: ignore[no-untyped-call]
+        self.critic_optim.step()
+        self.num_gradient_steps += 1
+
+        if self.num_gradient_steps % p.policy_delay == 0:
+            with frozen(self._critic_params):
+                actor_loss = -critic_values(self.critic, batch.obs, policy.mean_actions(batch.obs))[0].mean()
+                self.actor_optim.zero_grad(set_to_none=True)
+                actor_loss.backward()  # type: ignore[no-untyped-call]
+                self.actor_optim.step()
+            self.target_actor.update(p.tau)
+            self.target_critic.update(p.tau)
+            self._actor_loss = actor_loss.detach()
+        stats = host_scalars(
+            "TD3",
+            {"critic loss": critic.loss, "actor loss": self._actor_loss, "q_mean": q_MN.mean()},
+            losses=("critic loss", "actor loss"),
+        )
+        update_priorities(buffer, batch.indices, critic.td_errors)
+        return TD3TrainingStats(
+            critic_loss=stats["critic loss"], actor_loss=stats["actor loss"], q_mean=stats["q_mean"]
+        )
