@@ -135,6 +135,27 @@ class TableResult:
             "met": value >= goal.target,
         }
 
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> TableResult:
+        """Rebuild a table from :meth:`to_json` output (to re-render docs without rerunning)."""
+        rows = [
+            RowResult(
+                name=r["name"],
+                unit=r["unit"],
+                work=r["work"],
+                seconds=list(r["seconds"]),
+                cpu_seconds=list(r["cpu_seconds"]),
+                info_only=r["info_only"],
+            )
+            for r in data["rows"]
+        ]
+        goals: list[Goal] = []
+        for q in data["ratios"]:
+            goal = Goal(numerator=q["numerator"], denominator=q["denominator"], target=q["target"])
+            if goal not in goals:
+                goals.append(goal)
+        return cls(title=data["title"], unit=data["unit"], rows=rows, goals=goals, notes=list(data["notes"]))
+
     def to_json(self) -> dict[str, Any]:
         return {
             "title": self.title,
@@ -207,11 +228,19 @@ def print_table(table: TableResult) -> None:
     for g in table.goals:
         qs = [table.ratio(g, b) for b in ("wall", "cpu")]
         text = "; ".join(
-            f"{q['basis']} {q['ratio_of_medians']:.3f} (paired {q['paired_min']:.3f}..{q['paired_max']:.3f})"
+            f"{q['basis']} {q['ratio_of_medians']:.3f} (paired median {q['paired_median']:.3f}, "
+            f"range {q['paired_min']:.3f}..{q['paired_max']:.3f})"
             for q in qs
         )
         verdict = "/".join("met" if q["met"] else "MISSED" for q in qs)
         print(f"  ratio {g.numerator} / {g.denominator}: {text}; goal >= {g.target}: {verdict}")
+
+
+def _ratio_cell(q: dict[str, Any]) -> str:
+    return (
+        f"**{q['ratio_of_medians']:.2f}** ({q['paired_median']:.2f}; "
+        f"{q['paired_min']:.2f}–{q['paired_max']:.2f})"
+    )
 
 
 def markdown_table(table: TableResult) -> str:
@@ -235,16 +264,16 @@ def markdown_table(table: TableResult) -> str:
     if table.goals:
         lines += [
             "",
-            "| ratio | wall: median ratio (paired range) | CPU: median ratio (paired range) | goal | met |",
+            "| ratio | wall: ratio of medians (paired median; range) "
+            "| CPU: ratio of medians (paired median; range) | goal | met |",
             "| --- | ---: | ---: | ---: | --- |",
         ]
         for g in table.goals:
             qw, qc = table.ratio(g, "wall"), table.ratio(g, "cpu")
             met = "/".join("yes" if q["met"] else "**no**" for q in (qw, qc))
             lines.append(
-                f"| {g.numerator} / {g.denominator} | {qw['ratio_of_medians']:.2f} "
-                f"({qw['paired_min']:.2f}–{qw['paired_max']:.2f}) | {qc['ratio_of_medians']:.2f} "
-                f"({qc['paired_min']:.2f}–{qc['paired_max']:.2f}) | >= {g.target} | {met} |"
+                f"| {g.numerator} / {g.denominator} | {_ratio_cell(qw)} | {_ratio_cell(qc)} "
+                f"| >= {g.target} | {met} |"
             )
     for note in table.notes:
         lines += ["", note]
