@@ -24,14 +24,14 @@ import dataclasses
 import math
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any, Generic, Protocol, Self, TypeVar
+from typing import Any, Generic, Protocol, Self, TypeVar, final
 
 import gymnasium as gym
 import numpy as np
 import torch
 from torch import nn
 
-from tshtrain.data.batch import ObsArray, ObsTensor, RolloutBatch, obs_to_torch
+from tshtrain.data.batch import ObsArray, ObsTensor, RolloutBatch, TransitionBatch, obs_to_torch
 from tshtrain.data.buffer import BaseReplayBuffer
 from tshtrain.env.spaces import action_spec
 from tshtrain.errors import ConfigurationError
@@ -87,12 +87,67 @@ class TrainingStats:
         return type(stats[0])(**values)
 
 
+def generator_states(owner: object) -> dict[str, Any]:
+    """States of the ``torch.Generator`` / ``np.random.Generator`` attributes of ``owner`` by name."""
+    states: dict[str, Any] = {}
+    for name, value in vars(owner).items():
+        if isinstance(value, torch.Generator):
+            states[name] = value.get_state()
+        elif isinstance(value, np.random.Generator):
+            states[name] = value.bit_generator.state
+    return states
+
+
+def load_generator_states(owner: object, states: Mapping[str, Any]) -> None:
+    """Restore what :func:`generator_states` returned (attributes not present are ignored)."""
+    for name, saved in states.items():
+        value = vars(owner).get(name)
+        if isinstance(value, torch.Generator):
+            value.set_state(saved)
+        elif isinstance(value, np.random.Generator):
+            value.bit_generator.state = dict(saved)
+
+
 class Stateful(Protocol):
     """Anything with ``state_dict`` / ``load_state_dict`` (modules, optimizers, schedulers)."""
 
     def state_dict(self) -> Any: ...
 
     def load_state_dict(self, state_dict: Any, /) -> Any: ...
+
+
+class UpdateHooks(Protocol):
+    """What an algorithm calls inside its update so that a trainer's hooks act there.
+
+    The trainer attaches one with :meth:`Algorithm.attach_update_hooks` while it runs (see
+    ``docs/hooks.md``); otherwise :data:`NO_UPDATE_HOOKS` does nothing. The algorithm never learns
+    anything about the trainer through it. Optimizer steps need no call: the trainer observes them with
+    ``torch.optim.Optimizer.register_step_post_hook`` on the optimizers in :meth:`Algorithm.components`.
+    """
+
+    def process_optim_batch(self, batch: TransitionBatch, /) -> TransitionBatch:
+        """Off-policy and offline algorithms pass every sampled batch through this before using it."""
+        ...
+
+    def post_loss(self, losses: Mapping[str, torch.Tensor], /) -> None:
+        """Called with the losses of a gradient step (name -> scalar tensor) before their backward
+        pass. A hook may raise ``StopTraining`` here, which abandons the update."""
+        ...
+
+
+@final
+class NoUpdateHooks:
+    """The default :class:`UpdateHooks`: passes batches through, ignores losses."""
+
+    def process_optim_batch(self, batch: TransitionBatch, /) -> TransitionBatch:
+        return batch
+
+    def post_loss(self, losses: Mapping[str, torch.Tensor], /) -> None:
+        del losses
+
+
+NO_UPDATE_HOOKS = NoUpdateHooks()
+"""the update hooks of an algorithm no trainer has attached hooks to"""
 
 
 class Policy(nn.Module, ABC):
@@ -180,8 +235,15 @@ TPolicy = TypeVar("TPolicy", bound=Policy)
 class Algorithm(ABC, Generic[TPolicy]):
     """Owns a policy, further networks and optimizers; implements the update (see module docstring)."""
 
+    update_hooks: UpdateHooks = NO_UPDATE_HOOKS
+    """called inside :meth:`update` (see :class:`UpdateHooks`); set by :meth:`attach_update_hooks`"""
+
     def __init__(self, *, policy: TPolicy):
         self.policy = policy
+
+    def attach_update_hooks(self, hooks: UpdateHooks | None) -> None:
+        """Route :attr:`update_hooks` to ``hooks`` (None: back to the no-op default)."""
+        self.update_hooks = hooks if hooks is not None else NO_UPDATE_HOOKS
 
     def components(self) -> dict[str, Stateful]:
         """Everything with state to save: networks, optimizers, schedulers. Subclasses extend it."""
@@ -196,16 +258,23 @@ class Algorithm(ABC, Generic[TPolicy]):
         del state
 
     def state_dict(self) -> dict[str, Any]:
-        """State of every component (weights, optimizers, ...) plus the extra state."""
+        """State of every component (weights, optimizers, ...), the extra state, and the states of the
+        random generators held by the algorithm and its policy (attributes that are a
+        ``torch.Generator`` or ``np.random.Generator``), so that a restored algorithm draws the same
+        numbers."""
         state: dict[str, Any] = {name: comp.state_dict() for name, comp in self.components().items()}
         state["_extra"] = self.extra_state()
+        state["_generators"] = {
+            "algorithm": generator_states(self),
+            "policy": generator_states(self.policy),
+        }
         return state
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Restore a :meth:`state_dict`; the component names must match exactly."""
         components = self.components()
         missing = set(components) - set(state)
-        unexpected = set(state) - set(components) - {"_extra"}
+        unexpected = set(state) - set(components) - {"_extra", "_generators"}
         if missing or unexpected:
             raise ConfigurationError(
                 f"{type(self).__name__}.load_state_dict: missing {sorted(missing)}, unexpected "
@@ -214,6 +283,9 @@ class Algorithm(ABC, Generic[TPolicy]):
         for name, comp in components.items():
             comp.load_state_dict(state[name])
         self.load_extra_state(state.get("_extra", {}))
+        generators = state.get("_generators", {})
+        load_generator_states(self, generators.get("algorithm", {}))
+        load_generator_states(self.policy, generators.get("policy", {}))
 
 
 class OnPolicyAlgorithm(Algorithm[TPolicy]):

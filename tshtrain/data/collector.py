@@ -13,12 +13,14 @@ Semantics follow Tianshou:
 
 from __future__ import annotations
 
+import pickle
 import time
 from collections.abc import Mapping
 from typing import Any, Protocol
 
 import gymnasium as gym
 import numpy as np
+import torch
 
 from tshtrain.data.batch import ObsArray
 from tshtrain.data.buffer import BaseReplayBuffer
@@ -45,6 +47,21 @@ class CollectorPolicy(Protocol):
 
     def add_exploration_noise(self, act: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         """Stored actions with exploration noise (epsilon-greedy, Gaussian, ...)."""
+        ...
+
+
+class CollectorListener(Protocol):
+    """Opt-in notifications from a collector (``Collector.listener``); the trainer uses them for its
+    episode-end and reset events and for rendering. Unset (None), they cost one attribute check per
+    vector step."""
+
+    def on_vector_step(self, done_env_ids: np.ndarray) -> None:
+        """After every vector step (its transitions are stored); ``done_env_ids``: the sub-envs whose
+        episode ended in it, already reset to their next episode (same-step autoreset)."""
+        ...
+
+    def on_env_reset(self, env_ids: np.ndarray) -> None:
+        """Before :meth:`Collector.reset_env` resets the sub-envs ``env_ids`` (all of them)."""
         ...
 
 
@@ -161,6 +178,8 @@ class Collector:
         self.check_actions = check_actions
         self.info_key = info_key
         self._env_info: EnvInfoAccumulator | None = None
+        self.listener: CollectorListener | None = None
+        """notified after every vector step and before env resets (see :class:`CollectorListener`)"""
         self.rng = np.random.default_rng(seed)
         """the collector's generator (random actions, exploration noise)"""
         self.num_collected_env_steps = 0
@@ -183,6 +202,8 @@ class Collector:
         if self.buffer is not None and self._ep_stored.any():
             self.buffer.truncate_episodes(np.flatnonzero(self._ep_stored))
         self._ep_stored[:] = False
+        if self.listener is not None:
+            self.listener.on_env_reset(np.arange(self.num_envs))
         obs, _ = self.env.reset(seed=seed)
         self._obs = obs
         self._ep_return = np.zeros_like(self._ep_return)
@@ -311,6 +332,8 @@ class Collector:
         self._ep_return[done_idx] = 0.0
         self._ep_len[done_idx] = 0
         self._obs = obs_next
+        if self.listener is not None:
+            self.listener.on_vector_step(done_idx)
         return done_idx, returns, lens
 
     def _collect_steps(
@@ -362,3 +385,60 @@ class Collector:
         if returns:
             return np.concatenate(returns)
         return np.zeros((0, *self._ep_return.shape[1:]), dtype=np.float64)
+
+    # ------------------------------------------------------------------ checkpoints
+    def state_dict(self) -> dict[str, Any]:
+        """The collector's own state: generator, current observations, unfinished-episode accumulators
+        and counters (torch.save / ``weights_only``-loadable). The envs are separate, see
+        :meth:`env_snapshot`; the buffer is saved on its own."""
+        obs = self._obs
+        return {
+            "rng": self.rng.bit_generator.state,
+            "obs": torch.from_numpy(obs.copy())
+            if isinstance(obs, np.ndarray)
+            else {k: torch.from_numpy(np.array(v)) for k, v in obs.items()},
+            "ep_return": torch.from_numpy(self._ep_return.copy()),
+            "ep_len": torch.from_numpy(self._ep_len.copy()),
+            "ep_stored": torch.from_numpy(self._ep_stored.copy()),
+            "num_collected_env_steps": self.num_collected_env_steps,
+            "num_collected_episodes": self.num_collected_episodes,
+        }
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Restore :meth:`state_dict` (the envs must be restored with :meth:`restore_env_snapshot`)."""
+        self.rng.bit_generator.state = dict(state["rng"])
+        obs = state["obs"]
+        self._obs = obs.numpy() if isinstance(obs, torch.Tensor) else {k: v.numpy() for k, v in obs.items()}
+        self._ep_return = state["ep_return"].numpy().copy()
+        self._ep_len = state["ep_len"].numpy().copy()
+        self._ep_stored = state["ep_stored"].numpy().copy()
+        self.num_collected_env_steps = int(state["num_collected_env_steps"])
+        self.num_collected_episodes = int(state["num_collected_episodes"])
+
+    def env_snapshot(self) -> bytes | None:
+        """The sub-envs pickled (in-process ``SyncVectorEnv`` with picklable envs), or None.
+
+        Subprocess vector envs and envs that cannot be pickled give None: a resumed run then resets
+        them (unfinished episodes end, marked truncated in the buffer).
+        """
+        if not isinstance(self.env, gym.vector.SyncVectorEnv):
+            return None
+        try:
+            return pickle.dumps(self.env.envs, protocol=pickle.HIGHEST_PROTOCOL)
+        except (pickle.PicklingError, TypeError, AttributeError):
+            return None
+
+    def restore_env_snapshot(self, snapshot: bytes | None) -> bool:
+        """Put pickled sub-envs back (trusted input only: unpickling runs code). With None, or if the
+        env is not an in-process ``SyncVectorEnv``, reset the envs instead. Returns True if restored."""
+        if snapshot is None or not isinstance(self.env, gym.vector.SyncVectorEnv):
+            self.reset_env()
+            return False
+        envs = pickle.loads(snapshot)  # trusted: the user's own checkpoint
+        if len(envs) != self.num_envs:
+            raise ConfigurationError(
+                f"Collector.restore_env_snapshot: the snapshot holds {len(envs)} envs, the collector has "
+                f"{self.num_envs}; build the collector as it was when the checkpoint was saved."
+            )
+        self.env.envs = envs
+        return True

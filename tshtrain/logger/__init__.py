@@ -12,6 +12,7 @@ from tshtrain.logger.base import (
     MemoryLogger,
     NoOpLogger,
     RestoredCounters,
+    RewindableLogger,
 )
 from tshtrain.logger.composite import CompositeLogger
 from tshtrain.logger.csv import CsvLogger, read_csv_log
@@ -30,6 +31,7 @@ __all__ = [
     "MemoryLogger",
     "NoOpLogger",
     "RestoredCounters",
+    "RewindableLogger",
     "TensorboardLogger",
     "WandbLogger",
     "read_csv_log",

@@ -183,6 +183,15 @@ class NoOpLogger:
         pass
 
 
+@runtime_checkable
+class RewindableLogger(Protocol):
+    """A logger that can drop what it wrote after given steps (to resume from a checkpoint)."""
+
+    def discard_after(self, limits: Mapping[LogScope, int]) -> None:
+        """Drop the records of each scope past ``limits[scope]``; scopes not listed: all records."""
+        ...
+
+
 @final
 class MemoryLogger:
     """Keeps every record in memory: ``records[scope]`` is a list of (step, data). Handy in tests.
@@ -201,6 +210,12 @@ class MemoryLogger:
 
     def write(self, scope: LogScope, step: int, data: Mapping[str, float]) -> None:
         self.records[scope].append((step, dict(data)))
+
+    def discard_after(self, limits: Mapping[LogScope, int]) -> None:
+        """Drop the records past ``limits[scope]`` (scopes not listed: all)."""
+        for scope in LogScope:
+            limit = limits.get(scope, -1)
+            self.records[scope] = [(s, d) for s, d in self.records[scope] if s <= limit]
 
     def restore_counters(self) -> RestoredCounters | None:
         info = self.records[LogScope.INFO]

@@ -7,7 +7,14 @@ from collections.abc import Mapping, Sequence
 from typing import final
 
 from tshtrain.errors import ConfigurationError
-from tshtrain.logger.base import Logger, LoggerError, LogIntervals, LogScope, RestoredCounters
+from tshtrain.logger.base import (
+    Logger,
+    LoggerError,
+    LogIntervals,
+    LogScope,
+    RestoredCounters,
+    RewindableLogger,
+)
 
 log = logging.getLogger(__name__)
 
@@ -86,6 +93,12 @@ class CompositeLogger:
                     f"resume with a single logger."
                 )
         return first
+
+    def discard_after(self, limits: Mapping[LogScope, int]) -> None:
+        """Forward to every writer that can discard records (see :class:`RewindableLogger`)."""
+        for logger in self.loggers:
+            if isinstance(logger, RewindableLogger):
+                logger.discard_after(limits)
 
     def close(self) -> None:
         """Close every writer; if some fail, raise the first failure after all were tried."""

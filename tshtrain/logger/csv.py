@@ -200,6 +200,12 @@ class CsvLogger:
             return None
         return replace(restored, last_logged=last)
 
+    def discard_after(self, limits: Mapping[LogScope, int]) -> None:
+        """Drop the records past ``limits[scope]`` (scopes not listed: all records); used when a run
+        resumes from a checkpoint, so that curves continue without duplicated points."""
+        for scope, file in self._files.items():
+            file.truncate(limits.get(scope, -1))
+
     def close(self) -> None:
         for file in self._files.values():
             file.close()

@@ -160,6 +160,14 @@ class TensorboardLogger:
         }
         return replace(restored, last_logged=last)
 
+    def discard_after(self, limits: Mapping[LogScope, int]) -> None:
+        """Drop the scalars past ``limits[scope]`` (scopes not listed: all); used when a run resumes
+        from a checkpoint, so that curves continue without duplicated points."""
+        self._writer.close()  # the next write opens a fresh event file
+        full = {scope: limits.get(scope, -1) for scope in LogScope}
+        for path in _event_files(self.log_dir):
+            _drop_past(path, full)
+
     def close(self) -> None:
         self._writer.close()
 

@@ -23,6 +23,7 @@ from tshtrain.data.collector import Collector
 from tshtrain.data.stats import CollectStats
 from tshtrain.errors import ConfigurationError
 from tshtrain.logger.base import Logger
+from tshtrain.trainer.checkpoint import CheckpointParams
 
 
 def _positive_int(owner: str, name: str, value: object, *, allow_none: bool = False) -> None:
@@ -88,6 +89,9 @@ class TrainerParams:
     """print one line per test step"""
     show_progress: bool | None = None
     """progress bars; None: only when stderr is a terminal"""
+    checkpoint: CheckpointParams | None = None
+    """automatic checkpoints (periodic, best, final) and their directory; None: only the ones you
+    write with ``Trainer.save_checkpoint`` / ``save_checkpoint_fn``"""
 
     def __post_init__(self) -> None:
         owner = type(self).__name__

@@ -21,8 +21,10 @@ info     epoch          ``InfoStats.as_scalars()``: counters, best result, ``tim
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
+import torch
 
 from tshtrain.data.stats import CollectStats, SequenceSummaryStats
 from tshtrain.logger.base import Logger, LoggerError, LogScope
@@ -46,6 +48,18 @@ class EpisodeWindow:
         returns = stat.returns if stat.returns.ndim <= 1 else stat.returns.mean(axis=-1)
         self._returns = np.concatenate([self._returns, returns])[-self.size :]
         self._lens = np.concatenate([self._lens, stat.lens.astype(np.float64)])[-self.size :]
+
+    def state_dict(self) -> dict[str, Any]:
+        """The window's episodes (for checkpoints)."""
+        return {
+            "returns": torch.from_numpy(self._returns.copy()),
+            "lens": torch.from_numpy(self._lens.copy()),
+        }
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Restore :meth:`state_dict`."""
+        self._returns = state["returns"].numpy().copy()
+        self._lens = state["lens"].numpy().copy()
 
     def as_scalars(self) -> dict[str, float]:
         """``returns_window/{mean,std,min,max}`` and ``lens_window/...`` (empty before any episode)."""

@@ -1,0 +1,201 @@
+"""Checkpoints: exact resume, automatic checkpoints, integrity errors, crash safety, backends."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+
+from tests.contract import _checkpoint_runs as runs
+from tshtrain.logger import read_csv_log
+from tshtrain.trainer import Trainer
+from tshtrain.trainer.checkpoint import CheckpointManager, CheckpointParams
+from tshtrain.trainer.checkpoint_io import CheckpointError, read_manifest
+
+Build = Callable[..., Trainer[Any, Any]]
+UNTIMED = ("time", "speed")
+
+
+def _weights(trainer: Trainer[Any, Any]) -> dict[str, torch.Tensor]:
+    return {k: v.clone() for k, v in trainer.algorithm.policy.state_dict().items() if isinstance(v, torch.Tensor)}
+
+
+def _logs(directory: Path) -> dict[str, list[tuple[int, dict[str, float]]]]:
+    return {
+        str(scope): [(step, {k: v for k, v in data.items() if not any(t in k for t in UNTIMED)}) for step, data in recs]
+        for scope, recs in read_csv_log(directory / "log").items()
+    }
+
+
+def _interrupt_at(epoch: int) -> Callable[[int, int], None]:
+    def training_fn(current: int, env_step: int) -> None:
+        if current == epoch:
+            raise KeyboardInterrupt
+
+    return training_fn
+
+
+@pytest.mark.parametrize("build", [runs.off_policy, runs.on_policy], ids=["off_policy", "on_policy"])
+def test_resumed_run_equals_uninterrupted_run_bitwise(build: Build, tmp_path: Path) -> None:
+    reference = build(tmp_path / "a")
+    info_a = reference.run()
+
+    interrupted = build(tmp_path / "b", training_fn=_interrupt_at(3))
+    with pytest.raises(KeyboardInterrupt):
+        interrupted.run()
+    final = read_manifest(tmp_path / "b" / "checkpoints" / "final")
+    assert final.info["reason"].startswith("KeyboardInterrupt")
+    latest = CheckpointManager(CheckpointParams(directory=tmp_path / "b" / "checkpoints")).latest()
+    assert latest is not None and latest.name.startswith("periodic-000002-")
+
+    resumed = build(tmp_path / "b")
+    resumed.load_checkpoint(latest)
+    info_b = resumed.run()
+
+    wa, wb = _weights(reference), _weights(resumed)
+    assert wa.keys() == wb.keys() and all(torch.equal(wa[k], wb[k]) for k in wa)
+    assert (info_a.gradient_step, info_a.train_step, info_a.train_episode, info_a.best_reward) == (
+        info_b.gradient_step, info_b.train_step, info_b.train_episode, info_b.best_reward
+    )
+    assert _logs(tmp_path / "a") == _logs(tmp_path / "b")  # no duplicated, no missing points
+
+
+def test_keep_last_rotation_best_and_final(tmp_path: Path) -> None:
+    trainer = runs.off_policy(tmp_path, keep_last=2)
+    trainer.run()
+    names = sorted(p.name for p in (tmp_path / "checkpoints").iterdir())
+    assert names == ["best", "final", "periodic-000003-000000001200", "periodic-000004-000000001600"]
+    assert read_manifest(tmp_path / "checkpoints" / "final").info["reason"] == "max_epochs"
+    assert read_manifest(tmp_path / "checkpoints" / "best").info["reason"] == "best"
+
+
+def test_every_num_env_steps(tmp_path: Path) -> None:
+    runs.off_policy(tmp_path, every_num_epochs=None, every_num_env_steps=500, keep_last=10, save_best=False).run()
+    steps = [int(p.name.split("-")[2]) for p in sorted((tmp_path / "checkpoints").glob("periodic-*"))]
+    assert steps == [512, 1008, 1504]  # first training step at or past each multiple of 500
+
+
+def test_final_checkpoint_on_exception(tmp_path: Path) -> None:
+    def fail(epoch: int, env_step: int) -> None:
+        if epoch == 2:
+            raise RuntimeError("boom")
+
+    with pytest.raises(RuntimeError, match="boom"):
+        runs.off_policy(tmp_path, training_fn=fail).run()
+    assert read_manifest(tmp_path / "checkpoints" / "final").info["reason"] == "RuntimeError: boom"
+
+
+@pytest.fixture(scope="module")
+def saved(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    directory = tmp_path_factory.mktemp("saved")
+    trainer = runs.off_policy(directory, every_num_epochs=None, save_on_exit=True, save_best=False)
+    trainer.run()
+    return directory / "checkpoints" / "final"
+
+
+def _corrupt_copy(saved: Path, tmp_path: Path, edit: Callable[[Path], None]) -> Path:
+    import shutil
+
+    copy = tmp_path / "copy"
+    shutil.copytree(saved, copy)
+    edit(copy)
+    return copy
+
+
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        (lambda p: (p / "state.pt").write_bytes((p / "state.pt").read_bytes()[:100]), r"state\.pt: 100 bytes.*truncated"),
+        (lambda p: (p / "state.pt").write_bytes(b"x" * (p / "state.pt").stat().st_size), r"state\.pt: content hash"),
+        (lambda p: (p / "manifest.json").unlink(), r"manifest\.json: missing"),
+        (lambda p: (p / "manifest.json").write_text("{"), r"manifest\.json: corrupt"),
+        (
+            lambda p: (p / "manifest.json").write_text(
+                json.dumps({**json.loads((p / "manifest.json").read_text()), "version": 99})
+            ),
+            r"format version 99",
+        ),
+        (lambda p: (p / "buffers" / "training" / "obs.npy").unlink(), r"obs\.npy: listed in the manifest but missing"),
+    ],
+    ids=["truncated", "corrupted", "no_manifest", "bad_manifest", "other_version", "missing_file"],
+)
+def test_bad_checkpoints_raise_and_change_nothing(
+    saved: Path, tmp_path: Path, edit: Callable[[Path], None], message: str
+) -> None:
+    broken = _corrupt_copy(saved, tmp_path, edit)
+    trainer = runs.off_policy(tmp_path / "run")
+    before = _weights(trainer)
+    with pytest.raises(CheckpointError, match=message):
+        trainer.load_checkpoint(broken)
+    after = _weights(trainer)
+    assert all(torch.equal(before[k], after[k]) for k in before)
+
+
+def test_checkpoint_of_another_algorithm_is_refused(saved: Path, tmp_path: Path) -> None:
+    trainer = runs.on_policy(tmp_path)
+    with pytest.raises(CheckpointError, match=r"saved by algorithm 'DQN', this is 'Reinforce'"):
+        trainer.load_checkpoint(saved)
+
+
+def test_dcp_backend_round_trip(tmp_path: Path) -> None:
+    trainer = runs.off_policy(tmp_path / "a")
+    trainer.run()
+    path = trainer.save_checkpoint(tmp_path / "dcp", backend="dcp")
+    assert (path / "state.dcp").is_dir()
+    other = runs.off_policy(tmp_path / "b")
+    other.load_checkpoint(path)
+    wa, wb = _weights(trainer), _weights(other)
+    assert all(torch.equal(wa[k], wb[k]) for k in wa)
+    assert other.counters == trainer.counters
+
+
+def test_checkpoint_params_validation(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match=r"CheckpointParams.keep_last must be an int >= 1 or None, got 0"):
+        CheckpointParams(directory=tmp_path, keep_last=0)
+    with pytest.raises(ValueError, match="no checkpoint would ever be written"):
+        CheckpointParams(directory=tmp_path, every_num_epochs=None, save_on_exit=False)
+
+
+def _child(args: list[str], cwd: Path) -> subprocess.Popen[bytes]:
+    root = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "PYTHONPATH": str(root)}
+    return subprocess.Popen([sys.executable, "-m", "tests.contract._checkpoint_runs", *args], cwd=root, env=env)
+
+
+def test_sigkill_mid_run_and_mid_write_then_resume(tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    ckpt = run_dir / "checkpoints"
+    child = _child([str(run_dir)], tmp_path)
+    try:
+        deadline = time.monotonic() + 120
+        # wait for one complete periodic checkpoint, then for the next one to be mid-write
+        while not list(ckpt.glob("periodic-*/manifest.json")) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        while not list(ckpt.glob(".periodic-*.tmp-*")) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert child.poll() is None, "the run ended before it could be killed"
+        child.send_signal(signal.SIGKILL)
+        child.wait(timeout=30)
+    finally:
+        if child.poll() is None:
+            child.kill()
+    assert list(ckpt.glob(".periodic-*.tmp-*")), "the kill did not land during a checkpoint write"
+    latest = CheckpointManager(CheckpointParams(directory=ckpt)).latest()
+    assert latest is not None  # the half-written one is ignored; the last complete one loads
+    resumed = runs.off_policy(run_dir)
+    resumed.load_checkpoint(latest)
+    info = resumed.run()
+    reference = runs.off_policy(tmp_path / "reference")
+    info_ref = reference.run()
+    wa, wb = _weights(reference), _weights(resumed)
+    assert all(torch.equal(wa[k], wb[k]) for k in wa)
+    assert info.gradient_step == info_ref.gradient_step

@@ -1,0 +1,188 @@
+"""The on-disk checkpoint format: a directory of files plus a manifest, written atomically.
+
+A checkpoint directory holds
+
+* ``manifest.json``: format name and version, creation time, counters, the params as text, and for
+  every other file its size and SHA-256;
+* ``state.pt``: algorithm, trainer, collector and RNG state (``torch.save``; loaded with
+  ``weights_only=True``), or ``state.dcp/`` with the ``torch.distributed.checkpoint`` backend;
+* ``buffers/<name>/``: replay buffers in the streaming buffer format (optional);
+* ``envs/<name>.pkl``: pickled sub-environments, where the env allows it (optional; trusted input).
+
+Writing goes to a hidden temporary directory next to the target, every file is fsync'ed, the manifest
+is written last, and the directory is renamed into place. A reader checks the manifest, the version,
+and every file's size and hash *before* it loads anything, so a truncated, corrupted or foreign
+checkpoint raises :class:`CheckpointError` naming the file and the problem and never loads half a state.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+CHECKPOINT_FORMAT = "tshtrain-checkpoint"
+CHECKPOINT_FORMAT_VERSION = 1
+MANIFEST = "manifest.json"
+
+
+class CheckpointError(ValueError):
+    """A checkpoint that cannot be read: missing, truncated, corrupted, or of another format version."""
+
+
+FileWriter = Callable[[Path], None]
+"""Writes one entry (a file or a directory) at the given path."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class CheckpointManifest:
+    """The parsed manifest of a checkpoint directory."""
+
+    path: Path
+    """the checkpoint directory"""
+    version: int
+    """format version"""
+    created: float
+    """creation time (seconds since the epoch)"""
+    info: dict[str, Any]
+    """counters, params text, backend ... (see ``Trainer.save_checkpoint``)"""
+    files: dict[str, dict[str, Any]]
+    """relative path -> {"size": int, "sha256": str}"""
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _fsync_tree(root: Path) -> None:
+    for dirpath, _, filenames in os.walk(root):
+        for name in filenames:
+            with open(Path(dirpath) / name, "rb") as fh:
+                os.fsync(fh.fileno())
+        fd = os.open(dirpath, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+def _files_of(root: Path) -> dict[str, dict[str, Any]]:
+    files: dict[str, dict[str, Any]] = {}
+    for dirpath, _, filenames in os.walk(root):
+        for name in sorted(filenames):
+            full = Path(dirpath) / name
+            rel = full.relative_to(root).as_posix()
+            files[rel] = {"size": full.stat().st_size, "sha256": _sha256(full)}
+    return files
+
+
+def write_checkpoint_dir(target: Path, entries: Mapping[str, FileWriter], info: Mapping[str, Any]) -> Path:
+    """Write ``entries`` (relative name -> writer) and a manifest atomically to the directory ``target``.
+
+    An existing directory at ``target`` is replaced only once the new one is complete.
+    """
+    target = Path(target)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.with_name(f".{target.name}.tmp-{os.getpid()}")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir()
+    try:
+        for name, write in entries.items():
+            (tmp / name).parent.mkdir(parents=True, exist_ok=True)
+            write(tmp / name)
+        manifest = {
+            "format": CHECKPOINT_FORMAT,
+            "version": CHECKPOINT_FORMAT_VERSION,
+            "created": time.time(),
+            "info": dict(info),
+            "files": _files_of(tmp),
+        }
+        (tmp / MANIFEST).write_text(json.dumps(manifest, indent=1, default=str))
+        _fsync_tree(tmp)
+        _replace_dir(tmp, target)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return target
+
+
+def _replace_dir(tmp: Path, target: Path) -> None:
+    if not target.exists():
+        tmp.rename(target)
+    else:
+        old = target.with_name(f".{target.name}.old-{os.getpid()}")
+        shutil.rmtree(old, ignore_errors=True)
+        target.rename(old)
+        try:
+            tmp.rename(target)
+        except BaseException:
+            old.rename(target)
+            raise
+        shutil.rmtree(old, ignore_errors=True)
+    fd = os.open(target.parent, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def read_manifest(path: str | os.PathLike[str]) -> CheckpointManifest:
+    """Parse and check the manifest of the checkpoint directory ``path`` (files not yet verified)."""
+    root = Path(path)
+    manifest_path = root / MANIFEST
+    if not root.is_dir():
+        raise CheckpointError(f"{root}: no checkpoint directory there.")
+    try:
+        raw = json.loads(manifest_path.read_text())
+    except FileNotFoundError:
+        raise CheckpointError(
+            f"{manifest_path}: missing; the checkpoint was not completely written (an interrupted save "
+            f"leaves only a hidden .tmp directory) or this is not a tshtrain checkpoint."
+        ) from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise CheckpointError(f"{manifest_path}: corrupt manifest ({exc}).") from None
+    if not isinstance(raw, dict) or raw.get("format") != CHECKPOINT_FORMAT:
+        raise CheckpointError(f"{manifest_path}: not a tshtrain checkpoint manifest.")
+    if raw.get("version") != CHECKPOINT_FORMAT_VERSION:
+        raise CheckpointError(
+            f"{manifest_path}: checkpoint format version {raw.get('version')!r}; this tshtrain reads "
+            f"version {CHECKPOINT_FORMAT_VERSION}. Load it with the tshtrain version that wrote it."
+        )
+    return CheckpointManifest(
+        path=root,
+        version=int(raw["version"]),
+        created=float(raw.get("created", 0.0)),
+        info=dict(raw.get("info", {})),
+        files=dict(raw.get("files", {})),
+    )
+
+
+def verify_checkpoint_dir(
+    path: str | os.PathLike[str], *, skip_prefixes: tuple[str, ...] = ()
+) -> CheckpointManifest:
+    """Check the manifest and every listed file's size and SHA-256 (except under ``skip_prefixes``)."""
+    manifest = read_manifest(path)
+    for rel, meta in manifest.files.items():
+        if rel.startswith(skip_prefixes):
+            continue
+        file = manifest.path / rel
+        if not file.is_file():
+            raise CheckpointError(f"{file}: listed in the manifest but missing.")
+        size = file.stat().st_size
+        if size != meta["size"]:
+            raise CheckpointError(
+                f"{file}: {size} bytes, the manifest says {meta['size']} (truncated or replaced)."
+            )
+        if _sha256(file) != meta["sha256"]:
+            raise CheckpointError(f"{file}: content hash differs from the manifest (corrupted).")
+    return manifest
