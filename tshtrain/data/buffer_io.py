@@ -167,17 +167,37 @@ def _read_array(directory: Path, spec: dict[str, Any]) -> np.ndarray:
     """Read one array file described by a manifest entry, checked against it."""
     file = directory / spec["file"]
     try:
-        mapped = np.load(file, mmap_mode="r", allow_pickle=False)
+        with open(file, "rb") as fh:
+            version = np.lib.format.read_magic(fh)
+            if version == (1, 0):
+                shape, fortran, dtype = np.lib.format.read_array_header_1_0(fh)
+            else:
+                shape, fortran, dtype = np.lib.format.read_array_header_2_0(fh)
+            if list(shape) != spec["shape"] or dtype.str != spec["dtype"] or fortran:
+                raise BufferFormatError(
+                    f"{file}: holds {dtype.str}{list(shape)}, the manifest says "
+                    f"{spec['dtype']}{spec['shape']}."
+                )
+            arr = np.empty(shape, dtype=dtype)
+            _read_into(fh, arr, file)
     except (OSError, ValueError, EOFError) as exc:
+        if isinstance(exc, BufferFormatError):
+            raise
         raise BufferFormatError(f"{file}: unreadable or truncated field file ({exc}).") from None
-    if list(mapped.shape) != spec["shape"] or mapped.dtype.str != spec["dtype"]:
-        raise BufferFormatError(
-            f"{file}: holds {mapped.dtype.str}{list(mapped.shape)}, the manifest says "
-            f"{spec['dtype']}{spec['shape']}."
-        )
-    arr = np.empty(mapped.shape, dtype=mapped.dtype)
-    arr[...] = mapped  # streamed page by page from the memory map
     return arr
+
+
+def _read_into(fh: Any, arr: np.ndarray, file: Path, chunk: int = 1 << 24) -> None:
+    """Read the array's bytes straight into it, in chunks (no second copy, no memory map)."""
+    view = arr.reshape(-1).view(np.uint8).data
+    done = 0
+    while done < len(view):
+        got = fh.readinto(view[done : done + chunk])
+        if not got:
+            raise BufferFormatError(
+                f"{file}: unreadable or truncated field file ({done} of {len(view)} data bytes present)."
+            )
+        done += got
 
 
 def load_buffer(

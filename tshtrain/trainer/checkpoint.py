@@ -11,7 +11,7 @@ A checkpoint holds everything a resumed run needs to continue as if it had never
   envs); otherwise a resumed run resets those envs (documented: not bitwise exact then);
 * replay buffers (optional) with their sampling generator and priorities;
 * the global RNG states of Python's ``random``, NumPy's legacy ``np.random`` and torch;
-* the state of hooks and events when the trainer exposes ``extension_state()``.
+* the state of the trainer's hooks and events (``Trainer.extension_state()``).
 
 Layout and integrity checks: :mod:`tshtrain.trainer.checkpoint_io`.
 """
@@ -200,9 +200,7 @@ def capture_state(trainer: Trainer[Any, Any]) -> dict[str, Any]:
         "buffer_rngs": {name: b.rng.bit_generator.state for name, b in _buffers(trainer).items()},
         "rng": global_rng_state(),
     }
-    extension = getattr(trainer, "extension_state", None)
-    if callable(extension):
-        state["extensions"] = extension()
+    state["extensions"] = trainer.extension_state()
     return state
 
 
@@ -301,8 +299,8 @@ def load_trainer_checkpoint(
                 load_buffer_into(buffer, manifest.path / "buffers" / name)
             if name in state["buffer_rngs"]:
                 buffer.rng.bit_generator.state = dict(state["buffer_rngs"][name])
-    if "extensions" in state and callable(getattr(trainer, "load_extension_state", None)):
-        trainer.load_extension_state(state["extensions"])  # type: ignore[attr-defined]
+    if "extensions" in state:
+        trainer.load_extension_state(state["extensions"])
     set_global_rng_state(state["rng"])
     _rewind_logger(trainer)
     return manifest
