@@ -297,7 +297,9 @@ def test_a_failing_writer_stops_training_with_a_clear_error(kit: Any, tmp_path: 
         checkpoints.append(env_step)
         return str(path)
 
-    failing = FailingLogger(fail_at=6)  # writes: test 0, training 10, update 10, training 20, update 20, ...
+    # writes: test 0, update 10, training 10, update 20, training 20, test 20, ... (a training step's
+    # training record is written at its end, with the scalars of log hooks)
+    failing = FailingLogger(fail_at=6)
     setup = kit.make_off_policy(
         max_epochs=3, epoch_num_steps=20, collection_step_num_env_steps=10,
         update_step_num_gradient_steps_per_sample=0.1, logger=failing, save_checkpoint_fn=save_checkpoint,
@@ -320,7 +322,7 @@ def test_a_failing_writer_in_a_composite_leaves_the_other_writers_closed_and_com
     kit: Any, tmp_path: Path
 ) -> None:
     csv = CsvLogger(tmp_path, intervals=ALL)
-    failing = FailingLogger(fail_at=4)
+    failing = FailingLogger(fail_at=5)  # test 0, update 10, training 10, update 20, training 20
     setup = kit.make_off_policy(
         max_epochs=3, epoch_num_steps=20, collection_step_num_env_steps=10,
         update_step_num_gradient_steps_per_sample=0.1, logger=CompositeLogger([csv, failing]),
@@ -338,7 +340,7 @@ def test_a_failing_writer_in_a_composite_leaves_the_other_writers_closed_and_com
 def test_a_failing_close_after_a_failure_does_not_hide_the_first_error(kit: Any) -> None:
     failing = FailingLogger(fail_at=2, fail_on_close=True)
     setup = kit.make_off_policy(max_epochs=2, logger=failing)
-    with pytest.raises(LoggerError, match="failed to write the training record"):
+    with pytest.raises(LoggerError, match="failed to write the update record"):
         setup.trainer().run()
     assert failing.closed == 1
 

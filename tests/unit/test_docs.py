@@ -12,7 +12,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"
-OWN_PAGES = ("concepts.md", "data.md", "params.md", "algorithms.md")
+OWN_PAGES = ("concepts.md", "data.md", "params.md", "algorithms.md", "hooks.md")
 """docs pages whose links and code blocks this module checks (others have their own owners)"""
 
 _PYTHON_BLOCK = re.compile(r"^```python\n(.*?)^```", re.MULTILINE | re.DOTALL)

@@ -59,13 +59,14 @@ class BehaviorCloning(OfflineAlgorithm[Policy]):
 
     @override
     def update(self, buffer: BaseReplayBuffer, batch_size: int) -> TrainingStats:
-        batch = buffer.sample(batch_size).to_torch(self.policy.device)
+        batch = self.update_hooks.process_optim_batch(buffer.sample(batch_size)).to_torch(self.policy.device)
         policy = self.policy
         if isinstance(policy, CategoricalPolicy):
             loss = F.cross_entropy(policy.logits(batch.obs), batch.act.long())
         else:
             assert isinstance(policy, DeterministicActorPolicy)
             loss = F.mse_loss(policy.mean_actions(batch.obs), batch.act.float())
+        self.update_hooks.post_loss({"imitation loss": loss})
         self.optim.zero_grad(set_to_none=True)
         loss.backward()  # type: ignore[no-untyped-call]
         self.optim.step()

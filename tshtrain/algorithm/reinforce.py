@@ -81,6 +81,7 @@ class Reinforce(OnPolicyAlgorithm[CategoricalPolicy]):
                 logp = torch.log_softmax(self.policy.logits(obs_N[idx]), dim=-1)
                 logp_act = logp.gather(1, act_N[idx].long().unsqueeze(-1)).squeeze(-1)
                 loss = -(logp_act * returns_N[idx]).mean()
+                self.update_hooks.post_loss({"policy loss": loss})
                 self.optim.zero_grad(set_to_none=True)
                 loss.backward()  # type: ignore[no-untyped-call]
                 self.optim.step()

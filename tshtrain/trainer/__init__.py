@@ -1,7 +1,8 @@
-"""The typed trainer hierarchy: params, trainers, statistics.
+"""The typed trainer hierarchy: params, trainers, statistics; hooks, events and run options.
 
 See ``tshtrain.trainer.base`` for the glossary (env step, collection step, update step, gradient step,
-training step, test step, epoch) and the callback points.
+training step, test step, epoch) and the callback points, and ``docs/hooks.md`` for hook stages, events,
+step-wise driving and the built-in hooks.
 """
 
 from __future__ import annotations
@@ -10,6 +11,48 @@ from typing import Any, overload
 
 from tshtrain.algorithm.base import OfflineAlgorithm, OffPolicyAlgorithm, OnPolicyAlgorithm
 from tshtrain.trainer.base import Trainer, TrainingStepResult
+from tshtrain.trainer.builtin_hooks import (
+    BatchSubSampler,
+    CountFramesLog,
+    ObservationNormalizer,
+    RewardNormalizer,
+)
+from tshtrain.trainer.control_hooks import (
+    ClearCudaCache,
+    EarlyStopping,
+    GradientNormLog,
+    LRSchedulerStep,
+    TargetNetworkUpdate,
+)
+from tshtrain.trainer.events import (
+    EventContext,
+    EventManager,
+    EventUnit,
+    Every,
+    Manual,
+    OnEpisodeEnd,
+    OnReset,
+    OnShutdown,
+    OnStartup,
+    OnTestEnd,
+    OnTestStart,
+    Trigger,
+)
+from tshtrain.trainer.hook_registry import HookRegistry
+from tshtrain.trainer.hooks import (
+    CollectedBatch,
+    Counters,
+    HookContext,
+    HookScalars,
+    HookStage,
+    LogOutput,
+    OptimizerStep,
+    SetupInfo,
+    StepSummary,
+    StopTraining,
+    TestResult,
+)
+from tshtrain.trainer.options import TrainerOptions
 from tshtrain.trainer.params import (
     OfflineTrainerParams,
     OffPolicyTrainerParams,
@@ -18,6 +61,7 @@ from tshtrain.trainer.params import (
     TrainerParams,
 )
 from tshtrain.trainer.stats import EpochStats, InfoStats, StopReason, TimingStats
+from tshtrain.trainer.stepping import EnvStepResult
 from tshtrain.trainer.trainers import OfflineTrainer, OffPolicyTrainer, OnlineTrainer, OnPolicyTrainer
 
 
@@ -50,20 +94,55 @@ def run_training(
 
 
 __all__ = [
+    "BatchSubSampler",
+    "ClearCudaCache",
+    "CollectedBatch",
+    "CountFramesLog",
+    "Counters",
+    "EarlyStopping",
+    "EnvStepResult",
     "EpochStats",
+    "EventContext",
+    "EventManager",
+    "EventUnit",
+    "Every",
+    "GradientNormLog",
+    "HookContext",
+    "HookRegistry",
+    "HookScalars",
+    "HookStage",
     "InfoStats",
+    "LRSchedulerStep",
+    "LogOutput",
+    "Manual",
+    "ObservationNormalizer",
     "OffPolicyTrainer",
     "OffPolicyTrainerParams",
     "OfflineTrainer",
     "OfflineTrainerParams",
+    "OnEpisodeEnd",
     "OnPolicyTrainer",
     "OnPolicyTrainerParams",
+    "OnReset",
+    "OnShutdown",
+    "OnStartup",
+    "OnTestEnd",
+    "OnTestStart",
     "OnlineTrainer",
     "OnlineTrainerParams",
+    "OptimizerStep",
+    "RewardNormalizer",
+    "SetupInfo",
+    "StepSummary",
     "StopReason",
+    "StopTraining",
+    "TargetNetworkUpdate",
+    "TestResult",
     "TimingStats",
     "Trainer",
+    "TrainerOptions",
     "TrainerParams",
     "TrainingStepResult",
+    "Trigger",
     "run_training",
 ]

@@ -24,7 +24,9 @@ that completes the epoch.
 Callback points, in order, for one training step: ``training_fn(epoch, env_step)`` -> collection ->
 [test-in-training: test step] -> update -> ``save_checkpoint_fn(epoch, env_step, gradient_step)``.
 A test step: ``test_fn(epoch, env_step)`` -> test collection -> score -> [new best: ``save_best_fn``]
--> ``stop_fn(score)``.
+-> ``stop_fn(score)``. Hook stages (``register_hook``) and events (``events``, ``eval_events``) add to
+these points; ``docs/hooks.md`` draws the loop with all of them (``tshtrain.trainer.extensions`` runs
+them). Online trainers can also be driven one env step at a time (``execute_env_step``).
 
 What is logged under which scope, and when (interval gating), is in ``tshtrain.trainer.records``; a
 logger that fails stops training with ``LoggerError`` after the logger is closed (docs/logging.md).
@@ -170,16 +172,16 @@ class Trainer(ABC, Generic[TAlgorithm, TParams]):
         self._gate.reset()
         self._windows = {LogScope.TRAINING: EpisodeWindow(), LogScope.TEST: EpisodeWindow()}
         self._epoch_open = False
-        if reset_collectors:
-            self._reset_collectors(reset_collector_buffers)
-            if self.params.test_collector is not None:
-                self.params.test_collector.reset(reset_buffer=reset_collector_buffers, reset_stats=True)
         if self.params.resume_from_log:
             restored = self.logger.restore_counters()
             if restored is not None:
                 self._restore(restored)
         self._is_reset = True
-        self._ext.start(resumed=False)  # setup hooks, startup events
+        self._ext.start(resumed=False)  # setup hooks, startup events; before the envs are reset
+        if reset_collectors:
+            self._reset_collectors(reset_collector_buffers)
+            if self.params.test_collector is not None:
+                self.params.test_collector.reset(reset_buffer=reset_collector_buffers, reset_stats=True)
         if self.counters.epoch >= self.params.max_epochs:
             self._finish(StopReason.MAX_EPOCHS)
         elif self.params.test_collector is not None:

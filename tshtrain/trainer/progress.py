@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import tqdm
@@ -19,9 +19,14 @@ class ProgressBar:
         self._bar: tqdm.tqdm[Any] = tqdm.tqdm(total=total, desc=description, dynamic_ncols=True, leave=True)
 
     def advance(
-        self, amount: int, env_step: int, last_return: float | None, stat: TrainingStats | None
+        self,
+        amount: int,
+        env_step: int,
+        last_return: float | None,
+        stat: TrainingStats | None,
+        extra: Mapping[str, float] | None = None,
     ) -> None:
-        """Move the bar and refresh its postfix."""
+        """Move the bar and refresh its postfix (``extra``: scalars log hooks marked for the bar)."""
         postfix: dict[str, str] = {"env_step": str(env_step)}
         if last_return is not None:
             postfix["rew"] = f"{last_return:.2f}"
@@ -29,6 +34,8 @@ class ProgressBar:
             for name, value in stat.as_scalars().items():
                 if "loss" in name:
                     postfix[name] = f"{value:.3f}"
+        for name, value in (extra or {}).items():
+            postfix[name] = f"{value:.4g}"
         self._bar.set_postfix(postfix, refresh=False)
         self._bar.update(amount)
 
@@ -55,6 +62,7 @@ def format_info_table(info: InfoStats) -> str:
     timing = info.timing
     rows = [
         ("stop reason", str(info.stop_reason) if info.stop_reason is not None else "-"),
+        *([("  detail", info.stop_detail)] if info.stop_detail else []),
         ("best score", number(info.best_score)),
         ("best reward", f"{number(info.best_reward)} ± {number(info.best_reward_std)}"),
         ("best epoch", "-" if info.best_epoch is None else str(info.best_epoch)),

@@ -17,7 +17,10 @@ class StopReason(StrEnum):
     STOP_FN = "stop_fn"
     """stop_fn returned True for a test score"""
     REQUESTED = "requested"
-    """``Trainer.request_stop`` was called (by a callback, a hook or the user)"""
+    """``Trainer.request_stop`` was called (by a callback or the user)"""
+    HOOK = "hook"
+    """a hook or an event asked to stop (``ctx.request_stop`` or ``StopTraining``); ``stop_detail``
+    names it and says why"""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -74,6 +77,8 @@ class InfoStats:
     """wall-clock times"""
     stop_reason: StopReason | None
     """why training ended; None while it runs"""
+    stop_detail: str | None = None
+    """for a stop by a hook or an event, or ``request_stop(reason)``: who stopped and why"""
 
     def as_scalars(self) -> dict[str, float]:
         """Flat scalars for loggers (None values left out)."""

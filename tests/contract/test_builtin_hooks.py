@@ -1,0 +1,444 @@
+"""Each built-in hook does what its docstring says, inside a real run, and keeps its state."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+from tests.contract._hook_setups import (
+    LinearOffPolicy,
+    bc_trainer,
+    off_policy_trainer,
+    recording_on_policy_trainer,
+    reinforce_trainer,
+)
+from tshtrain.algorithm import CategoricalPolicy, RunningObsNormalizer, TargetNetwork
+from tshtrain.data import TransitionBatch
+from tshtrain.errors import ConfigurationError
+from tshtrain.logger import LogScope, MemoryLogger
+from tshtrain.trainer import (
+    BatchSubSampler,
+    ClearCudaCache,
+    Counters,
+    CountFramesLog,
+    EarlyStopping,
+    GradientNormLog,
+    HookContext,
+    HookStage,
+    LRSchedulerStep,
+    ObservationNormalizer,
+    OptimizerStep,
+    RewardNormalizer,
+    StopReason,
+    TargetNetworkUpdate,
+)
+
+ZERO = Counters(
+    epoch=0,
+    env_step=0,
+    env_episode=0,
+    update_step=0,
+    gradient_step=0,
+    test_step=0,
+    test_episode=0,
+    training_step=0,
+)
+
+
+def _ctx(stage: HookStage, data: Any) -> HookContext[Any]:
+    return HookContext(stage=stage, name="test", counters=ZERO, data=data, stop=lambda reason: None)
+
+
+def _transitions(rew: np.ndarray) -> TransitionBatch:
+    n = len(rew)
+    return TransitionBatch(
+        obs=np.arange(n, dtype=np.float32)[:, None],
+        act=np.zeros(n, dtype=np.int64),
+        rew=rew.astype(np.float32),
+        terminated=np.zeros(n, dtype=bool),
+        truncated=np.zeros(n, dtype=bool),
+        obs_next=np.arange(n, dtype=np.float32)[:, None] + 1,
+        indices=np.arange(n),
+    )
+
+
+def _weights_only_round_trip(state: Any, tmp_path: Path) -> Any:
+    torch.save(state, tmp_path / "state.pt")
+    return torch.load(tmp_path / "state.pt", weights_only=True)
+
+
+# ====================================================================== RewardNormalizer
+
+
+def test_reward_normalizer_statistics_are_those_of_all_rewards_seen() -> None:
+    rng = np.random.default_rng(0)
+    chunks = [rng.normal(3.0, 2.0, size=n) for n in (1, 7, 50, 3)]
+    normalizer = RewardNormalizer(center=True)
+    for chunk in chunks:
+        normalizer.update(chunk)
+    everything = np.concatenate(chunks)
+    assert normalizer.mean == pytest.approx(everything.mean()) and normalizer.var == pytest.approx(
+        everything.var()
+    )
+    batch = normalizer.process_optim_batch(_ctx(HookStage.PROCESS_OPTIM_BATCH, _transitions(everything)))
+    assert batch is not None
+    np.testing.assert_allclose(batch.rew, (everything - everything.mean()) / everything.std(), rtol=1e-5)
+
+
+def test_reward_normalizer_on_policy_hands_the_update_normalised_rewards(kit: Any) -> None:
+    setup = kit.make_on_policy(env=lambda: kit.counting_vector_env([3, 3], ramp=True), test_env=None)
+    trainer = setup.trainer()
+    normalizer = RewardNormalizer()
+    normalizer.register(trainer)
+    trainer.run()
+    raw = np.array([1.0, 2.0, 3.0, 1.0, 2.0] * 2)  # the first rollout: 5 vector steps of rewards 1, 2, 3, ...
+    np.testing.assert_allclose(setup.algorithm.calls[0].rew.T.ravel(), raw / raw.std(), rtol=1e-5)
+    assert normalizer.count == 40  # 2 epochs of 20 env steps
+
+
+def test_reward_normalizer_off_policy_normalises_every_sample(kit: Any) -> None:
+    trainer = off_policy_trainer(env_factory=lambda: kit.counting_vector_env([3, 4], ramp=True))
+    normalizer = RewardNormalizer()
+    normalizer.register(trainer)
+    trainer.run()
+    assert normalizer.count == 40
+    algorithm: LinearOffPolicy = trainer.algorithm  # type: ignore[assignment]
+    buffer = trainer.params.training_collector.buffer
+    assert buffer is not None
+    last = algorithm.batches[-1]
+    raw = buffer.get(last.indices).rew
+    np.testing.assert_allclose(last.rew, raw / math.sqrt(normalizer.var + 1e-8), rtol=1e-5)
+
+
+def test_reward_normalizer_offline_uses_the_dataset_statistics() -> None:
+    trainer = bc_trainer()
+    normalizer = RewardNormalizer()
+    normalizer.register(trainer)
+    trainer.reset()
+    assert normalizer.count == 200 and normalizer.mean == 1.0  # CartPole: every reward is 1
+
+
+def test_reward_normalizer_state(tmp_path: Path) -> None:
+    normalizer = RewardNormalizer()
+    normalizer.update(np.array([1.0, 2.0, 4.0]))
+    restored = RewardNormalizer()
+    restored.load_state_dict(_weights_only_round_trip(normalizer.state_dict(), tmp_path))
+    assert restored.state_dict() == normalizer.state_dict()
+
+
+# ====================================================================== ObservationNormalizer
+
+
+def _normalised_reinforce(**overrides: Any) -> tuple[Any, RunningObsNormalizer]:
+    trainer = reinforce_trainer(**overrides)
+    normalizer = RunningObsNormalizer(4)
+    policy: CategoricalPolicy = trainer.algorithm.policy
+    policy.actor = nn.Sequential(normalizer, policy.actor)  # the first layer of the policy's network
+    return trainer, normalizer
+
+
+def test_observation_normalizer_updates_after_each_update_step() -> None:
+    trainer, normalizer = _normalised_reinforce()
+    ObservationNormalizer(normalizer).register(trainer)
+    before: list[int] = []
+    after: list[int] = []
+    trainer.register_hook(
+        HookStage.PRE_UPDATE, lambda ctx: before.append(int(normalizer.count)), name="before"
+    )
+    trainer.register_hook(
+        HookStage.POST_UPDATE, lambda ctx: after.append(int(normalizer.count)), name="after"
+    )
+    trainer.run()
+    assert before == [0, 32, 64, 96]  # an update sees the statistics the acting policy used
+    assert after == [32, 64, 96, 128]
+    assert not torch.allclose(normalizer.mean, torch.zeros(4, dtype=torch.float64))
+
+
+def test_observation_normalizer_must_sit_in_the_policy() -> None:
+    trainer = reinforce_trainer()
+    ObservationNormalizer(RunningObsNormalizer(4)).register(trainer)
+    with pytest.raises(ConfigurationError, match="not a layer of the policy"):
+        trainer.reset()
+
+
+def test_observation_normalizer_offline_uses_the_dataset() -> None:
+    trainer = bc_trainer()
+    normalizer = RunningObsNormalizer(4)
+    policy: CategoricalPolicy = trainer.algorithm.policy
+    policy.actor = nn.Sequential(normalizer, policy.actor)
+    ObservationNormalizer(normalizer).register(trainer)
+    trainer.reset()
+    assert int(normalizer.count) == 200
+
+
+# ====================================================================== LRSchedulerStep
+
+
+@pytest.mark.parametrize(("every", "halvings"), [(1, 4), (2, 2)])
+def test_lr_scheduler_steps_every_n_update_steps(every: int, halvings: int, tmp_path: Path) -> None:
+    trainer = reinforce_trainer()  # 4 update steps
+    optim = trainer.algorithm.optim
+    hook = LRSchedulerStep(
+        torch.optim.lr_scheduler.StepLR(optim, step_size=1, gamma=0.5), every_num_update_steps=every
+    )
+    hook.register(trainer)
+    trainer.run()
+    assert optim.param_groups[0]["lr"] == pytest.approx(1e-2 * 0.5**halvings)
+    state = _weights_only_round_trip(trainer.extension_state(), tmp_path)
+    assert state["hooks"]["lr_scheduler"]["num_update_steps"] == 4
+
+
+# ====================================================================== TargetNetworkUpdate
+
+
+def test_target_network_hard_update_every_n_gradient_steps() -> None:
+    trainer = off_policy_trainer()  # 8 gradient steps
+    algorithm: LinearOffPolicy = trainer.algorithm  # type: ignore[assignment]
+    target = TargetNetwork(algorithm.net)
+    TargetNetworkUpdate(target, every_num_gradient_steps=2).register(trainer)
+    synced: list[bool] = []
+
+    def check(ctx: HookContext[OptimizerStep]) -> None:
+        synced.append(torch.equal(target.net.weight, algorithm.net.weight))
+
+    trainer.register_hook(HookStage.POST_OPTIM, check)  # after the target update: registered later
+    trainer.run()
+    assert synced == [False, True] * 4
+
+
+def test_target_network_polyak_update() -> None:
+    trainer = off_policy_trainer(max_epochs=1)
+    algorithm: LinearOffPolicy = trainer.algorithm  # type: ignore[assignment]
+    target = TargetNetwork(algorithm.net)
+    start = target.net.weight.detach().clone()
+    TargetNetworkUpdate(target, tau=0.25).register(trainer)
+    sources: list[torch.Tensor] = []
+    trainer.register_hook(
+        HookStage.POST_OPTIM, lambda ctx: sources.append(algorithm.net.weight.detach().clone()), name="src"
+    )
+    trainer.run()
+    expected = start
+    for source in sources:
+        expected = 0.75 * expected + 0.25 * source
+    torch.testing.assert_close(target.net.weight, expected)
+
+
+def test_target_network_update_counts_only_the_named_optimizer() -> None:
+    trainer = off_policy_trainer(max_epochs=1)
+    algorithm: LinearOffPolicy = trainer.algorithm  # type: ignore[assignment]
+    target = TargetNetwork(algorithm.net)
+    hook = TargetNetworkUpdate(target, optimizer="critic_optim")
+    hook.register(trainer)
+    trainer.run()
+    assert hook.num_steps == 0
+    with pytest.raises(ConfigurationError, match=r"tau must lie in \(0, 1\]"):
+        TargetNetworkUpdate(target, tau=0.0)
+
+
+# ====================================================================== EarlyStopping
+
+
+def _scripted(scores: list[float]) -> Any:
+    pending = list(scores)
+    return lambda stat: pending.pop(0)
+
+
+def test_early_stopping_on_a_test_metric_with_patience(kit: Any) -> None:
+    setup = kit.make_off_policy(
+        max_epochs=10, compute_score_fn=_scripted([0, 1, 2, 2, 1.5, 9, 9, 9, 9, 9, 9])
+    )
+    trainer = setup.trainer()
+    EarlyStopping("test/score", patience=2).register(trainer)
+    info = trainer.run()
+    assert info.stop_reason == StopReason.HOOK
+    assert info.stop_detail == (
+        "hook 'early_stopping' (post_test): test/score did not improve on its best value 2.0 for 2 checks "
+        "(last 1.5)"
+    )
+    assert info.best_epoch == 2 and trainer.counters.epoch == 4
+
+
+def test_early_stopping_min_mode_on_an_update_metric(kit: Any) -> None:
+    trainer = kit.make_off_policy(max_epochs=10, test_env=None).trainer()  # FakeOffPolicy: the loss grows
+    EarlyStopping("update/loss", mode="min", patience=3).register(trainer)
+    info = trainer.run()
+    assert info.stop_reason == StopReason.HOOK and info.update_step == 4
+
+
+def test_early_stopping_on_a_nan_loss_stops_before_the_optimizer_step() -> None:
+    trainer = off_policy_trainer(max_epochs=5, nan_at=3)
+    algorithm: LinearOffPolicy = trainer.algorithm  # type: ignore[assignment]
+    EarlyStopping("test/score").register(trainer)
+    info = trainer.run()
+    assert info.stop_reason == StopReason.HOOK
+    assert (
+        info.stop_detail is not None
+        and "the regression loss is nan after gradient step 2" in info.stop_detail
+    )
+    assert torch.isfinite(algorithm.net.weight).all() and info.gradient_step == 2
+
+
+def test_early_stopping_checks_reported_losses_when_the_algorithm_has_no_post_loss(kit: Any) -> None:
+    stops: list[str] = []
+    hook = EarlyStopping("update/loss", patience=100)
+    ctx = HookContext(
+        stage=HookStage.POST_UPDATE,
+        name="e",
+        counters=ZERO,
+        data=kit.FakeStats(loss=math.nan),
+        stop=stops.append,
+    )
+    hook.after_update(ctx)
+    assert stops == ["the update step reported loss = nan"]
+
+
+def test_early_stopping_state_and_bad_input(tmp_path: Path) -> None:
+    hook = EarlyStopping("training/returns/mean")
+    hook.best, hook.num_bad_checks = 3.5, 2
+    restored = EarlyStopping("training/returns/mean")
+    restored.load_state_dict(_weights_only_round_trip(hook.state_dict(), tmp_path))
+    assert (restored.best, restored.num_bad_checks) == (3.5, 2)
+    with pytest.raises(ConfigurationError, match=r"EarlyStopping\.metric must be '<scope>/<name>'"):
+        EarlyStopping("score")
+    with pytest.raises(ConfigurationError, match="mode must be 'max' or 'min'"):
+        EarlyStopping("test/score", mode="up")  # type: ignore[arg-type]
+    with pytest.raises(ConfigurationError, match="patience must be an int >= 1"):
+        EarlyStopping("test/score", patience=0)
+
+
+# ====================================================================== GradientNormLog, ClearCudaCache
+
+
+def test_gradient_norm_log_logs_the_applied_gradients_norm() -> None:
+    logger = MemoryLogger()
+    trainer = off_policy_trainer(max_epochs=1, logger=logger)
+    expected: list[float] = []
+
+    def norm(ctx: HookContext[OptimizerStep]) -> None:
+        grads = [
+            p.grad for group in ctx.data.optimizer.param_groups for p in group["params"] if p.grad is not None
+        ]
+        expected.append(float(torch.sqrt(sum((g**2).sum() for g in grads))))  # type: ignore[arg-type]
+
+    trainer.register_hook(HookStage.POST_OPTIM, norm)
+    GradientNormLog().register(trainer)
+    trainer.run()
+    logged = [d["grad_norm/optim"] for _, d in logger.records[LogScope.UPDATE]]
+    np.testing.assert_allclose(logged, expected, rtol=1e-5)
+
+
+def test_clear_cuda_cache_every_n_update_steps(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[int] = []
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "empty_cache", lambda: calls.append(1))
+    trainer = off_policy_trainer()  # 4 update steps
+    hook = ClearCudaCache(every_num_update_steps=2)
+    hook.register(trainer)
+    trainer.run()
+    assert len(calls) == 2 and hook.state_dict() == {"num_update_steps": 4}
+
+
+# ====================================================================== CountFramesLog
+
+
+def test_count_frames_log(tmp_path: Path) -> None:
+    logger = MemoryLogger()
+    trainer = off_policy_trainer(logger=logger)
+    CountFramesLog(frame_skip=4).register(trainer)
+    trainer.run()
+    assert [(s, d["frames"]) for s, d in logger.records[LogScope.TRAINING]] == [
+        (10, 40.0),
+        (20, 80.0),
+        (30, 120.0),
+        (40, 160.0),
+    ]
+    state = _weights_only_round_trip(trainer.extension_state(), tmp_path)
+    assert state["hooks"]["count_frames"] == {"frames": 160}
+
+
+# ====================================================================== BatchSubSampler
+
+
+def test_batch_sub_sampler_on_policy_keeps_windows_of_the_rollout() -> None:
+    trainer = recording_on_policy_trainer()
+    BatchSubSampler(16, sub_traj_len=4, seed=1).register(trainer)
+    trainer.run()
+    for rollout in trainer.algorithm.rollouts:
+        assert 4 <= int(rollout.valid.sum()) <= 16
+        for column in rollout.valid.T:  # runs of kept steps are whole windows (of 4, or merged)
+            runs = np.diff(np.flatnonzero(np.diff(np.concatenate([[0], column.astype(int), [0]]))))[::2]
+            assert all(run >= 4 for run in runs)
+        assert rollout.boundary[-1].all()  # the boundaries of the whole rollout are kept
+
+
+def test_batch_sub_sampler_off_policy_cuts_every_sample_and_is_reproducible() -> None:
+    def run(seed: int) -> list[np.ndarray]:
+        trainer = off_policy_trainer(max_epochs=1)
+        BatchSubSampler(3, seed=seed).register(trainer)
+        trainer.run()
+        algorithm: LinearOffPolicy = trainer.algorithm  # type: ignore[assignment]
+        assert all(len(b) == 3 for b in algorithm.batches)
+        return [b.indices for b in algorithm.batches]
+
+    first, again = run(seed=7), run(seed=7)
+    assert all(np.array_equal(a, b) for a, b in zip(first, again, strict=True))
+
+
+def test_batch_sub_sampler_leaves_small_data_alone_and_keeps_its_state(tmp_path: Path) -> None:
+    sampler = BatchSubSampler(10, seed=0)
+    small = _transitions(np.ones(5))
+    assert sampler.process_optim_batch(_ctx(HookStage.PROCESS_OPTIM_BATCH, small)) is None
+    state = _weights_only_round_trip(sampler.state_dict(), tmp_path)
+    other = BatchSubSampler(10, seed=99)
+    other.load_state_dict(state)
+    big = _transitions(np.ones(50))
+    a = sampler.process_optim_batch(_ctx(HookStage.PROCESS_OPTIM_BATCH, big))
+    b = other.process_optim_batch(_ctx(HookStage.PROCESS_OPTIM_BATCH, big))
+    assert a is not None and b is not None and np.array_equal(a.indices, b.indices)
+    with pytest.raises(ConfigurationError, match=r"BatchSubSampler\.batch_size must be an int >= 1"):
+        BatchSubSampler(0)
+
+
+def test_builtin_hook_signatures_pass_the_registration_check() -> None:
+    trainer = off_policy_trainer()
+    algorithm: LinearOffPolicy = trainer.algorithm  # type: ignore[assignment]
+    for hook in (
+        RewardNormalizer(),
+        BatchSubSampler(4),
+        CountFramesLog(),
+        EarlyStopping("training/returns/mean"),
+        GradientNormLog(),
+        ClearCudaCache(),
+        TargetNetworkUpdate(TargetNetwork(algorithm.net)),
+        LRSchedulerStep(torch.optim.lr_scheduler.StepLR(algorithm.optim, step_size=1)),
+    ):
+        hook.register(trainer)  # type: ignore[attr-defined]
+    trainer.run()
+
+
+def test_hooks_with_a_real_dqn(tmp_path: Path) -> None:
+    from tshtrain.algorithm import DQN, DQNParams, QValuePolicy, mlp
+
+    def dqn(policy: Any) -> DQN:
+        torch.manual_seed(0)
+        q_policy = QValuePolicy(mlp(4, 2, (16,)), policy.action_space, seed=0)
+        return DQN(policy=q_policy, params=DQNParams(lr=1e-3, target_update_freq=4))
+
+    logger = MemoryLogger()
+    trainer = off_policy_trainer(algorithm_factory=dqn, logger=logger)
+    # the collectors act with the builder's random policy; the DQN learns from what they collect
+    GradientNormLog().register(trainer)
+    sampler = BatchSubSampler(4, seed=0)
+    sampler.register(trainer)
+    seen: list[int] = []
+    trainer.register_hook(HookStage.PROCESS_OPTIM_BATCH, lambda ctx: seen.append(len(ctx.data)), name="size")
+    EarlyStopping("update/loss", mode="min", patience=100).register(trainer)
+    info = trainer.run()
+    assert info.gradient_step == 8 and seen == [4] * 8
+    assert all("grad_norm/optim" in d and "loss" in d for _, d in logger.records[LogScope.UPDATE])

@@ -1,0 +1,332 @@
+"""Event managers: callbacks registered by name, fired by a trigger (EmbodiChain's EventManager).
+
+``trainer.events`` (training) and ``trainer.eval_events`` (test steps) are two managers::
+
+    trainer.events.register("randomize", randomize_gravity, trigger=OnEpisodeEnd())
+    trainer.events.register("snapshot", save_weights, trigger=Every(10_000, unit=EventUnit.ENV_STEP))
+    trainer.eval_events.register("video", start_recording, trigger=OnTestStart())
+    trainer.events.trigger("snapshot")  # fire by hand, any time
+
+=================  ==================================================================================
+trigger            fires
+=================  ==================================================================================
+``Every(n, unit)`` train only: at the end of each training step in which the unit's counter crossed a
+                   multiple of n (env_step, training_step, gradient_step); ``unit=epoch``: at the end
+                   of every n-th epoch (after its test step)
+``OnEpisodeEnd``   after each vector step in which sub-envs ended an episode; ``ctx.env_ids`` are
+                   those sub-envs (already reset to their next episode: same-step autoreset)
+``OnReset``        before the collector resets all its sub-envs (``ctx.env_ids``: all of them)
+``OnStartup``      when the run starts (after the setup hooks, before the initial test step)
+``OnShutdown``     when the run ends (after the shutdown hooks)
+``OnTestStart``    eval only: at the start of each test step (after pre_test hooks)
+``OnTestEnd``      eval only: at the end of each test step (after post_test hooks)
+``Manual``         only through ``manager.trigger(name)`` (every event can be triggered so)
+=================  ==================================================================================
+
+The train manager's episode and reset triggers watch the training collector, the eval manager's the
+test collector. A callback takes one :class:`EventContext`; it may call ``ctx.request_stop(reason)`` or
+raise :class:`~tshtrain.trainer.hooks.StopTraining`. Callbacks with ``state_dict`` / ``load_state_dict``
+are saved with checkpoints.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any, Literal, Protocol, TypeAlias
+
+import numpy as np
+
+from tshtrain.data.collector import Collector
+from tshtrain.errors import ConfigurationError
+from tshtrain.trainer.hook_registry import state_owner
+from tshtrain.trainer.hooks import Counters, StopTraining
+
+
+class EventUnit(StrEnum):
+    """The counter an :class:`Every` trigger counts."""
+
+    ENV_STEP = "env_step"
+    TRAINING_STEP = "training_step"
+    GRADIENT_STEP = "gradient_step"
+    EPOCH = "epoch"
+
+
+@dataclass(frozen=True)
+class Every:
+    """Fire every ``n`` units (see the module docstring for when exactly)."""
+
+    n: int
+    unit: EventUnit = EventUnit.ENV_STEP
+
+    def __post_init__(self) -> None:
+        if isinstance(self.n, bool) or not isinstance(self.n, int) or self.n < 1:
+            raise ConfigurationError(
+                f"Every.n must be an int >= 1 (the interval in {self.unit}s), got {self.n!r}."
+            )
+        try:
+            object.__setattr__(self, "unit", EventUnit(self.unit))
+        except ValueError:
+            allowed = ", ".join(repr(u.value) for u in EventUnit)
+            raise ConfigurationError(f"Every.unit must be one of {allowed}, got {self.unit!r}.") from None
+
+
+@dataclass(frozen=True)
+class OnEpisodeEnd:
+    """Fire after each vector step in which sub-envs ended an episode (``ctx.env_ids``)."""
+
+
+@dataclass(frozen=True)
+class OnReset:
+    """Fire before the collector resets all its sub-envs (``ctx.env_ids``: all)."""
+
+
+@dataclass(frozen=True)
+class OnStartup:
+    """Fire when the run starts."""
+
+
+@dataclass(frozen=True)
+class OnShutdown:
+    """Fire when the run ends."""
+
+
+@dataclass(frozen=True)
+class OnTestStart:
+    """Eval manager only: fire at the start of each test step."""
+
+
+@dataclass(frozen=True)
+class OnTestEnd:
+    """Eval manager only: fire at the end of each test step."""
+
+
+@dataclass(frozen=True)
+class Manual:
+    """Fire only when ``manager.trigger(name)`` is called."""
+
+
+Trigger: TypeAlias = (
+    Every | OnEpisodeEnd | OnReset | OnStartup | OnShutdown | OnTestStart | OnTestEnd | Manual
+)
+"""When an event fires."""
+
+_SCOPE_TRIGGERS: Mapping[str, tuple[type, ...]] = {
+    "train": (Every, OnEpisodeEnd, OnReset, OnStartup, OnShutdown, Manual),
+    "eval": (OnEpisodeEnd, OnReset, OnStartup, OnShutdown, OnTestStart, OnTestEnd, Manual),
+}
+
+
+@dataclass(frozen=True, kw_only=True)
+class EventContext:
+    """What an event callback receives."""
+
+    name: str
+    """the event's name"""
+    trigger: Trigger
+    """its trigger"""
+    counters: Counters
+    env_ids: np.ndarray | None = None
+    """OnEpisodeEnd / OnReset: the sub-envs concerned (indices into the vector env)"""
+    collector: Collector | None = None
+    """OnEpisodeEnd / OnReset / OnTestStart / OnTestEnd: the collector whose envs it concerns (e.g.
+    ``ctx.collector.env.call(...)`` / ``.env.envs[i]`` for domain randomisation)"""
+    stop: Callable[[str], None] = field(repr=False)
+    """use :meth:`request_stop`"""
+
+    def request_stop(self, reason: str) -> None:
+        """End training after the current training step; ``reason`` goes to ``InfoStats.stop_detail``."""
+        self.stop(reason)
+
+
+class EventCallback(Protocol):
+    """An event's action."""
+
+    def __call__(self, ctx: EventContext, /) -> None: ...
+
+
+@dataclass
+class _Event:
+    callback: EventCallback
+    trigger: Trigger
+    fired: int = 0
+    last: int = 0  # Every: the unit's counter at the previous check
+
+
+class EventManager:
+    """Named events with triggers; ``trainer.events`` (train) or ``trainer.eval_events`` (eval)."""
+
+    def __init__(
+        self,
+        scope: Literal["train", "eval"],
+        *,
+        counters: Callable[[], Counters],
+        stop: Callable[[str], None],
+        on_change: Callable[[], None],
+    ):
+        self.scope = scope
+        self._events: dict[str, _Event] = {}
+        self._counters = counters
+        self._stop = stop
+        self._on_change = on_change
+
+    def register(self, name: str, callback: EventCallback, *, trigger: Trigger) -> None:
+        """Register ``callback`` under ``name``, fired by ``trigger``.
+
+        Raises:
+            ConfigurationError: a duplicate name, or a trigger this manager does not fire (``Every`` is
+                train-only, ``OnTestStart`` / ``OnTestEnd`` eval-only).
+            TypeError: a callback that cannot be called with one EventContext.
+        """
+        where = f"{self.scope} event {name!r}"
+        if not isinstance(name, str) or not name:
+            raise ConfigurationError(f"events.register: name must be a non-empty str, got {name!r}.")
+        if name in self._events:
+            raise ConfigurationError(f"{where} is already registered; pass another name.")
+        allowed = _SCOPE_TRIGGERS[self.scope]
+        if not isinstance(trigger, allowed):
+            names = ", ".join(t.__name__ for t in allowed)
+            raise ConfigurationError(
+                f"{where}: the {self.scope} manager does not fire {trigger!r}; its triggers are {names}."
+            )
+        _check_callback(callback, where)
+        last = 0
+        if isinstance(trigger, Every) and trigger.unit != EventUnit.EPOCH:
+            last = int(getattr(self._counters(), trigger.unit.value))
+        self._events[name] = _Event(callback=callback, trigger=trigger, last=last)
+        self._on_change()
+
+    @property
+    def names(self) -> list[str]:
+        """Registered event names, in registration order."""
+        return list(self._events)
+
+    def fire_count(self, name: str) -> int:
+        """How many times the event ``name`` has fired in this manager's lifetime (restored with
+        checkpoints)."""
+        return self._get(name).fired
+
+    def has(self, kind: type) -> bool:
+        """True if some event has a trigger of type ``kind``."""
+        return any(isinstance(e.trigger, kind) for e in self._events.values())
+
+    def trigger(self, name: str) -> None:
+        """Fire the event ``name`` now (any event, whatever its trigger)."""
+        self._fire(name, self._get(name), self._counters(), None, None)
+
+    # ------------------------------------------------------------------ for the trainer
+    def fire(
+        self, kind: type, *, env_ids: np.ndarray | None = None, collector: Collector | None = None
+    ) -> None:
+        """Fire every event whose trigger is of type ``kind`` (not Every)."""
+        matching = [(n, e) for n, e in self._events.items() if isinstance(e.trigger, kind)]
+        if not matching:
+            return
+        counters = self._counters()
+        for name, event in matching:
+            self._fire(name, event, counters, env_ids, collector)
+
+    def check_every(self, *, epoch_closed: bool) -> None:
+        """Fire Every events that are due: step units always, the epoch unit when an epoch closed."""
+        if not any(isinstance(e.trigger, Every) for e in self._events.values()):
+            return
+        counters = self._counters()
+        for name, event in list(self._events.items()):
+            trigger = event.trigger
+            if not isinstance(trigger, Every):
+                continue
+            if trigger.unit == EventUnit.EPOCH:
+                if epoch_closed and counters.epoch % trigger.n == 0:
+                    self._fire(name, event, counters, None, None)
+                continue
+            value = int(getattr(counters, trigger.unit.value))
+            due = value // trigger.n > event.last // trigger.n
+            event.last = value
+            if due:
+                self._fire(name, event, counters, None, None)
+
+    def reset_baselines(self) -> None:
+        """Every events count from the counters as they are now (at the start of a run)."""
+        counters = self._counters()
+        for event in self._events.values():
+            if isinstance(event.trigger, Every) and event.trigger.unit != EventUnit.EPOCH:
+                event.last = int(getattr(counters, event.trigger.unit.value))
+
+    def state_dict(self) -> dict[str, Any]:
+        """Fire counts and the state of stateful callbacks."""
+        state: dict[str, Any] = {"fired": {n: e.fired for n, e in self._events.items()}, "callbacks": {}}
+        for name, event in self._events.items():
+            owner = state_owner(event.callback)
+            if owner is not None:
+                state["callbacks"][name] = owner.state_dict()
+        return state
+
+    def load_state_dict(self, state: Mapping[str, Any], *, strict: bool = True) -> None:
+        """Restore :meth:`state_dict` (with ``strict``, the stateful callbacks must match)."""
+        owners = {n: state_owner(e.callback) for n, e in self._events.items()}
+        stateful = {n for n, o in owners.items() if o is not None}
+        saved = dict(state.get("callbacks", {}))
+        if strict and set(saved) != stateful:
+            raise ConfigurationError(
+                f"load_extension_state: {self.scope} event state for {sorted(stateful - set(saved))} is "
+                f"missing and for {sorted(set(saved) - stateful)} no such stateful event is registered; "
+                f"register the same events under the same names (or pass strict=False)."
+            )
+        for name, count in dict(state.get("fired", {})).items():
+            if name in self._events:
+                self._events[name].fired = int(count)
+        for name, owner in owners.items():
+            if owner is not None and name in saved:
+                owner.load_state_dict(saved[name])
+
+    # ------------------------------------------------------------------ internals
+    def _get(self, name: str) -> _Event:
+        try:
+            return self._events[name]
+        except KeyError:
+            raise ConfigurationError(
+                f"{self.scope} events: no event named {name!r}; registered: {self.names}."
+            ) from None
+
+    def _fire(
+        self,
+        name: str,
+        event: _Event,
+        counters: Counters,
+        env_ids: np.ndarray | None,
+        collector: Collector | None,
+    ) -> None:
+        def stop(reason: str) -> None:
+            self._stop(f"{self.scope} event {name!r}: {reason}")
+
+        ctx = EventContext(
+            name=name,
+            trigger=event.trigger,
+            counters=counters,
+            env_ids=env_ids,
+            collector=collector,
+            stop=stop,
+        )
+        event.fired += 1
+        try:
+            event.callback(ctx)
+        except StopTraining as signal:
+            stop(signal.reason)
+
+
+def _check_callback(callback: object, where: str) -> None:
+    if not callable(callback):
+        raise TypeError(f"{where}: the callback must be callable, got {type(callback).__name__}.")
+    try:
+        signature = inspect.signature(callback)
+    except (TypeError, ValueError):
+        return
+    try:
+        signature.bind(None)
+    except TypeError:
+        raise TypeError(
+            f"{where}: the callback must take exactly one positional argument, the EventContext, but its "
+            f"signature is {signature}."
+        ) from None

@@ -1,0 +1,419 @@
+"""The hook registry: registration (typed per stage, checked at run time), calling, hook state.
+
+``Trainer.register_hook`` is :meth:`HookRegistry.register`. Mistakes are reported when a hook is
+registered, never in the middle of a run: an unknown stage, a name already used at that stage, a hook
+that cannot be called with one argument, or one whose annotations say it expects another stage's
+payload (mypy catches the same through the per-stage overloads).
+"""
+
+from __future__ import annotations
+
+import inspect
+import types
+import typing
+from collections.abc import Callable, Mapping
+from typing import Any, Literal, TypeVar, overload
+
+from tshtrain.errors import ConfigurationError
+from tshtrain.trainer.hooks import (
+    IN_UPDATE_STAGES,
+    LOG_STAGES,
+    TRANSFORM_STAGES,
+    BatchProcessHook,
+    Counters,
+    HookContext,
+    HookScalars,
+    HookStage,
+    PostLossHook,
+    PostOptimHook,
+    PostOptimLogHook,
+    PostStepsLogHook,
+    PostTestHook,
+    PostUpdateHook,
+    PreStepsLogHook,
+    PreTestHook,
+    PreUpdateHook,
+    ProcessOptimBatchHook,
+    SetupHook,
+    ShutdownHook,
+    StopTraining,
+    stage_payload_types,
+)
+
+AnyHook = Callable[[HookContext[Any]], Any]
+_T = TypeVar("_T")
+
+
+def state_owner(hook: object) -> Any | None:
+    """The object whose ``state_dict`` / ``load_state_dict`` hold a hook's state: the hook itself, or
+    for a bound method the instance it is bound to; None for stateless hooks."""
+    for candidate in (hook, getattr(hook, "__self__", None)):
+        if callable(getattr(candidate, "state_dict", None)) and callable(
+            getattr(candidate, "load_state_dict", None)
+        ):
+            return candidate
+    return None
+
+
+def _members(annotation: Any) -> tuple[Any, ...]:
+    """The members of a union annotation (or the annotation alone)."""
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType):
+        return typing.get_args(annotation)
+    return (annotation,)
+
+
+def _runtime_class(annotation: Any) -> type | None:
+    """The class an annotation stands for at run time (None: Any, or not checkable)."""
+    if annotation is None or annotation is type(None):
+        return type(None)
+    if annotation is Any or annotation is object:
+        return None
+    origin = typing.get_origin(annotation)
+    cls = origin if origin is not None else annotation
+    return cls if isinstance(cls, type) else None
+
+
+def _accepts(expected: tuple[type, ...], annotation: Any) -> bool:
+    """Can a parameter annotated with ``annotation`` take every type in ``expected``?"""
+    classes = [_runtime_class(m) for m in _members(annotation)]
+    if any(c is None for c in classes):
+        return True
+    return all(any(issubclass(e, c) for c in classes if c is not None) for e in expected)
+
+
+def _type_name(annotation: Any) -> str:
+    """``CollectStats | None`` rather than ``<class '...CollectStats'> | None``."""
+    names = []
+    for member in _members(annotation):
+        cls = _runtime_class(member)
+        names.append("None" if cls is type(None) else getattr(member, "__name__", str(member)))
+    return " | ".join(names)
+
+
+def _hints(hook: Callable[..., Any]) -> dict[str, Any]:
+    target: Any = hook if inspect.isfunction(hook) or inspect.ismethod(hook) else type(hook).__call__
+    try:
+        return typing.get_type_hints(target)
+    except Exception:  # unresolvable forward references: nothing to check
+        return {}
+
+
+def check_hook_signature(stage: HookStage, hook: object, name: str) -> None:
+    """Raise TypeError unless ``hook`` can be called with the stage's HookContext (see module doc)."""
+    where = f"hook {name!r} for stage {stage.value!r}"
+    if not callable(hook):
+        raise TypeError(f"{where} must be callable, got {type(hook).__name__}.")
+    try:
+        signature = inspect.signature(hook)
+    except (TypeError, ValueError):  # builtins without a signature: nothing to check
+        return
+    try:
+        signature.bind(None)
+    except TypeError:
+        raise TypeError(
+            f"{where} must take exactly one positional argument, the HookContext, but its signature is "
+            f"{signature}; write it as def {name}(ctx: HookContext[...]) -> ..."
+        ) from None
+    hints = _hints(hook)
+    params = list(signature.parameters.values())
+    annotation = hints.get(params[0].name) if params else None
+    expected = stage_payload_types(stage)
+    if annotation is not None and _runtime_class(annotation) not in (None, HookContext):
+        raise TypeError(
+            f"{where} must take a HookContext, but its parameter is annotated {_type_name(annotation)}."
+        )
+    args = typing.get_args(annotation) if annotation is not None else ()
+    if args and not _accepts(expected, args[0]):
+        wanted = " | ".join("None" if e is type(None) else e.__name__ for e in expected)
+        raise TypeError(
+            f"{where} takes HookContext[{_type_name(args[0])}], but that stage passes "
+            f"HookContext[{wanted}]; register it at the stage it was written for."
+        )
+    _check_return(stage, hints.get("return", Any), where)
+
+
+def _check_return(stage: HookStage, annotation: Any, where: str) -> None:
+    allowed: tuple[type, ...]
+    if stage in TRANSFORM_STAGES:
+        allowed = (TRANSFORM_STAGES[stage], type(None))
+    elif stage in LOG_STAGES:
+        allowed = (Mapping, HookScalars, type(None))
+    else:
+        return
+    for member in _members(annotation):
+        cls = _runtime_class(member)
+        if cls is not None and not issubclass(cls, allowed):
+            raise TypeError(
+                f"{where} is annotated to return {_type_name(annotation)}; that stage takes "
+                f"{' | '.join('None' if a is type(None) else a.__name__ for a in allowed)}."
+            )
+
+
+class HookRegistry:
+    """Hooks by stage, in registration order; see :meth:`register`."""
+
+    def __init__(
+        self,
+        *,
+        counters: Callable[[], Counters],
+        stop: Callable[[str], None],
+        on_change: Callable[[], None],
+    ):
+        """Args:
+        counters: the trainer's counters now.
+        stop: ends training after the current training step, with a detail message.
+        on_change: called after every registration (the trainer re-attaches what the hooks need).
+        """
+        self._hooks: dict[HookStage, dict[str, AnyHook]] = {stage: {} for stage in HookStage}
+        self._owners: dict[str, Any] = {}
+        self._counters = counters
+        self._stop = stop
+        self._on_change = on_change
+
+    # ------------------------------------------------------------------ registration
+    @overload
+    def register(
+        self, stage: Literal[HookStage.SETUP, "setup"], hook: SetupHook, *, name: str | None = None
+    ) -> None: ...
+    @overload
+    def register(
+        self,
+        stage: Literal[HookStage.BATCH_PROCESS, "batch_process"],
+        hook: BatchProcessHook,
+        *,
+        name: str | None = None,
+    ) -> None: ...
+    @overload
+    def register(
+        self,
+        stage: Literal[HookStage.PRE_STEPS_LOG, "pre_steps_log"],
+        hook: PreStepsLogHook,
+        *,
+        name: str | None = None,
+    ) -> None: ...
+    @overload
+    def register(
+        self,
+        stage: Literal[HookStage.PRE_UPDATE, "pre_update"],
+        hook: PreUpdateHook,
+        *,
+        name: str | None = None,
+    ) -> None: ...
+    @overload
+    def register(
+        self,
+        stage: Literal[HookStage.PROCESS_OPTIM_BATCH, "process_optim_batch"],
+        hook: ProcessOptimBatchHook,
+        *,
+        name: str | None = None,
+    ) -> None: ...
+    @overload
+    def register(
+        self, stage: Literal[HookStage.POST_LOSS, "post_loss"], hook: PostLossHook, *, name: str | None = None
+    ) -> None: ...
+    @overload
+    def register(
+        self,
+        stage: Literal[HookStage.POST_OPTIM, "post_optim"],
+        hook: PostOptimHook,
+        *,
+        name: str | None = None,
+    ) -> None: ...
+    @overload
+    def register(
+        self,
+        stage: Literal[HookStage.POST_OPTIM_LOG, "post_optim_log"],
+        hook: PostOptimLogHook,
+        *,
+        name: str | None = None,
+    ) -> None: ...
+    @overload
+    def register(
+        self,
+        stage: Literal[HookStage.POST_UPDATE, "post_update"],
+        hook: PostUpdateHook,
+        *,
+        name: str | None = None,
+    ) -> None: ...
+    @overload
+    def register(
+        self,
+        stage: Literal[HookStage.POST_STEPS_LOG, "post_steps_log"],
+        hook: PostStepsLogHook,
+        *,
+        name: str | None = None,
+    ) -> None: ...
+    @overload
+    def register(
+        self, stage: Literal[HookStage.PRE_TEST, "pre_test"], hook: PreTestHook, *, name: str | None = None
+    ) -> None: ...
+    @overload
+    def register(
+        self, stage: Literal[HookStage.POST_TEST, "post_test"], hook: PostTestHook, *, name: str | None = None
+    ) -> None: ...
+    @overload
+    def register(
+        self, stage: Literal[HookStage.SHUTDOWN, "shutdown"], hook: ShutdownHook, *, name: str | None = None
+    ) -> None: ...
+    def register(self, stage: HookStage | str, hook: Any, *, name: str | None = None) -> None:
+        """Register ``hook`` at ``stage`` under ``name``.
+
+        Args:
+            stage: a :class:`HookStage` or its value, e.g. ``"post_update"``.
+            hook: a callable taking one :class:`HookContext` (see the stage protocols in
+                :mod:`tshtrain.trainer.hooks`); if it (or, for a bound method, its instance) has
+                ``state_dict`` / ``load_state_dict``, its state is saved with checkpoints under ``name``.
+            name: unique per stage; default: the hook's ``__name__`` or class name. The same object may
+                be registered at several stages under one name (its state is saved once).
+
+        Raises:
+            ConfigurationError: unknown stage, duplicate name, or a name already used by another
+                stateful hook.
+            TypeError: a hook that cannot take the stage's HookContext.
+        """
+        stage = self._stage(stage)
+        name = name if name is not None else str(getattr(hook, "__name__", type(hook).__name__))
+        if not isinstance(name, str) or not name:
+            raise ConfigurationError(f"register_hook: name must be a non-empty str, got {name!r}.")
+        if name in self._hooks[stage]:
+            raise ConfigurationError(
+                f"register_hook: a hook named {name!r} is already registered at stage {stage.value!r}; "
+                f"pass another name=..."
+            )
+        check_hook_signature(stage, hook, name)
+        owner = state_owner(hook)
+        if owner is not None:
+            known = self._owners.get(name)
+            if known is not None and known is not owner:
+                raise ConfigurationError(
+                    f"register_hook: the name {name!r} already belongs to another stateful hook "
+                    f"({type(known).__name__}); its state would be saved under the same name. Pass another "
+                    f"name=..."
+                )
+            self._owners[name] = owner
+        self._hooks[stage][name] = hook
+        self._on_change()
+
+    @staticmethod
+    def _stage(stage: HookStage | str) -> HookStage:
+        try:
+            return HookStage(stage)
+        except ValueError:
+            allowed = ", ".join(repr(s.value) for s in HookStage)
+            raise ConfigurationError(
+                f"register_hook: unknown stage {stage!r}; the stages are {allowed}."
+            ) from None
+
+    def names(self, stage: HookStage | str) -> list[str]:
+        """The names of the hooks at ``stage``, in calling order."""
+        return list(self._hooks[self._stage(stage)])
+
+    def has(self, stage: HookStage) -> bool:
+        """True if any hook is registered at ``stage``."""
+        return bool(self._hooks[stage])
+
+    # ------------------------------------------------------------------ calling
+    def _context(self, stage: HookStage, name: str, data: object, counters: Counters) -> HookContext[Any]:
+        def stop(reason: str) -> None:
+            self._stop(f"hook {name!r} ({stage.value}): {reason}")
+
+        return HookContext(stage=stage, name=name, counters=counters, data=data, stop=stop)
+
+    def _call(self, stage: HookStage, name: str, hook: AnyHook, data: object, counters: Counters) -> Any:
+        if stage in IN_UPDATE_STAGES:  # a stop must abandon the update: let it propagate, named
+            try:
+                return hook(self._context(stage, name, data, counters))
+            except StopTraining as stop:
+                raise StopTraining(f"hook {name!r} ({stage.value}): {stop.reason}") from None
+        try:
+            return hook(self._context(stage, name, data, counters))
+        except StopTraining as stop:
+            self._stop(f"hook {name!r} ({stage.value}): {stop.reason}")
+            return None
+
+    def call(self, stage: HookStage, data: object) -> None:
+        """Call every hook at ``stage`` with ``data``."""
+        hooks = self._hooks[stage]
+        if not hooks:
+            return
+        counters = self._counters()
+        for name, hook in list(hooks.items()):
+            self._call(stage, name, hook, data, counters)
+
+    def transform(self, stage: HookStage, data: _T) -> _T:
+        """Chain the hooks of a transform stage: each gets the previous one's result (None: unchanged)."""
+        hooks = self._hooks[stage]
+        if not hooks:
+            return data
+        counters = self._counters()
+        expected = TRANSFORM_STAGES[stage]
+        for name, hook in list(hooks.items()):
+            result = self._call(stage, name, hook, data, counters)
+            if result is None:
+                continue
+            if not isinstance(result, expected):
+                raise TypeError(
+                    f"hook {name!r} at stage {stage.value!r} returned {type(result).__name__}; it must "
+                    f"return a {expected.__name__} or None."
+                )
+            data = typing.cast(_T, result)
+        return data
+
+    def collect_scalars(self, stage: HookStage, data: object) -> tuple[dict[str, float], dict[str, float]]:
+        """Call the hooks of a log stage; returns (all scalars, those marked for the progress bar)."""
+        hooks = self._hooks[stage]
+        scalars: dict[str, float] = {}
+        progress: dict[str, float] = {}
+        if not hooks:
+            return scalars, progress
+        counters = self._counters()
+        for name, hook in list(hooks.items()):
+            output = self._call(stage, name, hook, data, counters)
+            if output is None:
+                continue
+            marked: frozenset[str] = frozenset()
+            if isinstance(output, HookScalars):
+                marked = frozenset(output.progress_bar)
+                output = output.scalars
+            if not isinstance(output, Mapping):
+                raise TypeError(
+                    f"hook {name!r} at stage {stage.value!r} returned {type(output).__name__}; log hooks "
+                    f"return a Mapping[str, float], HookScalars or None."
+                )
+            for key, value in output.items():
+                merge_scalar(scalars, key, value, f"hook {name!r}")
+                if key in marked:
+                    progress[key] = scalars[key]
+        return scalars, progress
+
+    # ------------------------------------------------------------------ state
+    def state_dict(self) -> dict[str, Any]:
+        """``{name: state_dict()}`` of every stateful hook."""
+        return {name: owner.state_dict() for name, owner in self._owners.items()}
+
+    def load_state_dict(self, state: Mapping[str, Any], *, strict: bool = True) -> None:
+        """Restore :meth:`state_dict`; with ``strict``, the names must match the registered hooks."""
+        missing, unexpected = set(self._owners) - set(state), set(state) - set(self._owners)
+        if strict and (missing or unexpected):
+            raise ConfigurationError(
+                f"load_extension_state: hook state for {sorted(missing)} is missing and for "
+                f"{sorted(unexpected)} no such stateful hook is registered; register the same hooks under "
+                f"the same names as the run that saved it (or pass strict=False)."
+            )
+        for name, owner in self._owners.items():
+            if name in state:
+                owner.load_state_dict(state[name])
+
+
+def merge_scalar(target: dict[str, float], key: str, value: object, source: str) -> None:
+    """Add one logged scalar, refusing non-numbers and names already taken."""
+    if key in target:
+        raise ConfigurationError(
+            f"{source} logs {key!r}, which another hook or the trainer's own record already logs; rename it."
+        )
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        try:
+            value = float(value)  # type: ignore[arg-type]  # 0-dim tensors and numpy scalars
+        except (TypeError, ValueError):
+            raise TypeError(f"{source} logs {key!r} = {value!r}; logged values must be numbers.") from None
+    target[key] = float(value)
