@@ -57,6 +57,20 @@ SECTIONS = (
     Section(title="", intro="", module="tshtrain/algorithm/dqn.py", classes=("DQNParams",)),
     Section(title="", intro="", module="tshtrain/algorithm/policies.py", classes=("EpsilonSchedule",)),
     Section(title="", intro="", module="tshtrain/algorithm/bc.py", classes=("BCParams",)),
+    Section(title="", intro="", module="tshtrain/algorithm/onpolicy.py", classes=("ActorCriticParams",)),
+    Section(title="", intro="", module="tshtrain/algorithm/a2c.py", classes=("A2CParams",)),
+    Section(title="", intro="", module="tshtrain/algorithm/ppo.py", classes=("PPOParams",)),
+    Section(title="", intro="", module="tshtrain/algorithm/schedules.py", classes=("LinearSchedule",)),
+    Section(title="", intro="", module="tshtrain/algorithm/ddpg.py", classes=("DDPGParams",)),
+    Section(title="", intro="", module="tshtrain/algorithm/td3.py", classes=("TD3Params",)),
+    Section(title="", intro="", module="tshtrain/algorithm/sac.py", classes=("SACParams",)),
+    Section(title="", intro="", module="tshtrain/algorithm/discrete_sac.py", classes=("DiscreteSACParams",)),
+    Section(
+        title="Checkpoint parameters",
+        intro="`TrainerParams.checkpoint`: automatic checkpoints (see checkpoints.md).",
+        module="tshtrain/trainer/checkpoint.py",
+        classes=("CheckpointParams",),
+    ),
 )
 
 

@@ -3,6 +3,7 @@ same seed -> same run, NaN losses raise, prioritized replay end to end, and pinn
 
 from __future__ import annotations
 
+import dataclasses
 import io
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -303,3 +304,31 @@ def test_tanh_gaussian_log_prob_matches_the_change_of_variables() -> None:
 def test_hyperparameter_validation(build: Callable[[], object], match: str) -> None:
     with pytest.raises(ConfigurationError, match=match):
         build()
+
+
+class _RecordingHooks:
+    """Update hooks that record what the algorithm hands them and zero the rewards of every sample."""
+
+    def __init__(self) -> None:
+        self.batches = 0
+        self.losses: list[str] = []
+
+    def process_optim_batch(self, batch: Any, /) -> Any:
+        self.batches += 1
+        return dataclasses.replace(batch, rew=np.zeros_like(batch.rew))
+
+    def post_loss(self, losses: Any, /) -> None:
+        self.losses.extend(losses)
+
+
+@pytest.mark.parametrize("spec", SPECS, ids=IDS)
+def test_update_hooks_see_every_sample_and_every_loss(spec: Spec) -> None:
+    algorithm = spec.build(0)
+    hooks = _RecordingHooks()
+    algorithm.attach_update_hooks(hooks)
+    _updates(algorithm, _buffer(spec.env_id, 0), 2)
+    assert hooks.batches == 2
+    assert hooks.losses[0] == spec.loss_name and set(hooks.losses) >= {spec.loss_name}
+    algorithm.attach_update_hooks(None)
+    _updates(algorithm, _buffer(spec.env_id, 0), 1)
+    assert hooks.batches == 2

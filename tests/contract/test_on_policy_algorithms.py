@@ -138,8 +138,8 @@ def assert_same_tensors(a: PPO | A2C, b: PPO | A2C) -> None:
     ta = {k: v for k, v in tensors(a).items() if not k.startswith("/_generators/policy")}
     tb = {k: v for k, v in tensors(b).items() if not k.startswith("/_generators/policy")}
     assert ta.keys() == tb.keys()
-    for key in ta:
-        torch.testing.assert_close(ta[key], tb[key], rtol=0, atol=0, msg=key)
+    for key, value in ta.items():
+        torch.testing.assert_close(value, tb[key], rtol=0, atol=0, msg=key)
 
 
 def stats_key(stats: Any) -> dict[str, Any]:
@@ -212,7 +212,13 @@ def test_state_dict_names_every_component(algo: str) -> None:
     state = build(algo, "continuous").algorithm.state_dict()
     assert set(state) == {"policy", "critic", "optim", "obs_normalizer", "_extra", "_generators"}
     assert set(state["_extra"]) == {"num_update_steps", "rng_state"}
-    assert set(build(algo, "discrete").algorithm.state_dict()) == {"policy", "critic", "optim", "_extra", "_generators"}
+    assert set(build(algo, "discrete").algorithm.state_dict()) == {
+        "policy",
+        "critic",
+        "optim",
+        "_extra",
+        "_generators",
+    }
 
 
 # ====================================================================== determinism
@@ -242,6 +248,36 @@ def test_nan_reward_raises_naming_the_algorithm_and_the_loss(algo: str, space: s
         NonFiniteLossError, match=rf"^{NAMES[algo]}: the policy loss is nan; training stopped"
     ):
         setup.algorithm.update(dataclasses.replace(rollout, rew=rew), batch_size=8, num_repetitions=1)
+
+
+# ====================================================================== update hooks
+
+
+class _RecordingHooks:
+    """Update hooks that record the losses of every gradient step, before its backward pass."""
+
+    def __init__(self) -> None:
+        self.losses: list[dict[str, bool]] = []
+
+    def process_optim_batch(self, batch: Any, /) -> Any:
+        raise AssertionError("on-policy algorithms sample no replay batches")
+
+    def post_loss(self, losses: Any, /) -> None:
+        # before backward: the loss still has its graph and no gradient has been computed yet
+        self.losses.append({name: loss.requires_grad for name, loss in losses.items()})
+
+
+@pytest.mark.parametrize("algo", ALGOS)
+def test_update_hooks_see_the_losses_of_every_gradient_step(algo: str) -> None:
+    setup = build(algo, "discrete")
+    hooks = _RecordingHooks()
+    setup.algorithm.attach_update_hooks(hooks)
+    stats = setup.algorithm.update(rollout_of(setup), batch_size=8, num_repetitions=2)
+    assert len(hooks.losses) == stats.num_gradient_steps == 4
+    assert hooks.losses[0] == {"loss": True, "policy loss": True, "value loss": True}
+    setup.algorithm.attach_update_hooks(None)
+    setup.algorithm.update(rollout_of(setup), batch_size=8, num_repetitions=2)
+    assert len(hooks.losses) == 4
 
 
 # ====================================================================== schedules

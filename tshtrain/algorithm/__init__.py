@@ -99,3 +99,26 @@ __all__ = [
     "num_update_steps_for",
     "sample_replay",
 ]
+
+from tshtrain.algorithm.cql import CQL, CQLParams, CQLTrainingStats, conservative_penalty
+from tshtrain.algorithm.discrete_cql import (
+    DiscreteCQL,
+    DiscreteCQLParams,
+    DiscreteCQLTrainingStats,
+    discrete_conservative_penalty,
+)
+from tshtrain.algorithm.td3_bc import TD3BC, TD3BCParams, TD3BCTrainingStats
+
+__all__ += [
+    "CQL",
+    "TD3BC",
+    "CQLParams",
+    "CQLTrainingStats",
+    "DiscreteCQL",
+    "DiscreteCQLParams",
+    "DiscreteCQLTrainingStats",
+    "TD3BCParams",
+    "TD3BCTrainingStats",
+    "conservative_penalty",
+    "discrete_conservative_penalty",
+]

@@ -150,6 +150,7 @@ class A2C(OnPolicyAlgorithm[ActorPolicy]):
         v_loss = value_loss(value, data.value_old[idx], data.returns[idx], None)
         mean_entropy = entropy.mean()
         loss = policy_loss + params.vf_coef * v_loss - params.ent_coef * mean_entropy
+        self.update_hooks.post_loss({"loss": loss, "policy loss": policy_loss, "value loss": v_loss})
         grad_norm = self.ac.gradient_step(loss, params.max_grad_norm)
         with torch.no_grad():
             log_ratio = logp - data.logp_old[idx]

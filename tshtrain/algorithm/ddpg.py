@@ -98,7 +98,9 @@ class DDPG(OffPolicyAlgorithm[DeterministicActorPolicy]):
     @override
     def update(self, buffer: BaseReplayBuffer, batch_size: int) -> TrainingStats:
         p, policy = self.params, self.policy
-        batch = sample_replay(buffer, batch_size, gamma=p.gamma, n_step=p.n_step, device=policy.device)
+        batch = sample_replay(
+            buffer, batch_size, gamma=p.gamma, n_step=p.n_step, device=policy.device, hooks=self.update_hooks
+        )
         with torch.no_grad():
             act_next = torch.tanh(self.target_actor.net(batch.obs_next))
             q_next = critic_values(self.target_critic.net, batch.obs_next, act_next)[0]
@@ -106,12 +108,14 @@ class DDPG(OffPolicyAlgorithm[DeterministicActorPolicy]):
         q_MN = critic_values(self.critic, batch.obs, batch.act)
         critic = td_loss(q_MN, target, batch.weight)
         self.critic_optim.zero_grad(set_to_none=True)
+        self.update_hooks.post_loss({"critic loss": critic.loss})
         critic.loss.backward()  # type: ignore[no-untyped-call]
         self.critic_optim.step()
 
         with frozen(self._critic_params):
             actor_loss = -critic_values(self.critic, batch.obs, policy.mean_actions(batch.obs))[0].mean()
             self.actor_optim.zero_grad(set_to_none=True)
+            self.update_hooks.post_loss({"actor loss": actor_loss})
             actor_loss.backward()  # type: ignore[no-untyped-call]
             self.actor_optim.step()
         self.target_actor.update(p.tau)

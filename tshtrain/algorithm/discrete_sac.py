@@ -170,7 +170,9 @@ class DiscreteSAC(OffPolicyAlgorithm[CategoricalPolicy]):
     def update(self, buffer: BaseReplayBuffer, batch_size: int) -> TrainingStats:
         p, policy = self.params, self.policy
         alpha = self.log_alpha.detach().exp()
-        batch = sample_replay(buffer, batch_size, gamma=p.gamma, n_step=p.n_step, device=policy.device)
+        batch = sample_replay(
+            buffer, batch_size, gamma=p.gamma, n_step=p.n_step, device=policy.device, hooks=self.update_hooks
+        )
         with torch.no_grad():
             log_pi_next = torch.log_softmax(policy.logits(batch.obs_next), dim=-1)
             q_next = self._q(self.target_critic.net, batch.obs_next).min(dim=0).values
@@ -181,6 +183,7 @@ class DiscreteSAC(OffPolicyAlgorithm[CategoricalPolicy]):
         q_MN = q_MNA.gather(2, act_index).squeeze(-1)
         critic = td_loss(q_MN, target, batch.weight)
         self.critic_optim.zero_grad(set_to_none=True)
+        self.update_hooks.post_loss({"critic loss": critic.loss})
         critic.loss.backward()  # type: ignore[no-untyped-call]
         self.critic_optim.step()
 
@@ -190,6 +193,7 @@ class DiscreteSAC(OffPolicyAlgorithm[CategoricalPolicy]):
         q_min = q_MNA.detach().min(dim=0).values
         actor_loss = (pi * (alpha * log_pi - q_min)).sum(-1).mean()
         self.actor_optim.zero_grad(set_to_none=True)
+        self.update_hooks.post_loss({"actor loss": actor_loss})
         actor_loss.backward()  # type: ignore[no-untyped-call]
         self.actor_optim.step()
 
@@ -198,6 +202,7 @@ class DiscreteSAC(OffPolicyAlgorithm[CategoricalPolicy]):
         if p.auto_alpha:
             alpha_loss = self.log_alpha * (entropy - self.target_entropy)
             self.alpha_optim.zero_grad(set_to_none=True)
+            self.update_hooks.post_loss({"alpha loss": alpha_loss})
             alpha_loss.backward()  # type: ignore[no-untyped-call]
             self.alpha_optim.step()
         self.target_critic.update(p.tau)

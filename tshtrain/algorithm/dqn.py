@@ -157,13 +157,21 @@ class DQN(OffPolicyAlgorithm[QValuePolicy]):
     @override
     def update(self, buffer: BaseReplayBuffer, batch_size: int) -> TrainingStats:
         p = self.params
-        batch = sample_replay(buffer, batch_size, gamma=p.gamma, n_step=p.n_step, device=self.policy.device)
+        batch = sample_replay(
+            buffer,
+            batch_size,
+            gamma=p.gamma,
+            n_step=p.n_step,
+            device=self.policy.device,
+            hooks=self.update_hooks,
+        )
         q = self.policy.q_values(batch.obs).gather(1, batch.act.long().unsqueeze(-1)).squeeze(-1)
         target = self._target(batch.obs_next, batch.returns, batch.discounts)
         td_error = q - target
         per_sample = F.smooth_l1_loss(q, target, reduction="none") if p.huber_loss else td_error.pow(2)
         loss = per_sample.mean() if batch.weight is None else (per_sample * batch.weight).mean()
         self.optim.zero_grad(set_to_none=True)
+        self.update_hooks.post_loss({"TD loss": loss})
         loss.backward()  # type: ignore[no-untyped-call]
         grad_norm = torch.zeros(())
         if p.max_grad_norm is not None:

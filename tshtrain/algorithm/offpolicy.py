@@ -18,7 +18,7 @@ from typing import NamedTuple
 import numpy as np
 import torch
 
-from tshtrain.algorithm.base import check_finite_loss
+from tshtrain.algorithm.base import NO_UPDATE_HOOKS, UpdateHooks, check_finite_loss
 from tshtrain.data.batch import ObsArray, ObsTensor, obs_to_torch
 from tshtrain.data.buffer import BaseReplayBuffer
 from tshtrain.data.prioritized import BasePrioritizedBuffer
@@ -65,11 +65,21 @@ def _flat_field(buffer: BaseReplayBuffer, name: str) -> np.ndarray:
 
 
 def sample_replay(
-    buffer: BaseReplayBuffer, batch_size: int, *, gamma: float, n_step: int, device: torch.device
+    buffer: BaseReplayBuffer,
+    batch_size: int,
+    *,
+    gamma: float,
+    n_step: int,
+    device: torch.device,
+    hooks: UpdateHooks = NO_UPDATE_HOOKS,
 ) -> ReplaySample:
     """Sample ``batch_size`` transitions and compute their n-step returns and discounts (vectorised:
-    one ``buffer.next_index`` call per step along the chains, never a loop over samples)."""
-    batch = buffer.sample(batch_size)
+    one ``buffer.next_index`` call per step along the chains, never a loop over samples).
+
+    The sample goes through ``hooks.process_optim_batch`` first (the algorithm's update hooks). With
+    ``n_step > 1`` the following transitions of each chain are read from the buffer itself.
+    """
+    batch = hooks.process_optim_batch(buffer.sample(batch_size))
     if n_step == 1:
         returns = batch.rew
         discounts = (np.float32(gamma) * ~batch.terminated).astype(np.float32)

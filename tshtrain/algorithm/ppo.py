@@ -187,6 +187,7 @@ class PPO(OnPolicyAlgorithm[ActorPolicy]):
         v_loss = value_loss(value, data.value_old[idx], data.returns[idx], params.value_clip_range)
         mean_entropy = entropy.mean()
         loss = policy_loss + params.vf_coef * v_loss - params.ent_coef * mean_entropy
+        self.update_hooks.post_loss({"loss": loss, "policy loss": policy_loss, "value loss": v_loss})
         grad_norm = self.ac.gradient_step(loss, params.max_grad_norm)
         with torch.no_grad():
             approx_kl = ((ratio - 1.0) - log_ratio).mean()

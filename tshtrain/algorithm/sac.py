@@ -146,7 +146,9 @@ class SAC(OffPolicyAlgorithm[TanhGaussianPolicy]):
     def update(self, buffer: BaseReplayBuffer, batch_size: int) -> TrainingStats:
         p, policy = self.params, self.policy
         alpha = self.log_alpha.detach().exp()
-        batch = sample_replay(buffer, batch_size, gamma=p.gamma, n_step=p.n_step, device=policy.device)
+        batch = sample_replay(
+            buffer, batch_size, gamma=p.gamma, n_step=p.n_step, device=policy.device, hooks=self.update_hooks
+        )
         with torch.no_grad():
             act_next, log_prob_next = policy.sample(batch.obs_next)
             q_next = critic_values(self.target_critic.net, batch.obs_next, act_next).min(dim=0).values
@@ -154,6 +156,7 @@ class SAC(OffPolicyAlgorithm[TanhGaussianPolicy]):
         q_MN = critic_values(self.critic, batch.obs, batch.act)
         critic = td_loss(q_MN, target, batch.weight)
         self.critic_optim.zero_grad(set_to_none=True)
+        self.update_hooks.post_loss({"critic loss": critic.loss})
         critic.loss.backward()  # type: ignore[no-untyped-call]
         self.critic_optim.step()
 
@@ -162,6 +165,7 @@ class SAC(OffPolicyAlgorithm[TanhGaussianPolicy]):
             q_new = critic_values(self.critic, batch.obs, act).min(dim=0).values
             actor_loss = (alpha * log_prob - q_new).mean()
             self.actor_optim.zero_grad(set_to_none=True)
+            self.update_hooks.post_loss({"actor loss": actor_loss})
             actor_loss.backward()  # type: ignore[no-untyped-call]
             self.actor_optim.step()
 
@@ -169,6 +173,7 @@ class SAC(OffPolicyAlgorithm[TanhGaussianPolicy]):
         if p.auto_alpha:
             alpha_loss = -(self.log_alpha * (log_prob.detach() + self.target_entropy)).mean()
             self.alpha_optim.zero_grad(set_to_none=True)
+            self.update_hooks.post_loss({"alpha loss": alpha_loss})
             alpha_loss.backward()  # type: ignore[no-untyped-call]
             self.alpha_optim.step()
         self.target_critic.update(p.tau)

@@ -10,7 +10,7 @@ from tshtrain.data.batch import (
 )
 from tshtrain.data.buffer import BaseReplayBuffer, BufferLayout, ReplayBuffer, VectorReplayBuffer
 from tshtrain.data.buffer_io import load_buffer, load_buffer_into, save_buffer
-from tshtrain.data.collector import Collector, CollectorPolicy
+from tshtrain.data.collector import Collector, CollectorListener, CollectorPolicy
 from tshtrain.data.prioritized import (
     BasePrioritizedBuffer,
     PrioritizedReplayBuffer,
@@ -25,6 +25,7 @@ __all__ = [
     "BufferLayout",
     "CollectStats",
     "Collector",
+    "CollectorListener",
     "CollectorPolicy",
     "ObsArray",
     "ObsTensor",
@@ -43,3 +44,7 @@ __all__ = [
     "obs_to_torch",
     "save_buffer",
 ]
+
+from tshtrain.data.minari import minari_to_buffer
+
+__all__ += ["minari_to_buffer"]

@@ -1,0 +1,286 @@
+"""Conservative Q-learning (Kumar et al. 2020), CQL(H) on top of SAC, for Box actions (offline).
+
+The critics of SAC are trained with an extra conservative penalty that pushes Q down on actions the
+policy or a uniform distribution would pick and up on the dataset's actions:
+
+    penalty_i = cql_weight * ( T * logsumexp_k( Q_i(o, a_k) / T - log mu(a_k) ... ) - Q_i(o, a_data) ),
+
+the log-sum-exp taken over ``num_sampled_actions`` uniformly random actions, the same number of policy
+actions at ``o`` and at ``o'`` (each importance-corrected by its log-density, as in the authors' code).
+With ``with_lagrange=True`` the weight is tuned (CQL-Lagrange) so that the penalty stays near
+``lagrange_threshold``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, final
+
+import torch
+from torch import nn
+from typing_extensions import override
+
+from tshtrain.algorithm.base import OfflineAlgorithm, Stateful, TrainingStats, make_adam
+from tshtrain.algorithm.continuous import TanhGaussianPolicy, critic_values
+from tshtrain.algorithm.offpolicy import (
+    frozen,
+    host_scalars,
+    require_in_range,
+    require_int_at_least,
+    sample_replay,
+    td_loss,
+)
+from tshtrain.algorithm.polyak import TargetNetwork
+from tshtrain.data.batch import ObsTensor
+from tshtrain.data.buffer import BaseReplayBuffer
+from tshtrain.errors import ConfigurationError, UnsupportedSpaceError, require_positive
+
+
+@dataclass(frozen=True, kw_only=True)
+class CQLParams:
+    """Hyperparameters of :class:`CQL`."""
+
+    actor_lr: float = 1e-4
+    """Adam learning rate of the actor"""
+    critic_lr: float = 3e-4
+    """Adam learning rate of the critics"""
+    alpha_lr: float = 3e-4
+    """Adam learning rate of log(alpha), the entropy coefficient (auto_alpha=True only)"""
+    gamma: float = 0.99
+    """discount factor in [0, 1]"""
+    tau: float = 0.005
+    """Polyak rate of the target critics, in (0, 1]"""
+    alpha: float = 0.2
+    """entropy coefficient: constant with auto_alpha=False, the starting value with auto_alpha=True"""
+    auto_alpha: bool = True
+    """tune alpha so that the policy's entropy tracks target_entropy"""
+    target_entropy: float | None = None
+    """entropy target of auto_alpha; None: -(number of action dimensions)"""
+    cql_weight: float = 5.0
+    """weight of the conservative penalty (its starting value with with_lagrange=True)"""
+    temperature: float = 1.0
+    """temperature T of the log-sum-exp"""
+    num_sampled_actions: int = 10
+    """random actions, and policy actions at o and at o', sampled per transition for the log-sum-exp"""
+    with_lagrange: bool = False
+    """tune the penalty weight by dual gradient descent so that the penalty tracks lagrange_threshold"""
+    lagrange_threshold: float = 10.0
+    """target of the (unweighted) penalty minus its threshold with with_lagrange=True"""
+    cql_weight_lr: float = 3e-4
+    """Adam learning rate of log(cql_weight) (with_lagrange=True only)"""
+
+    def __post_init__(self) -> None:
+        for name in ("actor_lr", "critic_lr", "alpha_lr", "alpha", "temperature", "cql_weight_lr"):
+            require_positive("CQLParams", name, getattr(self, name))
+        require_in_range("CQLParams", "gamma", self.gamma, 0.0, 1.0)
+        if isinstance(self.tau, bool) or not 0.0 < self.tau <= 1.0:
+            raise ConfigurationError(f"CQLParams.tau must lie in (0, 1], got {self.tau!r}; 0.005 is usual.")
+        if self.target_entropy is not None and not math.isfinite(self.target_entropy):
+            raise ConfigurationError(
+                f"CQLParams.target_entropy must be a finite number or None, got {self.target_entropy!r}."
+            )
+        if isinstance(self.cql_weight, bool) or not self.cql_weight >= 0:
+            raise ConfigurationError(
+                f"CQLParams.cql_weight must be >= 0, got {self.cql_weight!r}; 0 turns CQL into SAC, "
+                f"1 to 10 is usual."
+            )
+        if self.with_lagrange and self.cql_weight == 0:
+            raise ConfigurationError(
+                "CQLParams.cql_weight=0 cannot be tuned with with_lagrange=True (log(0)); start it at "
+                "a positive value, e.g. 1.0."
+            )
+        require_int_at_least("CQLParams", "num_sampled_actions", self.num_sampled_actions, 1)
+
+
+@dataclass(frozen=True, kw_only=True)
+class CQLTrainingStats(TrainingStats):
+    """Statistics of CQL gradient steps."""
+
+    critic_loss: float = 0.0
+    """sum over the critics of the mean squared TD error plus the weighted conservative penalty"""
+    td_loss: float = 0.0
+    """sum over the critics of the mean squared TD error"""
+    cql_penalty: float = 0.0
+    """sum over the critics of logsumexp(Q(o, sampled)) - Q(o, a_data), unweighted"""
+    cql_weight: float = 0.0
+    """weight of the penalty used in the step"""
+    actor_loss: float = 0.0
+    """mean of alpha * log pi(a|o) - min_i Q_i(o, a) for fresh actions a"""
+    alpha: float = 0.0
+    """entropy coefficient used in the step"""
+    q_mean: float = 0.0
+    """mean Q_i(o, a_data) over the critics"""
+
+
+def conservative_penalty(
+    q_data_MN: torch.Tensor, q_sampled_MNK: torch.Tensor, temperature: float
+) -> torch.Tensor:
+    """Per critic, ``mean_N( T * logsumexp_K(q_sampled / T) - q_data )``, shape (M,).
+
+    ``q_sampled_MNK`` holds the (importance-corrected) values of K sampled actions per transition.
+    """
+    lse_MN = torch.logsumexp(q_sampled_MNK / temperature, dim=-1) * temperature
+    return (lse_MN - q_data_MN).mean(dim=1)
+
+
+def _repeat(obs: ObsTensor, num: int) -> torch.Tensor:
+    if not isinstance(obs, torch.Tensor):
+        raise UnsupportedSpaceError("CQL takes array observations (it repeats them per sampled action).")
+    return obs.repeat_interleave(num, dim=0)
+
+
+@final
+class CQL(OfflineAlgorithm[TanhGaussianPolicy]):
+    """CQL(H) with SAC's actor, twin critics and (optional) automatic entropy tuning.
+
+    Each :meth:`update` is one gradient step of the critics on ``TD loss + cql_weight * penalty`` (see
+    the module docstring), of the actor and ``log(alpha)`` as in SAC, of ``log(cql_weight)`` with
+    ``with_lagrange=True`` (ascending ``cql_weight * (penalty - lagrange_threshold)``), and a Polyak
+    update of the target critics. Samples come from the policy's generator, saved with the algorithm.
+    """
+
+    def __init__(self, *, policy: TanhGaussianPolicy, critic: nn.Module, params: CQLParams | None = None):
+        """Args:
+        policy: the actor.
+        critic: ``critic(obs, act)`` -> (num_critics, N), e.g. ``QEnsemble(obs_dim, act_dim)``.
+        params: hyperparameters.
+        """
+        super().__init__(policy=policy)
+        self.params = p = params or CQLParams()
+        self.critic = critic
+        self.target_critic = TargetNetwork(critic)
+        self._critic_params = [param for param in critic.parameters() if param.requires_grad]
+        self.actor_optim = make_adam(policy.actor.parameters(), lr=p.actor_lr)
+        self.critic_optim = make_adam(critic.parameters(), lr=p.critic_lr)
+        self.target_entropy = -float(policy.act_dim) if p.target_entropy is None else p.target_entropy
+        self.log_alpha = nn.Parameter(torch.tensor(math.log(p.alpha), device=policy.device))
+        self.log_alpha.requires_grad_(p.auto_alpha)
+        self.alpha_optim = make_adam([self.log_alpha], lr=p.alpha_lr)
+        initial_weight = math.log(p.cql_weight) if p.with_lagrange else 0.0
+        self.log_cql_weight = nn.Parameter(torch.tensor(initial_weight, device=policy.device))
+        self.log_cql_weight.requires_grad_(p.with_lagrange)
+        self.cql_weight_optim = make_adam([self.log_cql_weight], lr=p.cql_weight_lr)
+
+    @override
+    def components(self) -> dict[str, Stateful]:
+        return {
+            "policy": self.policy,
+            "critic": self.critic,
+            "target_critic": self.target_critic,
+            "actor_optim": self.actor_optim,
+            "critic_optim": self.critic_optim,
+            "alpha_optim": self.alpha_optim,
+            "cql_weight_optim": self.cql_weight_optim,
+        }
+
+    @override
+    def extra_state(self) -> dict[str, Any]:
+        return {
+            "log_alpha": self.log_alpha.detach().clone(),
+            "log_cql_weight": self.log_cql_weight.detach().clone(),
+        }
+
+    @override
+    def load_extra_state(self, state: Any) -> None:
+        with torch.no_grad():
+            self.log_alpha.copy_(state["log_alpha"])
+            self.log_cql_weight.copy_(state["log_cql_weight"])
+
+    def _cql_weight(self) -> torch.Tensor:
+        if self.params.with_lagrange:
+            return self.log_cql_weight.exp().clamp(0.0, 1e6)
+        return torch.tensor(self.params.cql_weight, device=self.policy.device)
+
+    def _sampled_values(self, obs: ObsTensor, obs_next: ObsTensor) -> torch.Tensor:
+        """Critic values of K uniform actions and K policy actions at o and at o', (M, N, 3K)."""
+        policy, num = self.policy, self.params.num_sampled_actions
+        obs_NK, obs_next_NK = _repeat(obs, num), _repeat(obs_next, num)
+        n = len(obs_NK) // num
+        with torch.no_grad():
+            act_cur, log_prob_cur = policy.sample(obs_NK)
+            act_next, log_prob_next = policy.sample(obs_next_NK)
+        act_rand = torch.rand(act_cur.shape, generator=policy.generator, dtype=act_cur.dtype) * 2.0 - 1.0
+        log_density_rand = policy.act_dim * math.log(0.5)
+        parts = [
+            critic_values(self.critic, obs_NK, act_rand.to(act_cur.device)) - log_density_rand,
+            critic_values(self.critic, obs_NK, act_cur) - log_prob_cur,
+            critic_values(self.critic, obs_NK, act_next) - log_prob_next,
+        ]
+        q_MNK = torch.cat([part.reshape(part.shape[0], n, num) for part in parts], dim=-1)
+        return q_MNK
+
+    @override
+    def update(self, buffer: BaseReplayBuffer, batch_size: int) -> TrainingStats:
+        p, policy = self.params, self.policy
+        alpha = self.log_alpha.detach().exp()
+        batch = sample_replay(
+            buffer, batch_size, gamma=p.gamma, n_step=1, device=policy.device, hooks=self.update_hooks
+        )
+        with torch.no_grad():
+            act_next, log_prob_next = policy.sample(batch.obs_next)
+            q_next = critic_values(self.target_critic.net, batch.obs_next, act_next).min(dim=0).values
+            target = batch.returns + batch.discounts * (q_next - alpha * log_prob_next)
+        q_MN = critic_values(self.critic, batch.obs, batch.act)
+        td = td_loss(q_MN, target, batch.weight)
+        penalty_M = conservative_penalty(q_MN, self._sampled_values(batch.obs, batch.obs_next), p.temperature)
+        cql_weight = self._cql_weight()
+        if p.with_lagrange:
+            penalty_M = penalty_M - p.lagrange_threshold
+        critic_loss = td.loss + (cql_weight.detach() * penalty_M).sum()
+        self.critic_optim.zero_grad(set_to_none=True)
+        self.update_hooks.post_loss({"critic loss": critic_loss})
+        critic_loss.backward()  # type: ignore[no-untyped-call]
+        self.critic_optim.step()
+
+        weight_loss = torch.zeros(())
+        if p.with_lagrange:
+            weight_loss = -(cql_weight * penalty_M.detach()).sum()
+            self.cql_weight_optim.zero_grad(set_to_none=True)
+            self.update_hooks.post_loss({"cql weight loss": weight_loss})
+            weight_loss.backward()  # type: ignore[no-untyped-call]
+            self.cql_weight_optim.step()
+
+        actor_loss, log_prob = self._actor_step(batch.obs, alpha)
+        if p.auto_alpha:
+            alpha_loss = -(self.log_alpha * (log_prob.detach() + self.target_entropy)).mean()
+            self.alpha_optim.zero_grad(set_to_none=True)
+            self.update_hooks.post_loss({"alpha loss": alpha_loss})
+            alpha_loss.backward()  # type: ignore[no-untyped-call]
+            self.alpha_optim.step()
+        self.target_critic.update(p.tau)
+        stats = host_scalars(
+            "CQL",
+            {
+                "critic loss": critic_loss,
+                "td loss": td.loss,
+                "cql penalty": penalty_M.sum(),
+                "cql weight": cql_weight,
+                "actor loss": actor_loss,
+                "cql weight loss": weight_loss,
+                "alpha": alpha,
+                "q_mean": q_MN.mean(),
+            },
+            losses=("critic loss", "actor loss", "cql weight loss"),
+        )
+        return CQLTrainingStats(
+            critic_loss=stats["critic loss"],
+            td_loss=stats["td loss"],
+            cql_penalty=stats["cql penalty"],
+            cql_weight=stats["cql weight"],
+            actor_loss=stats["actor loss"],
+            alpha=stats["alpha"],
+            q_mean=stats["q_mean"],
+        )
+
+    def _actor_step(self, obs: ObsTensor, alpha: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """SAC's actor step; returns the actor loss and log pi of the fresh actions."""
+        with frozen(self._critic_params):
+            act, log_prob = self.policy.sample(obs)
+            q_new = critic_values(self.critic, obs, act).min(dim=0).values
+            actor_loss = (alpha * log_prob - q_new).mean()
+            self.actor_optim.zero_grad(set_to_none=True)
+            self.update_hooks.post_loss({"actor loss": actor_loss})
+            actor_loss.backward()  # type: ignore[no-untyped-call]
+            self.actor_optim.step()
+        return actor_loss, log_prob

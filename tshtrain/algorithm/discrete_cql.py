@@ -1,0 +1,142 @@
+"""Discrete conservative Q-learning (Kumar et al. 2020, CQL(H) on a DQN), for Discrete actions (offline).
+
+The Q-network regresses towards the (double) DQN target and is pushed down on all actions and up on
+the dataset's action,
+
+    loss = TD loss + cql_weight * mean( logsumexp_a Q(o, a) - Q(o, a_data) ).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, final
+
+import torch
+import torch.nn.functional as F
+from typing_extensions import override
+
+from tshtrain.algorithm.base import OfflineAlgorithm, Stateful, TrainingStats, make_adam
+from tshtrain.algorithm.offpolicy import host_scalars, require_in_range, require_int_at_least, sample_replay
+from tshtrain.algorithm.policies import QValuePolicy
+from tshtrain.algorithm.polyak import TargetNetwork
+from tshtrain.data.buffer import BaseReplayBuffer
+from tshtrain.errors import ConfigurationError, require_positive
+
+
+@dataclass(frozen=True, kw_only=True)
+class DiscreteCQLParams:
+    """Hyperparameters of :class:`DiscreteCQL`."""
+
+    lr: float = 1e-3
+    """Adam learning rate"""
+    gamma: float = 0.99
+    """discount factor in [0, 1]"""
+    target_update_freq: int = 500
+    """gradient steps between two hard copies of the online network into the target network"""
+    is_double: bool = True
+    """double Q-learning: the online network picks the next action, the target network values it"""
+    huber_loss: bool = True
+    """Huber (smooth L1) instead of squared TD error"""
+    cql_weight: float = 1.0
+    """weight of the conservative penalty logsumexp_a Q(o, a) - Q(o, a_data)"""
+    n_step: int = 1
+    """transitions summed in the TD target before bootstrapping (stops early at episode ends)"""
+
+    def __post_init__(self) -> None:
+        require_positive("DiscreteCQLParams", "lr", self.lr)
+        require_in_range("DiscreteCQLParams", "gamma", self.gamma, 0.0, 1.0)
+        require_int_at_least("DiscreteCQLParams", "target_update_freq", self.target_update_freq, 1)
+        if isinstance(self.cql_weight, bool) or not self.cql_weight >= 0:
+            raise ConfigurationError(
+                f"DiscreteCQLParams.cql_weight must be >= 0, got {self.cql_weight!r}; 0 is plain DQN "
+                f"on the dataset, 0.5 to 4 is usual."
+            )
+        require_int_at_least("DiscreteCQLParams", "n_step", self.n_step, 1)
+
+
+@dataclass(frozen=True, kw_only=True)
+class DiscreteCQLTrainingStats(TrainingStats):
+    """Statistics of discrete CQL gradient steps."""
+
+    loss: float = 0.0
+    """TD loss + cql_weight * cql_penalty"""
+    td_loss: float = 0.0
+    """TD loss alone"""
+    cql_penalty: float = 0.0
+    """mean logsumexp_a Q(o, a) - Q(o, a_data), unweighted"""
+    q_mean: float = 0.0
+    """mean Q(o, a_data) of the sampled transitions"""
+
+
+def discrete_conservative_penalty(q_NA: torch.Tensor, act_N: torch.Tensor) -> torch.Tensor:
+    """``mean_N( logsumexp_a Q(o, a) - Q(o, a_data) )``."""
+    q_data_N = q_NA.gather(1, act_N.long().unsqueeze(-1)).squeeze(-1)
+    return (torch.logsumexp(q_NA, dim=-1) - q_data_N).mean()
+
+
+@final
+class DiscreteCQL(OfflineAlgorithm[QValuePolicy]):
+    """CQL(H) on a :class:`QValuePolicy`: a (double) DQN update plus the conservative penalty (see the
+    module docstring); the target network is a hard copy every ``target_update_freq`` steps."""
+
+    def __init__(self, *, policy: QValuePolicy, params: DiscreteCQLParams | None = None):
+        super().__init__(policy=policy)
+        self.params = params or DiscreteCQLParams()
+        self.target_q_net = TargetNetwork(policy.q_net)
+        self.optim = make_adam(policy.q_net.parameters(), lr=self.params.lr)
+        self.num_gradient_steps = 0
+
+    @override
+    def components(self) -> dict[str, Stateful]:
+        return {"policy": self.policy, "target_q_net": self.target_q_net, "optim": self.optim}
+
+    @override
+    def extra_state(self) -> dict[str, Any]:
+        return {"num_gradient_steps": self.num_gradient_steps}
+
+    @override
+    def load_extra_state(self, state: Any) -> None:
+        self.num_gradient_steps = int(state["num_gradient_steps"])
+
+    def _target(self, obs_next: Any, returns: torch.Tensor, discounts: torch.Tensor) -> torch.Tensor:
+        with torch.no_grad():
+            q_next_target: torch.Tensor = self.target_q_net.net(obs_next)
+            chooser = self.policy.q_values(obs_next) if self.params.is_double else q_next_target
+            next_act = chooser.argmax(dim=-1, keepdim=True)
+            return returns + discounts * q_next_target.gather(1, next_act).squeeze(-1)
+
+    @override
+    def update(self, buffer: BaseReplayBuffer, batch_size: int) -> TrainingStats:
+        p = self.params
+        batch = sample_replay(
+            buffer,
+            batch_size,
+            gamma=p.gamma,
+            n_step=p.n_step,
+            device=self.policy.device,
+            hooks=self.update_hooks,
+        )
+        q_NA = self.policy.q_values(batch.obs)
+        q = q_NA.gather(1, batch.act.long().unsqueeze(-1)).squeeze(-1)
+        target = self._target(batch.obs_next, batch.returns, batch.discounts)
+        td = F.smooth_l1_loss(q, target) if p.huber_loss else F.mse_loss(q, target)
+        penalty = discrete_conservative_penalty(q_NA, batch.act)
+        loss = td + p.cql_weight * penalty
+        self.optim.zero_grad(set_to_none=True)
+        self.update_hooks.post_loss({"loss": loss})
+        loss.backward()  # type: ignore[no-untyped-call]
+        self.optim.step()
+        self.num_gradient_steps += 1
+        if self.num_gradient_steps % p.target_update_freq == 0:
+            self.target_q_net.hard_update()
+        stats = host_scalars(
+            "DiscreteCQL",
+            {"loss": loss, "td loss": td, "cql penalty": penalty, "q_mean": q.mean()},
+            losses=("loss",),
+        )
+        return DiscreteCQLTrainingStats(
+            loss=stats["loss"],
+            td_loss=stats["td loss"],
+            cql_penalty=stats["cql penalty"],
+            q_mean=stats["q_mean"],
+        )

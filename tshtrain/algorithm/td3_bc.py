@@ -1,0 +1,247 @@
+"""TD3+BC (Fujimoto & Gu 2021): TD3 with a behaviour-cloning term in the actor loss, for Box actions
+(offline).
+
+The critics are trained exactly as in TD3. The actor maximises ``lambda * Q_1(s, pi(s))`` and stays
+close to the dataset's actions,
+
+    actor_loss = -lambda * mean Q_1(s, pi(s)) + mean (pi(s) - a)^2,   lambda = alpha / mean |Q_1(s, pi(s))|,
+
+with states ``s`` standardised by the dataset's mean and standard deviation, computed once in
+:meth:`TD3BC.process_buffer` into a :class:`RunningObsNormalizer` that is the first layer of both actor
+and critic (so test steps see the same normalisation).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, final
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+from typing_extensions import override
+
+from tshtrain.algorithm.base import OfflineAlgorithm, Stateful, TrainingStats, make_adam
+from tshtrain.algorithm.continuous import critic_values
+from tshtrain.algorithm.normalization import RunningObsNormalizer
+from tshtrain.algorithm.offpolicy import (
+    frozen,
+    host_scalars,
+    require_in_range,
+    require_int_at_least,
+    sample_replay,
+    td_loss,
+)
+from tshtrain.algorithm.policies import DeterministicActorPolicy
+from tshtrain.algorithm.polyak import TargetNetwork
+from tshtrain.algorithm.td3 import smoothed_target_actions
+from tshtrain.data.buffer import BaseReplayBuffer
+from tshtrain.errors import ConfigurationError, UnsupportedSpaceError, require_positive
+
+
+@dataclass(frozen=True, kw_only=True)
+class TD3BCParams:
+    """Hyperparameters of :class:`TD3BC` (the paper's defaults). Noise scales are in the policy's
+    [-1, 1] action space."""
+
+    actor_lr: float = 3e-4
+    """Adam learning rate of the actor"""
+    critic_lr: float = 3e-4
+    """Adam learning rate of the twin critics"""
+    gamma: float = 0.99
+    """discount factor in [0, 1]"""
+    tau: float = 0.005
+    """Polyak rate of the target actor and critics, in (0, 1]"""
+    policy_noise: float = 0.2
+    """std of the Gaussian noise added to the target actor's actions (target policy smoothing)"""
+    noise_clip: float = 0.5
+    """the target policy noise is clipped to [-noise_clip, noise_clip]"""
+    policy_delay: int = 2
+    """gradient steps of the critics per step of the actor and the target networks"""
+    alpha: float = 2.5
+    """weight of the Q term relative to behaviour cloning (lambda = alpha / mean |Q|)"""
+    normalize_obs: bool = True
+    """standardise observations with the dataset's statistics in process_buffer"""
+
+    def __post_init__(self) -> None:
+        require_positive("TD3BCParams", "actor_lr", self.actor_lr)
+        require_positive("TD3BCParams", "critic_lr", self.critic_lr)
+        require_in_range("TD3BCParams", "gamma", self.gamma, 0.0, 1.0)
+        if isinstance(self.tau, bool) or not 0.0 < self.tau <= 1.0:
+            raise ConfigurationError(f"TD3BCParams.tau must lie in (0, 1], got {self.tau!r}; 0.005 is usual.")
+        require_in_range("TD3BCParams", "policy_noise", self.policy_noise, 0.0, float("inf"))
+        require_in_range("TD3BCParams", "noise_clip", self.noise_clip, 0.0, float("inf"))
+        require_int_at_least("TD3BCParams", "policy_delay", self.policy_delay, 1)
+        if isinstance(self.alpha, bool) or not self.alpha >= 0:
+            raise ConfigurationError(
+                f"TD3BCParams.alpha must be >= 0, got {self.alpha!r}; 0 is pure behaviour cloning, the "
+                f"paper uses 2.5."
+            )
+
+
+@dataclass(frozen=True, kw_only=True)
+class TD3BCTrainingStats(TrainingStats):
+    """Statistics of TD3+BC gradient steps."""
+
+    critic_loss: float = 0.0
+    """sum over the two critics of the mean squared TD error"""
+    actor_loss: float = 0.0
+    """-lambda * mean Q_1(s, pi(s)) + bc_loss at the latest actor step"""
+    bc_loss: float = 0.0
+    """mean squared error to the dataset's actions at the latest actor step"""
+    q_mean: float = 0.0
+    """mean Q_i(s, a) of the sampled transitions over both critics"""
+
+
+def td3_bc_actor_loss(
+    q_N: torch.Tensor, act_pi: torch.Tensor, act_data: torch.Tensor, alpha: float
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """``-lambda * mean(q) + mse(pi, a)`` with ``lambda = alpha / mean|q|`` (no gradient through lambda);
+    returns the loss and the behaviour-cloning term."""
+    lmbda = alpha / q_N.abs().mean().detach().clamp_min(1e-6)
+    bc = F.mse_loss(act_pi, act_data)
+    return -lmbda * q_N.mean() + bc, bc
+
+
+@final
+class TD3BC(OfflineAlgorithm[DeterministicActorPolicy]):
+    """TD3+BC on a :class:`DeterministicActorPolicy` and a twin critic (``QEnsemble(..., num_critics=2)``).
+
+    Pass the :class:`RunningObsNormalizer` that is the first layer of the policy's actor and of the
+    critic; :meth:`process_buffer` (called by the :class:`~tshtrain.trainer.OfflineTrainer` before
+    training) replaces its statistics by the dataset's (``normalize_obs=True``). Each :meth:`update`
+    is one critic step as in TD3; every ``policy_delay``-th step also steps the actor on the TD3+BC
+    loss and Polyak-updates the target networks.
+    """
+
+    def __init__(
+        self,
+        *,
+        policy: DeterministicActorPolicy,
+        critic: nn.Module,
+        obs_normalizer: RunningObsNormalizer | None = None,
+        params: TD3BCParams | None = None,
+        seed: int | None = None,
+    ):
+        """Args:
+        policy: the actor, ``tanh(actor(obs))`` in [-1, 1].
+        critic: ``critic(obs, act)`` -> (num_critics, N) with 2 critics, e.g. ``QEnsemble(o, a)``.
+        obs_normalizer: the first layer of actor and critic; required with ``normalize_obs=True``.
+        params: hyperparameters.
+        seed: seeds the generator of the target policy noise.
+        """
+        super().__init__(policy=policy)
+        self.params = p = params or TD3BCParams()
+        if p.normalize_obs and obs_normalizer is None:
+            raise ConfigurationError(
+                "TD3BC: normalize_obs=True needs obs_normalizer, the RunningObsNormalizer placed as the "
+                "first layer of the actor and the critic; pass it or set TD3BCParams(normalize_obs=False)."
+            )
+        self.obs_normalizer = obs_normalizer
+        self.critic = critic
+        self.target_actor = TargetNetwork(policy.actor)
+        self.target_critic = TargetNetwork(critic)
+        self._critic_params = [param for param in critic.parameters() if param.requires_grad]
+        self.actor_optim = make_adam(policy.actor.parameters(), lr=p.actor_lr)
+        self.critic_optim = make_adam(critic.parameters(), lr=p.critic_lr)
+        self.generator = torch.Generator().manual_seed(int(np.random.SeedSequence(seed).generate_state(1)[0]))
+        """draws the target policy noise"""
+        self.num_gradient_steps = 0
+        self._actor_loss = torch.zeros(())
+        self._bc_loss = torch.zeros(())
+
+    @override
+    def components(self) -> dict[str, Stateful]:
+        return {
+            "policy": self.policy,
+            "critic": self.critic,
+            "target_actor": self.target_actor,
+            "target_critic": self.target_critic,
+            "actor_optim": self.actor_optim,
+            "critic_optim": self.critic_optim,
+        }
+
+    @override
+    def extra_state(self) -> dict[str, Any]:
+        return {
+            "num_gradient_steps": self.num_gradient_steps,
+            "actor_loss": self._actor_loss.clone(),
+            "bc_loss": self._bc_loss.clone(),
+        }
+
+    @override
+    def load_extra_state(self, state: Any) -> None:
+        self.num_gradient_steps = int(state["num_gradient_steps"])
+        self._actor_loss = state["actor_loss"].clone()
+        self._bc_loss = state["bc_loss"].clone()
+
+    @override
+    def process_buffer(self, buffer: BaseReplayBuffer) -> None:
+        """Set the observation normaliser to the mean and variance of the dataset's observations."""
+        if not self.params.normalize_obs or self.obs_normalizer is None:
+            return
+        obs = buffer.sample_all().obs
+        if not isinstance(obs, np.ndarray):
+            raise UnsupportedSpaceError("TD3BC normalises array observations; set normalize_obs=False.")
+        normalizer = self.obs_normalizer
+        with torch.no_grad():
+            normalizer.mean.fill_(0.0)
+            normalizer.var.fill_(1.0)
+            normalizer.count.fill_(0.0)
+        normalizer.update(torch.as_tensor(obs, device=normalizer.mean.device))
+        self.target_actor.hard_update()  # copies the statistics (buffers) into the targets too
+        self.target_critic.hard_update()
+
+    @override
+    def update(self, buffer: BaseReplayBuffer, batch_size: int) -> TrainingStats:
+        p, policy = self.params, self.policy
+        batch = sample_replay(
+            buffer, batch_size, gamma=p.gamma, n_step=1, device=policy.device, hooks=self.update_hooks
+        )
+        with torch.no_grad():
+            act_next = smoothed_target_actions(
+                self.target_actor.net,
+                batch.obs_next,
+                noise_std=p.policy_noise,
+                noise_clip=p.noise_clip,
+                generator=self.generator,
+            )
+            q_next = critic_values(self.target_critic.net, batch.obs_next, act_next).min(dim=0).values
+            target = batch.returns + batch.discounts * q_next
+        q_MN = critic_values(self.critic, batch.obs, batch.act)
+        critic = td_loss(q_MN, target, batch.weight)
+        self.critic_optim.zero_grad(set_to_none=True)
+        self.update_hooks.post_loss({"critic loss": critic.loss})
+        critic.loss.backward()  # type: ignore[no-untyped-call]
+        self.critic_optim.step()
+        self.num_gradient_steps += 1
+
+        if self.num_gradient_steps % p.policy_delay == 0:
+            with frozen(self._critic_params):
+                act_pi = policy.mean_actions(batch.obs)
+                q_N = critic_values(self.critic, batch.obs, act_pi)[0]
+                actor_loss, bc_loss = td3_bc_actor_loss(q_N, act_pi, batch.act.float(), p.alpha)
+                self.actor_optim.zero_grad(set_to_none=True)
+                self.update_hooks.post_loss({"actor loss": actor_loss})
+                actor_loss.backward()  # type: ignore[no-untyped-call]
+                self.actor_optim.step()
+            self.target_actor.update(p.tau)
+            self.target_critic.update(p.tau)
+            self._actor_loss, self._bc_loss = actor_loss.detach(), bc_loss.detach()
+        stats = host_scalars(
+            "TD3BC",
+            {
+                "critic loss": critic.loss,
+                "actor loss": self._actor_loss,
+                "bc loss": self._bc_loss,
+                "q_mean": q_MN.mean(),
+            },
+            losses=("critic loss", "actor loss"),
+        )
+        return TD3BCTrainingStats(
+            critic_loss=stats["critic loss"],
+            actor_loss=stats["actor loss"],
+            bc_loss=stats["bc loss"],
+            q_mean=stats["q_mean"],
+        )
