@@ -1,0 +1,116 @@
+"""Minari datasets as replay buffers for offline training.
+
+`Minari <https://minari.farama.org>`_ stores episodes as ``observations`` (T + 1 of them), ``actions``,
+``rewards``, ``terminations`` and ``truncations`` (T each). :func:`minari_to_buffer` lays the episodes
+one after the other into a single-column :class:`~tshtrain.data.ReplayBuffer` of exactly the dataset's
+size, with ``obs_next`` the following observation, so that ``next_index`` (n-step returns) never
+crosses an episode boundary: an episode whose last step is neither terminated nor truncated (the
+recording stopped) is stored as truncated.
+
+Box actions are stored the way tshtrain's policies produce them, mapped linearly from the dataset's
+action space ``[low, high]`` onto ``[-1, 1]`` (``action_scaling=True``, the default, which is what
+:meth:`tshtrain.algorithm.Policy.map_action` inverts when the trained policy acts).
+
+Minari is an optional dependency: ``pip install 'tshtrain[minari]'``. It is imported on first use.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+
+from tshtrain.data.buffer import BufferLayout, ReplayBuffer
+from tshtrain.errors import ConfigurationError, UnsupportedSpaceError
+
+
+def _import_minari() -> Any:
+    try:
+        return importlib.import_module("minari")
+    except ImportError as exc:
+        raise ImportError(
+            "tshtrain.data.minari needs the 'minari' package, which is not installed; install it with "
+            "pip install 'tshtrain[minari]' (or pip install minari)."
+        ) from exc
+
+
+def _obs_fields(prefix: str, obs: Any, sl: slice) -> dict[str, np.ndarray]:
+    if isinstance(obs, Mapping):
+        return {f"{prefix}/{key}": np.asarray(value)[sl] for key, value in obs.items()}
+    return {prefix: np.asarray(obs)[sl]}
+
+
+def _scale_actions(act: np.ndarray, space: gym.Space[Any]) -> np.ndarray:
+    assert isinstance(space, gym.spaces.Box)
+    low, high = np.asarray(space.low, np.float32), np.asarray(space.high, np.float32)
+    if not (np.all(np.isfinite(low)) and np.all(np.isfinite(high))):
+        raise ConfigurationError(
+            f"minari_to_buffer: action_scaling=True needs finite Box bounds, got {space!r}; pass "
+            f"action_scaling=False to store the actions unchanged."
+        )
+    return np.asarray((act - low) / ((high - low) / 2) - 1.0, dtype=np.float32)
+
+
+def episodes_to_fields(episodes: Iterable[Any]) -> dict[str, np.ndarray]:
+    """Concatenate Minari ``EpisodeData`` records into buffer fields of shape (num_steps, ...)."""
+    parts: dict[str, list[np.ndarray]] = {}
+    for episode in episodes:
+        num_steps = len(episode.rewards)
+        truncated = np.asarray(episode.truncations, dtype=bool).copy()
+        terminated = np.asarray(episode.terminations, dtype=bool)
+        if num_steps and not (terminated[-1] or truncated[-1]):
+            truncated[-1] = True  # the recording stopped mid-episode: never chain into the next one
+        fields = {
+            **_obs_fields("obs", episode.observations, slice(0, num_steps)),
+            "act": np.asarray(episode.actions),
+            "rew": np.asarray(episode.rewards, dtype=np.float32),
+            "terminated": terminated,
+            "truncated": truncated,
+            **_obs_fields("obs_next", episode.observations, slice(1, num_steps + 1)),
+        }
+        for name, value in fields.items():
+            parts.setdefault(name, []).append(value)
+    if not parts:
+        raise ConfigurationError("minari_to_buffer: the dataset has no episodes; record some first.")
+    return {name: np.concatenate(values) for name, values in parts.items()}
+
+
+def minari_to_buffer(
+    dataset: Any,
+    *,
+    episode_indices: Iterable[int] | None = None,
+    action_scaling: bool = True,
+    seed: int | np.random.Generator | None = None,
+) -> ReplayBuffer:
+    """A :class:`ReplayBuffer` holding every transition of a Minari dataset.
+
+    Args:
+        dataset: a ``minari.MinariDataset`` or a dataset id, loaded with ``minari.load_dataset`` from
+            the local datasets directory (``MINARI_DATASETS_PATH``; nothing is downloaded).
+        episode_indices: the episodes to take (None: all).
+        action_scaling: map Box actions from the dataset's bounds onto [-1, 1] (see the module docstring).
+        seed: seed or generator of the buffer's sampling.
+
+    Raises:
+        ImportError: minari is not installed (``pip install 'tshtrain[minari]'``).
+    """
+    minari = _import_minari()
+    if isinstance(dataset, str):
+        dataset = minari.load_dataset(dataset)
+    space = dataset.action_space
+    if not isinstance(space, gym.spaces.Box | gym.spaces.Discrete):
+        raise UnsupportedSpaceError(f"minari_to_buffer: Box or Discrete actions only, got {space!r}.")
+    episodes = dataset.iterate_episodes(None if episode_indices is None else list(episode_indices))
+    fields = episodes_to_fields(episodes)
+    if action_scaling and isinstance(space, gym.spaces.Box):
+        fields["act"] = _scale_actions(fields["act"].astype(np.float32), space)
+    num_steps = len(fields["rew"])
+    buffer = ReplayBuffer(num_steps, seed=seed)
+    arrays = {name: value.reshape(num_steps, 1, *value.shape[1:]) for name, value in fields.items()}
+    buffer.restore(
+        arrays, BufferLayout(column_capacity=num_steps, num_columns=1, ptr=(0,), length=(num_steps,))
+    )
+    return buffer
