@@ -223,3 +223,25 @@ def test_check_actions_multibinary_out_of_range() -> None:
 def test_policy_output_error_is_a_value_error() -> None:
     with pytest.raises(ValueError):
         check_actions(spaces.Discrete(2), np.array([5]), 1)
+
+
+def test_make_action_checker_fast_path_accepts_valid_and_reports_invalid_actions() -> None:
+    import gymnasium as gym
+    import numpy as np
+    import pytest
+
+    from tshtrain.env.spaces import make_action_checker
+    from tshtrain.errors import PolicyOutputError
+
+    discrete = make_action_checker(gym.spaces.Discrete(3), 4)
+    discrete(np.array([0, 1, 2, 1]))
+    with pytest.raises(PolicyOutputError, match=r"allows 0\.\.2"):
+        discrete(np.array([0, 1, 3, 1]))
+    with pytest.raises(PolicyOutputError, match="shape"):
+        discrete(np.array([0, 1, 2]))
+    box = make_action_checker(gym.spaces.Box(-1.0, 1.0, (2,)), 2)
+    box(np.zeros((2, 2), dtype=np.float32))
+    with pytest.raises(PolicyOutputError, match="non-finite"):
+        box(np.array([[0.0, np.nan], [0.0, 0.0]], dtype=np.float32))
+    with pytest.raises(PolicyOutputError, match="outside"):
+        box(np.array([[0.0, 1.5], [0.0, 0.0]], dtype=np.float32))

@@ -25,7 +25,7 @@ import torch
 from tshtrain.data.batch import ObsArray
 from tshtrain.data.buffer import BaseReplayBuffer
 from tshtrain.data.stats import CollectStats
-from tshtrain.env.spaces import check_actions, sample_actions
+from tshtrain.env.spaces import make_action_checker, sample_actions
 from tshtrain.env.vector import require_same_step_autoreset
 from tshtrain.errors import ConfigurationError, require_positive
 
@@ -137,6 +137,10 @@ def _select(obs: ObsArray, rows: np.ndarray) -> ObsArray:
     return {key: value[rows] for key, value in obs.items()}
 
 
+_NO_ENVS = np.zeros(0, dtype=np.int64)
+_NO_LENS = np.zeros(0, dtype=np.int64)
+
+
 class Collector:
     """Collects transitions from a vector env with a policy (see the module docstring)."""
 
@@ -182,6 +186,7 @@ class Collector:
         """notified after every vector step and before env resets (see :class:`CollectorListener`)"""
         self.rng = np.random.default_rng(seed)
         """the collector's generator (random actions, exploration noise)"""
+        self._check_actions = make_action_checker(env.single_action_space, self.num_envs)
         self.num_collected_env_steps = 0
         """env steps stored since the last stats reset"""
         self.num_collected_episodes = 0
@@ -284,7 +289,7 @@ class Collector:
             act = self.policy.add_exploration_noise(act, self.rng)
         env_act = self.policy.map_action(act)
         if self.check_actions:
-            check_actions(self.env.single_action_space, env_act, self.num_envs)
+            self._check_actions(env_act)
         return act, env_act
 
     def _vector_step(
@@ -299,14 +304,17 @@ class Collector:
         obs_next, rew, terminated, truncated, info = self.env.step(env_act)
         if self._env_info is not None:
             self._env_info.add(info, active)
-        done = np.logical_or(terminated, truncated)
-        done_idx = np.flatnonzero(done)
-        stored_next = _obs_with_final(obs_next, info, done_idx) if len(done_idx) else obs_next
-        if self._ep_return.shape[1:] != np.shape(rew)[1:]:  # multi-agent rewards: one return per agent
+        done = terminated | truncated
+        any_done = bool(done.any())
+        done_idx = np.flatnonzero(done) if any_done else _NO_ENVS
+        stored_next = _obs_with_final(obs_next, info, done_idx) if any_done else obs_next
+        if self._ep_return.ndim != np.ndim(rew):  # multi-agent rewards: one return per agent
             self._ep_return = np.zeros((self.num_envs, *np.shape(rew)[1:]), dtype=np.float64)
         if self.buffer is not None:
-            stored_ids = slice(None) if active is None else active
-            self._ep_stored[stored_ids] = ~done[stored_ids]
+            if active is None:
+                np.logical_not(done, out=self._ep_stored)
+            else:
+                self._ep_stored[active] = ~done[active]
             if active is None:
                 self.buffer.add(
                     obs=self._obs,
@@ -328,9 +336,12 @@ class Collector:
                 )
         self._ep_return += rew
         self._ep_len += 1
-        returns, lens = self._ep_return[done_idx].copy(), self._ep_len[done_idx].copy()
-        self._ep_return[done_idx] = 0.0
-        self._ep_len[done_idx] = 0
+        if any_done:
+            returns, lens = self._ep_return[done_idx].copy(), self._ep_len[done_idx].copy()
+            self._ep_return[done_idx] = 0.0
+            self._ep_len[done_idx] = 0
+        else:
+            returns, lens = self._ep_return[:0], _NO_LENS  # empty: no episode ended
         self._obs = obs_next
         if self.listener is not None:
             self.listener.on_vector_step(done_idx)

@@ -6,6 +6,7 @@ observations may also be a flat ``Dict`` of those (stored as a dict of arrays, o
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import gymnasium as gym
@@ -146,3 +147,33 @@ def check_actions(space: gym.Space[object], act: np.ndarray, num_envs: int) -> N
             raise PolicyOutputError(f"The policy returned actions {act.tolist()} outside {space!r}.")
     elif isinstance(space, gym.spaces.MultiBinary) and np.any((act != 0) & (act != 1)):
         raise PolicyOutputError(f"The policy returned actions {act.tolist()} outside {space!r}.")
+
+
+def make_action_checker(space: gym.Space[object], num_envs: int) -> Callable[[np.ndarray], None]:
+    """A per-step action check for ``space`` with everything that does not depend on the actions
+    computed once: a cheap test per call, and :func:`check_actions` (for its exact error message)
+    only when that test fails."""
+    spec = action_spec(space)
+    expected = (num_envs, *spec.shape)
+    if isinstance(space, gym.spaces.Discrete):
+        low, high = int(space.start), int(space.start) + int(space.n) - 1
+
+        def fast_ok(act: np.ndarray) -> bool:
+            return act.dtype.kind in "iu" and bool(low <= act.min()) and bool(act.max() <= high)
+
+    elif isinstance(space, gym.spaces.Box):
+        box_low, box_high = np.asarray(space.low), np.asarray(space.high)
+
+        def fast_ok(act: np.ndarray) -> bool:  # NaN fails both comparisons
+            return bool(((act >= box_low) & (act <= box_high)).all())
+
+    else:
+
+        def fast_ok(act: np.ndarray) -> bool:
+            return False  # rarely used spaces: always the full check
+
+    def check(act: np.ndarray) -> None:
+        if act.shape != expected or not fast_ok(act):
+            check_actions(space, act, num_envs)
+
+    return check
