@@ -58,7 +58,7 @@ def cartpole_dataset(
 
 
 def run(
-    seed: int = 0, num_epochs: int = 5, cache_dir: str | Path | None = None, verbose: bool = True
+    seed: int = 0, num_epochs: int = 10, cache_dir: str | Path | None = None, verbose: bool = True
 ) -> tuple[float, float]:
     """Train discrete CQL for ``num_epochs`` epochs of 1000 gradient steps (batch 64) on the dataset of DQN
     seed 0; returns (mean return over 10 test episodes of the final policy, the DQN agent's)."""
@@ -86,7 +86,7 @@ def run(
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--epochs", type=int, default=5)
+    parser.add_argument("--epochs", type=int, default=10)
     parser.add_argument("--cache-dir", type=str, default=None)
     args = parser.parse_args()
     torch.set_num_threads(1)

@@ -30,7 +30,7 @@ from tshtrain.trainer import OfflineTrainer, OfflineTrainerParams
 
 
 def run(
-    seed: int = 0, num_epochs: int = 5, cache_dir: str | Path | None = None, verbose: bool = True
+    seed: int = 0, num_epochs: int = 8, cache_dir: str | Path | None = None, verbose: bool = True
 ) -> tuple[float, float]:
     """Train TD3+BC for ``num_epochs`` epochs of 1000 gradient steps (batch 256) on the dataset of SAC
     seed 0; returns (mean return over 10 test episodes of the final policy, its normalised score)."""
@@ -74,7 +74,7 @@ def run(
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--epochs", type=int, default=5)
+    parser.add_argument("--epochs", type=int, default=8)
     parser.add_argument("--cache-dir", type=str, default=None)
     args = parser.parse_args()
     torch.set_num_threads(1)

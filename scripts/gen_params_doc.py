@@ -65,6 +65,9 @@ SECTIONS = (
     Section(title="", intro="", module="tshtrain/algorithm/td3.py", classes=("TD3Params",)),
     Section(title="", intro="", module="tshtrain/algorithm/sac.py", classes=("SACParams",)),
     Section(title="", intro="", module="tshtrain/algorithm/discrete_sac.py", classes=("DiscreteSACParams",)),
+    Section(title="", intro="", module="tshtrain/algorithm/cql.py", classes=("CQLParams",)),
+    Section(title="", intro="", module="tshtrain/algorithm/td3_bc.py", classes=("TD3BCParams",)),
+    Section(title="", intro="", module="tshtrain/algorithm/discrete_cql.py", classes=("DiscreteCQLParams",)),
     Section(
         title="Checkpoint parameters",
         intro="`TrainerParams.checkpoint`: automatic checkpoints (see checkpoints.md).",

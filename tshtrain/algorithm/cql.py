@@ -225,6 +225,7 @@ class CQL(OfflineAlgorithm[TanhGaussianPolicy]):
         td = td_loss(q_MN, target, batch.weight)
         penalty_M = conservative_penalty(q_MN, self._sampled_values(batch.obs, batch.obs_next), p.temperature)
         cql_weight = self._cql_weight()
+        penalty = penalty_M.detach().sum()  # reported unweighted, before the Lagrange threshold
         if p.with_lagrange:
             penalty_M = penalty_M - p.lagrange_threshold
         critic_loss = td.loss + (cql_weight.detach() * penalty_M).sum()
@@ -254,7 +255,7 @@ class CQL(OfflineAlgorithm[TanhGaussianPolicy]):
             {
                 "critic loss": critic_loss,
                 "td loss": td.loss,
-                "cql penalty": penalty_M.sum(),
+                "cql penalty": penalty,
                 "cql weight": cql_weight,
                 "actor loss": actor_loss,
                 "cql weight loss": weight_loss,
