@@ -147,7 +147,16 @@ class BaseReplayBuffer(ABC):
             and len(obs) == self.num_columns
         ):
             # the hot path of the collector: every env adds one array-observation transition
-            return self._add_row(obs, act, rew, terminated, truncated, obs_next)
+            return self._add_all_columns(
+                {
+                    "obs": obs,
+                    "act": act,
+                    "rew": rew,
+                    "terminated": terminated,
+                    "truncated": truncated,
+                    "obs_next": obs_next,
+                }
+            )
         num_rows = obs_len(obs)
         fields = {
             **flatten_obs("obs", obs),
@@ -175,26 +184,6 @@ class BaseReplayBuffer(ABC):
                 return self._add_all_columns(fields)
             env_ids = np.arange(num_rows)
         return self._add_columns(fields, np.asarray(env_ids, dtype=np.int64))
-
-    def _add_row(  # noqa: PLR0917 (positional: this is the per-step hot path)
-        self,
-        obs: np.ndarray,
-        act: np.ndarray,
-        rew: np.ndarray,
-        terminated: np.ndarray,
-        truncated: np.ndarray,
-        obs_next: np.ndarray,
-    ) -> np.ndarray:
-        arrays = self._arrays
-        row = int(self._ptr[0])
-        arrays["obs"][row] = obs
-        arrays["act"][row] = act
-        arrays["rew"][row] = rew
-        arrays["terminated"][row] = terminated
-        arrays["truncated"][row] = truncated
-        arrays["obs_next"][row] = obs_next
-        self._advance_all(row)
-        return row * self.num_columns + self._column_ids
 
     def _advance_all(self, row: int) -> None:
         self._ptr[:] = (row + 1) % self.column_capacity

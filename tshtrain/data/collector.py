@@ -313,9 +313,6 @@ class Collector:
         if self.buffer is not None:
             if active is None:
                 np.logical_not(done, out=self._ep_stored)
-            else:
-                self._ep_stored[active] = ~done[active]
-            if active is None:
                 self.buffer.add(
                     obs=self._obs,
                     act=act,
@@ -325,6 +322,7 @@ class Collector:
                     obs_next=stored_next,
                 )
             else:
+                self._ep_stored[active] = ~done[active]
                 self.buffer.add(
                     obs=_select(self._obs, active),
                     act=act[active],
