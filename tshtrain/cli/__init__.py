@@ -11,9 +11,9 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from tshtrain.cli import plot
+from tshtrain.cli import eval, listing, plot, show_config, train
 
-COMMANDS = (plot,)
+COMMANDS = (train, eval, listing, show_config, plot)
 """the command modules, in the order ``--help`` lists them"""
 
 

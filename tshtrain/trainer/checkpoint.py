@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import numpy as np
 import torch
 
-from tshtrain.algorithm.base import TrainingStats
+from tshtrain.algorithm.base import Algorithm, TrainingStats
 from tshtrain.data.buffer import BaseReplayBuffer
 from tshtrain.data.buffer_io import load_buffer_into, save_buffer
 from tshtrain.data.collector import Collector
@@ -303,6 +303,25 @@ def load_trainer_checkpoint(
         trainer.load_extension_state(state["extensions"])
     set_global_rng_state(state["rng"])
     _rewind_logger(trainer)
+    return manifest
+
+
+def load_algorithm_checkpoint(algorithm: Algorithm[Any], path: str | Path) -> CheckpointManifest:
+    """Restore only the algorithm (weights, optimizers, policy state) from the checkpoint directory
+    ``path``, e.g. to evaluate ``best/``; buffers and env snapshots are neither read nor verified.
+
+    Raises:
+        CheckpointError: the checkpoint is missing, truncated, corrupted, of another format version, or
+            was saved by another algorithm class.
+    """
+    manifest = verify_checkpoint_dir(path, skip_prefixes=("buffers/", "envs/"))
+    saved_by = manifest.info.get("algorithm")
+    if saved_by != type(algorithm).__name__:
+        raise CheckpointError(
+            f"{manifest.path}: saved by algorithm {saved_by!r}, this is {type(algorithm).__name__!r}; "
+            f"build the same algorithm to load it."
+        )
+    algorithm.load_state_dict(_read_state(manifest)["algorithm"])
     return manifest
 
 

@@ -1,0 +1,122 @@
+"""``tshtrain eval CHECKPOINT --episodes N [--video DIR]``: test a trained agent."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from tshtrain.errors import ConfigurationError
+
+CONFIG_FILE = "config.yaml"
+
+
+def add_parser(subparsers: Any) -> None:
+    """Register the ``eval`` command."""
+    parser: argparse.ArgumentParser = subparsers.add_parser(
+        "eval",
+        help="run test episodes with a checkpoint's policy",
+        description=(
+            "Load the algorithm of a checkpoint written by `tshtrain train` and run test episodes with its "
+            "deterministic policy. CHECKPOINT is a checkpoint directory (e.g. RUN/checkpoints/best) or a run "
+            "directory (then best/, else final/, else the newest periodic checkpoint). The experiment "
+            "is read from the run's config.yaml."
+        ),
+    )
+    parser.add_argument("checkpoint", metavar="CHECKPOINT", help="a checkpoint directory or a run directory")
+    parser.add_argument("--episodes", "-n", type=int, default=10, help="test episodes (default: 10)")
+    parser.add_argument(
+        "--seed", type=int, default=None, help="seed of the test envs (default: the run's test seed)"
+    )
+    parser.add_argument(
+        "--stochastic", action="store_true", help="sample actions instead of the deterministic ones"
+    )
+    parser.add_argument(
+        "--video",
+        metavar="DIR",
+        default=None,
+        help="record every episode as MP4 into DIR (needs moviepy: pip install 'tshtrain[video]')",
+    )
+    parser.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Evaluate; prints the mean, std, min and max return."""
+    if args.episodes < 1:
+        print(f"tshtrain eval: error: --episodes must be >= 1, got {args.episodes}.", file=sys.stderr)
+        return 2
+    found = _locate(Path(args.checkpoint))
+    if isinstance(found, str):
+        print(f"tshtrain eval: error: {found}", file=sys.stderr)
+        return 1
+    run_dir, checkpoint = found
+    from tshtrain.config import build_algorithm, load_experiment, make_envs
+    from tshtrain.config.build import TEST_SEED_OFFSET
+    from tshtrain.data import Collector
+    from tshtrain.trainer.checkpoint import load_algorithm_checkpoint
+
+    experiment = load_experiment(str(run_dir / CONFIG_FILE))
+    if args.video is not None:
+        envs = make_envs(
+            experiment.env, 1, render_mode="rgb_array", extra_wrappers=[_recorder(Path(args.video))]
+        )
+    else:
+        envs = make_envs(experiment.env, experiment.env.num_test_envs)
+    try:
+        algorithm = build_algorithm(experiment, envs.single_observation_space, envs.single_action_space)
+        load_algorithm_checkpoint(algorithm, checkpoint)
+        seed = experiment.seed + TEST_SEED_OFFSET if args.seed is None else args.seed
+        stats = Collector(algorithm.policy, envs, seed=seed).collect(
+            n_episode=args.episodes, deterministic=not args.stochastic
+        )
+    finally:
+        envs.close()
+    r = stats.returns_stat
+    print(
+        f"{checkpoint}: {stats.n_collected_episodes} episodes, return {r.mean:.2f} +- {r.std:.2f} "
+        f"(min {r.min:.2f}, max {r.max:.2f}), mean length {stats.lens_stat.mean:.1f}"
+    )
+    if args.video is not None:
+        print(f"videos in {args.video}")
+    return 0
+
+
+def _locate(path: Path) -> tuple[Path, Path] | str:
+    """(run directory, checkpoint directory) of ``path``, or what is wrong."""
+    if (path / CONFIG_FILE).is_file():
+        checkpoints = path / "checkpoints"
+        for name in ("best", "final"):
+            if (checkpoints / name / "manifest.json").is_file():
+                return path, checkpoints / name
+        periodic = sorted(p for p in checkpoints.glob("periodic-*") if (p / "manifest.json").is_file())
+        if periodic:
+            return path, periodic[-1]
+        return f"{path}: a run directory without checkpoints (no {checkpoints}/best, final or periodic-*)."
+    if not (path / "manifest.json").is_file():
+        return f"{path}: neither a checkpoint (no manifest.json) nor a run directory (no {CONFIG_FILE})."
+    for parent in list(path.resolve().parents)[:3]:
+        if (parent / CONFIG_FILE).is_file():
+            return parent, path
+    return (
+        f"{path}: no {CONFIG_FILE} in the directories above the checkpoint; eval needs the run's experiment."
+    )
+
+
+def _recorder(directory: Path) -> Any:
+    """A wrapper factory that records every episode of an env into ``directory``."""
+    try:
+        import moviepy  # type: ignore[import-untyped]  # noqa: F401  # only checks it is installed
+    except ImportError:
+        raise ConfigurationError("--video needs moviepy: pip install 'tshtrain[video]'") from None
+    import functools
+
+    from gymnasium.wrappers import RecordVideo
+
+    return functools.partial(
+        RecordVideo, video_folder=str(directory), episode_trigger=_always, disable_logger=True
+    )
+
+
+def _always(episode: int) -> bool:
+    return True

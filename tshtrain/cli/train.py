@@ -1,0 +1,179 @@
+"""``tshtrain train [CONFIG] [--set KEY=VALUE ...] [--output-dir DIR]``; ``tshtrain train --resume DIR``."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from tshtrain.config import Experiment, Run
+
+CONFIG_FILE = "config.yaml"
+INFO_FILE = "info_stats.json"
+
+
+def add_parser(subparsers: Any) -> None:
+    """Register the ``train`` command."""
+    parser: argparse.ArgumentParser = subparsers.add_parser(
+        "train",
+        help="train an agent from an experiment file (default: PPO on CartPole-v1)",
+        description=(
+            "Build the envs, algorithm, collectors and trainer of an experiment file (YAML, TOML or JSON) "
+            "and train. Without CONFIG, runs the default experiment: PPO on CartPole-v1 until the mean test "
+            "return reaches 475. Writes OUTPUT_DIR/config.yaml (the resolved experiment; train it again to "
+            "reproduce the run), logs, checkpoints and OUTPUT_DIR/info_stats.json. "
+            "`tshtrain config ALGO` prints a complete experiment to start from."
+        ),
+    )
+    parser.add_argument(
+        "config", nargs="?", metavar="CONFIG", help="an experiment file (.yaml, .yml, .toml, .json)"
+    )
+    parser.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a key, e.g. --set trainer.max_epochs=5 --set algorithm.params.lr=1e-3 "
+        "(repeatable; values are read as YAML)",
+    )
+    parser.add_argument(
+        "--output-dir",
+        "-o",
+        default=None,
+        help="where the run writes (default: output_dir of the "
+        "experiment, else runs/<algorithm>-<env>-<date>-<time>)",
+    )
+    parser.add_argument(
+        "--resume",
+        metavar="DIR",
+        default=None,
+        help="continue the stopped run in DIR from its newest checkpoint",
+    )
+    parser.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Train (or resume); 0 on success, 1 on a bad experiment or a failed run."""
+    if args.resume is not None:
+        if args.config is not None or args.output_dir is not None:
+            print(
+                "tshtrain train: error: --resume DIR takes the experiment and the output directory from DIR; "
+                "drop CONFIG and --output-dir.",
+                file=sys.stderr,
+            )
+            return 2
+        return _resume(Path(args.resume), args.overrides)
+    from tshtrain.config import load_experiment
+
+    experiment = load_experiment(args.config, args.overrides)
+    output_dir = Path(args.output_dir or experiment.output_dir or _default_output_dir(experiment))
+    if (output_dir / CONFIG_FILE).exists():
+        print(
+            f"tshtrain train: error: {output_dir} holds a run already ({CONFIG_FILE}); continue it "
+            f"with `tshtrain train --resume {output_dir}` or choose another --output-dir.",
+            file=sys.stderr,
+        )
+        return 1
+    experiment = experiment.model_copy(update={"output_dir": str(output_dir)})
+
+    built = _build(args.config or "the default experiment", experiment, output_dir, prefill=True)
+    try:
+        _write_config(experiment, output_dir)
+    except BaseException:
+        built.close()
+        raise
+    return _train(built, resumed_from=None)
+
+
+def _resume(directory: Path, overrides: list[str]) -> int:
+    from tshtrain.config import load_experiment
+    from tshtrain.trainer.checkpoint import CheckpointManager
+
+    config = directory / CONFIG_FILE
+    if not config.is_file():
+        print(
+            f"tshtrain train: error: --resume {directory}: no {CONFIG_FILE} there; give the output dir of a "
+            f"`tshtrain train` run.",
+            file=sys.stderr,
+        )
+        return 1
+    experiment = load_experiment(str(config), overrides)
+    if overrides:
+        _write_config(experiment, directory)
+    built = _build(str(config), experiment, directory, prefill=False)
+    params = built.trainer.params.checkpoint
+    latest = CheckpointManager(params).latest() if params is not None else None
+    if latest is None:
+        built.close()
+        print(
+            f"tshtrain train: error: --resume {directory}: no complete periodic checkpoint under "
+            f"{directory / 'checkpoints'}; the run stopped before its first checkpoint, so start it again.",
+            file=sys.stderr,
+        )
+        return 1
+    built.trainer.load_checkpoint(latest)
+    if built.trainer.done:
+        built.close()
+        print(
+            f"{directory}: the run already finished ({built.trainer.stop_reason}); nothing to resume. "
+            f"Start a new run to train longer."
+        )
+        return 0
+    return _train(built, resumed_from=latest)
+
+
+def _build(source: str, experiment: Experiment, output_dir: Path, *, prefill: bool) -> Run:
+    """Build the run (this checks everything before anything is written), naming ``source`` in errors."""
+    from tshtrain.config import ExperimentError, build_run
+
+    try:
+        return build_run(experiment, output_dir, prefill=prefill)
+    except ExperimentError as error:
+        raise ExperimentError(f"{source}: {error}") from None
+
+
+def _train(built: Run, resumed_from: Path | None) -> int:
+    import dataclasses
+    import json
+
+    from tshtrain.config import write_atomic
+    from tshtrain.data import save_buffer
+
+    experiment = built.experiment
+    print(
+        f"tshtrain: {experiment.algorithm.name} on {experiment.env.id}, writing to {built.output_dir}"
+        + (f" (resumed from {resumed_from.name})" if resumed_from else ""),
+        flush=True,
+    )
+    try:
+        info = built.trainer.run()
+        if experiment.buffer.save_on_exit and built.training_buffer is not None:
+            save_buffer(built.training_buffer, built.output_dir / "buffer")
+    finally:
+        built.close()
+    write_atomic(
+        built.output_dir / INFO_FILE, json.dumps(dataclasses.asdict(info), indent=2, default=str) + "\n"
+    )
+    best = "none" if info.best_reward is None else f"{info.best_reward:.1f}"
+    print(
+        f"best test return {best} at epoch {info.best_epoch}, {info.train_step} env steps, "
+        f"{info.timing.total_time:.1f} s, stop: {info.stop_reason}; results in {built.output_dir}"
+    )
+    return 0
+
+
+def _write_config(experiment: Experiment, output_dir: Path) -> None:
+    from tshtrain.config import dumps, experiment_data, write_atomic
+
+    header = "# the resolved experiment of this run; `tshtrain train config.yaml -o NEW_DIR` runs it again\n"
+    write_atomic(output_dir / CONFIG_FILE, header + dumps(experiment_data(experiment)))
+
+
+def _default_output_dir(experiment: Experiment) -> str:
+    import time
+
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    return f"runs/{experiment.algorithm.name}-{experiment.env.id.lower()}-{stamp}"

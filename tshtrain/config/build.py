@@ -1,0 +1,305 @@
+"""Build a whole run from a resolved :class:`Experiment`: envs, algorithm, buffers, collectors, loggers,
+checkpointing and the trainer, laid out under one output directory::
+
+    OUTPUT_DIR/config.yaml        the resolved experiment (written by ``tshtrain train``)
+    OUTPUT_DIR/tensorboard/       TensorBoard event files      OUTPUT_DIR/csv/   CSV logs
+    OUTPUT_DIR/checkpoints/       periodic-*/, best/, final/
+    OUTPUT_DIR/info_stats.json    the final InfoStats          OUTPUT_DIR/buffer/  (buffer.save_on_exit)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import importlib
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+import torch
+
+from tshtrain.algorithm.base import Algorithm
+from tshtrain.algorithm.schedules import num_update_steps_for
+from tshtrain.config.builders import BuildContext
+from tshtrain.config.files import ExperimentError
+from tshtrain.config.models import EnvConfig, Experiment, NoExploration, WrapperConfig
+from tshtrain.config.registry import AlgorithmSpec, Family, get_spec
+from tshtrain.config.resolve import STOP_SCORE, TRAINER_PARAMS, build_params, experiment_data
+from tshtrain.data import Collector, ReplayBuffer, VectorReplayBuffer, load_buffer
+from tshtrain.data.buffer import BaseReplayBuffer
+from tshtrain.data.prioritized import PrioritizedReplayBuffer, PrioritizedVectorReplayBuffer
+from tshtrain.env import make_vector_env
+from tshtrain.errors import ConfigurationError
+from tshtrain.logger.base import Logger
+from tshtrain.trainer import OfflineTrainer, OffPolicyTrainer, OnPolicyTrainer
+from tshtrain.trainer.base import Trainer
+from tshtrain.trainer.checkpoint import CheckpointParams
+
+TEST_SEED_OFFSET = 1000
+"""test envs are seeded seed + 1000, seed + 1001, ..."""
+
+
+@dataclass
+class Run:
+    """A built run: call ``trainer.run()``, then :meth:`close`."""
+
+    experiment: Experiment
+    spec: AlgorithmSpec
+    output_dir: Path
+    algorithm: Algorithm[Any]
+    trainer: Trainer[Any, Any]
+    envs: list[gym.vector.VectorEnv[Any, Any, Any]]
+    training_buffer: BaseReplayBuffer | None
+
+    def close(self) -> None:
+        """Close the envs and the logger."""
+        for env in self.envs:
+            env.close()
+        logger = self.trainer.logger
+        if logger is not None:
+            logger.close()
+
+
+def make_envs(
+    env: EnvConfig,
+    num_envs: int,
+    *,
+    render_mode: str | None = None,
+    extra_wrappers: Sequence[Callable[[gym.Env[Any, Any]], gym.Env[Any, Any]]] = (),
+) -> gym.vector.VectorEnv[Any, Any, Any]:
+    """A vector env of the experiment's env section; ``render_mode`` and ``extra_wrappers`` (applied after
+    the experiment's own) are for videos."""
+    kwargs = dict(env.kwargs)
+    if render_mode is not None:
+        kwargs["render_mode"] = render_mode
+    wrappers = [*(_wrapper(w) for w in env.wrappers), *extra_wrappers]
+    return make_vector_env(env.id, num_envs, mode=env.vector, env_kwargs=kwargs, wrappers=wrappers)
+
+
+def build_algorithm(
+    experiment: Experiment, observation_space: gym.Space[Any], action_space: gym.Space[Any]
+) -> Algorithm[Any]:
+    """The algorithm of a resolved experiment, with fresh networks (seeded from ``experiment.seed``)."""
+    spec = get_spec(experiment.algorithm.name)
+    torch.manual_seed(experiment.seed)
+    section = experiment.algorithm
+    params = build_params(spec, section.params, num_update_steps=_num_update_steps(experiment, spec))
+    context = BuildContext(
+        observation_space=observation_space,
+        action_space=action_space,
+        params=params,
+        network=spec.network_model.model_validate(section.network),
+        exploration=spec.exploration_model.model_validate(section.exploration),
+        seed=experiment.seed,
+    )
+    try:
+        return spec.build(context)
+    except ConfigurationError as error:
+        raise ExperimentError(f"algorithm {spec.name} on {experiment.env.id}: {error}") from None
+    except TypeError as error:  # e.g. UnsupportedSpaceError: a Box-only algorithm on Discrete actions
+        raise ExperimentError(f"algorithm {spec.name} on {experiment.env.id}: {error}") from None
+
+
+def build_run(experiment: Experiment, output_dir: str | Path, *, prefill: bool = True) -> Run:
+    """Everything ``tshtrain train`` runs (see the module docstring); ``prefill=False`` skips the random
+    prefill of the buffer (a resumed run restores the buffer from its checkpoint)."""
+    spec = get_spec(experiment.algorithm.name)
+    output_dir = Path(output_dir)
+    if experiment.torch_threads is not None:
+        torch.set_num_threads(experiment.torch_threads)
+    env = experiment.env
+    test_envs = make_envs(env, env.num_test_envs)
+    envs = [test_envs]
+    try:
+        algorithm = build_algorithm(
+            experiment, test_envs.single_observation_space, test_envs.single_action_space
+        )
+        test_collector = Collector(algorithm.policy, test_envs, seed=experiment.seed + TEST_SEED_OFFSET)
+        common: dict[str, Any] = {
+            "test_collector": test_collector,
+            "checkpoint": _checkpoint(experiment, output_dir),
+            "stop_fn": _stop_fn(experiment.trainer[STOP_SCORE]),
+            **{k: v for k, v in experiment.trainer.items() if k != STOP_SCORE},
+        }
+        buffer: BaseReplayBuffer | None = None
+        if spec.family is Family.OFFLINE:
+            trainer = _trainer(
+                spec, algorithm, common | {"buffer": _dataset(experiment)}, experiment, output_dir
+            )
+        else:
+            training_envs = make_envs(env, env.num_training_envs)
+            envs.append(training_envs)
+            buffer = _training_buffer(experiment, spec)
+            collector = Collector(
+                algorithm.policy,
+                training_envs,
+                buffer,
+                exploration_noise=spec.exploration_model is not NoExploration,
+                seed=experiment.seed,
+            )
+            if prefill and spec.family is Family.OFF_POLICY and experiment.buffer.prefill_env_steps:
+                collector.collect(n_step=experiment.buffer.prefill_env_steps, random=True)
+            trainer = _trainer(
+                spec, algorithm, common | {"training_collector": collector}, experiment, output_dir
+            )
+    except BaseException:
+        for vector_env in envs:
+            vector_env.close()
+        raise
+    return Run(experiment, spec, output_dir, algorithm, trainer, envs, buffer)
+
+
+def _trainer(
+    spec: AlgorithmSpec,
+    algorithm: Algorithm[Any],
+    kwargs: dict[str, Any],
+    experiment: Experiment,
+    output_dir: Path,
+) -> Trainer[Any, Any]:
+    """The trainer; its params are checked before the loggers create anything in ``output_dir``."""
+    params_cls = TRAINER_PARAMS[spec.family]
+    try:
+        params = params_cls(**kwargs)
+    except ConfigurationError as error:
+        raise ExperimentError(f"trainer: {error}") from None
+    params = dataclasses.replace(params, logger=_logger(experiment, output_dir))
+    trainer_cls: Any = {
+        Family.ON_POLICY: OnPolicyTrainer,
+        Family.OFF_POLICY: OffPolicyTrainer,
+        Family.OFFLINE: OfflineTrainer,
+    }[spec.family]
+    built: Trainer[Any, Any] = trainer_cls(algorithm, params)
+    return built
+
+
+def _num_update_steps(experiment: Experiment, spec: AlgorithmSpec) -> int:
+    """Update steps of the whole run, for ``"linear"`` schedules (on-policy algorithms)."""
+    if spec.family is not Family.ON_POLICY:
+        return 1
+    t = experiment.trainer
+    per_step = t.get("collection_step_num_env_steps")
+    uses_schedule = "linear" in experiment.algorithm.params.values()
+    if per_step is None:
+        if uses_schedule:
+            raise ExperimentError(
+                "algorithm.params: a 'linear' schedule needs trainer.collection_step_num_env_steps (the "
+                "number of update steps of an episode-collecting run is unknown in advance); use 'constant'."
+            )
+        return 1
+    num_envs = experiment.env.num_training_envs
+    if min(per_step, t["max_epochs"], t["epoch_num_steps"]) < 1:
+        return 1  # the trainer params name the bad value
+    collected = -(-per_step // num_envs) * num_envs
+    num_env_steps = t["max_epochs"] * -(-t["epoch_num_steps"] // collected) * collected
+    return num_update_steps_for(
+        num_env_steps=num_env_steps, collection_step_num_env_steps=per_step, num_envs=num_envs
+    )
+
+
+def _training_buffer(experiment: Experiment, spec: AlgorithmSpec) -> BaseReplayBuffer:
+    num_envs, b, seed = experiment.env.num_training_envs, experiment.buffer, experiment.seed
+    per_step = experiment.trainer.get("collection_step_num_env_steps")
+    if spec.family is Family.ON_POLICY and per_step is not None:
+        return VectorReplayBuffer(-(-per_step // num_envs) * num_envs, num_envs, seed=seed)
+    if b.prioritized:
+        if num_envs == 1:
+            return PrioritizedReplayBuffer(b.size, b.alpha, b.beta, seed=seed)
+        return PrioritizedVectorReplayBuffer(b.size, num_envs, b.alpha, b.beta, seed=seed)
+    if num_envs == 1:
+        return ReplayBuffer(b.size, seed=seed)
+    return VectorReplayBuffer(b.size, num_envs, seed=seed)
+
+
+def _dataset(experiment: Experiment) -> BaseReplayBuffer:
+    dataset = experiment.dataset
+    if dataset is None:
+        raise ExperimentError(
+            f"dataset: {experiment.algorithm.name} is offline and needs dataset.path (a saved buffer "
+            f"directory) or dataset.minari_id."
+        )
+    if dataset.path is not None:
+        if not Path(dataset.path).is_dir():
+            raise ExperimentError(
+                f"dataset.path: {dataset.path!r} is not a directory; give a buffer saved by "
+                f"tshtrain.data.save_buffer, or by a `tshtrain train` run with buffer.save_on_exit=true "
+                f"(OUTPUT_DIR/buffer)."
+            )
+        return load_buffer(dataset.path, seed=experiment.seed)
+    from tshtrain.data.minari import minari_to_buffer
+
+    assert dataset.minari_id is not None
+    return minari_to_buffer(dataset.minari_id, seed=experiment.seed)
+
+
+def _stop_fn(stop_score: float | None) -> Callable[[float], bool] | None:
+    if stop_score is None:
+        return None
+    return functools.partial(_reached, stop_score)
+
+
+def _reached(threshold: float, score: float) -> bool:
+    return score >= threshold
+
+
+def _checkpoint(experiment: Experiment, output_dir: Path) -> CheckpointParams | None:
+    c = experiment.checkpoint
+    if not c.enabled:
+        return None
+    return CheckpointParams(
+        directory=output_dir / "checkpoints",
+        every_num_epochs=c.every_num_epochs,
+        every_num_env_steps=c.every_num_env_steps,
+        keep_last=c.keep_last,
+        save_best=c.save_best,
+        include_buffers=c.include_buffers,
+    )
+
+
+def _logger(experiment: Experiment, output_dir: Path) -> Logger | None:
+    from tshtrain.logger import CompositeLogger, CsvLogger, MLflowLogger, TensorboardLogger, WandbLogger
+
+    loggers: list[Logger] = []
+    for config in experiment.loggers:
+        if config.kind == "tensorboard":
+            loggers.append(TensorboardLogger(output_dir / "tensorboard"))
+        elif config.kind == "csv":
+            loggers.append(CsvLogger(output_dir / "csv"))
+        elif config.kind == "wandb":
+            loggers.append(
+                WandbLogger(
+                    project=config.project,
+                    name=output_dir.name,
+                    group=config.group,
+                    tags=config.tags,
+                    mode=config.mode,
+                    log_dir=output_dir,
+                    config=experiment_data(experiment),
+                )
+            )
+        else:
+            uri = config.tracking_uri or (output_dir / "mlruns").resolve().as_uri()
+            loggers.append(
+                MLflowLogger(
+                    tracking_uri=uri, experiment_name=config.experiment_name, run_name=output_dir.name
+                )
+            )
+    if not loggers:
+        return None
+    return loggers[0] if len(loggers) == 1 else CompositeLogger(loggers)
+
+
+def _wrapper(config: WrapperConfig) -> Callable[[gym.Env[Any, Any]], gym.Env[Any, Any]]:
+    module_name, sep, attr = config.name.partition(":")
+    if not sep:
+        module_name, _, attr = config.name.rpartition(".")
+    try:
+        wrapper = getattr(importlib.import_module(module_name), attr)
+    except (ImportError, AttributeError, ValueError):
+        raise ExperimentError(
+            f"env.wrappers: cannot import {config.name!r}; give 'package.module.Wrapper' or "
+            f"'package.module:Wrapper', "
+            f"e.g. 'gymnasium.wrappers.FlattenObservation'."
+        ) from None
+    return functools.partial(wrapper, **config.kwargs)

@@ -1,0 +1,195 @@
+"""Reading and writing experiment files (YAML, TOML, JSON) and ``--set key.path=value`` overrides.
+
+Everything here works on plain data (dicts, lists, scalars); validation is :mod:`tshtrain.config.models`'s
+business. Errors are :class:`ExperimentError` and name the file.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+import tomllib
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from tshtrain.errors import ConfigurationError
+
+SUFFIXES: dict[str, str] = {".yaml": "yaml", ".yml": "yaml", ".toml": "toml", ".json": "json"}
+"""the file suffixes an experiment file may have, and their formats"""
+
+
+class ExperimentError(ConfigurationError):
+    """An experiment file, a ``--set`` override or the experiment they make is not valid."""
+
+
+def file_format(path: Path) -> str:
+    """``"yaml"``, ``"toml"`` or ``"json"`` from the suffix of ``path``."""
+    try:
+        return SUFFIXES[path.suffix.lower()]
+    except KeyError:
+        allowed = ", ".join(SUFFIXES)
+        raise ExperimentError(
+            f"{path}: unknown experiment file suffix {path.suffix!r}; use one of {allowed}."
+        ) from None
+
+
+def read_file(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """The top-level mapping of an experiment file.
+
+    Raises:
+        ExperimentError: the file is missing, unreadable, malformed, or its top level is not a mapping.
+    """
+    path = Path(path)
+    kind = file_format(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as error:
+        raise ExperimentError(
+            f"{path}: cannot read the experiment file ({error.strerror or error})."
+        ) from None
+    try:
+        if kind == "yaml":
+            data = yaml.safe_load(text)
+        elif kind == "toml":
+            data = tomllib.loads(text)
+        else:
+            data = json.loads(text)
+    except (yaml.YAMLError, tomllib.TOMLDecodeError, json.JSONDecodeError) as error:
+        raise ExperimentError(f"{path}: not valid {kind.upper()}: {error}") from None
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise ExperimentError(
+            f"{path}: the top level must be a mapping of sections, got {type(data).__name__}."
+        )
+    return data
+
+
+def parse_override(text: str) -> tuple[list[str], Any]:
+    """``"a.b.c=value"`` -> (["a", "b", "c"], value); the value is parsed as YAML (numbers, booleans,
+    ``null``, lists like ``[64,64]``), so ``--set trainer.max_epochs=5`` sets an int."""
+    key, sep, raw = text.partition("=")
+    path = key.strip().split(".")
+    if not sep or not all(path):
+        raise ExperimentError(
+            f"--set {text!r}: expected KEY.PATH=VALUE, e.g. --set trainer.max_epochs=5 or "
+            f"--set algorithm.params.lr=3e-4."
+        )
+    try:
+        value = yaml.safe_load(raw) if raw.strip() else ""
+    except yaml.YAMLError as error:
+        raise ExperimentError(f"--set {text!r}: the value is not valid YAML: {error}") from None
+    return path, value
+
+
+def apply_overrides(data: dict[str, Any], overrides: Iterable[str]) -> dict[str, Any]:
+    """A copy of ``data`` with each ``KEY.PATH=VALUE`` override applied in order (missing mappings on
+    the way are created; whether the keys exist is checked later, with the rest of the experiment)."""
+    result = _deep_copy(data)
+    for text in overrides:
+        path, value = parse_override(text)
+        node = result
+        for depth, key in enumerate(path[:-1]):
+            child = node.setdefault(key, {})
+            if not isinstance(child, dict):
+                where = ".".join(path[: depth + 1])
+                raise ExperimentError(f"--set {text!r}: {where} is {child!r}, not a section with keys.")
+            node = child
+        node[path[-1]] = value
+    return result
+
+
+def _deep_copy(data: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: _deep_copy(v) if isinstance(v, Mapping) else v for k, v in data.items()}
+
+
+def dumps(data: Mapping[str, Any], kind: str = "yaml") -> str:
+    """``data`` as the text of a YAML, TOML or JSON file (keys in their given order)."""
+    if kind == "yaml":
+        return str(yaml.dump(dict(data), Dumper=_Dumper, sort_keys=False, default_flow_style=False))
+    if kind == "json":
+        return json.dumps(data, indent=2) + "\n"
+    if kind == "toml":
+        return _toml(data)
+    raise ExperimentError(f"unknown format {kind!r}; use yaml, toml or json.")
+
+
+def write_atomic(path: str | os.PathLike[str], text: str) -> None:
+    """Write ``text`` to a temporary file beside ``path``, then rename it into place, so a reader sees
+    the old file or the whole new one, never half of it."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+class _Dumper(yaml.SafeDumper):
+    """Block style, except lists of scalars on one line (``hidden_sizes: [64, 64]``)."""
+
+
+def _represent_list(dumper: yaml.SafeDumper, data: list[Any]) -> yaml.Node:
+    flow = all(not isinstance(item, dict | list) for item in data)
+    return dumper.represent_sequence("tag:yaml.org,2002:seq", data, flow_style=flow)
+
+
+_Dumper.add_representer(list, _represent_list)
+
+
+def _toml(data: Mapping[str, Any], prefix: str = "") -> str:
+    """A small TOML writer for experiment data: scalars, lists of scalars, nested tables, lists of
+    tables; None values are left out (TOML has no null, and every None field defaults to None)."""
+    lines: list[str] = []
+    tables: list[tuple[str, Any]] = []
+    for key, value in data.items():
+        if value is None:
+            continue
+        if isinstance(value, Mapping) or (
+            isinstance(value, list) and value and all(isinstance(v, Mapping) for v in value)
+        ):
+            tables.append((key, value))
+        else:
+            lines.append(f"{_toml_key(key)} = {_toml_value(value)}")
+    for key, value in tables:
+        name = f"{prefix}{_toml_key(key)}"
+        if isinstance(value, Mapping):
+            lines.append(f"\n[{name}]")
+            lines.append(_toml(value, f"{name}.").strip("\n"))
+        else:
+            for item in value:
+                lines.append(f"\n[[{name}]]")
+                lines.append(_toml(item, f"{name}.").strip("\n"))
+    return "\n".join(line for line in lines if line) + "\n"
+
+
+def _toml_key(key: str) -> str:
+    return key if key.replace("_", "").replace("-", "").isalnum() else json.dumps(key)
+
+
+def _toml_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return repr(value)
+    if isinstance(value, str):
+        return json.dumps(value)
+    if isinstance(value, list | tuple):
+        return "[" + ", ".join(_toml_value(v) for v in value if v is not None) + "]"
+    if isinstance(value, Mapping):
+        return (
+            "{"
+            + ", ".join(f"{_toml_key(k)} = {_toml_value(v)}" for k, v in value.items() if v is not None)
+            + "}"
+        )
+    raise ExperimentError(f"cannot write {value!r} to TOML.")

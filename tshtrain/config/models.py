@@ -1,0 +1,214 @@
+"""The sections of an experiment file, as pydantic models (pydantic is used at this boundary only).
+
+The sections whose keys depend on the algorithm (``algorithm.params``, ``algorithm.network``,
+``algorithm.exploration`` and ``trainer``) are plain mappings here; :mod:`tshtrain.config.resolve`
+checks them against the algorithm's params class and the trainer's params class.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, NonNegativeInt, PositiveInt, model_validator
+
+
+class Section(BaseModel):
+    """A section of an experiment: unknown keys are errors, values are immutable after validation."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class WrapperConfig(Section):
+    """A Gymnasium wrapper applied to every sub-env."""
+
+    name: str
+    """the wrapper's import path: ``"gymnasium.wrappers.FlattenObservation"`` or ``"module:attr"``"""
+    kwargs: dict[str, Any] = Field(default_factory=dict)
+    """keyword arguments of the wrapper (after the env)"""
+
+
+class EnvConfig(Section):
+    """The environments: training and test vector envs of the same Gymnasium id."""
+
+    id: str = "CartPole-v1"
+    """a registered Gymnasium id"""
+    kwargs: dict[str, Any] = Field(default_factory=dict)
+    """keyword arguments of ``gymnasium.make``"""
+    num_training_envs: PositiveInt = 8
+    """sub-envs of the training collector"""
+    num_test_envs: PositiveInt = 8
+    """sub-envs of the test collector"""
+    vector: Literal["sync", "async"] = "sync"
+    """``sync``: in-process; ``async``: one subprocess per sub-env"""
+    wrappers: list[WrapperConfig] = Field(default_factory=list)
+    """wrappers applied to every sub-env, in order"""
+
+
+class MlpNetwork(Section):
+    """MLP sizes of algorithms with one network (REINFORCE, BC)."""
+
+    hidden_sizes: list[PositiveInt] = Field(default_factory=lambda: [64, 64])
+    """hidden layer widths"""
+    activation: Literal["tanh", "relu", "elu", "gelu", "silu"] = "tanh"
+    """activation after each hidden layer"""
+
+
+class ActorCriticNetwork(MlpNetwork):
+    """Networks of A2C and PPO."""
+
+    critic_hidden_sizes: list[PositiveInt] | None = None
+    """hidden widths of the critic; None: the actor's"""
+    normalize_obs: bool = False
+    """a running observation normaliser as the first layer of actor and critic"""
+    init_log_std: float = 0.0
+    """initial log standard deviation of the Gaussian policy (Box actions only)"""
+
+
+class QNetwork(MlpNetwork):
+    """The Q network of DQN and discrete CQL."""
+
+    activation: Literal["tanh", "relu", "elu", "gelu", "silu"] = "relu"
+    dueling: bool = False
+    """a dueling head (value + advantage) on the trunk of hidden_sizes"""
+
+
+class ActorCriticsNetwork(MlpNetwork):
+    """Actor and Q critics of DDPG, TD3, SAC, discrete SAC, CQL and TD3+BC."""
+
+    activation: Literal["tanh", "relu", "elu", "gelu", "silu"] = "relu"
+    critic_hidden_sizes: list[PositiveInt] | None = None
+    """hidden widths of each critic; None: the actor's"""
+    num_critics: PositiveInt = 2
+    """critics in the ensemble (the algorithms take the minimum of two)"""
+
+
+class NoExploration(Section):
+    """The algorithm explores by itself (a stochastic policy) or not at all (offline)."""
+
+
+class EpsilonGreedy(Section):
+    """Epsilon-greedy exploration of a Q-value policy, linear decay over training env steps."""
+
+    eps_start: float = Field(default=1.0, ge=0.0, le=1.0)
+    eps_end: float = Field(default=0.05, ge=0.0, le=1.0)
+    eps_decay_env_steps: PositiveInt = 10_000
+
+
+class GaussianNoise(Section):
+    """Gaussian noise added to a deterministic actor's action in training (in the [-1, 1] scale)."""
+
+    noise_std: float = Field(default=0.1, ge=0.0)
+
+
+class AlgorithmConfig(Section):
+    """Which algorithm, its hyperparameters and its networks."""
+
+    name: str
+    """the algorithm (``tshtrain list`` shows them)"""
+    params: dict[str, Any] = Field(default_factory=dict)
+    """fields of the algorithm's params class (e.g. PPOParams); schedules as ``"linear"`` or ``"constant"``"""
+    network: dict[str, Any] = Field(default_factory=dict)
+    """network sizes (see ``tshtrain config ALGO``)"""
+    exploration: dict[str, Any] = Field(default_factory=dict)
+    """exploration settings of the training policy, where the algorithm has any"""
+
+
+class BufferConfig(Section):
+    """The training replay buffer of off-policy algorithms (on-policy ones hold one collection step)."""
+
+    size: PositiveInt = 20_000
+    """transitions kept in total (over all sub-buffers)"""
+    prioritized: bool = False
+    """prioritized replay (DQN family)"""
+    alpha: float = Field(default=0.6, ge=0.0)
+    """priority exponent (prioritized only)"""
+    beta: float = Field(default=0.4, ge=0.0)
+    """importance-weight exponent (prioritized only)"""
+    prefill_env_steps: NonNegativeInt = 0
+    """uniformly random env steps collected before training (not counted by the trainer)"""
+    save_on_exit: bool = False
+    """save the training buffer to OUTPUT_DIR/buffer at the end (a dataset for offline algorithms)"""
+
+
+class DatasetConfig(Section):
+    """The dataset of an offline algorithm: a saved buffer or a local Minari dataset."""
+
+    path: str | None = None
+    """a buffer directory written by ``tshtrain.data.save_buffer`` (or ``buffer.save_on_exit``)"""
+    minari_id: str | None = None
+    """a Minari dataset id in the local Minari directory (nothing is downloaded)"""
+
+    @model_validator(mode="after")
+    def _one_source(self) -> DatasetConfig:
+        if (self.path is None) == (self.minari_id is None):
+            raise ValueError("give exactly one of path and minari_id")
+        return self
+
+
+class TensorboardConfig(Section):
+    kind: Literal["tensorboard"] = "tensorboard"
+
+
+class CsvConfig(Section):
+    kind: Literal["csv"] = "csv"
+
+
+class WandbConfig(Section):
+    kind: Literal["wandb"] = "wandb"
+    project: str = "tshtrain"
+    group: str | None = None
+    tags: list[str] = Field(default_factory=list)
+    mode: Literal["online", "offline", "disabled"] = "offline"
+    """``offline`` by default: nothing leaves the machine until ``wandb sync``"""
+
+
+class MlflowConfig(Section):
+    kind: Literal["mlflow"] = "mlflow"
+    tracking_uri: str | None = None
+    """None: a file store under OUTPUT_DIR/mlruns"""
+    experiment_name: str = "tshtrain"
+
+
+LoggerConfig = Annotated[
+    TensorboardConfig | CsvConfig | WandbConfig | MlflowConfig, Field(discriminator="kind")
+]
+"""one writer of the run's logs, chosen by ``kind``"""
+
+
+def _default_loggers() -> list[LoggerConfig]:
+    return [TensorboardConfig()]
+
+
+class CheckpointConfig(Section):
+    """Automatic checkpoints under OUTPUT_DIR/checkpoints (see docs/checkpoints.md)."""
+
+    enabled: bool = True
+    every_num_epochs: PositiveInt | None = 1
+    every_num_env_steps: PositiveInt | None = None
+    keep_last: PositiveInt = 3
+    save_best: bool = True
+    include_buffers: bool = True
+
+
+class Experiment(Section):
+    """A whole experiment: what ``tshtrain train`` runs and writes back as OUTPUT_DIR/config.yaml."""
+
+    seed: int = 0
+    """seeds networks (torch), policies, buffers and envs (training envs seed, seed+1, ...; test envs
+    seed+1000, ...)"""
+    torch_threads: PositiveInt | None = 1
+    """``torch.set_num_threads``; None leaves torch's default"""
+    output_dir: str | None = None
+    """where the run writes; None: runs/<algorithm>-<env>-<date>-<time>"""
+    env: EnvConfig = Field(default_factory=EnvConfig)
+    algorithm: AlgorithmConfig
+    trainer: dict[str, Any] = Field(default_factory=dict)
+    """value fields of the trainer params class of the algorithm's family, plus ``stop_score``"""
+    buffer: BufferConfig = Field(default_factory=BufferConfig)
+    dataset: DatasetConfig | None = None
+    loggers: list[LoggerConfig] = Field(default_factory=_default_loggers)
+    checkpoint: CheckpointConfig = Field(default_factory=CheckpointConfig)
+
+
+NETWORK_MODELS: tuple[type[MlpNetwork], ...] = (MlpNetwork, ActorCriticNetwork, QNetwork, ActorCriticsNetwork)
+EXPLORATION_MODELS: tuple[type[Section], ...] = (NoExploration, EpsilonGreedy, GaussianNoise)

@@ -1,0 +1,285 @@
+"""From an experiment file to a complete, validated :class:`Experiment`.
+
+``resolve_experiment`` lays the user's data over the algorithm's default experiment, rejects unknown keys
+(with a did-you-mean suggestion) and keys of another trainer family, validates every value, and fills in
+every field, so the result written back as OUTPUT_DIR/config.yaml states the whole run.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import operator
+import types
+import typing
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from pydantic import BaseModel, TypeAdapter, ValidationError
+
+from tshtrain.algorithm.schedules import LinearSchedule
+from tshtrain.config.files import ExperimentError, apply_overrides, read_file
+from tshtrain.config.models import Experiment, Section
+from tshtrain.config.registry import DEFAULT_ALGORITHM, AlgorithmSpec, Family, did_you_mean, get_spec
+from tshtrain.errors import ConfigurationError
+from tshtrain.trainer import OfflineTrainerParams, OffPolicyTrainerParams, OnPolicyTrainerParams
+
+TRAINER_PARAMS: dict[Family, type] = {
+    Family.ON_POLICY: OnPolicyTrainerParams,
+    Family.OFF_POLICY: OffPolicyTrainerParams,
+    Family.OFFLINE: OfflineTrainerParams,
+}
+"""the trainer params class of each family"""
+
+_SCALARS: dict[str, Any] = {"int": int, "float": float, "bool": bool, "str": str, "None": None}
+_SCHEDULES = ("constant", "linear")
+_NOT_FROM_FILES = frozenset({"resume_from_log"})  # `tshtrain train --resume` covers resuming
+STOP_SCORE = "stop_score"
+"""the trainer key that sets ``stop_fn``: stop when the test score reaches it (None: never)"""
+
+
+def _scalar_type(annotation: object) -> Any | None:
+    """The Python type of a field annotated with scalars only (``"int | None"``), else None."""
+    names = [part.strip() for part in str(annotation).split("|")]
+    if not all(name in _SCALARS for name in names):
+        return None
+    kinds = [_SCALARS[name] for name in names]
+    return functools.reduce(operator.or_, (types.NoneType if k is None else k for k in kinds))
+
+
+def value_fields(cls: type) -> dict[str, tuple[Any, Any]]:
+    """The fields of a params dataclass that an experiment file can set: name -> (type, default).
+    Schedule fields get the type ``Literal["constant", "linear"] | None``."""
+    found: dict[str, tuple[Any, Any]] = {}
+    for field in dataclasses.fields(cls):
+        if field.name in _NOT_FROM_FILES or field.default is dataclasses.MISSING:
+            continue
+        kind = _scalar_type(field.type)
+        if kind is None and "Schedule" in str(field.type):
+            kind = typing.Literal["constant", "linear"] | None
+        if kind is not None:
+            found[field.name] = (kind, None if "Schedule" in str(field.type) else field.default)
+    return found
+
+
+def trainer_fields(family: Family) -> dict[str, tuple[Any, Any]]:
+    """The trainer keys of a family: the value fields of its params class and ``stop_score``."""
+    return {**value_fields(TRAINER_PARAMS[family]), STOP_SCORE: (float | None, None)}
+
+
+def default_experiment_data(name: str = DEFAULT_ALGORITHM) -> dict[str, Any]:
+    """The algorithm's default experiment as plain data (before resolving)."""
+    spec = get_spec(name)
+    return _merge({"algorithm": {"name": spec.name}}, spec.defaults)
+
+
+def load_experiment(path: str | None, overrides: Sequence[str] = ()) -> Experiment:
+    """Read an experiment file (None: the default experiment), apply ``--set`` overrides, resolve."""
+    data = read_file(path) if path is not None else {}
+    source = path or ("the default experiment with --set" if overrides else "the default experiment")
+    return resolve_experiment(apply_overrides(data, overrides), source)
+
+
+def resolve_experiment(data: Mapping[str, Any], source: str = "experiment") -> Experiment:
+    """The complete experiment of ``data`` (see the module docstring).
+
+    Raises:
+        ExperimentError: naming ``source``, the key path, the value and what is allowed.
+    """
+    algorithm = data.get("algorithm", {})
+    name = algorithm.get("name", DEFAULT_ALGORITHM) if isinstance(algorithm, Mapping) else algorithm
+    try:
+        spec = get_spec(name)
+    except ExperimentError as error:
+        raise ExperimentError(f"{source}: {error}") from None
+    _check_sections(data, spec, source)
+    merged = _merge(default_experiment_data(spec.name), data)
+    _check_keys(merged, Experiment, "", source)
+    try:
+        experiment = Experiment.model_validate(merged)
+    except ValidationError as error:
+        raise ExperimentError(_describe(error, source)) from None
+    section = experiment.algorithm
+    params = _resolve_params(spec, section.params, source)
+    network = _validate_model(spec.network_model, section.network, f"algorithm.network ({spec.name})", source)
+    exploration = _validate_model(
+        spec.exploration_model, section.exploration, f"algorithm.exploration ({spec.name})", source
+    )
+    trainer = _resolve_trainer(spec, experiment.trainer, source)
+    return experiment.model_copy(
+        update={
+            "algorithm": section.model_copy(
+                update={
+                    "params": params,
+                    "network": network.model_dump(),
+                    "exploration": exploration.model_dump(),
+                }
+            ),
+            "trainer": trainer,
+        }
+    )
+
+
+def experiment_data(experiment: Experiment) -> dict[str, Any]:
+    """A resolved experiment as plain data, the sections that its family does not use left out."""
+    spec = get_spec(experiment.algorithm.name)
+    exclude = {"buffer"} if spec.family is Family.OFFLINE else {"dataset"}
+    data: dict[str, Any] = experiment.model_dump(mode="json", exclude=exclude)
+    return data
+
+
+def build_params(spec: AlgorithmSpec, values: Mapping[str, Any], *, num_update_steps: int = 1) -> Any:
+    """The algorithm's params object from resolved values; ``"linear"`` schedules decay over
+    ``num_update_steps`` update steps."""
+    kwargs = dict(values)
+    for key, value in values.items():
+        if value == "linear":
+            kwargs[key] = LinearSchedule(num_update_steps=max(1, num_update_steps))
+        elif value == "constant":
+            kwargs[key] = None
+    return spec.params_cls(**kwargs)
+
+
+# ---------------------------------------------------------------------------- sections
+def _check_sections(data: Mapping[str, Any], spec: AlgorithmSpec, source: str) -> None:
+    if spec.family is Family.OFFLINE and "buffer" in data:
+        raise ExperimentError(
+            f"{source}: buffer: {spec.name} is an offline algorithm; it learns from `dataset` (a saved "
+            f"buffer or a Minari dataset), so remove the buffer section."
+        )
+    if spec.family is not Family.OFFLINE and data.get("dataset") is not None:
+        raise ExperimentError(
+            f"{source}: dataset: {spec.name} is a {spec.family} algorithm that collects its own data; "
+            f"datasets are for the offline algorithms (bc, cql, td3_bc, discrete_cql)."
+        )
+
+
+def _resolve_params(spec: AlgorithmSpec, values: Mapping[str, Any], source: str) -> dict[str, Any]:
+    allowed = value_fields(spec.params_cls)
+    where = f"algorithm.params ({spec.params_cls.__name__})"
+    resolved = {key: default for key, (_, default) in allowed.items()}
+    for key, value in values.items():
+        resolved[key] = _validate_value(allowed, key, value, where, source)
+    try:
+        build_params(spec, resolved)
+    except ConfigurationError as error:
+        raise ExperimentError(f"{source}: algorithm.params: {error}") from None
+    return resolved
+
+
+def _resolve_trainer(spec: AlgorithmSpec, values: Mapping[str, Any], source: str) -> dict[str, Any]:
+    allowed = trainer_fields(spec.family)
+    params_cls = TRAINER_PARAMS[spec.family]
+    for key in values:
+        if key not in allowed:
+            other = [f for f in Family if f is not spec.family and key in trainer_fields(f)]
+            if other:
+                raise ExperimentError(
+                    f"{source}: trainer.{key}: a field of the {' and '.join(other)} trainer, but {spec.name} "
+                    f"runs on the {spec.family} trainer ({params_cls.__name__}): {', '.join(allowed)}."
+                )
+    resolved = {key: default for key, (_, default) in allowed.items()}
+    for key, value in values.items():
+        resolved[key] = _validate_value(allowed, key, value, f"trainer ({params_cls.__name__})", source)
+    return resolved
+
+
+def _validate_value(
+    allowed: Mapping[str, tuple[Any, Any]], key: str, value: Any, where: str, source: str
+) -> Any:
+    section = where.split(" ", maxsplit=1)[0]
+    if key not in allowed:
+        raise ExperimentError(
+            f"{source}: {section}.{key}: unknown key{did_you_mean(key, allowed)}; allowed in {where}: "
+            f"{', '.join(allowed)}."
+        )
+    kind = allowed[key][0]
+    try:
+        return TypeAdapter(kind).validate_python(value)
+    except ValidationError as error:
+        expected = str(kind).replace("typing.", "").replace("<class '", "").replace("'>", "")
+        reason = error.errors()[0]["msg"]
+        raise ExperimentError(
+            f"{source}: {section}.{key}: {value!r} is not allowed ({reason}); expected {expected}."
+        ) from None
+
+
+def _validate_model(model: type[Section], values: Mapping[str, Any], where: str, source: str) -> Section:
+    section = where.split(" ", maxsplit=1)[0]
+    for key in values:
+        if key not in model.model_fields:
+            allowed = ", ".join(model.model_fields) or "none"
+            raise ExperimentError(
+                f"{source}: {section}.{key}: unknown key{did_you_mean(key, model.model_fields)}; allowed in "
+                f"{where}: {allowed}."
+            )
+    try:
+        return model.model_validate(dict(values))
+    except ValidationError as error:
+        raise ExperimentError(_describe(error, source, prefix=f"{section}.")) from None
+
+
+# ---------------------------------------------------------------------------- helpers
+def _merge(base: Mapping[str, Any], override: Mapping[str, Any]) -> dict[str, Any]:
+    """``override`` laid over ``base``: mappings merge key by key, anything else replaces."""
+    merged = dict(base)
+    for key, value in override.items():
+        if isinstance(value, Mapping) and isinstance(merged.get(key), Mapping):
+            merged[key] = _merge(merged[key], value)
+        else:
+            merged[key] = value
+    return merged
+
+
+def _check_keys(data: Any, model: type[BaseModel], path: str, source: str) -> None:
+    """Unknown keys anywhere in the fixed sections: an error with a did-you-mean suggestion."""
+    if not isinstance(data, Mapping):
+        return
+    for key, value in data.items():
+        if key not in model.model_fields:
+            allowed = ", ".join(model.model_fields)
+            raise ExperimentError(
+                f"{source}: {path}{key}: unknown key{did_you_mean(str(key), model.model_fields)}; allowed"
+                f"{' in ' + path.rstrip('.') if path else ''}: {allowed}."
+            )
+        for child, item, where in _children(model.model_fields[key].annotation, value, f"{path}{key}"):
+            _check_keys(item, child, f"{where}.", source)
+
+
+def _children(annotation: Any, value: Any, path: str) -> list[tuple[type[BaseModel], Any, str]]:
+    """The sub-models of a field's value: a section, a list of sections, or one of a union by ``kind``."""
+    candidates = [a for a in _flatten(annotation) if isinstance(a, type) and issubclass(a, BaseModel)]
+    if not candidates:
+        return []
+    if typing.get_origin(annotation) is list or (
+        isinstance(value, list) and any(typing.get_origin(a) is list for a in typing.get_args(annotation))
+    ):
+        items = list(enumerate(value)) if isinstance(value, list) else []
+        return [(m, item, f"{path}[{i}]") for i, item in items if (m := _pick(candidates, item)) is not None]
+    model = _pick(candidates, value)
+    return [] if model is None else [(model, value, path)]
+
+
+def _flatten(annotation: Any) -> list[Any]:
+    args = typing.get_args(annotation)
+    if not args:
+        return [annotation]
+    return [leaf for arg in args for leaf in _flatten(arg)]
+
+
+def _pick(candidates: list[type[BaseModel]], value: Any) -> type[BaseModel] | None:
+    if len(candidates) == 1:
+        return candidates[0]
+    kind = value.get("kind") if isinstance(value, Mapping) else None
+    for model in candidates:
+        if model.model_fields.get("kind") is not None and model.model_fields["kind"].default == kind:
+            return model
+    return None  # an unknown kind: pydantic's error names the allowed ones
+
+
+def _describe(error: ValidationError, source: str, prefix: str = "") -> str:
+    lines = []
+    for item in error.errors():
+        loc = ".".join(str(part) for part in item["loc"])
+        lines.append(f"{source}: {prefix}{loc}: {item['msg']} (got {item.get('input')!r})")
+    return "\n".join(lines)
