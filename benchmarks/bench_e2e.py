@@ -1,0 +1,410 @@
+"""End-to-end training benchmark: PPO, DQN and SAC in tshtrain vs a hand-written loop vs Tianshou 2.0.1
+vs Stable-Baselines3, with identical hyperparameters.
+
+Run from the repository root, in the benchmark venv (tshtrain[bench])::
+
+    python benchmarks/bench_e2e.py                     # full run: all workloads, JSON + docs section
+    python benchmarks/bench_e2e.py --only ppo --seeds 5
+    python benchmarks/bench_e2e.py --quick             # smoke run: tiny budgets, JSON only
+    python benchmarks/bench_e2e.py --profile ppo       # cProfile one tshtrain PPO run
+
+Workloads (see ``docs/benchmarks.md`` for the settings in full):
+
+3. PPO on CartPole-v1, rl-zoo's settings, 100,096 env steps (391 rollouts of 8 x 32).
+4. DQN on CartPole-v1, rl-zoo's settings, 50,000 env steps (1,000 of them random, before learning).
+5. SAC on Pendulum-v1, 20,000 env steps (1,000 of them random, before learning).
+
+How it measures:
+
+* Every contestant builds its envs from the same factory, which wraps each env in
+  :class:`RecordEpisodes`. The wrapper counts env steps and records each finished training episode's
+  return and the time it ended, so "env steps and wall time until the training return first reaches
+  the threshold" are measured the same way for every library, from inside the env.
+  Training return = the mean return of the last 10 finished training episodes.
+* A run's wall time covers everything from the call that starts training to its return, random
+  warm-up steps included; imports and object construction (networks, envs, buffers) are excluded
+  (import / start-up times are measured separately, in fresh processes, by ``bench_scaling.py``).
+  No test steps run during training; after it, each trained policy is evaluated untimed on 10 episodes
+  with deterministic actions (the *test return* column).
+* For each seed the contestants run back to back (A B C D, then the next seed), torch on one thread.
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import os
+import pstats
+import statistics
+import sys
+import time
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import e2e_contestants as ec  # noqa: E402
+from harness import (  # noqa: E402
+    RESULTS_DIR,
+    cpu_info,
+    environment_markdown,
+    git_revision,
+    package_versions,
+    pin_torch_threads,
+    write_docs_section,
+    write_json,
+)
+
+PACKAGES = ("tshtrain", "torch", "numpy", "gymnasium", "tianshou", "stable_baselines3")
+WINDOW = 10
+"""training return = mean return of the last WINDOW finished training episodes"""
+
+
+# ============================================================================ measuring inside the env
+@dataclass
+class Recorder:
+    """Counts env steps and records finished episodes for one training run."""
+
+    threshold: float | None
+    env_steps: int = 0
+    start: float = 0.0
+    returns: list[float] = field(default_factory=list)
+    cross_env_steps: int | None = None
+    cross_seconds: float | None = None
+
+    def begin(self) -> None:
+        """Call at the start of the timed run: counts and the clock start from here."""
+        self.env_steps, self.returns = 0, []
+        self.cross_env_steps = self.cross_seconds = None
+        self.start = time.perf_counter()
+
+    def episode_end(self, ret: float) -> None:
+        self.returns.append(ret)
+        if self.threshold is None or self.cross_env_steps is not None or len(self.returns) < WINDOW:
+            return
+        if sum(self.returns[-WINDOW:]) / WINDOW >= self.threshold:
+            self.cross_env_steps = self.env_steps
+            self.cross_seconds = time.perf_counter() - self.start
+
+
+class RecordEpisodes(gym.Wrapper[Any, Any, Any, Any]):
+    """Reports every env step and finished episode of one env to a :class:`Recorder`."""
+
+    def __init__(self, env: gym.Env[Any, Any], recorder: Recorder):
+        super().__init__(env)
+        self.recorder = recorder
+        self.episode_return = 0.0
+
+    def reset(self, **kwargs: Any) -> Any:
+        self.episode_return = 0.0
+        return self.env.reset(**kwargs)
+
+    def step(self, action: Any) -> Any:
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        self.recorder.env_steps += 1
+        self.episode_return += float(reward)
+        if terminated or truncated:
+            self.recorder.episode_end(self.episode_return)
+            self.episode_return = 0.0
+        return obs, reward, terminated, truncated, info
+
+
+def evaluate(env_id: str, act: ec.ActFn, *, seed: int, num_episodes: int = 10) -> float:
+    """Mean return of ``num_episodes`` episodes with deterministic actions (one env at a time)."""
+    env = gym.make(env_id)
+    total = 0.0
+    for episode in range(num_episodes):
+        obs, _ = env.reset(seed=10_000 + 100 * seed + episode)
+        done = False
+        while not done:
+            action = act(np.asarray(obs, dtype=np.float32)[None])[0]
+            obs, reward, terminated, truncated, _ = env.step(action)
+            total += float(reward)
+            done = terminated or truncated
+    env.close()
+    return total / num_episodes
+
+
+# ============================================================================ workloads
+@dataclass(frozen=True, kw_only=True)
+class Workload:
+    key: str
+    title: str
+    env_id: str
+    num_env_steps: int
+    threshold: float | None
+    contestants: dict[str, ec.Builder]
+    settings: str
+
+
+def workloads(quick: bool, env_steps: int | None = None) -> dict[str, Workload]:
+    """The three workloads; ``env_steps`` replaces every budget (for runs on a machine too busy for
+    the full ones; the docs then say so)."""
+    ppo_steps = env_steps or (2 * 256 if quick else ec.PPO_ENV_STEPS)
+    dqn_steps = env_steps or (2_000 if quick else ec.DQN_ENV_STEPS)
+    sac_steps = env_steps or (1_300 if quick else ec.SAC_ENV_STEPS)
+    return {
+        "ppo": Workload(
+            key="ppo",
+            title=f"PPO, CartPole-v1, {ppo_steps:,} env steps",
+            env_id="CartPole-v1",
+            num_env_steps=ppo_steps,
+            threshold=475.0,
+            contestants=ec.PPO_CONTESTANTS,
+            settings=ec.PPO_SETTINGS,
+        ),
+        "dqn": Workload(
+            key="dqn",
+            title=f"DQN, CartPole-v1, {dqn_steps:,} env steps",
+            env_id="CartPole-v1",
+            num_env_steps=dqn_steps,
+            threshold=475.0,
+            contestants=ec.DQN_CONTESTANTS,
+            settings=ec.DQN_SETTINGS,
+        ),
+        "sac": Workload(
+            key="sac",
+            title=f"SAC, Pendulum-v1, {sac_steps:,} env steps",
+            env_id="Pendulum-v1",
+            num_env_steps=sac_steps,
+            threshold=None,
+            contestants=ec.SAC_CONTESTANTS,
+            settings=ec.SAC_SETTINGS,
+        ),
+    }
+
+
+@dataclass(kw_only=True)
+class RunResult:
+    contestant: str
+    seed: int
+    seconds: float
+    cpu_seconds: float
+    env_steps: int
+    episodes: int
+    cross_env_steps: int | None
+    cross_seconds: float | None
+    last_train_return: float
+    test_return: float
+
+
+def run_one(w: Workload, name: str, seed: int) -> RunResult:
+    recorder = Recorder(threshold=w.threshold)
+
+    def make_env() -> gym.Env[Any, Any]:
+        return RecordEpisodes(gym.make(w.env_id), recorder)
+
+    run, act = w.contestants[name](make_env, seed, w.num_env_steps)
+    import gc
+
+    gc.collect()
+    cpu0 = time.process_time()
+    recorder.begin()
+    run()
+    seconds = time.perf_counter() - recorder.start
+    cpu_seconds = time.process_time() - cpu0
+    last = recorder.returns[-WINDOW:]
+    return RunResult(
+        contestant=name,
+        seed=seed,
+        seconds=seconds,
+        cpu_seconds=cpu_seconds,
+        env_steps=recorder.env_steps,
+        episodes=len(recorder.returns),
+        cross_env_steps=recorder.cross_env_steps,
+        cross_seconds=recorder.cross_seconds,
+        last_train_return=sum(last) / max(len(last), 1),
+        test_return=evaluate(w.env_id, act, seed=seed),
+    )
+
+
+def run_workload(w: Workload, seeds: list[int], names: list[str] | None) -> list[RunResult]:
+    names = names or list(w.contestants)
+    results: list[RunResult] = []
+    for i, seed in enumerate(seeds):
+        order = names[i % len(names) :] + names[: i % len(names)]  # rotate who goes first
+        for name in order:
+            r = run_one(w, name, seed)
+            results.append(r)
+            cross = "-" if r.cross_env_steps is None else f"{r.cross_env_steps} steps/{r.cross_seconds:.1f}s"
+            print(
+                f"  [{w.key} seed {seed}] {name:<10} {r.seconds:7.2f} s (cpu {r.cpu_seconds:6.2f}) "
+                f"env steps {r.env_steps}  to {w.threshold}: {cross}  train {r.last_train_return:7.1f}  "
+                f"test {r.test_return:7.1f}",
+                flush=True,
+            )
+    return results
+
+
+# ============================================================================ tables
+def _med(xs: list[float]) -> float:
+    return statistics.median(xs) if xs else float("nan")
+
+
+def summarise(w: Workload, results: list[RunResult]) -> dict[str, Any]:
+    names = list(dict.fromkeys(r.contestant for r in results))
+    rows: dict[str, Any] = {}
+    for name in names:
+        rs = [r for r in results if r.contestant == name]
+        secs = [r.seconds for r in rs]
+        crossed = [r for r in rs if r.cross_env_steps is not None]
+        rows[name] = {
+            "seconds_median": _med(secs),
+            "seconds_min": min(secs),
+            "seconds_max": max(secs),
+            "cpu_seconds_median": _med([r.cpu_seconds for r in rs]),
+            "runs": len(rs),
+            "reached": len(crossed),
+            "cross_env_steps_median": _med([float(r.cross_env_steps or 0) for r in crossed]),
+            "cross_seconds_median": _med([float(r.cross_seconds or 0) for r in crossed]),
+            "test_return_median": _med([r.test_return for r in rs]),
+            "last_train_return_median": _med([r.last_train_return for r in rs]),
+        }
+    ref = "hand loop" if "hand loop" in rows else names[0]
+    for name in names:
+        rows[name]["time_vs_hand"] = rows[name]["seconds_median"] / rows[ref]["seconds_median"]
+        paired = [
+            a.seconds / b.seconds
+            for a in results
+            if a.contestant == name
+            for b in results
+            if b.contestant == ref and b.seed == a.seed
+        ]
+        rows[name]["paired_time_vs_hand"] = paired
+    return {"title": w.title, "settings": w.settings, "rows": rows, "reference": ref}
+
+
+def markdown(w: Workload, results: list[RunResult], summary: dict[str, Any]) -> str:
+    rows, ref = summary["rows"], summary["reference"]
+    seeds = sorted({r.seed for r in results})
+    thr = w.threshold
+    lines = [
+        f"**{w.title}** ({len(seeds)} seeds: {', '.join(map(str, seeds))}; wall seconds of training, "
+        f"imports and construction excluded)",
+        "",
+        f"| contestant | wall s median | min | max | CPU s median | time / {ref} (paired range) "
+        + (f"| reached {thr:g} | env steps to {thr:g} (median) | s to {thr:g} (median) " if thr else "")
+        + "| final training return | test return (10 ep.) |",
+        "| --- | ---: | ---: | ---: | ---: | ---: " + ("| ---: | ---: | ---: " if thr else "") + "| ---: | ---: |",
+    ]
+    for name, row in rows.items():
+        paired = row["paired_time_vs_hand"]
+        cells = [
+            name,
+            f"{row['seconds_median']:.1f}",
+            f"{row['seconds_min']:.1f}",
+            f"{row['seconds_max']:.1f}",
+            f"{row['cpu_seconds_median']:.1f}",
+            f"**{row['time_vs_hand']:.2f}x** ({min(paired):.2f}–{max(paired):.2f})" if paired else "–",
+        ]
+        if thr:
+            cells += [
+                f"{row['reached']}/{row['runs']}",
+                f"{row['cross_env_steps_median']:,.0f}" if row["reached"] else "–",
+                f"{row['cross_seconds_median']:.1f}" if row["reached"] else "–",
+            ]
+        cells += [f"{row['last_train_return_median']:.1f}", f"{row['test_return_median']:.1f}"]
+        lines.append("| " + " | ".join(cells) + " |")
+    if thr:
+        lines += [
+            "",
+            f"Env steps (and seconds) until the training return first reached {thr:g}, per seed "
+            "(– : not reached within the budget):",
+            "",
+            "| contestant | " + " | ".join(f"seed {s}" for s in seeds) + " |",
+            "| --- | " + " | ".join("---:" for _ in seeds) + " |",
+        ]
+        for name in rows:
+            cells = []
+            for s in seeds:
+                r = next((r for r in results if r.contestant == name and r.seed == s), None)
+                if r is None:
+                    cells.append("")
+                elif r.cross_env_steps is None:
+                    cells.append("–")
+                else:
+                    cells.append(f"{r.cross_env_steps:,} ({r.cross_seconds:.1f} s)")
+            lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    lines += ["", w.settings]
+    return "\n".join(lines)
+
+
+# ============================================================================ main
+def profile_tshtrain(w: Workload, seed: int) -> None:
+    recorder = Recorder(threshold=w.threshold)
+
+    def make_env() -> gym.Env[Any, Any]:
+        return RecordEpisodes(gym.make(w.env_id), recorder)
+
+    run, _ = w.contestants["tshtrain"](make_env, seed, w.num_env_steps)
+    prof = cProfile.Profile()
+    recorder.begin()
+    prof.enable()
+    run()
+    prof.disable()
+    print(f"tshtrain {w.key}: {time.perf_counter() - recorder.start:.2f} s (under cProfile)")
+    out = RESULTS_DIR / f"e2e_{w.key}_profile.txt"
+    RESULTS_DIR.mkdir(parents=True, exist_ok=True)
+    with out.open("w") as fh:
+        stats = pstats.Stats(prof, stream=fh).sort_stats("cumulative")
+        stats.print_stats(60)
+        stats.sort_stats("tottime").print_stats(40)
+    print(f"profile written to {out}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="tiny budgets, 1 seed, JSON only")
+    parser.add_argument("--only", nargs="*", choices=["ppo", "dqn", "sac"], help="workloads to run")
+    parser.add_argument("--seeds", type=int, default=None, help="seeds per workload (default 5 PPO, 3 DQN/SAC)")
+    parser.add_argument("--contestants", nargs="*", help="subset of contestants (names as printed)")
+    parser.add_argument("--profile", choices=["ppo", "dqn", "sac"], help="cProfile one tshtrain run")
+    parser.add_argument("--env-steps", type=int, help="replace the budget of every workload run")
+    parser.add_argument("--no-docs", action="store_true", help="do not rewrite docs/benchmarks.md")
+    args = parser.parse_args()
+    pin_torch_threads()
+    warnings.filterwarnings("ignore")
+    all_w = workloads(args.quick, args.env_steps)
+    if args.profile:
+        profile_tshtrain(all_w[args.profile], seed=0)
+        return
+    default_seeds = {"ppo": 5, "dqn": 3, "sac": 3}
+    machine, versions = cpu_info(), package_versions(PACKAGES)
+    load_before = os.getloadavg()[0]
+    for key in args.only or ["ppo", "dqn", "sac"]:
+        w = all_w[key]
+        num_seeds = 1 if args.quick else (args.seeds or default_seeds[key])
+        print(f"== {w.title}: {num_seeds} seeds ==", flush=True)
+        results = run_workload(w, list(range(num_seeds)), args.contestants)
+        summary = summarise(w, results)
+        payload = {
+            "workload": key,
+            "summary": summary,
+            "runs": [vars(r) for r in results],
+            "machine": machine,
+            "versions": versions,
+            "revision": git_revision(),
+            "load_before_after": [load_before, os.getloadavg()[0]],
+        }
+        name = f"e2e_{key}" + ("_quick" if args.quick else "") + (f"_{args.env_steps}" if args.env_steps else "")
+        print(f"results: {write_json(name, payload)}")
+        md = markdown(w, results, summary)
+        print(md)
+        if not args.quick and not args.no_docs:
+            env_md = environment_markdown(machine, versions, payload["revision"])
+            load = payload["load_before_after"]
+            write_docs_section(
+                f"e2e-{key}" + (f"-{args.env_steps}" if args.env_steps else ""),
+                f"### End to end: {w.title}\n\n{env_md}\n- Load average (1 min) before / after: "
+                f"{load[0]:.2f} / {load[1]:.2f} (2 CPUs, shared)\n\n{md}",
+            )
+
+
+if __name__ == "__main__":
+    main()
