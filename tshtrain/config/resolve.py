@@ -94,6 +94,8 @@ def resolve_experiment(data: Mapping[str, Any], source: str = "experiment") -> E
         raise ExperimentError(f"{source}: {error}") from None
     _check_sections(data, spec, source)
     merged = _merge(default_experiment_data(spec.name), data)
+    if "dataset" in data:  # a path and a Minari id are alternatives: the user's choice replaces the default
+        merged["dataset"] = data["dataset"]
     _check_keys(merged, Experiment, "", source)
     try:
         experiment = Experiment.model_validate(merged)
@@ -149,7 +151,7 @@ def _check_sections(data: Mapping[str, Any], spec: AlgorithmSpec, source: str) -
         )
     if spec.family is not Family.OFFLINE and data.get("dataset") is not None:
         raise ExperimentError(
-            f"{source}: dataset: {spec.name} is a {spec.family} algorithm that collects its own data; "
+            f"{source}: dataset: {spec.name} is an {spec.family} algorithm that collects its own data; "
             f"datasets are for the offline algorithms (bc, cql, td3_bc, discrete_cql)."
         )
 

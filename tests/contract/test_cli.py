@@ -1,0 +1,216 @@
+"""The ``tshtrain`` command line: train, resume, eval, list, config, and the example experiment files.
+
+Runs use tiny budgets; the default experiment's learning result is checked in tests/learning.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import gymnasium as gym
+import pytest
+
+from tshtrain.cli import main
+from tshtrain.config import load_experiment
+from tshtrain.data import Collector, ReplayBuffer, save_buffer
+from tshtrain.env import make_vector_env
+
+EXAMPLE_CONFIGS = Path(__file__).resolve().parents[2] / "examples" / "configs"
+TINY_PPO = [
+    "--set", "trainer.max_epochs=2",
+    "--set", "trainer.epoch_num_steps=256",
+    "--set", "trainer.test_step_num_episodes=2",
+    "--set", "trainer.update_step_num_repetitions=2",
+    "--set", "trainer.show_progress=false",
+    "--set", "loggers=[{kind: csv}]",
+]  # fmt: skip
+
+
+def _info(run_dir: Path) -> dict[str, object]:
+    info: dict[str, object] = json.loads((run_dir / "info_stats.json").read_text())
+    info.pop("timing")
+    return info
+
+
+def _curve(run_dir: Path) -> list[dict[str, str]]:
+    """The test scope's CSV records without the wall-clock columns (times and speeds)."""
+    with (run_dir / "csv" / "test.csv").open() as handle:
+        rows = list(csv.DictReader(handle))
+    return [{k: v for k, v in row.items() if "time" not in k and "speed" not in k} for row in rows]
+
+
+def test_train_writes_config_logs_checkpoints_and_info_stats(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    run_dir = tmp_path / "run"
+    assert main(["train", *TINY_PPO, "-o", str(run_dir)]) == 0
+    assert f"results in {run_dir}" in capsys.readouterr().out
+    info = _info(run_dir)
+    assert info["train_step"] == 512 and info["stop_reason"] == "max_epochs"
+    assert isinstance(info["best_reward"], float) and info["best_score"] == info["best_reward"]
+    experiment = load_experiment(str(run_dir / "config.yaml"))
+    assert experiment.output_dir == str(run_dir)
+    assert experiment.trainer["max_epochs"] == 2
+    assert (run_dir / "csv" / "test.csv").is_file()
+    assert {p.name for p in (run_dir / "checkpoints").iterdir()} >= {"best", "final"}
+    assert not [p for p in run_dir.rglob("*.tmp")]
+
+
+def test_the_written_config_reproduces_the_run(tmp_path: Path) -> None:
+    first, second = tmp_path / "first", tmp_path / "second"
+    assert main(["train", *TINY_PPO, "-o", str(first)]) == 0
+    assert main(["train", str(first / "config.yaml"), "-o", str(second)]) == 0
+    assert _info(first) == _info(second)
+    assert _curve(first) == _curve(second)
+
+
+def test_train_refuses_a_directory_that_holds_a_run(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["train", *TINY_PPO, "-o", str(tmp_path)]) == 0
+    capsys.readouterr()
+    assert main(["train", *TINY_PPO, "-o", str(tmp_path)]) == 1
+    assert f"tshtrain train --resume {tmp_path}" in capsys.readouterr().err
+
+
+def test_a_bad_experiment_exits_1_and_writes_nothing(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    run_dir = tmp_path / "run"
+    assert main(["train", "--set", "trainer.max_epochs=0", "-o", str(run_dir)]) == 1
+    err = capsys.readouterr().err
+    assert "tshtrain train: error: the default experiment: trainer: OnPolicyTrainerParams.max_epochs must be" in err
+    assert not run_dir.exists()
+
+
+def test_resume_continues_a_killed_run_to_the_same_result(tmp_path: Path) -> None:
+    """A run killed after its first checkpoint and resumed ends like the run that was never stopped."""
+    overrides = [*TINY_PPO, "--set", "trainer.max_epochs=8"]
+    whole, killed = tmp_path / "whole", tmp_path / "killed"
+    assert main(["train", *overrides, "-o", str(whole)]) == 0
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    process = subprocess.Popen(
+        [sys.executable, "-m", "tshtrain.cli", "train", *overrides, "-o", str(killed)],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 300
+        while not list((killed / "checkpoints").glob("periodic-000002-*/manifest.json")):
+            assert process.poll() is None, "the run ended before it could be killed"
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        process.send_signal(signal.SIGKILL)
+    finally:
+        process.wait()
+    assert not (killed / "info_stats.json").exists()
+    assert main(["train", "--resume", str(killed)]) == 0
+    assert _info(killed) == _info(whole)
+    assert _curve(killed) == _curve(whole)
+
+
+def test_resume_of_a_finished_run_says_so(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["train", *TINY_PPO, "-o", str(tmp_path)]) == 0
+    capsys.readouterr()
+    assert main(["train", "--resume", str(tmp_path)]) == 0
+    assert "the run already finished (max_epochs); nothing to resume" in capsys.readouterr().out
+
+
+def test_resume_needs_a_run_directory(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["train", "--resume", str(tmp_path)]) == 1
+    assert f"--resume {tmp_path}: no config.yaml there" in capsys.readouterr().err
+
+
+def test_eval_a_run_and_a_checkpoint(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["train", *TINY_PPO, "-o", str(tmp_path)]) == 0
+    capsys.readouterr()
+    assert main(["eval", str(tmp_path), "--episodes", "3"]) == 0
+    out = capsys.readouterr().out
+    assert f"{tmp_path / 'checkpoints' / 'best'}: 3 episodes, return" in out
+    assert main(["eval", str(tmp_path / "checkpoints" / "final"), "-n", "2"]) == 0
+    assert "final: 2 episodes" in capsys.readouterr().out
+    assert main(["eval", str(tmp_path / "nowhere")]) == 1
+    assert "neither a checkpoint (no manifest.json) nor a run directory" in capsys.readouterr().err
+
+
+def test_eval_records_videos(tmp_path: Path) -> None:
+    pytest.importorskip("moviepy")
+    pytest.importorskip("pygame")
+    run_dir = tmp_path / "run"
+    assert main(["train", *TINY_PPO, "-o", str(run_dir)]) == 0
+    assert main(["eval", str(run_dir), "-n", "2", "--video", str(tmp_path / "videos")]) == 0
+    assert len(list((tmp_path / "videos").glob("*.mp4"))) >= 2
+
+
+def test_list_and_config(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["list"]) == 0
+    out = capsys.readouterr().out
+    for name in ("ppo", "dqn", "sac", "td3_bc", "discrete_cql"):
+        assert f"\n{name} " in f"\n{out}"
+    assert "PPOParams: lr=0.0003" in out
+    assert main(["config", "sac", "--format", "toml"]) == 0
+    (tmp_path / "sac.toml").write_text(capsys.readouterr().out)
+    assert load_experiment(str(tmp_path / "sac.toml")).algorithm.name == "sac"
+    assert main(["config", "sack"]) == 1
+    assert "ALGO: unknown algorithm 'sack' (did you mean 'sac'?)" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("command", ["train", "eval", "list", "config", "plot"])
+def test_every_command_has_help(command: str, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        main([command, "--help"])
+    assert exit_info.value.code == 0
+    assert f"usage: tshtrain {command}" in capsys.readouterr().out
+
+
+def _dataset(tmp_path: Path, env_id: str) -> Path:
+    """A small dataset of uniformly random transitions, saved as a buffer directory."""
+    envs = make_vector_env(env_id, 1)
+    buffer = ReplayBuffer(600, seed=0)
+    Collector(_RandomPolicy(envs.single_action_space), envs, buffer, seed=0).collect(n_step=600, random=True)
+    envs.close()
+    path = tmp_path / f"{env_id}-dataset"
+    save_buffer(buffer, path)
+    return path
+
+
+class _RandomPolicy:
+    """Stands in for a policy when only random collection is used."""
+
+    def __new__(cls, space: gym.Space[object]) -> object:
+        from tshtrain.algorithm import CategoricalPolicy, DeterministicActorPolicy, mlp
+
+        if isinstance(space, gym.spaces.Discrete):
+            return CategoricalPolicy(mlp(4, int(space.n), (8,)), space, seed=0)
+        return DeterministicActorPolicy(mlp(3, 1, (8,)), space, seed=0)
+
+
+@pytest.mark.parametrize("path", sorted(EXAMPLE_CONFIGS.glob("*.yaml")), ids=lambda p: p.stem)
+def test_example_configs_train_with_a_tiny_budget(path: Path, tmp_path: Path) -> None:
+    experiment = load_experiment(str(path))
+    tiny = [
+        "--set", "trainer.max_epochs=1",
+        "--set", "trainer.test_step_num_episodes=1",
+        "--set", "trainer.show_progress=false",
+        "--set", "trainer.verbose=false",
+        "--set", "env.num_test_envs=1",
+        "--set", "loggers=[{kind: csv}]",
+    ]  # fmt: skip
+    family = experiment.trainer.keys()
+    if "collection_step_num_episodes" in family and experiment.trainer.get("collection_step_num_env_steps"):
+        tiny += ["--set", "trainer.epoch_num_steps=64"]
+    elif "collection_step_num_episodes" in family:
+        tiny += ["--set", "trainer.epoch_num_steps=64", "--set", "trainer.collection_step_num_episodes=2"]
+    else:
+        tiny += ["--set", "trainer.epoch_num_steps=20"]
+    if experiment.dataset is not None:
+        tiny += ["--set", f"dataset.path={_dataset(tmp_path, experiment.env.id)}"]
+    else:
+        tiny += ["--set", "buffer.prefill_env_steps=64"]
+    run_dir = tmp_path / "run"
+    assert main(["train", str(path), *tiny, "-o", str(run_dir)]) == 0
+    assert _info(run_dir)["stop_reason"] in ("max_epochs", "stop_fn")
+    if experiment.buffer.save_on_exit and experiment.dataset is None:
+        assert (run_dir / "buffer" / "manifest.json").is_file()

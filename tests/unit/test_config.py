@@ -1,0 +1,176 @@
+"""Experiment files: reading, overrides, resolving against the registry, and the errors users see."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tshtrain.algorithm import PPOParams
+from tshtrain.algorithm.schedules import LinearSchedule
+from tshtrain.config import (
+    SPECS,
+    ExperimentError,
+    apply_overrides,
+    default_experiment_data,
+    dumps,
+    experiment_data,
+    get_spec,
+    load_experiment,
+    read_file,
+    resolve_experiment,
+    write_atomic,
+)
+from tshtrain.config.resolve import build_params
+
+EXAMPLE_CONFIGS = Path(__file__).resolve().parents[2] / "examples" / "configs"
+
+
+@pytest.mark.parametrize("name", list(SPECS))
+def test_default_experiment_resolves_to_a_fixed_point(name: str) -> None:
+    experiment = resolve_experiment(default_experiment_data(name))
+    again = resolve_experiment(experiment_data(experiment))
+    assert again == experiment
+    assert experiment.algorithm.name == name
+
+
+@pytest.mark.parametrize("kind", ["yaml", "toml", "json"])
+@pytest.mark.parametrize("name", ["ppo", "dqn", "sac", "cql"])
+def test_dump_and_read_back_in_every_format(tmp_path: Path, kind: str, name: str) -> None:
+    experiment = resolve_experiment(default_experiment_data(name))
+    path = tmp_path / f"experiment.{kind}"
+    path.write_text(dumps(experiment_data(experiment), kind))
+    assert load_experiment(str(path)) == experiment
+
+
+def test_user_values_are_laid_over_the_algorithm_defaults(tmp_path: Path) -> None:
+    path = tmp_path / "e.yaml"
+    path.write_text("algorithm:\n  name: ppo\n  params: {lr: 3.0e-4}\ntrainer: {max_epochs: 3}\n")
+    experiment = load_experiment(str(path))
+    assert experiment.algorithm.params["lr"] == 3e-4
+    assert experiment.algorithm.params["gamma"] == 0.98  # the PPO default experiment's value
+    assert experiment.algorithm.params["vf_coef"] == 0.5  # PPOParams' own default
+    assert experiment.trainer["max_epochs"] == 3
+    assert experiment.trainer["batch_size"] == 256
+
+
+def test_overrides_are_parsed_as_yaml_and_create_sections() -> None:
+    data = apply_overrides({"trainer": {"max_epochs": 1}}, ["trainer.max_epochs=5", "algorithm.network.hidden_sizes=[8,8]",
+                                                         "seed=3", "trainer.stop_score=null"])
+    assert data == {
+        "trainer": {"max_epochs": 5, "stop_score": None},
+        "algorithm": {"network": {"hidden_sizes": [8, 8]}},
+        "seed": 3,
+    }
+
+
+def test_overrides_leave_the_input_unchanged() -> None:
+    data = {"trainer": {"max_epochs": 1}}
+    apply_overrides(data, ["trainer.max_epochs=5"])
+    assert data == {"trainer": {"max_epochs": 1}}
+
+
+def test_no_file_gives_the_default_ppo_cartpole_experiment() -> None:
+    experiment = load_experiment(None, ["trainer.max_epochs=2"])
+    assert experiment.algorithm.name == "ppo"
+    assert experiment.env.id == "CartPole-v1"
+    assert experiment.trainer["stop_score"] == 475.0
+    assert experiment.trainer["max_epochs"] == 2
+
+
+def test_linear_schedules_become_linear_schedule_objects() -> None:
+    params = build_params(get_spec("ppo"), {"lr": 1e-3, "lr_schedule": "linear", "clip_schedule": "constant"},
+                          num_update_steps=40)
+    assert isinstance(params, PPOParams)
+    assert params.lr_schedule == LinearSchedule(num_update_steps=40)
+    assert params.clip_schedule is None
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("algorithm: {name: ppo, params: {lrr: 1}}", r"e\.yaml: algorithm\.params\.lrr: unknown key \(did you mean 'lr'\?\)"),
+        ("algorithm: {name: ppo, params: {gamma: 2}}", r"e\.yaml: algorithm\.params: PPOParams\.gamma must lie in \[0, 1\], got 2"),
+        ("algorithm: {name: ppo, params: {lr: fast}}", r"algorithm\.params\.lr: 'fast' is not allowed .*expected float"),
+        ("algorithm: {name: ppo, params: {lr_schedule: cosine}}", r"lr_schedule: 'cosine' is not allowed"),
+        ("algorithm: {name: ppx}", r"e\.yaml: algorithm\.name: unknown algorithm 'ppx' \(did you mean 'ppo'\?\); allowed: ppo,"),
+        ("algorithm: {name: ppo}\nenv: {num_trainig_envs: 2}", r"env\.num_trainig_envs: unknown key \(did you mean 'num_training_envs'\?\)"),
+        ("algorithm: {name: ppo}\nenv: {num_test_envs: 0}", r"e\.yaml: env\.num_test_envs: Input should be greater than 0 \(got 0\)"),
+        ("algorithm: {name: ppo}\nsed: 1", r"e\.yaml: sed: unknown key \(did you mean 'seed'\?\)"),
+        ("algorithm: {name: ppo}\nloggers: [{kind: wandb, projekt: x}]", r"loggers\[0\]\.projekt: unknown key \(did you mean 'project'\?\)"),
+        ("algorithm: {name: ppo}\nloggers: [{kind: neptune}]", r"loggers\.0: Input tag 'neptune' found using 'kind' does not match"),
+        ("algorithm: {name: ppo, network: {hidden: [8]}}", r"algorithm\.network\.hidden: unknown key \(did you mean 'hidden_sizes'\?\)"),
+        ("algorithm: {name: ppo, exploration: {eps_start: 1}}", r"algorithm\.exploration\.eps_start: unknown key; allowed in algorithm\.exploration \(ppo\): none"),
+        ("algorithm: {name: dqn, network: {activation: sigmoid}}", r"algorithm\.network\.activation: Input should be 'tanh', 'relu'"),
+        (
+            "algorithm: {name: ppo}\ntrainer: {update_step_num_gradient_steps_per_sample: 1}",
+            r"trainer\.update_step_num_gradient_steps_per_sample: a field of the off-policy trainer, but ppo runs on "
+            r"the on-policy trainer \(OnPolicyTrainerParams\)",
+        ),
+        ("algorithm: {name: sac}\ntrainer: {update_step_num_repetitions: 2}", r"a field of the on-policy trainer, but sac"),
+        ("algorithm: {name: ppo}\ntrainer: {max_epoch: 2}", r"trainer\.max_epoch: unknown key \(did you mean 'max_epochs'\?\)"),
+        ("algorithm: {name: ppo}\ntrainer: {batch_size: many}", r"trainer\.batch_size: 'many' is not allowed"),
+        ("algorithm: {name: cql}\nbuffer: {size: 10}", r"buffer: cql is an offline algorithm; it learns from `dataset`"),
+        ("algorithm: {name: ppo}\ndataset: {path: x}", r"dataset: ppo is an on-policy algorithm that collects its own data"),
+        ("algorithm: {name: cql}\ndataset: {}", r"dataset: Value error, give exactly one of path and minari_id"),
+        ("- just\n- a list", r"e\.yaml: the top level must be a mapping of sections, got list"),
+        ("algorithm: {name: ppo", r"e\.yaml: not valid YAML"),
+    ],
+)
+def test_errors_name_the_file_the_key_and_what_is_allowed(tmp_path: Path, text: str, expected: str) -> None:
+    path = tmp_path / "e.yaml"
+    path.write_text(text)
+    with pytest.raises(ExperimentError, match=expected):
+        load_experiment(str(path))
+
+
+def test_a_minari_dataset_replaces_the_default_dataset_path() -> None:
+    data = {"algorithm": {"name": "cql"}, "dataset": {"minari_id": "pendulum/expert-v0"}}
+    dataset = resolve_experiment(data).dataset
+    assert dataset is not None and dataset.path is None and dataset.minari_id == "pendulum/expert-v0"
+
+
+def test_unknown_suffix_and_missing_file(tmp_path: Path) -> None:
+    with pytest.raises(ExperimentError, match=r"e\.ini: unknown experiment file suffix '\.ini'; use one of \.yaml"):
+        read_file(tmp_path / "e.ini")
+    with pytest.raises(ExperimentError, match=r"nope\.yaml: cannot read the experiment file"):
+        read_file(tmp_path / "nope.yaml")
+
+
+def test_bad_overrides_are_named() -> None:
+    with pytest.raises(ExperimentError, match=r"--set 'trainer\.max_epochs': expected KEY\.PATH=VALUE"):
+        apply_overrides({}, ["trainer.max_epochs"])
+    with pytest.raises(ExperimentError, match=r"--set 'seed\.x=1': seed is 0, not a section with keys"):
+        apply_overrides({"seed": 0}, ["seed.x=1"])
+
+
+def test_toml_and_json_files_are_read(tmp_path: Path) -> None:
+    (tmp_path / "e.toml").write_text('[algorithm]\nname = "dqn"\n[trainer]\nmax_epochs = 2\n')
+    (tmp_path / "e.json").write_text(json.dumps({"algorithm": {"name": "dqn"}, "trainer": {"max_epochs": 2}}))
+    assert load_experiment(str(tmp_path / "e.toml")) == load_experiment(str(tmp_path / "e.json"))
+
+
+def test_write_atomic_replaces_whole_files_and_leaves_no_temporary(tmp_path: Path) -> None:
+    target = tmp_path / "sub" / "config.yaml"
+    write_atomic(target, "a: 1\n")
+    write_atomic(target, "a: 2\n")
+    assert target.read_text() == "a: 2\n"
+    assert [p.name for p in target.parent.iterdir()] == ["config.yaml"]
+
+
+@pytest.mark.parametrize("path", sorted(EXAMPLE_CONFIGS.glob("*.yaml")), ids=lambda p: p.stem)
+def test_example_configs_match_the_algorithm_defaults(path: Path) -> None:
+    """An example experiment states the algorithm's default settings (plus output_dir and
+    buffer.save_on_exit where another example reads its buffer), so the two cannot drift apart."""
+    experiment = load_experiment(str(path))
+    default = resolve_experiment(default_experiment_data(experiment.algorithm.name))
+    assert experiment.model_copy(update={"output_dir": None, "buffer": default.buffer}) == default
+
+
+def test_every_algorithm_has_an_example_config_and_script() -> None:
+    root = EXAMPLE_CONFIGS.parents[1]
+    named = {load_experiment(str(p)).algorithm.name for p in EXAMPLE_CONFIGS.glob("*.yaml")}
+    assert named == set(SPECS)
+    for spec in SPECS.values():
+        assert (root / spec.example).is_file(), spec.example
