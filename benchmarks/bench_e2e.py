@@ -35,6 +35,7 @@ import argparse
 import cProfile
 import os
 import pstats
+import re
 import statistics
 import sys
 import time
@@ -46,7 +47,6 @@ from typing import Any
 
 import gymnasium as gym
 import numpy as np
-import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import e2e_contestants as ec  # noqa: E402
@@ -224,7 +224,11 @@ def run_one(w: Workload, name: str, seed: int) -> RunResult:
     )
 
 
-def run_workload(w: Workload, seeds: list[int], names: list[str] | None) -> list[RunResult]:
+def run_workload(
+    w: Workload, seeds: list[int], names: list[str] | None, on_run: Callable[[list[RunResult]], None]
+) -> list[RunResult]:
+    """Seeds one after the other; for each, every contestant (who goes first rotates with the seed).
+    ``on_run`` gets the results so far after every run (to save partial results)."""
     names = names or list(w.contestants)
     results: list[RunResult] = []
     for i, seed in enumerate(seeds):
@@ -232,6 +236,7 @@ def run_workload(w: Workload, seeds: list[int], names: list[str] | None) -> list
         for name in order:
             r = run_one(w, name, seed)
             results.append(r)
+            on_run(results)
             cross = "-" if r.cross_env_steps is None else f"{r.cross_env_steps} steps/{r.cross_seconds:.1f}s"
             print(
                 f"  [{w.key} seed {seed}] {name:<10} {r.seconds:7.2f} s (cpu {r.cpu_seconds:6.2f}) "
@@ -277,6 +282,14 @@ def summarise(w: Workload, results: list[RunResult]) -> dict[str, Any]:
             if b.contestant == ref and b.seed == a.seed
         ]
         rows[name]["paired_time_vs_hand"] = paired
+        rows[name]["cpu_vs_hand"] = rows[name]["cpu_seconds_median"] / rows[ref]["cpu_seconds_median"]
+        rows[name]["paired_cpu_vs_hand"] = [
+            a.cpu_seconds / b.cpu_seconds
+            for a in results
+            if a.contestant == name
+            for b in results
+            if b.contestant == ref and b.seed == a.seed
+        ]
     return {"title": w.title, "settings": w.settings, "rows": rows, "reference": ref}
 
 
@@ -288,13 +301,16 @@ def markdown(w: Workload, results: list[RunResult], summary: dict[str, Any]) -> 
         f"**{w.title}** ({len(seeds)} seeds: {', '.join(map(str, seeds))}; wall seconds of training, "
         f"imports and construction excluded)",
         "",
-        f"| contestant | wall s median | min | max | CPU s median | time / {ref} (paired range) "
+        f"| contestant | wall s median | min | max | CPU s median | wall / {ref} (paired range) "
+        f"| CPU / {ref} (paired range) "
         + (f"| reached {thr:g} | env steps to {thr:g} (median) | s to {thr:g} (median) " if thr else "")
         + "| final training return | test return (10 ep.) |",
-        "| --- | ---: | ---: | ---: | ---: | ---: " + ("| ---: | ---: | ---: " if thr else "") + "| ---: | ---: |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: "
+        + ("| ---: | ---: | ---: " if thr else "")
+        + "| ---: | ---: |",
     ]
     for name, row in rows.items():
-        paired = row["paired_time_vs_hand"]
+        paired, paired_cpu = row["paired_time_vs_hand"], row["paired_cpu_vs_hand"]
         cells = [
             name,
             f"{row['seconds_median']:.1f}",
@@ -302,6 +318,7 @@ def markdown(w: Workload, results: list[RunResult], summary: dict[str, Any]) -> 
             f"{row['seconds_max']:.1f}",
             f"{row['cpu_seconds_median']:.1f}",
             f"**{row['time_vs_hand']:.2f}x** ({min(paired):.2f}–{max(paired):.2f})" if paired else "–",
+            f"**{row['cpu_vs_hand']:.2f}x** ({min(paired_cpu):.2f}–{max(paired_cpu):.2f})" if paired_cpu else "–",
         ]
         if thr:
             cells += [
@@ -366,10 +383,17 @@ def main() -> None:
     parser.add_argument("--contestants", nargs="*", help="subset of contestants (names as printed)")
     parser.add_argument("--profile", choices=["ppo", "dqn", "sac"], help="cProfile one tshtrain run")
     parser.add_argument("--env-steps", type=int, help="replace the budget of every workload run")
+    parser.add_argument("--render", type=Path, help="rebuild tables and docs from a results JSON")
+    parser.add_argument("--from-log", type=Path, help="write the results JSON from a run's printed lines")
     parser.add_argument("--no-docs", action="store_true", help="do not rewrite docs/benchmarks.md")
     args = parser.parse_args()
     pin_torch_threads()
     warnings.filterwarnings("ignore")
+    if args.from_log:
+        args.render = json_from_log(args.from_log)
+    if args.render:
+        render_from_json(args.render, docs=not args.no_docs)
+        return
     all_w = workloads(args.quick, args.env_steps)
     if args.profile:
         profile_tshtrain(all_w[args.profile], seed=0)
@@ -377,34 +401,109 @@ def main() -> None:
     default_seeds = {"ppo": 5, "dqn": 3, "sac": 3}
     machine, versions = cpu_info(), package_versions(PACKAGES)
     load_before = os.getloadavg()[0]
+    suffix = ("_quick" if args.quick else "") + (f"_{args.env_steps}" if args.env_steps else "")
     for key in args.only or ["ppo", "dqn", "sac"]:
         w = all_w[key]
         num_seeds = 1 if args.quick else (args.seeds or default_seeds[key])
         print(f"== {w.title}: {num_seeds} seeds ==", flush=True)
-        results = run_workload(w, list(range(num_seeds)), args.contestants)
-        summary = summarise(w, results)
-        payload = {
-            "workload": key,
-            "summary": summary,
-            "runs": [vars(r) for r in results],
-            "machine": machine,
-            "versions": versions,
-            "revision": git_revision(),
-            "load_before_after": [load_before, os.getloadavg()[0]],
-        }
-        name = f"e2e_{key}" + ("_quick" if args.quick else "") + (f"_{args.env_steps}" if args.env_steps else "")
-        print(f"results: {write_json(name, payload)}")
-        md = markdown(w, results, summary)
-        print(md)
-        if not args.quick and not args.no_docs:
-            env_md = environment_markdown(machine, versions, payload["revision"])
-            load = payload["load_before_after"]
-            write_docs_section(
-                f"e2e-{key}" + (f"-{args.env_steps}" if args.env_steps else ""),
-                f"### End to end: {w.title}\n\n{env_md}\n- Load average (1 min) before / after: "
-                f"{load[0]:.2f} / {load[1]:.2f} (2 CPUs, shared)\n\n{md}",
-            )
+        meta = {"machine": machine, "versions": versions, "revision": git_revision(), "load_before": load_before}
 
+        def save(results: list[RunResult], w: Workload = w, meta: dict[str, Any] = meta) -> None:
+            write_json(f"e2e_{w.key}{suffix}", payload(w, results, meta))
+
+        results = run_workload(w, list(range(num_seeds)), args.contestants, save)
+        report(w, results, meta, docs=not args.quick and not args.no_docs, section_suffix=suffix)
+
+
+def payload(w: Workload, results: list[RunResult], meta: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "workload": w.key,
+        "summary": summarise(w, results),
+        "runs": [vars(r) for r in results],
+        "machine": meta["machine"],
+        "versions": meta["versions"],
+        "revision": meta["revision"],
+        "load_before_after": [meta["load_before"], os.getloadavg()[0]],
+    }
+
+
+def report(w: Workload, results: list[RunResult], meta: dict[str, Any], *, docs: bool, section_suffix: str) -> None:
+    """Print the tables, and (``docs``) rewrite this workload's section of docs/benchmarks.md."""
+    data = payload(w, results, meta)
+    md = markdown(w, results, data["summary"])
+    print(md)
+    if docs:
+        env_md = environment_markdown(meta["machine"], meta["versions"], meta["revision"])
+        load = data["load_before_after"]
+        write_docs_section(
+            f"e2e-{w.key}{section_suffix.replace('_', '-')}",
+            f"### End to end: {w.title}\n\n{env_md}\n- Load average (1 min) before / after: "
+            f"{load[0]:.2f} / {load[1]:.2f} (2 CPUs, shared)\n\n{md}",
+        )
+
+
+LOG_LINE = re.compile(
+    r"\[(\w+) seed (\d+)\] (.+?)\s+([\d.]+) s \(cpu\s+([\d.]+)\) env steps (\d+)\s+to \S+: "
+    r"(?:-|(\d+) steps/([\d.]+)s)\s+train\s+(\S+)\s+test\s+(\S+)"
+)
+
+
+def json_from_log(log: Path) -> Path:
+    """Turn the per-run lines a run printed into a results JSON (for a run stopped before the end)."""
+    runs, key = [], None
+    for line in log.read_text().splitlines():
+        m = LOG_LINE.search(line)
+        if not m:
+            continue
+        key = m.group(1)
+        runs.append(
+            RunResult(
+                contestant=m.group(3).strip(),
+                seed=int(m.group(2)),
+                seconds=float(m.group(4)),
+                cpu_seconds=float(m.group(5)),
+                env_steps=int(m.group(6)),
+                episodes=-1,
+                cross_env_steps=None if m.group(7) is None else int(m.group(7)),
+                cross_seconds=None if m.group(8) is None else float(m.group(8)),
+                last_train_return=float(m.group(9)),
+                test_return=float(m.group(10)),
+            )
+        )
+    assert key is not None, f"no run lines in {log}"
+    w = workloads(False, None)[key]
+    steps = max(r.env_steps for r in runs)
+    if steps < w.num_env_steps - 1024:
+        w = workloads(False, steps)[key]
+    meta = {
+        "machine": cpu_info(),
+        "versions": package_versions(PACKAGES),
+        "revision": git_revision(),
+        "load_before": float("nan"),
+    }
+    suffix = "" if w.num_env_steps == workloads(False, None)[key].num_env_steps else f"_{steps}"
+    return write_json(f"e2e_{key}{suffix}", payload(w, runs, meta))
+
+
+def render_from_json(path: Path, *, docs: bool) -> None:
+    """Rebuild the tables (and the docs section) from a results JSON, e.g. of an interrupted run."""
+    import json
+
+    data = json.loads(path.read_text())
+    results = [RunResult(**r) for r in data["runs"]]
+    num_env_steps = max(r.env_steps for r in results)
+    key = data["workload"]
+    w = next(x for x in workloads(False, None).values() if x.key == key)
+    if num_env_steps < w.num_env_steps - 1024:  # a run with --env-steps
+        w = workloads(False, num_env_steps)[key]
+    meta = {
+        "machine": data["machine"],
+        "versions": data["versions"],
+        "revision": data["revision"],
+        "load_before": data["load_before_after"][0],
+    }
+    suffix = path.stem.removeprefix(f"e2e_{key}")
+    report(w, results, meta, docs=docs, section_suffix=suffix)
 
 if __name__ == "__main__":
     main()

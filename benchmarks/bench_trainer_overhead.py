@@ -18,7 +18,7 @@ from tshtrain.env import make_vector_env
 from tshtrain.trainer import OnPolicyTrainer, OnPolicyTrainerParams
 
 
-def one_run(epochs: int, seed: int) -> tuple[float, float]:
+def one_run(epochs: int, seed: int, epoch_num_steps: int = 10_000) -> tuple[float, float]:
     """(overhead seconds, total seconds) of one run."""
     torch.manual_seed(seed)
     envs, test_envs = make_vector_env("CartPole-v1", 8), make_vector_env("CartPole-v1", 8)
@@ -28,7 +28,7 @@ def one_run(epochs: int, seed: int) -> tuple[float, float]:
         training_collector=Collector(policy, envs, VectorReplayBuffer(2048, 8), seed=seed),
         test_collector=Collector(policy, test_envs, seed=seed + 1),
         max_epochs=epochs,
-        epoch_num_steps=10_000,
+        epoch_num_steps=epoch_num_steps,
         collection_step_num_env_steps=1024,
         batch_size=256,
         test_step_num_episodes=8,
