@@ -46,7 +46,9 @@ def _curve(run_dir: Path) -> list[dict[str, str]]:
     return [{k: v for k, v in row.items() if "time" not in k and "speed" not in k} for row in rows]
 
 
-def test_train_writes_config_logs_checkpoints_and_info_stats(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_train_writes_config_logs_checkpoints_and_info_stats(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     run_dir = tmp_path / "run"
     assert main(["train", *TINY_PPO, "-o", str(run_dir)]) == 0
     assert f"results in {run_dir}" in capsys.readouterr().out
@@ -69,18 +71,25 @@ def test_the_written_config_reproduces_the_run(tmp_path: Path) -> None:
     assert _curve(first) == _curve(second)
 
 
-def test_train_refuses_a_directory_that_holds_a_run(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_train_refuses_a_directory_that_holds_a_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     assert main(["train", *TINY_PPO, "-o", str(tmp_path)]) == 0
     capsys.readouterr()
     assert main(["train", *TINY_PPO, "-o", str(tmp_path)]) == 1
     assert f"tshtrain train --resume {tmp_path}" in capsys.readouterr().err
 
 
-def test_a_bad_experiment_exits_1_and_writes_nothing(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_bad_experiment_exits_1_and_writes_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     run_dir = tmp_path / "run"
     assert main(["train", "--set", "trainer.max_epochs=0", "-o", str(run_dir)]) == 1
     err = capsys.readouterr().err
-    assert "tshtrain train: error: the default experiment: trainer: OnPolicyTrainerParams.max_epochs must be" in err
+    assert (
+        "tshtrain train: error: the default experiment: trainer: OnPolicyTrainerParams.max_epochs must be"
+        in err
+    )
     assert not run_dir.exists()
 
 

@@ -56,8 +56,10 @@ def test_user_values_are_laid_over_the_algorithm_defaults(tmp_path: Path) -> Non
 
 
 def test_overrides_are_parsed_as_yaml_and_create_sections() -> None:
-    data = apply_overrides({"trainer": {"max_epochs": 1}}, ["trainer.max_epochs=5", "algorithm.network.hidden_sizes=[8,8]",
-                                                         "seed=3", "trainer.stop_score=null"])
+    data = apply_overrides(
+        {"trainer": {"max_epochs": 1}},
+        ["trainer.max_epochs=5", "algorithm.network.hidden_sizes=[8,8]", "seed=3", "trainer.stop_score=null"],
+    )
     assert data == {
         "trainer": {"max_epochs": 5, "stop_score": None},
         "algorithm": {"network": {"hidden_sizes": [8, 8]}},
@@ -80,8 +82,11 @@ def test_no_file_gives_the_default_ppo_cartpole_experiment() -> None:
 
 
 def test_linear_schedules_become_linear_schedule_objects() -> None:
-    params = build_params(get_spec("ppo"), {"lr": 1e-3, "lr_schedule": "linear", "clip_schedule": "constant"},
-                          num_update_steps=40)
+    params = build_params(
+        get_spec("ppo"),
+        {"lr": 1e-3, "lr_schedule": "linear", "clip_schedule": "constant"},
+        num_update_steps=40,
+    )
     assert isinstance(params, PPOParams)
     assert params.lr_schedule == LinearSchedule(num_update_steps=40)
     assert params.clip_schedule is None
@@ -90,30 +95,81 @@ def test_linear_schedules_become_linear_schedule_objects() -> None:
 @pytest.mark.parametrize(
     ("text", "expected"),
     [
-        ("algorithm: {name: ppo, params: {lrr: 1}}", r"e\.yaml: algorithm\.params\.lrr: unknown key \(did you mean 'lr'\?\)"),
-        ("algorithm: {name: ppo, params: {gamma: 2}}", r"e\.yaml: algorithm\.params: PPOParams\.gamma must lie in \[0, 1\], got 2"),
-        ("algorithm: {name: ppo, params: {lr: fast}}", r"algorithm\.params\.lr: 'fast' is not allowed .*expected float"),
+        (
+            "algorithm: {name: ppo, params: {lrr: 1}}",
+            r"e\.yaml: algorithm\.params\.lrr: unknown key \(did you mean 'lr'\?\)",
+        ),
+        (
+            "algorithm: {name: ppo, params: {gamma: 2}}",
+            r"e\.yaml: algorithm\.params: PPOParams\.gamma must lie in \[0, 1\], got 2",
+        ),
+        (
+            "algorithm: {name: ppo, params: {lr: fast}}",
+            r"algorithm\.params\.lr: 'fast' is not allowed .*expected float",
+        ),
         ("algorithm: {name: ppo, params: {lr_schedule: cosine}}", r"lr_schedule: 'cosine' is not allowed"),
-        ("algorithm: {name: ppx}", r"e\.yaml: algorithm\.name: unknown algorithm 'ppx' \(did you mean 'ppo'\?\); allowed: ppo,"),
-        ("algorithm: {name: ppo}\nenv: {num_trainig_envs: 2}", r"env\.num_trainig_envs: unknown key \(did you mean 'num_training_envs'\?\)"),
-        ("algorithm: {name: ppo}\nenv: {num_test_envs: 0}", r"e\.yaml: env\.num_test_envs: Input should be greater than 0 \(got 0\)"),
+        (
+            "algorithm: {name: ppx}",
+            r"e\.yaml: algorithm\.name: unknown algorithm 'ppx' \(did you mean 'ppo'\?\); allowed: ppo,",
+        ),
+        (
+            "algorithm: {name: ppo}\nenv: {num_trainig_envs: 2}",
+            r"env\.num_trainig_envs: unknown key \(did you mean 'num_training_envs'\?\)",
+        ),
+        (
+            "algorithm: {name: ppo}\nenv: {num_test_envs: 0}",
+            r"e\.yaml: env\.num_test_envs: Input should be greater than 0 \(got 0\)",
+        ),
         ("algorithm: {name: ppo}\nsed: 1", r"e\.yaml: sed: unknown key \(did you mean 'seed'\?\)"),
-        ("algorithm: {name: ppo}\nloggers: [{kind: wandb, projekt: x}]", r"loggers\[0\]\.projekt: unknown key \(did you mean 'project'\?\)"),
-        ("algorithm: {name: ppo}\nloggers: [{kind: neptune}]", r"loggers\.0: Input tag 'neptune' found using 'kind' does not match"),
-        ("algorithm: {name: ppo, network: {hidden: [8]}}", r"algorithm\.network\.hidden: unknown key \(did you mean 'hidden_sizes'\?\)"),
-        ("algorithm: {name: ppo, exploration: {eps_start: 1}}", r"algorithm\.exploration\.eps_start: unknown key; allowed in algorithm\.exploration \(ppo\): none"),
-        ("algorithm: {name: dqn, network: {activation: sigmoid}}", r"algorithm\.network\.activation: Input should be 'tanh', 'relu'"),
+        (
+            "algorithm: {name: ppo}\nloggers: [{kind: wandb, projekt: x}]",
+            r"loggers\[0\]\.projekt: unknown key \(did you mean 'project'\?\)",
+        ),
+        (
+            "algorithm: {name: ppo}\nloggers: [{kind: neptune}]",
+            r"loggers\.0: Input tag 'neptune' found using 'kind' does not match",
+        ),
+        (
+            "algorithm: {name: ppo, network: {hidden: [8]}}",
+            r"algorithm\.network\.hidden: unknown key \(did you mean 'hidden_sizes'\?\)",
+        ),
+        (
+            "algorithm: {name: ppo, exploration: {eps_start: 1}}",
+            r"algorithm\.exploration\.eps_start: unknown key; allowed in algorithm\.exploration \(ppo\): none",
+        ),
+        (
+            "algorithm: {name: dqn, network: {activation: sigmoid}}",
+            r"algorithm\.network\.activation: Input should be 'tanh', 'relu'",
+        ),
         (
             "algorithm: {name: ppo}\ntrainer: {update_step_num_gradient_steps_per_sample: 1}",
             r"trainer\.update_step_num_gradient_steps_per_sample: a field of the off-policy trainer, but ppo runs on "
             r"the on-policy trainer \(OnPolicyTrainerParams\)",
         ),
-        ("algorithm: {name: sac}\ntrainer: {update_step_num_repetitions: 2}", r"a field of the on-policy trainer, but sac"),
-        ("algorithm: {name: ppo}\ntrainer: {max_epoch: 2}", r"trainer\.max_epoch: unknown key \(did you mean 'max_epochs'\?\)"),
-        ("algorithm: {name: ppo}\ntrainer: {batch_size: many}", r"trainer\.batch_size: 'many' is not allowed"),
-        ("algorithm: {name: cql}\nbuffer: {size: 10}", r"buffer: cql is an offline algorithm; it learns from `dataset`"),
-        ("algorithm: {name: ppo}\ndataset: {path: x}", r"dataset: ppo is an on-policy algorithm that collects its own data"),
-        ("algorithm: {name: cql}\ndataset: {}", r"dataset: Value error, give exactly one of path and minari_id"),
+        (
+            "algorithm: {name: sac}\ntrainer: {update_step_num_repetitions: 2}",
+            r"a field of the on-policy trainer, but sac",
+        ),
+        (
+            "algorithm: {name: ppo}\ntrainer: {max_epoch: 2}",
+            r"trainer\.max_epoch: unknown key \(did you mean 'max_epochs'\?\)",
+        ),
+        (
+            "algorithm: {name: ppo}\ntrainer: {batch_size: many}",
+            r"trainer\.batch_size: 'many' is not allowed",
+        ),
+        (
+            "algorithm: {name: cql}\nbuffer: {size: 10}",
+            r"buffer: cql is an offline algorithm; it learns from `dataset`",
+        ),
+        (
+            "algorithm: {name: ppo}\ndataset: {path: x}",
+            r"dataset: ppo is an on-policy algorithm that collects its own data",
+        ),
+        (
+            "algorithm: {name: cql}\ndataset: {}",
+            r"dataset: Value error, give exactly one of path and minari_id",
+        ),
         ("- just\n- a list", r"e\.yaml: the top level must be a mapping of sections, got list"),
         ("algorithm: {name: ppo", r"e\.yaml: not valid YAML"),
     ],
@@ -132,7 +188,9 @@ def test_a_minari_dataset_replaces_the_default_dataset_path() -> None:
 
 
 def test_unknown_suffix_and_missing_file(tmp_path: Path) -> None:
-    with pytest.raises(ExperimentError, match=r"e\.ini: unknown experiment file suffix '\.ini'; use one of \.yaml"):
+    with pytest.raises(
+        ExperimentError, match=r"e\.ini: unknown experiment file suffix '\.ini'; use one of \.yaml"
+    ):
         read_file(tmp_path / "e.ini")
     with pytest.raises(ExperimentError, match=r"nope\.yaml: cannot read the experiment file"):
         read_file(tmp_path / "nope.yaml")
