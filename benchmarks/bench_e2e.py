@@ -49,8 +49,8 @@ import gymnasium as gym
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import e2e_contestants as ec  # noqa: E402
-from harness import (  # noqa: E402
+import e2e_contestants as ec
+from harness import (
     RESULTS_DIR,
     cpu_info,
     environment_markdown,
@@ -318,7 +318,9 @@ def markdown(w: Workload, results: list[RunResult], summary: dict[str, Any]) -> 
             f"{row['seconds_max']:.1f}",
             f"{row['cpu_seconds_median']:.1f}",
             f"**{row['time_vs_hand']:.2f}x** ({min(paired):.2f}–{max(paired):.2f})" if paired else "–",
-            f"**{row['cpu_vs_hand']:.2f}x** ({min(paired_cpu):.2f}–{max(paired_cpu):.2f})" if paired_cpu else "–",
+            f"**{row['cpu_vs_hand']:.2f}x** ({min(paired_cpu):.2f}–{max(paired_cpu):.2f})"
+            if paired_cpu
+            else "–",
         ]
         if thr:
             cells += [
@@ -376,10 +378,14 @@ def profile_tshtrain(w: Workload, seed: int) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--quick", action="store_true", help="tiny budgets, 1 seed, JSON only")
     parser.add_argument("--only", nargs="*", choices=["ppo", "dqn", "sac"], help="workloads to run")
-    parser.add_argument("--seeds", type=int, default=None, help="seeds per workload (default 5 PPO, 3 DQN/SAC)")
+    parser.add_argument(
+        "--seeds", type=int, default=None, help="seeds per workload (default 5 PPO, 3 DQN/SAC)"
+    )
     parser.add_argument("--contestants", nargs="*", help="subset of contestants (names as printed)")
     parser.add_argument("--profile", choices=["ppo", "dqn", "sac"], help="cProfile one tshtrain run")
     parser.add_argument("--env-steps", type=int, help="replace the budget of every workload run")
@@ -406,7 +412,12 @@ def main() -> None:
         w = all_w[key]
         num_seeds = 1 if args.quick else (args.seeds or default_seeds[key])
         print(f"== {w.title}: {num_seeds} seeds ==", flush=True)
-        meta = {"machine": machine, "versions": versions, "revision": git_revision(), "load_before": load_before}
+        meta = {
+            "machine": machine,
+            "versions": versions,
+            "revision": git_revision(),
+            "load_before": load_before,
+        }
 
         def save(results: list[RunResult], w: Workload = w, meta: dict[str, Any] = meta) -> None:
             write_json(f"e2e_{w.key}{suffix}", payload(w, results, meta))
@@ -427,7 +438,9 @@ def payload(w: Workload, results: list[RunResult], meta: dict[str, Any]) -> dict
     }
 
 
-def report(w: Workload, results: list[RunResult], meta: dict[str, Any], *, docs: bool, section_suffix: str) -> None:
+def report(
+    w: Workload, results: list[RunResult], meta: dict[str, Any], *, docs: bool, section_suffix: str
+) -> None:
     """Print the tables, and (``docs``) rewrite this workload's section of docs/benchmarks.md."""
     data = payload(w, results, meta)
     md = markdown(w, results, data["summary"])
@@ -504,6 +517,7 @@ def render_from_json(path: Path, *, docs: bool) -> None:
     }
     suffix = path.stem.removeprefix(f"e2e_{key}")
     report(w, results, meta, docs=docs, section_suffix=suffix)
+
 
 if __name__ == "__main__":
     main()

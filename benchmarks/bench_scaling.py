@@ -35,9 +35,9 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import bench_trainer_overhead  # noqa: E402
-from bench_foundation import ArgmaxPolicy, argmax_actions, make_mlp  # noqa: E402
-from harness import (  # noqa: E402
+import bench_trainer_overhead
+from bench_foundation import ArgmaxPolicy, argmax_actions, make_mlp
+from harness import (
     REPO_ROOT,
     Contestant,
     Goal,
@@ -54,10 +54,10 @@ from harness import (  # noqa: E402
     write_docs_section,
     write_json,
 )
-from torch import nn  # noqa: E402
+from torch import nn
 
-from tshtrain.data import Collector, VectorReplayBuffer  # noqa: E402
-from tshtrain.env import make_vector_env  # noqa: E402
+from tshtrain.data import Collector, VectorReplayBuffer
+from tshtrain.env import make_vector_env
 
 ENV_ID = "CartPole-v1"
 PACKAGES = ("tshtrain", "torch", "numpy", "gymnasium", "tianshou", "stable_baselines3")
@@ -105,29 +105,36 @@ def collector_setup(mlp: nn.Module, num_envs: int, mode: str, num_env_steps: int
     return run
 
 
-def bench_envs(num_env_steps: int, reps: int, env_counts: tuple[int, ...]) -> list[TableResult]:
+def bench_envs(
+    num_env_steps: int, reps: int, env_counts: tuple[int, ...], async_env_counts: tuple[int, ...]
+) -> list[TableResult]:
     mlp = make_mlp()
     tables = []
-    for mode in ("sync", "async"):
+    for mode, counts in (("sync", env_counts), ("async", async_env_counts)):
+        if not counts:
+            continue
         contestants = []
-        for n in env_counts:
+        for n in counts:
             steps = max(num_env_steps, 64 * n) if mode == "async" else num_env_steps
             contestants += [
                 Contestant(
                     name=f"tshtrain {n} envs",
-                    setup=lambda n=n, s=steps: collector_setup(mlp, n, mode, s),
-                    warmup_setup=lambda n=n: collector_setup(mlp, n, mode, 8 * n),
+                    setup=lambda n=n, s=steps, m=mode: collector_setup(mlp, n, m, s),
+                    warmup_setup=lambda n=n, m=mode: collector_setup(mlp, n, m, 8 * n),
                     work=steps,
                 ),
                 Contestant(
                     name=f"hand loop {n} envs",
-                    setup=lambda n=n, s=steps: hand_setup(mlp, n, mode, s),
-                    warmup_setup=lambda n=n: hand_setup(mlp, n, mode, 8 * n),
+                    setup=lambda n=n, s=steps, m=mode: hand_setup(mlp, n, m, s),
+                    warmup_setup=lambda n=n, m=mode: hand_setup(mlp, n, m, 8 * n),
                     work=steps,
                 ),
             ]
         rows = run_interleaved(contestants, reps=reps, unit="env steps/s", label=f"envs {mode}")
-        goals = [Goal(numerator=f"tshtrain {n} envs", denominator=f"hand loop {n} envs", target=0.9) for n in env_counts]
+        goals = [
+            Goal(numerator=f"tshtrain {n} envs", denominator=f"hand loop {n} envs", target=0.9)
+            for n in counts
+        ]
         tables.append(
             TableResult(
                 title=f"Collector throughput by number of envs: {ENV_ID}, {mode} vector env, 2x64 MLP argmax",
@@ -149,12 +156,18 @@ def bench_overhead(epoch_counts: tuple[int, ...], epoch_num_steps: int, reps: in
     rows: dict[str, Any] = {}
     for rep in range(reps):
         for epochs in epoch_counts:
-            overhead, total = bench_trainer_overhead.one_run(epochs, seed=rep, epoch_num_steps=epoch_num_steps)
-            row = rows.setdefault(str(epochs), {"share_percent": [], "total_seconds": [], "overhead_seconds": []})
+            overhead, total = bench_trainer_overhead.one_run(
+                epochs, seed=rep, epoch_num_steps=epoch_num_steps
+            )
+            row = rows.setdefault(
+                str(epochs), {"share_percent": [], "total_seconds": [], "overhead_seconds": []}
+            )
             row["share_percent"].append(100 * overhead / total)
             row["total_seconds"].append(total)
             row["overhead_seconds"].append(overhead)
-            print(f"  [overhead rep {rep + 1}/{reps}] {epochs} epochs: {total:.2f} s, overhead {100 * overhead / total:.2f} %")
+            print(
+                f"  [overhead rep {rep + 1}/{reps}] {epochs} epochs: {total:.2f} s, overhead {100 * overhead / total:.2f} %"
+            )
     return {"epoch_num_steps": epoch_num_steps, "rows": rows}
 
 
@@ -228,9 +241,16 @@ def startup_markdown(result: dict[str, Any]) -> str:
 
 # ============================================================================ main
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--only", nargs="*", choices=["envs", "overhead", "startup"])
+    parser.add_argument("--env-steps", type=int, default=20_000, help="env steps per run (envs part)")
+    parser.add_argument("--reps", type=int, default=3, help="repetitions (envs part)")
+    parser.add_argument(
+        "--async-envs", type=int, nargs="*", default=[1, 4, 16, 64], help="env counts of the async runs"
+    )
     args = parser.parse_args()
     pin_torch_threads()
     parts = args.only or ["envs", "overhead", "startup"]
@@ -240,9 +260,10 @@ def main() -> None:
     sections: list[str] = []
     if "envs" in parts:
         tables = bench_envs(
-            num_env_steps=2_000 if args.quick else 20_000,
-            reps=1 if args.quick else 3,
+            num_env_steps=2_000 if args.quick else args.env_steps,
+            reps=1 if args.quick else args.reps,
             env_counts=(1, 4) if args.quick else (1, 4, 16, 64),
+            async_env_counts=(1, 4) if args.quick else tuple(args.async_envs),
         )
         for t in tables:
             print_table(t)
@@ -258,7 +279,7 @@ def main() -> None:
         sections.append(overhead_markdown(result))
         print(sections[-1])
     if "startup" in parts:
-        result = bench_startup(reps=2 if args.quick else 7)
+        result = bench_startup(reps=2 if args.quick else 5)
         payload["startup"] = result
         sections.append(startup_markdown(result))
         print(sections[-1])

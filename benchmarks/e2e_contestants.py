@@ -13,11 +13,10 @@ from collections.abc import Callable
 from typing import Any
 
 import gymnasium as gym
+import hand_loops
 import numpy as np
 import torch
 from torch import nn
-
-import hand_loops
 
 EnvFactory = Callable[[], gym.Env[Any, Any]]
 ActFn = Callable[[np.ndarray], np.ndarray]
@@ -76,7 +75,9 @@ def _ppo_tshtrain(make_env: EnvFactory, seed: int, num_env_steps: int) -> tuple[
     trainer = OnPolicyTrainer(
         algorithm,
         OnPolicyTrainerParams(
-            training_collector=Collector(policy, envs, VectorReplayBuffer(PPO_ROLLOUT, PPO_NUM_ENVS), seed=seed),
+            training_collector=Collector(
+                policy, envs, VectorReplayBuffer(PPO_ROLLOUT, PPO_NUM_ENVS), seed=seed
+            ),
             max_epochs=epochs,
             epoch_num_steps=steps_per_epoch,
             collection_step_num_env_steps=PPO_ROLLOUT,
@@ -440,7 +441,9 @@ def _sac_hand(make_env: EnvFactory, seed: int, num_env_steps: int) -> tuple[Run,
 
     def run() -> None:
         trained.append(
-            hand_loops.sac_pendulum(make_env, seed=seed, num_env_steps=num_env_steps, prefill_env_steps=SAC_PREFILL)
+            hand_loops.sac_pendulum(
+                make_env, seed=seed, num_env_steps=num_env_steps, prefill_env_steps=SAC_PREFILL
+            )
         )
 
     return run, lambda obs: trained[0](obs)
@@ -504,7 +507,9 @@ def _sac_tianshou(make_env: EnvFactory, seed: int, num_env_steps: int) -> tuple[
     )
 
     def critic() -> ContinuousCritic:
-        return ContinuousCritic(preprocess_net=Net(state_shape=3, action_shape=1, hidden_sizes=[256, 256], concat=True))
+        return ContinuousCritic(
+            preprocess_net=Net(state_shape=3, action_shape=1, hidden_sizes=[256, 256], concat=True)
+        )
 
     policy = SACPolicy(actor=actor, action_space=envs.action_space[0])
     algorithm = TsSAC(

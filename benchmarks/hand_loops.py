@@ -38,9 +38,7 @@ def mlp(sizes: list[int], activation: type[nn.Module]) -> nn.Sequential:
 
 def same_step_vector_env(make_env: EnvFactory, num_envs: int) -> gym.vector.SyncVectorEnv:
     """Sub-envs reset inside the step that ends an episode; the last observation is in ``info``."""
-    return gym.vector.SyncVectorEnv(
-        [make_env] * num_envs, autoreset_mode=gym.vector.AutoresetMode.SAME_STEP
-    )
+    return gym.vector.SyncVectorEnv([make_env] * num_envs, autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
 
 
 # ============================================================================================ PPO
@@ -299,7 +297,9 @@ def sac_pendulum(
             action = rng.uniform(-1.0, 1.0, size=act_dim).astype(np.float32)
         else:
             with torch.no_grad():
-                action = _squashed_sample(actor, torch.as_tensor(obs, dtype=torch.float32)[None])[0][0].numpy()
+                action = _squashed_sample(actor, torch.as_tensor(obs, dtype=torch.float32)[None])[0][
+                    0
+                ].numpy()
         next_obs, reward, terminated, truncated, _ = env.step(action * high)
         obs_buf[ptr], next_obs_buf[ptr], act_buf[ptr] = obs, next_obs, action
         rew_buf[ptr], term_buf[ptr] = reward, float(terminated)

@@ -26,7 +26,9 @@ SCRIPTS = (
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--quick", action="store_true", help="smoke run of every script")
     parser.add_argument("--skip", nargs="*", default=[], help="script names to leave out")
     args = parser.parse_args()
