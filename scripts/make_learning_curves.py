@@ -170,7 +170,8 @@ def plot_one(run: Run, log_dir: Path, summary: dict[str, Any]) -> Path:
     divisor = 1
     if run.offline:
         divisor = max(1, round(info["env_step"] / info["gradient_step"]))
-    groups = [_curve(log_dir, LogScope.TEST, "returns/mean", "test return (10 episodes)", divisor)]
+    episodes = round(records[LogScope.TEST][0][1]["n_collected_episodes"])
+    groups = [_curve(log_dir, LogScope.TEST, "returns/mean", f"test return ({episodes} episodes)", divisor)]
     if not run.offline:
         groups.append(
             _curve(log_dir, LogScope.TRAINING, "returns_window/mean", "training return (last 100 episodes)")
