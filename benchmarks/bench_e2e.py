@@ -448,10 +448,15 @@ def report(
     if docs:
         env_md = environment_markdown(meta["machine"], meta["versions"], meta["revision"])
         load = data["load_before_after"]
+        load_text = (
+            f"{load[0]:.2f} / {load[1]:.2f}"
+            if load[0] == load[0]
+            else f"not recorded (tables rebuilt from the run's printed lines; {load[1]:.2f} when rebuilt)"
+        )
         write_docs_section(
             f"e2e-{w.key}{section_suffix.replace('_', '-')}",
             f"### End to end: {w.title}\n\n{env_md}\n- Load average (1 min) before / after: "
-            f"{load[0]:.2f} / {load[1]:.2f} (2 CPUs, shared)\n\n{md}",
+            f"{load_text} (2 CPUs, shared)\n\n{md}",
         )
 
 
