@@ -386,6 +386,7 @@ def main() -> None:
     parser.add_argument(
         "--seeds", type=int, default=None, help="seeds per workload (default 5 PPO, 3 DQN/SAC)"
     )
+    parser.add_argument("--first-seed", type=int, default=0, help="seeds run from this one up")
     parser.add_argument("--contestants", nargs="*", help="subset of contestants (names as printed)")
     parser.add_argument("--profile", choices=["ppo", "dqn", "sac"], help="cProfile one tshtrain run")
     parser.add_argument("--env-steps", type=int, help="replace the budget of every workload run")
@@ -407,7 +408,11 @@ def main() -> None:
     default_seeds = {"ppo": 5, "dqn": 3, "sac": 3}
     machine, versions = cpu_info(), package_versions(PACKAGES)
     load_before = os.getloadavg()[0]
-    suffix = ("_quick" if args.quick else "") + (f"_{args.env_steps}" if args.env_steps else "")
+    suffix = (
+        ("_quick" if args.quick else "")
+        + (f"_{args.env_steps}" if args.env_steps else "")
+        + (f"_from_seed{args.first_seed}" if args.first_seed else "")
+    )
     for key in args.only or ["ppo", "dqn", "sac"]:
         w = all_w[key]
         num_seeds = 1 if args.quick else (args.seeds or default_seeds[key])
@@ -422,7 +427,8 @@ def main() -> None:
         def save(results: list[RunResult], w: Workload = w, meta: dict[str, Any] = meta) -> None:
             write_json(f"e2e_{w.key}{suffix}", payload(w, results, meta))
 
-        results = run_workload(w, list(range(num_seeds)), args.contestants, save)
+        seeds = list(range(args.first_seed, args.first_seed + num_seeds))
+        results = run_workload(w, seeds, args.contestants, save)
         report(w, results, meta, docs=not args.quick and not args.no_docs, section_suffix=suffix)
 
 
