@@ -22,9 +22,10 @@ Usage::
     python scripts/make_learning_curves.py ppo dqn         # some of them
     python scripts/make_learning_curves.py --list
 
-One CPU thread (``torch.set_num_threads(1)``). On a shared 2-core machine the online runs take about
-25 minutes together; the offline ones need their datasets first (the Pendulum one is a SAC run of
-12,000 env steps, cached in the temp dir by ``examples/cql_pendulum.py``), about 20 minutes more.
+One CPU thread (``torch.set_num_threads(1)``). On a 2-core machine shared with other jobs (load average
+6-10) the online runs took 40 minutes together and the offline ones 31 more, including making their
+datasets (a DQN run for CartPole; for Pendulum a SAC run of 12,000 env steps, cached in the temp dir by
+``examples/cql_pendulum.py``).
 """
 
 from __future__ import annotations
