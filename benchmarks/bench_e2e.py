@@ -464,6 +464,8 @@ def report(
     """Print the tables, and (``docs``) rewrite this workload's section of docs/benchmarks.md."""
     data = payload(w, results, meta)
     md = markdown(w, results, data["summary"])
+    if meta.get("note"):
+        md += f"\n\nNote: {meta['note']}"
     print(md)
     if docs:
         env_md = environment_markdown(meta["machine"], meta["versions"], meta["revision"])
@@ -542,6 +544,7 @@ def render_from_json(path: Path, *, docs: bool) -> None:
         "versions": data["versions"],
         "revision": data["revision"],
         "load_before": data["load_before_after"][0],
+        "note": data.get("note", ""),
     }
     suffix = path.stem.removeprefix(f"e2e_{key}")
     report(w, results, meta, docs=docs, section_suffix=suffix)
