@@ -186,9 +186,10 @@ class BaseReplayBuffer(ABC):
         return self._add_columns(fields, np.asarray(env_ids, dtype=np.int64))
 
     def _advance_all(self, row: int) -> None:
-        self._ptr[:] = (row + 1) % self.column_capacity
-        if self._len[0] < self.column_capacity:
-            self._len += 1
+        self._ptr.fill(row + 1 if row + 1 < self.column_capacity else 0)
+        length = int(self._len[0])
+        if length < self.column_capacity:
+            self._len.fill(length + 1)
 
     def _add_all_columns(self, fields: Mapping[str, np.ndarray]) -> np.ndarray:
         row = int(self._ptr[0])

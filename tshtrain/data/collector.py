@@ -308,7 +308,7 @@ class Collector:
         any_done = bool(done.any())
         done_idx = np.flatnonzero(done) if any_done else _NO_ENVS
         stored_next = _obs_with_final(obs_next, info, done_idx) if any_done else obs_next
-        if self._ep_return.ndim != np.ndim(rew):  # multi-agent rewards: one return per agent
+        if self._ep_return.ndim != rew.ndim:  # multi-agent rewards: one return per agent
             self._ep_return = np.zeros((self.num_envs, *np.shape(rew)[1:]), dtype=np.float64)
         if self.buffer is not None:
             if active is None:

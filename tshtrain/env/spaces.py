@@ -149,6 +149,10 @@ def check_actions(space: gym.Space[object], act: np.ndarray, num_envs: int) -> N
         raise PolicyOutputError(f"The policy returned actions {act.tolist()} outside {space!r}.")
 
 
+_SMALL_BATCH = 32
+"""up to this many discrete actions, the per-step range check runs in Python"""
+
+
 def make_action_checker(space: gym.Space[object], num_envs: int) -> Callable[[np.ndarray], None]:
     """A per-step action check for ``space`` with everything that does not depend on the actions
     computed once: a cheap test per call, and :func:`check_actions` (for its exact error message)
@@ -159,7 +163,12 @@ def make_action_checker(space: gym.Space[object], num_envs: int) -> Callable[[np
         low, high = int(space.start), int(space.start) + int(space.n) - 1
 
         def fast_ok(act: np.ndarray) -> bool:
-            return act.dtype.kind in "iu" and bool(low <= act.min()) and bool(act.max() <= high)
+            if act.dtype.kind not in "iu":
+                return False
+            if act.size <= _SMALL_BATCH:  # Python's min / max of a short list beat two numpy reductions
+                values = act.tolist()
+                return bool(low <= min(values) and max(values) <= high)
+            return bool(low <= act.min()) and bool(act.max() <= high)
 
     elif isinstance(space, gym.spaces.Box):
         box_low, box_high = np.asarray(space.low), np.asarray(space.high)
