@@ -9,7 +9,7 @@ Setup (a separate venv, CPU torch first):
     /work/mujoco-venv/bin/pip install torch==2.13.0
     /work/mujoco-venv/bin/pip install -e . mujoco imageio matplotlib
 
-Run (one seed at a time; each run takes about an hour on one core):
+Run (one seed at a time; a run of 300k env steps needs about two hours of one CPU core):
 
     /work/mujoco-venv/bin/python benchmarks/sac_hopper.py --seed 0 --log-dir runs/sac_hopper/seed0
     /work/mujoco-venv/bin/tshtrain plot runs/sac_hopper -o docs/img/sac_hopper.png
