@@ -195,12 +195,42 @@ def test_close_ends_a_run_driven_by_hand() -> None:
     assert shutdowns == [10] and logger.closed and trainer.params.training_collector.env.closed
 
 
+def _denormals_flushed() -> bool:
+    return (torch.tensor([1e-39]) * 1.0).item() == 0.0
+
+
+@pytest.mark.parametrize("flush", [True, False])
+def test_denormals_are_flushed_while_the_trainer_works_only(flush: bool) -> None:
+    seen: list[bool] = []
+    trainer = off_policy_trainer(
+        options=TrainerOptions(flush_denormal=flush),
+        training_fn=lambda epoch, env_step: seen.append(_denormals_flushed()),
+    )
+    trainer.register_hook(HookStage.POST_UPDATE, lambda ctx: seen.append(_denormals_flushed()), name="d")
+    torch.set_flush_denormal(False)  # a trainer driven by hand in an earlier test may not have closed
+    trainer.run()
+    assert seen and set(seen) == {flush}
+    assert not _denormals_flushed()  # cleared when the run ends
+
+
+def test_denormals_are_cleared_when_the_run_fails() -> None:
+    def fail(epoch: int, env_step: int) -> None:
+        assert _denormals_flushed()
+        raise KeyError("boom")
+
+    torch.set_flush_denormal(False)
+    with pytest.raises(KeyError, match="boom"):
+        off_policy_trainer(training_fn=fail).run()
+    assert not _denormals_flushed()
+
+
 @pytest.mark.parametrize(
     ("field", "value", "message"),
     [
         ("render_every_num_env_steps", 0, "render_every_num_env_steps must be an int >= 1 or None"),
         ("close_envs", "yes", "close_envs must be a bool"),
         ("test_deterministic", 1, "test_deterministic must be a bool"),
+        ("flush_denormal", None, "flush_denormal must be a bool"),
     ],
 )
 def test_options_are_validated(field: str, value: Any, message: str) -> None:

@@ -43,6 +43,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 
+import torch
+
 from tshtrain.algorithm.base import Algorithm, TrainingStats
 from tshtrain.data.stats import CollectStats, merge_collect_stats
 from tshtrain.logger.base import Logger, LogScope, NoOpLogger, RestoredCounters
@@ -177,6 +179,7 @@ class Trainer(ABC, Generic[TAlgorithm, TParams]):
             if restored is not None:
                 self._restore(restored)
         self._is_reset = True
+        self._set_flush_denormal(True)  # before the initial test step
         self._ext.start(resumed=False)  # setup hooks, startup events; before the envs are reset
         if reset_collectors:
             self._reset_collectors(reset_collector_buffers)
@@ -253,6 +256,7 @@ class Trainer(ABC, Generic[TAlgorithm, TParams]):
         if self.done:
             raise RuntimeError(f"Training has ended ({self.stop_reason}); call reset() to start again.")
         self._ext.ensure_started()  # a run resumed from a checkpoint starts here
+        self._set_flush_denormal(True)  # every step: the flag is per thread
         if not self._epoch_open:
             self._open_epoch()
         if self.params.training_fn is not None:
@@ -531,6 +535,10 @@ class Trainer(ABC, Generic[TAlgorithm, TParams]):
         reduce = self.params.multi_agent_return_reduction
         return stat.with_return_reduction(reduce) if reduce is not None else stat
 
+    def _set_flush_denormal(self, on: bool) -> None:
+        if self.options.flush_denormal:
+            torch.set_flush_denormal(on)
+
     def _show_progress(self) -> bool:
         show = self.params.show_progress
         return sys.stderr.isatty() if show is None else show
@@ -584,6 +592,7 @@ class Trainer(ABC, Generic[TAlgorithm, TParams]):
 
     def _close(self, *, quiet: bool = False) -> None:
         """Close the progress bar and the logger; ``quiet``: log a failing close instead of raising."""
+        self._set_flush_denormal(False)
         if self._bar is not None:
             self._bar.close()
             self._bar = None
