@@ -64,11 +64,11 @@ from harness import (
 
 PACKAGES = ("tshtrain", "torch", "numpy", "gymnasium", "tianshou", "stable_baselines3")
 WINDOW = 10
+"""training return = mean return of the last WINDOW finished training episodes"""
 DQN_THRESHOLD = 195.0
 """DQN's bar: the training return of rl-zoo's settings (epsilon 0.04 to the end) rarely averages 475
 over 10 episodes within 50k env steps (the run of 2026-11-22 used 475: no contestant reached it);
 195 is CartPole's classic "solved" return"""
-"""training return = mean return of the last WINDOW finished training episodes"""
 
 
 # ============================================================================ measuring inside the env
@@ -252,7 +252,7 @@ def run_workload(
             on_run(results)
             cross = "-" if r.cross_env_steps is None else f"{r.cross_env_steps} steps/{r.cross_seconds:.1f}s"
             print(
-                f"  [{w.key} seed {seed}] {name:<10} {r.seconds:7.2f} s (cpu {r.cpu_seconds:6.2f}) "
+                f"  [{w.key} seed {seed}] {name:<13} {r.seconds:7.2f} s (cpu {r.cpu_seconds:6.2f}) "
                 f"env steps {r.env_steps}  to {w.threshold}: {cross}  train {r.last_train_return:7.1f}  "
                 f"test {r.test_return:7.1f}",
                 flush=True,

@@ -32,6 +32,25 @@ def _torch_act(fn: Callable[[torch.Tensor], torch.Tensor]) -> ActFn:
     return act
 
 
+def _flushing_denormals(builder: Builder) -> Builder:
+    """``builder``'s run with ``torch.set_flush_denormal(True)`` (what tshtrain's trainer does by
+    default, ``TrainerOptions.flush_denormal``): shows how much of a gap is that one flag."""
+
+    def build(make_env: EnvFactory, seed: int, num_env_steps: int) -> tuple[Run, ActFn]:
+        run, act = builder(make_env, seed, num_env_steps)
+
+        def flushed_run() -> None:
+            torch.set_flush_denormal(True)
+            try:
+                run()
+            finally:
+                torch.set_flush_denormal(False)
+
+        return flushed_run, act
+
+    return build
+
+
 # ============================================================================================ PPO
 PPO_NUM_ENVS = 8
 PPO_ROLLOUT = 256  # 32 env steps per env
@@ -208,6 +227,7 @@ def _ppo_tianshou(make_env: EnvFactory, seed: int, num_env_steps: int) -> tuple[
 PPO_CONTESTANTS: dict[str, Builder] = {
     "tshtrain": _ppo_tshtrain,
     "hand loop": _ppo_hand,
+    "hand loop+FTZ": _flushing_denormals(_ppo_hand),
     "SB3": _ppo_sb3,
     "Tianshou": _ppo_tianshou,
 }
@@ -382,6 +402,7 @@ def _dqn_tianshou(make_env: EnvFactory, seed: int, num_env_steps: int) -> tuple[
 DQN_CONTESTANTS: dict[str, Builder] = {
     "tshtrain": _dqn_tshtrain,
     "hand loop": _dqn_hand,
+    "hand loop+FTZ": _flushing_denormals(_dqn_hand),
     "SB3": _dqn_sb3,
     "Tianshou": _dqn_tianshou,
 }
@@ -552,6 +573,7 @@ def _sac_tianshou(make_env: EnvFactory, seed: int, num_env_steps: int) -> tuple[
 SAC_CONTESTANTS: dict[str, Builder] = {
     "tshtrain": _sac_tshtrain,
     "hand loop": _sac_hand,
+    "hand loop+FTZ": _flushing_denormals(_sac_hand),
     "SB3": _sac_sb3,
     "Tianshou": _sac_tianshou,
 }
