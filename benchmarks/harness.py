@@ -363,8 +363,15 @@ def environment_markdown(machine: dict[str, Any], versions: dict[str, str], revi
 def write_json(name: str, payload: dict[str, Any]) -> Path:
     RESULTS_DIR.mkdir(parents=True, exist_ok=True)
     path = RESULTS_DIR / f"{name}.json"
-    path.write_text(json.dumps(payload, indent=2, default=_json_default) + "\n")
+    _write_atomic(path, json.dumps(payload, indent=2, default=_json_default) + "\n")
     return path
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    """Write to a temporary name beside ``path``, then rename: a stopped run never leaves half a file."""
+    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
+    tmp.write_text(text)
+    os.replace(tmp, path)
 
 
 def _json_default(obj: Any) -> Any:
@@ -394,5 +401,5 @@ def write_docs_section(key: str, markdown: str) -> Path:
         pattern.sub(lambda _: block, text) if pattern.search(text) else text.rstrip() + "\n\n" + block + "\n"
     )
     DOCS_FILE.parent.mkdir(parents=True, exist_ok=True)
-    DOCS_FILE.write_text(text)
+    _write_atomic(DOCS_FILE, text)
     return DOCS_FILE
