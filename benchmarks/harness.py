@@ -27,6 +27,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from tshtrain.logger._files import atomic_write_bytes
+
 REPO_ROOT = Path(__file__).resolve().parent.parent
 RESULTS_DIR = REPO_ROOT / "benchmarks" / "results"
 DOCS_FILE = REPO_ROOT / "docs" / "benchmarks.md"
@@ -363,15 +365,8 @@ def environment_markdown(machine: dict[str, Any], versions: dict[str, str], revi
 def write_json(name: str, payload: dict[str, Any]) -> Path:
     RESULTS_DIR.mkdir(parents=True, exist_ok=True)
     path = RESULTS_DIR / f"{name}.json"
-    _write_atomic(path, json.dumps(payload, indent=2, default=_json_default) + "\n")
+    atomic_write_bytes(path, (json.dumps(payload, indent=2, default=_json_default) + "\n").encode())
     return path
-
-
-def _write_atomic(path: Path, text: str) -> None:
-    """Write to a temporary name beside ``path``, then rename: a stopped run never leaves half a file."""
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    tmp.write_text(text)
-    os.replace(tmp, path)
 
 
 def _json_default(obj: Any) -> Any:
@@ -401,5 +396,5 @@ def write_docs_section(key: str, markdown: str) -> Path:
         pattern.sub(lambda _: block, text) if pattern.search(text) else text.rstrip() + "\n\n" + block + "\n"
     )
     DOCS_FILE.parent.mkdir(parents=True, exist_ok=True)
-    _write_atomic(DOCS_FILE, text)
+    atomic_write_bytes(DOCS_FILE, text.encode())
     return DOCS_FILE
