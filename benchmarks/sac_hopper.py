@@ -39,7 +39,7 @@ from tshtrain.algorithm import SAC, QEnsemble, SACParams, TanhGaussianPolicy, ml
 from tshtrain.data import Collector, ReplayBuffer
 from tshtrain.env import make_vector_env
 from tshtrain.logger import CsvLogger, LogIntervals, LogScope, read_csv_log
-from tshtrain.logger.base import RestoredCounters
+from tshtrain.logger.base import LogResumePoint
 from tshtrain.trainer import OffPolicyTrainer, OffPolicyTrainerParams
 
 ENV_ID = "Hopper-v5"
@@ -72,7 +72,7 @@ class EnvStepShiftLogger:
         on_env_axis = scope in (LogScope.TRAINING, LogScope.TEST)
         self.inner.write(scope, step + self.shift_env_steps if on_env_axis else step, data)
 
-    def restore_counters(self) -> RestoredCounters | None:
+    def restore_counters(self) -> LogResumePoint | None:
         return None
 
     def close(self) -> None:

@@ -71,7 +71,7 @@ SECTIONS = (
     Section(
         title="Checkpoint parameters",
         intro="`TrainerParams.checkpoint`: automatic checkpoints (see checkpoints.md).",
-        module="tshtrain/trainer/checkpoint.py",
+        module="tshtrain/trainer/checkpoint_params.py",
         classes=("CheckpointParams",),
     ),
 )

@@ -42,11 +42,15 @@ def off_policy(
     torch.manual_seed(seed)
     envs, test_envs = make_vector_env("CartPole-v1", 4), make_vector_env("CartPole-v1", 2)
     policy = QValuePolicy(
-        mlp(4, 2, (32, 32), nn.ReLU), envs.single_action_space,
-        eps_schedule=EpsilonSchedule(num_env_steps=800), seed=seed,
+        mlp(4, 2, (32, 32), nn.ReLU),
+        envs.single_action_space,
+        eps_schedule=EpsilonSchedule(num_env_steps=800),
+        seed=seed,
     )
     algorithm = DQN(policy=policy, params=DQNParams(target_update_freq=50))
-    training = Collector(policy, envs, VectorReplayBuffer(4000, 4, seed=seed), exploration_noise=True, seed=seed)
+    training = Collector(
+        policy, envs, VectorReplayBuffer(4000, 4, seed=seed), exploration_noise=True, seed=seed
+    )
     training.collect(n_step=200, random=True)
     params = OffPolicyTrainerParams(
         training_collector=training,

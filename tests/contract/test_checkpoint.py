@@ -26,12 +26,16 @@ UNTIMED = ("time", "speed")
 
 
 def _weights(trainer: Trainer[Any, Any]) -> dict[str, torch.Tensor]:
-    return {k: v.clone() for k, v in trainer.algorithm.policy.state_dict().items() if isinstance(v, torch.Tensor)}
+    return {
+        k: v.clone() for k, v in trainer.algorithm.policy.state_dict().items() if isinstance(v, torch.Tensor)
+    }
 
 
 def _logs(directory: Path) -> dict[str, list[tuple[int, dict[str, float]]]]:
     return {
-        str(scope): [(step, {k: v for k, v in data.items() if not any(t in k for t in UNTIMED)}) for step, data in recs]
+        str(scope): [
+            (step, {k: v for k, v in data.items() if not any(t in k for t in UNTIMED)}) for step, data in recs
+        ]
         for scope, recs in read_csv_log(directory / "log").items()
     }
 
@@ -64,7 +68,10 @@ def test_resumed_run_equals_uninterrupted_run_bitwise(build: Build, tmp_path: Pa
     wa, wb = _weights(reference), _weights(resumed)
     assert wa.keys() == wb.keys() and all(torch.equal(wa[k], wb[k]) for k in wa)
     assert (info_a.gradient_step, info_a.train_step, info_a.train_episode, info_a.best_reward) == (
-        info_b.gradient_step, info_b.train_step, info_b.train_episode, info_b.best_reward
+        info_b.gradient_step,
+        info_b.train_step,
+        info_b.train_episode,
+        info_b.best_reward,
     )
     assert _logs(tmp_path / "a") == _logs(tmp_path / "b")  # no duplicated, no missing points
 
@@ -79,7 +86,9 @@ def test_keep_last_rotation_best_and_final(tmp_path: Path) -> None:
 
 
 def test_every_num_env_steps(tmp_path: Path) -> None:
-    runs.off_policy(tmp_path, every_num_epochs=None, every_num_env_steps=500, keep_last=10, save_best=False).run()
+    runs.off_policy(
+        tmp_path, every_num_epochs=None, every_num_env_steps=500, keep_last=10, save_best=False
+    ).run()
     steps = [int(p.name.split("-")[2]) for p in sorted((tmp_path / "checkpoints").glob("periodic-*"))]
     assert steps == [512, 1008, 1504]  # first training step at or past each multiple of 500
 
@@ -114,8 +123,14 @@ def _corrupt_copy(saved: Path, tmp_path: Path, edit: Callable[[Path], None]) -> 
 @pytest.mark.parametrize(
     ("edit", "message"),
     [
-        (lambda p: (p / "state.pt").write_bytes((p / "state.pt").read_bytes()[:100]), r"state\.pt: 100 bytes.*truncated"),
-        (lambda p: (p / "state.pt").write_bytes(b"x" * (p / "state.pt").stat().st_size), r"state\.pt: content hash"),
+        (
+            lambda p: (p / "state.pt").write_bytes((p / "state.pt").read_bytes()[:100]),
+            r"state\.pt: 100 bytes.*truncated",
+        ),
+        (
+            lambda p: (p / "state.pt").write_bytes(b"x" * (p / "state.pt").stat().st_size),
+            r"state\.pt: content hash",
+        ),
         (lambda p: (p / "manifest.json").unlink(), r"manifest\.json: missing"),
         (lambda p: (p / "manifest.json").write_text("{"), r"manifest\.json: corrupt"),
         (
@@ -124,7 +139,10 @@ def _corrupt_copy(saved: Path, tmp_path: Path, edit: Callable[[Path], None]) -> 
             ),
             r"format version 99",
         ),
-        (lambda p: (p / "buffers" / "training" / "obs.npy").unlink(), r"obs\.npy: listed in the manifest but missing"),
+        (
+            lambda p: (p / "buffers" / "training" / "obs.npy").unlink(),
+            r"obs\.npy: listed in the manifest but missing",
+        ),
     ],
     ids=["truncated", "corrupted", "no_manifest", "bad_manifest", "other_version", "missing_file"],
 )
@@ -168,7 +186,9 @@ def test_checkpoint_params_validation(tmp_path: Path) -> None:
 def _child(args: list[str], cwd: Path) -> subprocess.Popen[bytes]:
     root = Path(__file__).resolve().parents[2]
     env = {**os.environ, "PYTHONPATH": str(root)}
-    return subprocess.Popen([sys.executable, "-m", "tests.contract._checkpoint_runs", *args], cwd=root, env=env)
+    return subprocess.Popen(
+        [sys.executable, "-m", "tests.contract._checkpoint_runs", *args], cwd=root, env=env
+    )
 
 
 def test_sigkill_mid_run_and_mid_write_then_resume(tmp_path: Path) -> None:

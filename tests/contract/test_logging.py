@@ -18,7 +18,7 @@ from tshtrain.logger import (
     LogIntervals,
     LogScope,
     MemoryLogger,
-    RestoredCounters,
+    LogResumePoint,
     TensorboardLogger,
     read_csv_log,
     read_tensorboard_log,
@@ -240,7 +240,7 @@ def test_resume_continues_the_gating_of_the_last_written_steps(kit: Any) -> None
     _resume_setup(kit, logger, max_epochs=2).trainer().run()
     assert _steps(logger.records, LogScope.TRAINING) == [10, 40]  # of 10, 20, 30, 40
     restored = logger.restore_counters()
-    assert isinstance(restored, RestoredCounters)
+    assert isinstance(restored, LogResumePoint)
     assert restored.last_logged[LogScope.TRAINING] == 40
     assert restored.last_logged[LogScope.UPDATE] == 1
     trainer = _resume_setup(kit, logger, max_epochs=4, resume_from_log=True).trainer()
@@ -277,7 +277,7 @@ class FailingLogger:
         if self.writes == self.fail_at:
             raise OSError(28, "No space left on device")
 
-    def restore_counters(self) -> RestoredCounters | None:
+    def restore_counters(self) -> LogResumePoint | None:
         return None
 
     def close(self) -> None:

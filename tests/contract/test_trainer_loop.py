@@ -755,7 +755,9 @@ def test_run_training_rejects_mismatched_pairs(
         run_training(algorithm, params)
 
 
-def test_execute_training_step_without_reset_trains_despite_stop_fn_at_the_initial_test_step(kit: Any) -> None:
+def test_execute_training_step_without_reset_trains_despite_stop_fn_at_the_initial_test_step(
+    kit: Any,
+) -> None:
     test_epochs: list[int] = []
     setup = kit.make_on_policy(
         max_epochs=3,

@@ -13,8 +13,13 @@ import pytest
 from tshtrain.trainer import StopReason
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
-SEEDS = [0, pytest.param(1, marks=pytest.mark.slow), pytest.param(2, marks=pytest.mark.slow),
-         pytest.param(3, marks=pytest.mark.slow), pytest.param(4, marks=pytest.mark.slow)]
+SEEDS = [
+    0,
+    pytest.param(1, marks=pytest.mark.slow),
+    pytest.param(2, marks=pytest.mark.slow),
+    pytest.param(3, marks=pytest.mark.slow),
+    pytest.param(4, marks=pytest.mark.slow),
+]
 
 
 def _example(name: str) -> ModuleType:

@@ -33,10 +33,14 @@ def test_correct_use_type_checks(mypy_errors: dict[tuple[str, int], list[str]]) 
 
 
 @pytest.mark.parametrize("snippet", sorted(p.name for p in SNIPPETS.glob("fail_*.py")))
-def test_misuse_is_rejected_on_each_marked_line(snippet: str, mypy_errors: dict[tuple[str, int], list[str]]) -> None:
+def test_misuse_is_rejected_on_each_marked_line(
+    snippet: str, mypy_errors: dict[tuple[str, int], list[str]]
+) -> None:
     lines = (SNIPPETS / snippet).read_text().splitlines()
     expected = {i + 1 for i, text in enumerate(lines) if text.rstrip().endswith("# expect-error")}
     got = {line for (name, line) in mypy_errors if name == snippet}
     assert expected, "no expect-error markers"
     assert expected - got == set(), f"mypy accepted lines {sorted(expected - got)} of {snippet}"
-    assert got - expected == set(), f"unexpected errors: { {k: v for k, v in mypy_errors.items() if k[0] == snippet} }"
+    assert got - expected == set(), (
+        f"unexpected errors: { {k: v for k, v in mypy_errors.items() if k[0] == snippet} }"
+    )

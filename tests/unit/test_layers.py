@@ -16,6 +16,7 @@ PACKAGE_DIR = Path(__file__).resolve().parents[2] / "tshtrain"
 LAYER_RANKS: dict[str, int] = {
     "": 0,  # tshtrain/__init__.py
     "errors": 0,
+    "counters": 0,  # the run's counters: standard library only, read by the logger and the trainer
     "functional": 1,
     "env": 1,
     "data": 2,
@@ -147,3 +148,68 @@ def test_checker_flags_modules_without_a_layer() -> None:
     assert violations_in("", "tshtrain.utils", is_package=False) == [
         "tshtrain.utils: top-level part 'utils' has no layer; add it to LAYER_RANKS (and DESIGN.md)"
     ]
+
+
+def _module_graph() -> dict[str, set[str]]:
+    """Module -> the tshtrain modules it imports (TYPE_CHECKING and function-level imports included;
+    imports of a package's ``__init__`` are not edges: they are the public re-exports)."""
+    paths = {module_name(p): p for p in PACKAGE_DIR.rglob("*.py")}
+    graph: dict[str, set[str]] = {m: set() for m in paths}
+    for module, path in paths.items():
+        for _, imported in imported_modules(path.read_text(), module, path.name == "__init__.py"):
+            target = imported
+            while target and target not in paths:  # "from tshtrain.x import name": the module tshtrain.x
+                target = target.rpartition(".")[0]
+            if target and target != module and paths[target].name != "__init__.py":
+                graph[module].add(target)
+    return graph
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components with more than one module (iterative, so deep graphs are fine)."""
+    order: list[str] = []
+    seen: set[str] = set()
+    for start in graph:  # first pass: finishing order
+        if start in seen:
+            continue
+        seen.add(start)
+        stack = [(start, iter(sorted(graph[start])))]
+        while stack:
+            node, children = stack[-1]
+            child = next(children, None)
+            if child is None:
+                order.append(node)
+                stack.pop()
+            elif child not in seen:
+                seen.add(child)
+                stack.append((child, iter(sorted(graph[child]))))
+    reverse: dict[str, set[str]] = {m: set() for m in graph}
+    for module, targets in graph.items():
+        for target in targets:
+            reverse[target].add(module)
+    components: list[list[str]] = []
+    assigned: set[str] = set()
+    for start in reversed(order):  # second pass on the reversed graph
+        if start in assigned:
+            continue
+        component, pending = [], [start]
+        assigned.add(start)
+        while pending:
+            node = pending.pop()
+            component.append(node)
+            for parent in reverse[node] - assigned:
+                assigned.add(parent)
+                pending.append(parent)
+        if len(component) > 1:
+            components.append(sorted(component))
+    return components
+
+
+def test_no_import_cycles() -> None:
+    """No two files of tshtrain import each other, directly or around a loop (DESIGN.md)."""
+    assert _cycles(_module_graph()) == []
+
+
+def test_the_cycle_finder_finds_a_cycle() -> None:
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
+    assert _cycles(graph) == [["a", "b", "c"]]

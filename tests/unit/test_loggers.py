@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from tshtrain.counters import Counters
 from tshtrain.errors import ConfigurationError
 from tshtrain.logger import (
     CompositeLogger,
@@ -18,9 +19,9 @@ from tshtrain.logger import (
     Logger,
     LoggerError,
     LogIntervals,
+    LogResumePoint,
     LogScope,
     MemoryLogger,
-    RestoredCounters,
     TensorboardLogger,
     read_csv_log,
     read_tensorboard_log,
@@ -60,7 +61,7 @@ def test_scope_step_axes() -> None:
 
 
 def test_restored_counters_limits_per_scope() -> None:
-    counters = RestoredCounters(epoch=3, env_step=60, gradient_step=30)
+    counters = LogResumePoint(counters=Counters(epoch=3, env_step=60, gradient_step=30))
     assert [counters.limit(s) for s in LogScope] == [60, 60, 30, 3]
 
 
@@ -69,8 +70,16 @@ def test_memory_logger_restore_drops_records_past_the_last_info_record() -> None
     _write_two_epochs_and_a_crashed_third(logger)
     restored = logger.restore_counters()
     assert restored is not None
-    assert (restored.epoch, restored.env_step, restored.gradient_step) == (2, 40, 20)
-    assert (restored.update_step, restored.env_episode, restored.test_episode) == (4, 6, 2)
+    assert (restored.counters.epoch, restored.counters.env_step, restored.counters.gradient_step) == (
+        2,
+        40,
+        20,
+    )
+    assert (restored.counters.update_step, restored.counters.env_episode, restored.counters.test_episode) == (
+        4,
+        6,
+        2,
+    )
     assert restored.last_logged == {
         LogScope.TRAINING: 40, LogScope.TEST: 40, LogScope.UPDATE: 20, LogScope.INFO: 2
     }  # fmt: skip
@@ -119,7 +128,12 @@ def test_file_logger_restore_truncates_past_the_resume_point(kind: str, tmp_path
     second = make(tmp_path)
     restored = second.restore_counters()
     assert restored is not None
-    assert (restored.epoch, restored.env_step, restored.gradient_step, restored.update_step) == (2, 40, 20, 4)
+    assert (
+        restored.counters.epoch,
+        restored.counters.env_step,
+        restored.counters.gradient_step,
+        restored.counters.update_step,
+    ) == (2, 40, 20, 4)
     assert dict(restored.last_logged) == {
         LogScope.TRAINING: 40, LogScope.TEST: 40, LogScope.UPDATE: 20, LogScope.INFO: 2
     }  # fmt: skip
@@ -138,7 +152,7 @@ def test_file_logger_restore_truncates_past_the_resume_point(kind: str, tmp_path
     third = make(tmp_path)
     again = third.restore_counters()
     third.close()
-    assert again is not None and again.epoch == 3 and again.env_step == 60
+    assert again is not None and again.counters.epoch == 3 and again.counters.env_step == 60
 
 
 @pytest.mark.parametrize("kind", FILE_LOGGERS)
@@ -293,7 +307,7 @@ class _Recording:
         self.closed = 0
         self.fail_on_write = fail_on_write
         self.fail_on_close = fail_on_close
-        self.restored: RestoredCounters | None = None
+        self.restored: LogResumePoint | None = None
 
     @property
     def intervals(self) -> LogIntervals:
@@ -304,7 +318,7 @@ class _Recording:
             raise OSError(28, "No space left on device")
         self.writes.append((scope, step))
 
-    def restore_counters(self) -> RestoredCounters | None:
+    def restore_counters(self) -> LogResumePoint | None:
         return self.restored
 
     def close(self) -> None:
@@ -363,10 +377,10 @@ def test_composite_close_tries_every_logger() -> None:
 def test_composite_restore_ignores_loggers_without_records_and_checks_the_others_agree() -> None:
     a, b, c = _Recording("a"), _Recording("b"), _Recording("c")
     assert CompositeLogger([a, b]).restore_counters() is None
-    a.restored = RestoredCounters(epoch=2, env_step=40, gradient_step=20)
-    b.restored = RestoredCounters(epoch=2, env_step=40, gradient_step=20)
+    a.restored = LogResumePoint(counters=Counters(epoch=2, env_step=40, gradient_step=20))
+    b.restored = LogResumePoint(counters=Counters(epoch=2, env_step=40, gradient_step=20))
     assert CompositeLogger([a, b, c]).restore_counters() == a.restored
-    c.restored = RestoredCounters(epoch=1, env_step=20, gradient_step=10)
+    c.restored = LogResumePoint(counters=Counters(epoch=1, env_step=20, gradient_step=10))
     with pytest.raises(
         ConfigurationError, match=r"records end at different points.*\(2, 40, 20\).*\(1, 20, 10\)"
     ):
@@ -383,5 +397,5 @@ def test_composite_of_csv_and_tensorboard_resumes_both(tmp_path: Path) -> None:
     second = build()
     restored = second.restore_counters()
     second.close()
-    assert restored is not None and restored.epoch == 2
+    assert restored is not None and restored.counters.epoch == 2
     assert _steps(read_csv_log(tmp_path / "csv")) == _steps(read_tensorboard_log(tmp_path / "tb"))

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Protocol, final, runtime_checkable
 
+from tshtrain.counters import Counters
 from tshtrain.errors import ConfigurationError
 
 
@@ -97,44 +98,38 @@ class LogIntervals:
 
 
 @dataclass(frozen=True, kw_only=True)
-class RestoredCounters:
-    """Counters a logger read back from its own records (for ``resume_from_log``): those of its last
-    ``info`` record, the end of an epoch."""
+class LogResumePoint:
+    """Where a logger's own records of an earlier run end (for ``resume_from_log``): the counters of its
+    last ``info`` record (the end of an epoch) and the last step it wrote per scope."""
 
-    epoch: int
-    env_step: int
-    gradient_step: int
-    env_episode: int = 0
-    """training episodes finished"""
-    update_step: int = 0
-    test_step: int = 0
-    """env steps taken in test steps"""
-    test_episode: int = 0
+    counters: Counters
+    """the counters of the last ``info`` record (``training_step`` is not logged: 0)"""
     last_logged: Mapping[LogScope, int] = field(default_factory=dict)
     """the last step written per scope (scopes never written are absent); the trainer's interval
     gating continues from these"""
 
     def limit(self, scope: LogScope) -> int:
         """The last step of ``scope`` that belongs to the resume point (later records are dropped)."""
-        return {"env_step": self.env_step, "gradient_step": self.gradient_step, "epoch": self.epoch}[
-            scope.step_axis
-        ]
+        value: int = getattr(self.counters, scope.step_axis)
+        return value
 
 
-def counters_from_info(step: int, data: Mapping[str, float]) -> RestoredCounters:
-    """The counters of an ``info`` record (``InfoStats.as_scalars()`` at epoch ``step``)."""
+def counters_from_info(step: int, data: Mapping[str, float]) -> LogResumePoint:
+    """The resume point of an ``info`` record (``InfoStats.as_scalars()`` at epoch ``step``)."""
 
     def count(name: str) -> int:
         return round(data.get(name, 0.0))
 
-    return RestoredCounters(
-        epoch=step,
-        env_step=count("env_step"),
-        gradient_step=count("gradient_step"),
-        env_episode=count("train_episode"),
-        update_step=count("update_step"),
-        test_step=count("test_step"),
-        test_episode=count("test_episode"),
+    return LogResumePoint(
+        counters=Counters(
+            epoch=step,
+            env_step=count("env_step"),
+            gradient_step=count("gradient_step"),
+            env_episode=count("train_episode"),
+            update_step=count("update_step"),
+            test_step=count("test_step"),
+            test_episode=count("test_episode"),
+        )
     )
 
 
@@ -151,8 +146,8 @@ class Logger(Protocol):
         """Record scalars ``data`` under ``scope`` at ``step`` (the scope's step axis)."""
         ...
 
-    def restore_counters(self) -> RestoredCounters | None:
-        """The counters of the last ``info`` record this logger wrote in an earlier run (None if none).
+    def restore_counters(self) -> LogResumePoint | None:
+        """Where this logger's records of an earlier run end: its last ``info`` record (None if none).
 
         A logger that can also drops its records past that point (see the module docstring)."""
         ...
@@ -176,7 +171,7 @@ class NoOpLogger:
     def write(self, scope: LogScope, step: int, data: Mapping[str, float]) -> None:
         del scope, step, data
 
-    def restore_counters(self) -> RestoredCounters | None:
+    def restore_counters(self) -> LogResumePoint | None:
         return None
 
     def close(self) -> None:
@@ -217,7 +212,7 @@ class MemoryLogger:
             limit = limits.get(scope, -1)
             self.records[scope] = [(s, d) for s, d in self.records[scope] if s <= limit]
 
-    def restore_counters(self) -> RestoredCounters | None:
+    def restore_counters(self) -> LogResumePoint | None:
         info = self.records[LogScope.INFO]
         if not info:
             self.records = {s: [] for s in LogScope}

@@ -11,8 +11,8 @@ from tshtrain.logger.base import (
     Logger,
     LoggerError,
     LogIntervals,
+    LogResumePoint,
     LogScope,
-    RestoredCounters,
     RewindableLogger,
 )
 
@@ -79,7 +79,7 @@ class CompositeLogger:
                     f"{type(error).__name__}: {error}. All loggers were closed."
                 ) from error
 
-    def restore_counters(self) -> RestoredCounters | None:
+    def restore_counters(self) -> LogResumePoint | None:
         found = [(lg, counters) for lg in self.loggers if (counters := lg.restore_counters()) is not None]
         if not found:
             return None
@@ -122,5 +122,6 @@ class CompositeLogger:
                 log.exception("CompositeLogger: %s failed to close", _name(logger))
 
 
-def _position(counters: RestoredCounters) -> tuple[int, int, int]:
-    return counters.epoch, counters.env_step, counters.gradient_step
+def _position(point: LogResumePoint) -> tuple[int, int, int]:
+    c = point.counters
+    return c.epoch, c.env_step, c.gradient_step

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import IO, final
 
 from tshtrain.logger._files import atomic_write_bytes, prepare_log_dir
-from tshtrain.logger.base import LogIntervals, LogScope, RestoredCounters, counters_from_info
+from tshtrain.logger.base import LogIntervals, LogResumePoint, LogScope, counters_from_info
 
 Record = tuple[int, dict[str, float]]
 """(step, scalars) of one logged record"""
@@ -188,7 +188,7 @@ class CsvLogger:
             file.flush()
         self._last_flush = time.monotonic()
 
-    def restore_counters(self) -> RestoredCounters | None:
+    def restore_counters(self) -> LogResumePoint | None:
         info = self._files[LogScope.INFO].records()
         restored = counters_from_info(*max(info, key=lambda r: r[0])) if info else None
         last: dict[LogScope, int] = {}

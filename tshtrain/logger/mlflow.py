@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, final
 
 from tshtrain.errors import ConfigurationError
-from tshtrain.logger.base import LogIntervals, LogScope, RestoredCounters
+from tshtrain.logger.base import LogIntervals, LogResumePoint, LogScope
 
 if TYPE_CHECKING:
     from mlflow.tracking import MlflowClient
@@ -99,7 +99,7 @@ class MLflowLogger:
         for start in range(0, len(metrics), _MAX_METRICS_PER_BATCH):
             self.client.log_batch(self.run_id, metrics=metrics[start : start + _MAX_METRICS_PER_BATCH])
 
-    def restore_counters(self) -> RestoredCounters | None:
+    def restore_counters(self) -> LogResumePoint | None:
         return None
 
     def close(self) -> None:

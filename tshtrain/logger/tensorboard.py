@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import final
 
 from tshtrain.logger._files import atomic_write_bytes, prepare_log_dir
-from tshtrain.logger.base import LogIntervals, LogScope, RestoredCounters, counters_from_info
+from tshtrain.logger.base import LogIntervals, LogResumePoint, LogScope, counters_from_info
 
 Record = tuple[int, dict[str, float]]
 """(step, scalars) of one logged record"""
@@ -141,7 +141,7 @@ class TensorboardLogger:
         """Write the queued events to disk."""
         self._writer.flush()
 
-    def restore_counters(self) -> RestoredCounters | None:
+    def restore_counters(self) -> LogResumePoint | None:
         # close the open event file: it may be rewritten below, and writing on needs a fresh one
         self._writer.close()
         records = read_tensorboard_log(self.log_dir)

@@ -21,7 +21,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Literal, final
 
 from tshtrain.errors import ConfigurationError
-from tshtrain.logger.base import LogIntervals, LogScope, RestoredCounters
+from tshtrain.logger.base import LogIntervals, LogResumePoint, LogScope
 
 if TYPE_CHECKING:
     from wandb.sdk.wandb_run import Run
@@ -103,7 +103,7 @@ class WandbLogger:
         record[scope.step_axis] = step
         self.run.log(record)
 
-    def restore_counters(self) -> RestoredCounters | None:
+    def restore_counters(self) -> LogResumePoint | None:
         return None
 
     def close(self) -> None:

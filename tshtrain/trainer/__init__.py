@@ -1,8 +1,10 @@
-"""The typed trainer hierarchy: params, trainers, statistics; hooks, events and run options.
+"""The typed trainer hierarchy: params, trainers, statistics; callbacks (with hooks and events as
+adapters) and run options.
 
 See ``tshtrain.trainer.base`` for the glossary (env step, collection step, update step, gradient step,
-training step, test step, epoch) and the callback points, and ``docs/hooks.md`` for hook stages, events,
-step-wise driving and the built-in hooks.
+training step, test step, epoch), ``tshtrain.trainer.callbacks`` for the loop points, and
+``docs/hooks.md`` for the one way to do each thing, hook stages, events, step-wise driving and the
+built-in hooks.
 """
 
 from __future__ import annotations
@@ -10,12 +12,26 @@ from __future__ import annotations
 from typing import Any, overload
 
 from tshtrain.algorithm.base import OfflineAlgorithm, OffPolicyAlgorithm, OnPolicyAlgorithm
-from tshtrain.trainer.base import Trainer, TrainingStepResult
+from tshtrain.counters import Counters
+from tshtrain.trainer.base import Trainer
 from tshtrain.trainer.builtin_hooks import (
     BatchSubSampler,
     CountFramesLog,
     ObservationNormalizer,
     RewardNormalizer,
+)
+from tshtrain.trainer.callbacks import (
+    Callback,
+    CollectedBatch,
+    EnvsReset,
+    EpisodesEnded,
+    HookScalars,
+    OptimizerStep,
+    RunContext,
+    SetupInfo,
+    StepSummary,
+    StopTraining,
+    TestResult,
 )
 from tshtrain.trainer.control_hooks import (
     ClearCudaCache,
@@ -39,19 +55,7 @@ from tshtrain.trainer.events import (
     Trigger,
 )
 from tshtrain.trainer.hook_registry import HookRegistry
-from tshtrain.trainer.hooks import (
-    CollectedBatch,
-    Counters,
-    HookContext,
-    HookScalars,
-    HookStage,
-    LogOutput,
-    OptimizerStep,
-    SetupInfo,
-    StepSummary,
-    StopTraining,
-    TestResult,
-)
+from tshtrain.trainer.hooks import HookContext, HookStage, LogOutput
 from tshtrain.trainer.options import TrainerOptions
 from tshtrain.trainer.params import (
     OfflineTrainerParams,
@@ -60,8 +64,9 @@ from tshtrain.trainer.params import (
     OnPolicyTrainerParams,
     TrainerParams,
 )
+from tshtrain.trainer.run_state import BestResult, RunState
 from tshtrain.trainer.stats import EpochStats, InfoStats, StopReason, TimingStats
-from tshtrain.trainer.stepping import EnvStepResult
+from tshtrain.trainer.stepping import EnvStepResult, TrainingStepResult
 from tshtrain.trainer.trainers import OfflineTrainer, OffPolicyTrainer, OnlineTrainer, OnPolicyTrainer
 
 
@@ -95,12 +100,16 @@ def run_training(
 
 __all__ = [
     "BatchSubSampler",
+    "BestResult",
+    "Callback",
     "ClearCudaCache",
     "CollectedBatch",
     "CountFramesLog",
     "Counters",
     "EarlyStopping",
     "EnvStepResult",
+    "EnvsReset",
+    "EpisodesEnded",
     "EpochStats",
     "EventContext",
     "EventManager",
@@ -132,6 +141,8 @@ __all__ = [
     "OnlineTrainerParams",
     "OptimizerStep",
     "RewardNormalizer",
+    "RunContext",
+    "RunState",
     "SetupInfo",
     "StepSummary",
     "StopReason",

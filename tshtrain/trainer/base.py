@@ -17,19 +17,15 @@ Glossary (the words used in code, docs and logs):
 
 Before the first epoch, ``reset`` runs an initial test step (epoch 0), as Tianshou does, so that the
 untrained policy's score is the first best score. ``run`` = ``reset`` + all epochs. The same run can be
-driven epoch by epoch (``for epoch_stats in trainer``) or training step by training step
-(``execute_training_step`` until ``trainer.done``); an epoch's test step runs inside the training step
-that completes the epoch.
+driven epoch by epoch (``for epoch_stats in trainer``), training step by training step
+(``execute_training_step`` until ``trainer.done``) or, online, env step by env step
+(``execute_env_step``, :mod:`tshtrain.trainer.stepping`).
 
-Callback points, in order, for one training step: ``training_fn(epoch, env_step)`` -> collection ->
-[test-in-training: test step] -> update -> ``save_checkpoint_fn(epoch, env_step, gradient_step)``.
-A test step: ``test_fn(epoch, env_step)`` -> test collection -> score -> [new best: ``save_best_fn``]
--> ``stop_fn(score)``. Hook stages (``register_hook``) and events (``events``, ``eval_events``) add to
-these points; ``docs/hooks.md`` draws the loop with all of them (``tshtrain.trainer.extensions`` runs
-them). Online trainers can also be driven one env step at a time (``execute_env_step``).
-
-What is logged under which scope, and when (interval gating), is in ``tshtrain.trainer.records``; a
-logger that fails stops training with ``LoggerError`` after the logger is closed (docs/logging.md).
+The loop is extended one way, with callbacks (:mod:`tshtrain.trainer.callbacks`): the params'
+Tianshou callbacks, the hook stages and the event managers are callbacks too. The state of the run is
+data (:class:`~tshtrain.trainer.run_state.RunState`); what differs per family is a small strategy
+(:mod:`tshtrain.trainer.steps`); checkpoints go through :meth:`Trainer.state_dict` /
+:meth:`Trainer.load_state_dict` (:mod:`tshtrain.trainer.checkpoint`).
 """
 
 from __future__ import annotations
@@ -38,35 +34,39 @@ import logging
 import sys
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import asdict, dataclass
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 
 import torch
 
 from tshtrain.algorithm.base import Algorithm, TrainingStats
+from tshtrain.counters import Counters
 from tshtrain.data.stats import CollectStats, merge_collect_stats
-from tshtrain.logger.base import Logger, LogScope, NoOpLogger, RestoredCounters
-from tshtrain.trainer.checkpoint import (
-    Backend,
-    CheckpointManager,
-    checkpoint_collect_stats,
-    checkpoint_training_stats,
-    load_trainer_checkpoint,
-    restore_collect_stats,
-    restore_training_stats,
-    save_trainer_checkpoint,
+from tshtrain.logger.base import Logger, LogScope, NoOpLogger
+from tshtrain.trainer.callbacks import (
+    Callback,
+    CollectedBatch,
+    SetupInfo,
+    StepSummary,
+    StopTraining,
+    TestResult,
 )
-from tshtrain.trainer.extensions import ExtensionRuntime
-from tshtrain.trainer.hook_registry import merge_scalar
-from tshtrain.trainer.hooks import StopTraining
+from tshtrain.trainer.checkpoint import Backend, CheckpointManager, load_checkpoint, save_checkpoint
+from tshtrain.trainer.collector_bridge import CollectorBridges
+from tshtrain.trainer.dispatch import CallbackSet, merge_scalar
+from tshtrain.trainer.events import EventManager
+from tshtrain.trainer.hook_registry import HookRegistry
 from tshtrain.trainer.options import TrainerOptions
 from tshtrain.trainer.params import TrainerParams
+from tshtrain.trainer.params_callbacks import ParamsCallbacks
 from tshtrain.trainer.progress import ProgressBar, format_info_table
-from tshtrain.trainer.records import EpisodeWindow, LogGate, update_timing
-from tshtrain.trainer.stats import EpochStats, InfoStats, StopReason, TimingStats
-from tshtrain.trainer.stepping import CollectedSteps
+from tshtrain.trainer.records import LogGate, update_timing
+from tshtrain.trainer.run_state import BestResult, OpenEpoch, RunState
+from tshtrain.trainer.state import TrainerState
+from tshtrain.trainer.stats import EpochStats, InfoStats, StopReason
+from tshtrain.trainer.stepping import CollectedSteps, TrainingStepResult
+from tshtrain.trainer.steps import StepStrategy, UpdatePart
 
 log = logging.getLogger(__name__)
 
@@ -74,39 +74,8 @@ TAlgorithm = TypeVar("TAlgorithm", bound=Algorithm[Any])
 TParams = TypeVar("TParams", bound=TrainerParams)
 
 
-@dataclass(frozen=True, kw_only=True)
-class TrainingStepResult:
-    """What one training step did."""
-
-    collect_stat: CollectStats | None
-    """the collection step (None offline)"""
-    training_stat: TrainingStats | None
-    """the update step (None if it was skipped because training stopped)"""
-    epoch_stats: EpochStats | None
-    """set when this training step completed an epoch (its test step included)"""
-
-
-@dataclass
-class _Counters:
-    epoch: int = 0
-    env_step: int = 0
-    env_episode: int = 0
-    update_step: int = 0
-    gradient_step: int = 0
-    test_step: int = 0
-    test_episode: int = 0
-
-
-@dataclass
-class _Best:
-    score: float | None = None
-    reward: float | None = None
-    reward_std: float | None = None
-    epoch: int | None = None
-
-
 class Trainer(ABC, Generic[TAlgorithm, TParams]):
-    """Runs epochs of training steps and test steps; subclasses implement the training step's work."""
+    """Runs epochs of training steps and test steps; the family's part is a :class:`StepStrategy`."""
 
     def __init__(self, algorithm: TAlgorithm, params: TParams, options: TrainerOptions | None = None):
         """Args:
@@ -123,38 +92,78 @@ class Trainer(ABC, Generic[TAlgorithm, TParams]):
         self.options = options if options is not None else TrainerOptions()
         """how the run behaves around the training (see TrainerOptions)"""
         self.logger: Logger = params.logger if params.logger is not None else NoOpLogger()
-        self.counters = _Counters()
-        """epoch, env_step, env_episode, update_step, gradient_step, test_step, test_episode"""
-        self.best = _Best()
-        """best test score, its mean return and std, and its epoch"""
-        self.done = False
-        """True once training has ended (see stop_reason)"""
-        self.stop_reason: StopReason | None = None
-        """why training ended (None while it runs)"""
-        self.stop_detail: str | None = None
-        """who stopped training and why, for stops by hooks, events and ``request_stop(reason)``"""
-        self._ext = ExtensionRuntime(self)
-        self.hooks = self._ext.hooks
-        """the hooks by stage (docs/hooks.md)"""
+        self.state = RunState()
+        """counters, best result, stop, timing, windows, logger position, open epoch"""
+        self._strategy = self._make_strategy()
+        self.callbacks = CallbackSet(
+            counters=lambda: self.state.counters, algorithm=algorithm, stop=self._stop_by_callback
+        )
+        """the callbacks, in calling order: the params' callbacks, hooks, events, eval events, yours"""
+        self.hooks = HookRegistry()
+        """the hook stages (docs/hooks.md): a callback"""
         self.register_hook = self.hooks.register
         """``register_hook(stage, hook, name=...)``: see :meth:`HookRegistry.register`"""
-        self.events = self._ext.events
-        """the train event manager (docs/hooks.md#events)"""
-        self.eval_events = self._ext.eval_events
+        self.events = EventManager("train", counters=lambda: self.state.counters, stop=self._stop_by_callback)
+        """the train event manager (docs/hooks.md#events): a callback"""
+        self.eval_events = EventManager(
+            "eval", counters=lambda: self.state.counters, stop=self._stop_by_callback
+        )
         """the eval event manager: events of test steps"""
-        self._step_collect: CollectStats | None = None
-        self._timing = {"collect": 0.0, "update": 0.0, "test": 0.0, "train": 0.0}
-        self._start_time = time.perf_counter()
-        self._is_reset = False
-        self._gate = LogGate(self.logger)
-        self._windows = {LogScope.TRAINING: EpisodeWindow(), LogScope.TEST: EpisodeWindow()}
-        self._epoch_open = False
-        self._epoch_progress = 0
-        self._epoch_collect: list[CollectStats] = []
-        self._epoch_training: list[TrainingStats] = []
+        self.eval_events.watch_test_collector(params.test_collector)
+        self.callbacks.add(ParamsCallbacks(params, self.state_finish), "params")
+        self.callbacks.add(self.hooks, "hooks")
+        self.callbacks.add(self.events, "events")
+        self.callbacks.add(self.eval_events, "eval_events")
+        self._bridges = CollectorBridges(self.callbacks, self._strategy.collectors(), self.options)
+        self._gate = LogGate(self.logger, self.state)
         self._bar: ProgressBar | None = None
         self._checkpoints = CheckpointManager(params.checkpoint) if params.checkpoint is not None else None
+        self._started = False
         self._resumed = False
+
+    @abstractmethod
+    def _make_strategy(self) -> StepStrategy:
+        """The family's parts of a training step."""
+
+    # ================================================================== the run's state, read-only
+    @property
+    def counters(self) -> Counters:
+        """The counters now."""
+        return self.state.counters
+
+    @property
+    def best(self) -> BestResult:
+        """The best test step so far: score, mean return and its std, epoch."""
+        return self.state.best
+
+    @property
+    def done(self) -> bool:
+        """True once training has ended (see stop_reason)."""
+        return self.state.done
+
+    @property
+    def stop_reason(self) -> StopReason | None:
+        """Why training ended (None while it runs)."""
+        return self.state.stop_reason
+
+    @property
+    def stop_detail(self) -> str | None:
+        """Who stopped training and why (callbacks, hooks, events, ``request_stop(reason)``)."""
+        return self.state.stop_detail
+
+    def info_stats(self) -> InfoStats:
+        """Counters, best result and timing so far."""
+        return self.state.info_stats()
+
+    def add_callback(self, callback: Callback, *, name: str | None = None) -> None:
+        """Add a callback (called after the params' callbacks, hooks and events, in the order added).
+
+        Args:
+            callback: a :class:`~tshtrain.trainer.callbacks.Callback`.
+            name: unique among the trainer's callbacks (its state is saved under it); default: the
+                class name.
+        """
+        self.callbacks.add(callback, name if name is not None else type(callback).__name__)
 
     # ================================================================== public driving API
     def reset(self, reset_collectors: bool = True, reset_collector_buffers: bool = False) -> None:
@@ -164,31 +173,24 @@ class Trainer(ABC, Generic[TAlgorithm, TParams]):
             reset_collectors: reset the collectors' envs and statistics.
             reset_collector_buffers: also clear their buffers (only with reset_collectors).
         """
-        self.counters = _Counters()
-        self.best = _Best()
-        self.done = False
-        self.stop_reason = None
-        self.stop_detail = None
-        self._timing = dict.fromkeys(self._timing, 0.0)
-        self._start_time = time.perf_counter()
-        self._gate.reset()
-        self._windows = {LogScope.TRAINING: EpisodeWindow(), LogScope.TEST: EpisodeWindow()}
-        self._epoch_open = False
+        self._strategy.prepare()
+        self.state.reset()
         if self.params.resume_from_log:
-            restored = self.logger.restore_counters()
-            if restored is not None:
-                self._restore(restored)
-        self._is_reset = True
+            point = self.logger.restore_counters()
+            if point is not None:
+                self.state.counters = point.counters
+                self.state.last_logged.update(point.last_logged)
+        self.state.is_reset = True
         self._set_flush_denormal(True)  # before the initial test step
-        self._ext.start(resumed=False)  # setup hooks, startup events; before the envs are reset
+        self._start(resumed=False)  # on_run_start; before the envs are reset
         if reset_collectors:
-            self._reset_collectors(reset_collector_buffers)
+            self._strategy.reset_collectors(reset_collector_buffers)
             if self.params.test_collector is not None:
                 self.params.test_collector.reset(reset_buffer=reset_collector_buffers, reset_stats=True)
-        if self.counters.epoch >= self.params.max_epochs:
-            self._finish(StopReason.MAX_EPOCHS)
+        if self.state.counters.epoch >= self.params.max_epochs:
+            self.state.finish(StopReason.MAX_EPOCHS)
         elif self.params.test_collector is not None:
-            self._test_step(apply_stop_fn=False)
+            self._test_step(initial=True)
 
     def run(self, reset_collectors: bool = True, reset_collector_buffers: bool = False) -> InfoStats:
         """Reset, run all epochs (or until a stop), close the logger and return the final InfoStats.
@@ -204,10 +206,10 @@ class Trainer(ABC, Generic[TAlgorithm, TParams]):
                 pass
         except BaseException as error:
             self._final_checkpoint(f"{type(error).__name__}: {error}")
-            self._ext.shutdown(quiet=True)
+            self._shutdown(quiet=True)
             self._close(quiet=True)  # the original error is what the caller needs to see
             raise
-        self._final_checkpoint(str(self.stop_reason))
+        self._final_checkpoint(str(self.state.stop_reason))
         self.close()
         info = self.info_stats()
         if self.params.verbose:
@@ -216,9 +218,9 @@ class Trainer(ABC, Generic[TAlgorithm, TParams]):
 
     def __iter__(self) -> Iterator[EpochStats]:
         """Epoch by epoch (resets first if ``reset`` was not called)."""
-        if not self._is_reset:
+        if not self.state.is_reset:
             self.reset()
-        while not self.done:
+        while not self.state.done:
             yield self.execute_epoch()
 
     def execute_epoch(self) -> EpochStats:
@@ -231,72 +233,27 @@ class Trainer(ABC, Generic[TAlgorithm, TParams]):
     def execute_training_step(self) -> TrainingStepResult:
         """One training step; completes the epoch (test step included) when its quota is reached."""
         self._begin_training_step()
-        return self._complete_training_step(None)
+        return self._run_training_step(None)
 
     def close(self) -> None:
-        """End the run: shutdown hooks and events, detach from the algorithm and the collectors, close
-        the envs (``options.close_envs``), the progress bar and the logger. ``run()`` does this; call it
-        when you drive the trainer yourself."""
-        self._ext.shutdown()
+        """End the run: ``on_run_end`` callbacks, detach from the collectors, close the envs
+        (``options.close_envs``), the progress bar and the logger. ``run()`` does this; call it when you
+        drive the trainer yourself."""
+        self._shutdown()
         self._close()
 
-    def extension_state(self) -> dict[str, Any]:
-        """The state of hooks and events for checkpoints (plain values and tensors)."""
-        return self._ext.state_dict()
+    def request_stop(self, reason: str | None = None) -> None:
+        """Ask training to stop after the current training step (stop reason ``REQUESTED``; ``reason``
+        becomes ``InfoStats.stop_detail``)."""
+        self.state.finish(StopReason.REQUESTED, reason)
 
-    def load_extension_state(self, state: Mapping[str, Any], *, strict: bool = True) -> None:
-        """Restore :meth:`extension_state` into the same hooks and events, registered under the same
-        names (``strict``: anything else is an error)."""
-        self._ext.load_state_dict(state, strict=strict)
-
-    def _begin_training_step(self) -> None:
-        """The start of every training step: reset if needed, open the epoch, ``training_fn``."""
-        if not self._is_reset:
-            self.reset()  # may end training already (stop_fn on the initial test step, resumed run)
-        if self.done:
-            raise RuntimeError(f"Training has ended ({self.stop_reason}); call reset() to start again.")
-        self._ext.ensure_started()  # a run resumed from a checkpoint starts here
-        self._set_flush_denormal(True)  # every step: the flag is per thread
-        if not self._epoch_open:
-            self._open_epoch()
-        if self.params.training_fn is not None:
-            self.params.training_fn(self.counters.epoch, self.counters.env_step)
-
-    def _complete_training_step(self, collected: CollectedSteps | None) -> TrainingStepResult:
-        """The rest of a training step: collection (unless ``collected`` holds what was collected env
-        step by env step), update, log hooks and the training record, Every events,
-        ``save_checkpoint_fn`` and, when its quota is met, the end of the epoch."""
-        start = time.perf_counter()
-        self._ext.begin_step()
-        self._step_collect = None
-        try:
-            collect_stat, training_stat = self._training_step(collected)
-        except StopTraining as signal:  # raised inside the update: it is abandoned
-            self._ext.stop_now(signal)
-            collect_stat, training_stat = self._step_collect, None
-        self._write_training_record(self._ext.post_steps_log(collect_stat, training_stat))
-        self._timing["train"] += (
-            time.perf_counter() - start + (0.0 if collected is None else collected.seconds)
-        )
-        self._ext.after_training_step()
-        if self.params.save_checkpoint_fn is not None:
-            c = self.counters
-            self.params.save_checkpoint_fn(c.epoch, c.env_step, c.gradient_step)
-        epoch_stats = self._close_epoch() if self.done or self._epoch_complete() else None
-        if epoch_stats is not None:
-            self._ext.after_epoch()
-        if self._checkpoints is not None:
-            self._checkpoints.periodic(self, epoch_closed=epoch_stats is not None)
-        return TrainingStepResult(
-            collect_stat=collect_stat, training_stat=training_stat, epoch_stats=epoch_stats
-        )
-
+    # ================================================================== checkpoints
     def save_checkpoint(
         self, path: str | Path, *, include_buffers: bool = True, backend: Backend = "torch"
     ) -> Path:
         """Write everything a resumed run needs to the directory ``path`` (see
         :mod:`tshtrain.trainer.checkpoint`); atomic: a crash mid-write leaves the previous state."""
-        return save_trainer_checkpoint(self, path, include_buffers=include_buffers, backend=backend)
+        return save_checkpoint(self._state_view(), path, include_buffers=include_buffers, backend=backend)
 
     def load_checkpoint(self, path: str | Path, *, load_buffers: bool = True) -> None:
         """Restore a checkpoint into this trainer, built with the same algorithm, params and collectors
@@ -304,178 +261,210 @@ class Trainer(ABC, Generic[TAlgorithm, TParams]):
 
         Raises:
             CheckpointError: the checkpoint is missing, truncated, corrupted, of another format
-                version, or from another algorithm or trainer class; nothing is changed then.
+                version, from another algorithm or trainer class, or does not fit this trainer
+                (e.g. another number of envs); nothing is changed then.
         """
-        load_trainer_checkpoint(self, path, load_buffers=load_buffers)
+        load_checkpoint(self._state_view(), path, load_buffers=load_buffers)
         self._resumed = True
+        epoch = self.state.epoch
+        if epoch is not None and self._show_progress():
+            self._bar = ProgressBar(self._epoch_total(), f"Epoch #{self.state.counters.epoch}")
 
-    def checkpoint_state(self) -> dict[str, Any]:
-        """The trainer's own state for checkpoints (plain values and tensors)."""
-        return {
-            "counters": asdict(self.counters),
-            "best": asdict(self.best),
-            "done": self.done,
-            "stop_reason": None if self.stop_reason is None else str(self.stop_reason),
-            "timing": dict(self._timing),
-            "elapsed": time.perf_counter() - self._start_time,
-            "last_logged": {str(k): v for k, v in self._gate.last_logged.items()},
-            "windows": {str(k): w.state_dict() for k, w in self._windows.items()},
-            "epoch_open": self._epoch_open,
-            "epoch_progress": self._epoch_progress,
-            "epoch_collect": [checkpoint_collect_stats(s) for s in self._epoch_collect],
-            "epoch_training": [checkpoint_training_stats(s) for s in self._epoch_training],
-            "is_reset": self._is_reset,
-            "env_step_mark": 0 if self._checkpoints is None else self._checkpoints.env_step_mark,
-        }
+    def state_dict(self) -> dict[str, Any]:
+        """Everything of the trainer a resumed run needs but the buffers' arrays and env snapshots:
+        algorithm, run state, callbacks, collectors, buffer generators, global RNGs."""
+        return self._state_view().state_dict()
 
-    def load_checkpoint_state(self, state: Mapping[str, Any]) -> None:
-        """Restore :meth:`checkpoint_state`."""
-        self.counters = _Counters(**state["counters"])
-        self.best = _Best(**state["best"])
-        self.done = bool(state["done"])
-        self.stop_reason = None if state["stop_reason"] is None else StopReason(state["stop_reason"])
-        self._timing = dict(state["timing"])
-        self._start_time = time.perf_counter() - float(state["elapsed"])
-        self._gate.reset({LogScope(k): v for k, v in state["last_logged"].items() if v is not None})
-        for key, window in state["windows"].items():
-            self._windows[LogScope(key)].load_state_dict(window)
-        self._epoch_open = bool(state["epoch_open"])
-        self._epoch_progress = int(state["epoch_progress"])
-        self._epoch_collect = [restore_collect_stats(s) for s in state["epoch_collect"]]
-        self._epoch_training = [restore_training_stats(s) for s in state["epoch_training"]]
-        self._is_reset = bool(state["is_reset"])
-        if self._checkpoints is not None:
-            self._checkpoints.env_step_mark = int(state["env_step_mark"])
-        if self._epoch_open and self._show_progress():
-            self._bar = ProgressBar(self._epoch_total(), f"Epoch #{self.counters.epoch}")
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Restore :meth:`state_dict` (checked whole before anything changes)."""
+        self._state_view().load_state_dict(state)
+
+    def extension_state(self) -> dict[str, Any]:
+        """The state of the callbacks (hooks, events, your callbacks) for checkpoints."""
+        return self.callbacks.state_dict()
+
+    def load_extension_state(self, state: Mapping[str, Any], *, strict: bool = True) -> None:
+        """Restore :meth:`extension_state` into the same callbacks, added under the same names
+        (``strict``: anything else is an error)."""
+        self.callbacks.load_state_dict(state, strict=strict)
+
+    def _state_view(self) -> TrainerState:
+        return TrainerState(
+            algorithm=self.algorithm,
+            trainer_name=type(self).__name__,
+            params=self.params,
+            run=self,
+            strategy=self._strategy,
+            callbacks=self.callbacks,
+            checkpoints=self._checkpoints,
+            logger=self.logger,
+        )
 
     def _final_checkpoint(self, reason: str) -> None:
-        if self._checkpoints is None or not self._is_reset:
+        if self._checkpoints is None or not self.state.is_reset:
             return
         try:
-            self._checkpoints.final(self, reason)
+            self._checkpoints.final(self._state_view(), reason)
         except Exception:  # never hide the run's own outcome behind a failed final save
             log.exception("Trainer: the final checkpoint could not be written")
 
-    def request_stop(self, reason: str | None = None) -> None:
-        """Ask training to stop after the current training step (stop reason ``REQUESTED``; ``reason``
-        becomes ``InfoStats.stop_detail``)."""
-        self._finish(StopReason.REQUESTED, reason)
+    # ================================================================== the training step
+    def _begin_training_step(self) -> None:
+        """The start of every training step: reset if needed, open the epoch, ``on_training_step_start``."""
+        if not self.state.is_reset:
+            self.reset()  # may end training already (stop_fn on the initial test step, resumed run)
+        if self.state.done:
+            raise RuntimeError(f"Training has ended ({self.state.stop_reason}); call reset() to start again.")
+        if not self._started:  # a run resumed from a checkpoint starts here
+            self._start(resumed=True)
+        self._set_flush_denormal(True)  # every step: the flag is per thread
+        if self.state.epoch is None:
+            self._open_epoch()
+        self.callbacks.call("on_training_step_start")
 
-    def info_stats(self) -> InfoStats:
-        """Counters, best result and timing so far."""
-        c = self.counters
-        return InfoStats(
-            update_step=c.update_step,
-            gradient_step=c.gradient_step,
-            best_score=self.best.score,
-            best_reward=self.best.reward,
-            best_reward_std=self.best.reward_std,
-            best_epoch=self.best.epoch,
-            train_step=c.env_step,
-            train_episode=c.env_episode,
-            test_step=c.test_step,
-            test_episode=c.test_episode,
-            timing=TimingStats(
-                total_time=time.perf_counter() - self._start_time,
-                train_time=self._timing["train"],
-                train_time_collect=self._timing["collect"],
-                train_time_update=self._timing["update"],
-                test_time=self._timing["test"],
-            ),
-            stop_reason=self.stop_reason,
-            stop_detail=self.stop_detail,
+    def _run_training_step(self, collected: CollectedSteps | None) -> TrainingStepResult:
+        """The rest of a training step, top-down: collect (unless ``collected`` holds what was collected
+        env step by env step), ``after_collect``, [test-in-training], ``before_update``, update,
+        ``after_update``, ``on_training_step_end``, the training record, and the end of the epoch."""
+        start = time.perf_counter()
+        self.callbacks.step_sink.scalars.clear()
+        collect_stat: CollectStats | None = None
+        training_stat: TrainingStats | None = None
+        try:
+            batch: CollectedBatch | None = None
+            if self._strategy.online:
+                raw, layout = (
+                    (collected.stat, collected.layout_before) if collected else self._strategy.collect()
+                )
+                collect_stat = self._record_collect(raw)
+                batch = self._strategy.batch(collect_stat, layout)
+                batch = self.callbacks.transform("after_collect", batch, CollectedBatch)
+            stopped_by_test = False
+            if collect_stat is not None and self._test_in_training(collect_stat):
+                self._test_step()
+                stopped_by_test = self.state.done
+            if stopped_by_test:  # the update is skipped
+                self._advance(self._strategy.progress(collect_stat), None)
+            else:
+                training_stat = self._update(batch, collect_stat)
+        except StopTraining as signal:  # raised inside the update: it is abandoned
+            self.state.finish(StopReason.HOOK, signal.reason)
+        self.state.counters = self.state.counters.advanced(training_step=1)
+        summary = StepSummary(collect_stat=collect_stat, training_stat=training_stat)
+        self.callbacks.call("on_training_step_end", summary)
+        self._write_training_record(collect_stat)
+        self.state.timing["train"] += time.perf_counter() - start + (collected.seconds if collected else 0.0)
+        epoch_stats = self._close_epoch() if self.state.done or self._epoch_complete() else None
+        if self._checkpoints is not None:
+            self._checkpoints.periodic(self._state_view(), epoch_closed=epoch_stats is not None)
+        return TrainingStepResult(
+            collect_stat=collect_stat, training_stat=training_stat, epoch_stats=epoch_stats
         )
 
-    # ================================================================== for subclasses
-    @abstractmethod
-    def _reset_collectors(self, reset_buffers: bool) -> None:
-        """Reset the training collector(s) (the test collector is reset by the base class)."""
+    def _update(
+        self, batch: CollectedBatch | None, collect_stat: CollectStats | None
+    ) -> TrainingStats | None:
+        """``before_update``, the family's update step, its records and ``after_update``."""
+        self.callbacks.call("before_update", batch)
+        start = time.perf_counter()
+        parts = self._strategy.update(batch, self.callbacks, self._show_progress())
+        samples = self._strategy.samples_per_step()
+        if samples:  # offline: env_step counts the transitions sampled from the dataset
+            self.state.counters = self.state.counters.advanced(env_step=samples)
+        training_stat: TrainingStats | None = None
+        if parts:
+            stats = [part.stat for part in parts]
+            training_stat = stats[0] if len(stats) == 1 else type(stats[0]).aggregate(stats)
+            self._record_update(training_stat, time.perf_counter() - start, parts)
+            self.callbacks.call("after_update", training_stat)
+        self._advance(self._strategy.progress(collect_stat), training_stat)
+        return training_stat
 
-    @abstractmethod
-    def _training_step(
-        self, collected: CollectedSteps | None
-    ) -> tuple[CollectStats | None, TrainingStats | None]:
-        """Collect (online; unless ``collected`` holds the collection gathered env step by env step) and
-        update; advance the counters, call the record helpers and the hooks of the training step."""
+    def _test_in_training(self, stat: CollectStats) -> bool:
+        """Test now, within the training step? (``test_in_training``: the training episodes scored
+        like a test step satisfy ``stop_fn``)."""
+        p = self.params
+        return (
+            bool(getattr(p, "test_in_training", False))
+            and p.stop_fn is not None
+            and p.test_collector is not None
+            and stat.n_collected_episodes > 0
+            and p.stop_fn(self._score(stat))
+        )
 
     def _epoch_complete(self) -> bool:
-        """True when the open epoch has done its share of training: ``epoch_num_steps`` env steps
-        (online) or training steps (offline), as counted by ``_advance_bar``."""
-        return self._epoch_progress >= self.params.epoch_num_steps
+        epoch = self.state.epoch
+        return epoch is not None and epoch.progress >= self.params.epoch_num_steps
 
     def _epoch_total(self) -> int:
-        """The progress-bar total of one epoch (env steps online, training steps offline)."""
         return self.params.epoch_num_steps
 
+    # ================================================================== records
     def _record_collect(self, stat: CollectStats) -> CollectStats:
-        """Count a training collection step, log it, and return its (reduced) stats."""
+        """Count a training collection step and return its (reduced) stats."""
         stat = self._reduce_returns(stat)
-        self.counters.env_step += stat.n_collected_steps
-        self.counters.env_episode += stat.n_collected_episodes
-        self._timing["collect"] += stat.collect_time
-        self._epoch_collect.append(stat)
-        self._windows[LogScope.TRAINING].add(stat)
-        self._step_collect = stat  # logged at the end of the training step (_write_training_record)
+        s = self.state
+        s.counters = s.counters.advanced(
+            env_step=stat.n_collected_steps, env_episode=stat.n_collected_episodes
+        )
+        s.timing["collect"] += stat.collect_time
+        assert s.epoch is not None
+        s.epoch.collect.append(stat)
+        s.windows[LogScope.TRAINING].add(stat)
         return stat
 
-    def _write_training_record(self, scalars: Mapping[str, float]) -> None:
+    def _write_training_record(self, stat: CollectStats | None) -> None:
         """The ``training`` record of a training step, when due: its collection's statistics (online)
-        and the scalars of the log hooks (offline the record has only these, and is skipped without)."""
-        stat = self._step_collect
-        if (stat is None and not scalars) or not self._gate.due(LogScope.TRAINING, self.counters.env_step):
+        and what callbacks logged (offline the record has only these, and is skipped without)."""
+        scalars = self.callbacks.step_sink.scalars
+        env_step = self.state.counters.env_step
+        if (stat is None and not scalars) or not self._gate.due(LogScope.TRAINING, env_step):
             return
         data: dict[str, float] = {}
         if stat is not None:
-            data = {**stat.as_scalars(), **self._windows[LogScope.TRAINING].as_scalars()}
+            data = {**stat.as_scalars(), **self.state.windows[LogScope.TRAINING].as_scalars()}
         for key, value in scalars.items():
             merge_scalar(data, key, value, "a log hook")
-        self._gate.write(LogScope.TRAINING, self.counters.env_step, data)
+        self._gate.write(LogScope.TRAINING, env_step, data)
 
-    def _record_update(
-        self, stat: TrainingStats, seconds: float, parts: Sequence[TrainingStats] | None = None
-    ) -> None:
-        """Count an update step and log its statistics.
-
-        Args:
-            stat: the update step's statistics.
-            seconds: time spent in the update step.
-            parts: the records ``stat`` aggregates (off-policy: one per gradient step); the epoch's
-                training_stat aggregates these, so that its averages are over all of them. Each part
-                is a candidate record of the update scope at the gradient_step it ends on, so that
-                off-policy every gradient step gets its own point (when the update interval allows).
-        """
-        parts = parts if parts is not None else [stat]
-        self.counters.update_step += 1
-        self._timing["update"] += seconds
-        self._epoch_training.extend(parts)
+    def _record_update(self, stat: TrainingStats, seconds: float, parts: list[UpdatePart]) -> None:
+        """Count an update step and log its parts: each part (off-policy: a gradient step) is a
+        candidate record of the update scope at the gradient_step it ends on."""
+        s = self.state
+        s.counters = s.counters.advanced(update_step=1)
+        s.timing["update"] += seconds
+        assert s.epoch is not None
+        s.epoch.training.extend(part.stat for part in parts)
         timing: dict[str, float] | None = None
-        hook_scalars = self._ext.take_part_scalars(len(parts))  # post_optim_log, per part
-        for part, extra in zip(parts, hook_scalars, strict=True):
-            self.counters.gradient_step += part.num_gradient_steps
-            if self._gate.due(LogScope.UPDATE, self.counters.gradient_step):
+        for part in parts:
+            s.counters = s.counters.advanced(gradient_step=part.stat.num_gradient_steps)
+            gradient_step = s.counters.gradient_step
+            if self._gate.due(LogScope.UPDATE, gradient_step):
                 timing = timing or update_timing(stat.num_gradient_steps, seconds)
-                data = {**part.as_scalars(), **timing}
-                for key, value in extra.items():
+                data = {**part.stat.as_scalars(), **timing}
+                for key, value in part.scalars.items():
                     merge_scalar(data, key, value, "a post_optim_log hook")
-                self._gate.write(LogScope.UPDATE, self.counters.gradient_step, data)
+                self._gate.write(LogScope.UPDATE, gradient_step, data)
 
-    def _advance_bar(self, amount: int, stat: TrainingStats | None) -> None:
-        self._epoch_progress += amount
+    def _advance(self, amount: int, stat: TrainingStats | None) -> None:
+        epoch = self.state.epoch
+        assert epoch is not None
+        epoch.progress += amount
         if self._bar is not None:
-            self._bar.advance(amount, self.counters.env_step, self._last_returns(), stat, self._ext.progress)
+            self._bar.advance(
+                amount, self.state.counters.env_step, self._last_returns(), stat, self.callbacks.progress
+            )
 
-    def _test_step(self, *, apply_stop_fn: bool = True) -> CollectStats:
-        """Run a test step, update the best result, apply stop_fn (requires a test collector).
+    # ================================================================== the test step
+    def _test_step(self, *, initial: bool = False) -> CollectStats:
+        """Run a test step: score it, update the best result, log it, ``on_test_end`` (``stop_fn``).
 
-        The initial test step (epoch 0) passes ``apply_stop_fn=False``: as in Tianshou, an untrained
-        policy that happens to satisfy stop_fn does not end a run before it trained.
+        The initial test step (``reset()``) does not apply ``stop_fn``: as in Tianshou, an untrained
+        policy that happens to satisfy it does not end a run before it trained.
         """
         collector = self.params.test_collector
         assert collector is not None
-        if self.params.test_fn is not None:
-            self.params.test_fn(self.counters.epoch, self.counters.env_step)
-        self._ext.before_test()
+        self.callbacks.call("on_test_start")
         deterministic = self.options.test_deterministic
         start = time.perf_counter()
         stat = collector.collect(
@@ -485,47 +474,81 @@ class Trainer(ABC, Generic[TAlgorithm, TParams]):
             else deterministic,
             reset_before_collect=True,
         )
-        self._timing["test"] += time.perf_counter() - start
+        s = self.state
+        s.timing["test"] += time.perf_counter() - start
         stat = self._reduce_returns(stat)
-        self.counters.test_step += stat.n_collected_steps
-        self.counters.test_episode += stat.n_collected_episodes
+        s.counters = s.counters.advanced(
+            test_step=stat.n_collected_steps, test_episode=stat.n_collected_episodes
+        )
         score = self._score(stat)
-        is_best = self.best.score is None or score > self.best.score
+        is_best = s.best.score is None or score > s.best.score
         if is_best:
-            self.best = _Best(
+            s.best = type(s.best)(
                 score=float(score),
                 reward=stat.returns_stat.mean,
                 reward_std=stat.returns_stat.std,
-                epoch=self.counters.epoch,
+                epoch=s.counters.epoch,
             )
-            if self.params.save_best_fn is not None:
-                self.params.save_best_fn(self.algorithm)
-            if self._checkpoints is not None and self._is_reset:
-                self._checkpoints.best(self)
-        window = self._windows[LogScope.TEST]
+            if self._checkpoints is not None and s.is_reset:
+                self._checkpoints.best(self._state_view())
+        window = s.windows[LogScope.TEST]
         window.add(stat)
-        if self._gate.due(LogScope.TEST, self.counters.env_step):
+        if self._gate.due(LogScope.TEST, s.counters.env_step):
             data = {**stat.as_scalars(), "score": float(score), **window.as_scalars()}
-            self._gate.write(LogScope.TEST, self.counters.env_step, data)
+            self._gate.write(LogScope.TEST, s.counters.env_step, data)
         if self.params.verbose:
             print(
-                f"Epoch #{self.counters.epoch}: test_reward: {stat.returns_stat.mean:.6f} ± "
-                f"{stat.returns_stat.std:.6f}, best_reward: {self.best.reward:.6f} ± "
-                f"{self.best.reward_std:.6f} in #{self.best.epoch}",
+                f"Epoch #{s.counters.epoch}: test_reward: {stat.returns_stat.mean:.6f} ± "
+                f"{stat.returns_stat.std:.6f}, best_reward: {s.best.reward:.6f} ± "
+                f"{s.best.reward_std:.6f} in #{s.best.epoch}",
                 flush=True,
             )
-        if apply_stop_fn and self.params.stop_fn is not None and self.params.stop_fn(float(score)):
-            self._finish(StopReason.STOP_FN)
-        self._ext.after_test(stat, float(score), is_best)
+        result = TestResult(collect_stat=stat, score=float(score), is_best=is_best, initial=initial)
+        self.callbacks.call("on_test_end", result)
         return stat
 
-    def _finish(self, reason: StopReason, detail: str | None = None) -> None:
-        if not self.done:
-            self.done = True
-            self.stop_reason = reason
-            self.stop_detail = detail
+    # ================================================================== epochs
+    def _open_epoch(self) -> None:
+        self.state.counters = self.state.counters.advanced(epoch=1)
+        self.state.epoch = OpenEpoch()
+        if self._show_progress():
+            self._bar = ProgressBar(self._epoch_total(), f"Epoch #{self.state.counters.epoch}")
+
+    def _close_epoch(self) -> EpochStats:
+        s = self.state
+        test_stat = None
+        if self.params.test_collector is not None and not s.done:
+            test_stat = self._test_step()
+        if self._bar is not None:
+            self._bar.close()
+            self._bar = None
+        if s.counters.epoch >= self.params.max_epochs:
+            s.finish(StopReason.MAX_EPOCHS)
+        epoch = s.epoch
+        assert epoch is not None
+        s.epoch = None
+        info = self.info_stats()
+        if self._gate.due(LogScope.INFO, s.counters.epoch):
+            self._gate.write(LogScope.INFO, s.counters.epoch, info.as_scalars())
+        training = type(epoch.training[0]).aggregate(epoch.training) if epoch.training else None
+        epoch_stats = EpochStats(
+            epoch=s.counters.epoch,
+            train_collect_stat=merge_collect_stats(epoch.collect) if epoch.collect else None,
+            test_collect_stat=test_stat,
+            training_stat=training,
+            info_stat=info,
+        )
+        self.callbacks.call("on_epoch_end", epoch_stats)
+        return epoch_stats
 
     # ================================================================== internals
+    def state_finish(self, reason: StopReason) -> None:
+        """End training with ``reason`` (for the params' callbacks)."""
+        self.state.finish(reason)
+
+    def _stop_by_callback(self, detail: str) -> None:
+        self.state.finish(StopReason.HOOK, detail)
+
     def _score(self, stat: CollectStats) -> float:
         """The score of collected episodes: ``compute_score_fn`` or, by default, the mean return."""
         compute = self.params.compute_score_fn
@@ -543,52 +566,45 @@ class Trainer(ABC, Generic[TAlgorithm, TParams]):
         show = self.params.show_progress
         return sys.stderr.isatty() if show is None else show
 
-    def _open_epoch(self) -> None:
-        self.counters.epoch += 1
-        self._epoch_open = True
-        self._epoch_progress = 0
-        self._epoch_collect = []
-        self._epoch_training = []
-        if self._show_progress():
-            self._bar = ProgressBar(self._epoch_total(), f"Epoch #{self.counters.epoch}")
-
-    def _close_epoch(self) -> EpochStats:
-        test_stat = None
-        if self.params.test_collector is not None and not self.done:
-            test_stat = self._test_step()
-        if self._bar is not None:
-            self._bar.close()
-            self._bar = None
-        if self.counters.epoch >= self.params.max_epochs:
-            self._finish(StopReason.MAX_EPOCHS)
-        self._epoch_open = False
-        info = self.info_stats()
-        if self._gate.due(LogScope.INFO, self.counters.epoch):
-            self._gate.write(LogScope.INFO, self.counters.epoch, info.as_scalars())
-        training = (
-            type(self._epoch_training[0]).aggregate(self._epoch_training) if self._epoch_training else None
-        )
-        return EpochStats(
-            epoch=self.counters.epoch,
-            train_collect_stat=merge_collect_stats(self._epoch_collect) if self._epoch_collect else None,
-            test_collect_stat=test_stat,
-            training_stat=training,
-            info_stat=info,
-        )
-
     def _last_returns(self) -> float | None:
-        for stat in reversed(self._epoch_collect):
+        epoch = self.state.epoch
+        for stat in reversed(epoch.collect if epoch is not None else []):
             if stat.n_collected_episodes:
                 return stat.returns_stat.mean
         return None
 
-    def _restore(self, restored: RestoredCounters) -> None:
-        """Continue the counters and the interval gating of the run the logger's records end with."""
-        c = self.counters
-        c.epoch, c.env_step, c.gradient_step = restored.epoch, restored.env_step, restored.gradient_step
-        c.env_episode, c.update_step = restored.env_episode, restored.update_step
-        c.test_step, c.test_episode = restored.test_step, restored.test_episode
-        self._gate.reset(restored.last_logged)
+    def _start(self, *, resumed: bool) -> None:
+        """Attach the collector bridges and call ``on_run_start`` (``reset()``, or the first training
+        step of a run resumed from a checkpoint)."""
+        self._bridges.detach()
+        self._started = True
+        self._bridges.attach(self.state.counters.env_step)
+        info = SetupInfo(
+            algorithm=self.algorithm,
+            buffer=self._strategy.setup_buffer(),
+            offline=not self._strategy.online,
+            resumed=resumed,
+        )
+        self.callbacks.call("on_run_start", info)
+
+    def _shutdown(self, *, quiet: bool = False) -> None:
+        """``on_run_end`` callbacks, detach, close the envs (``options.close_envs``).
+
+        Args:
+            quiet: log errors of callbacks instead of raising (the run is ending with an error).
+        """
+        try:
+            if self._started:
+                self.callbacks.call("on_run_end", self.info_stats())
+        except Exception:
+            if not quiet:
+                raise
+            log.exception("an on_run_end callback failed")
+        finally:
+            self._bridges.detach()
+            self._started = False
+            if self.options.close_envs:
+                self._bridges.close_envs()
 
     def _close(self, *, quiet: bool = False) -> None:
         """Close the progress bar and the logger; ``quiet``: log a failing close instead of raising."""

@@ -1,43 +1,37 @@
-"""Checkpoints that resume a run exactly: what is saved, automatic checkpoints, restoring.
+"""Checkpoints that resume a run exactly: writing and reading them, and the automatic checkpoints.
 
-A checkpoint holds everything a resumed run needs to continue as if it had never stopped:
+This module knows a trainer only through the narrow :class:`Checkpointable` contract
+(``Trainer._state_view()`` gives one, :class:`tshtrain.trainer.state.TrainerState`). A checkpoint holds
+everything a resumed run needs to continue as if it had never stopped:
 
-* the algorithm's ``state_dict()``: weights, optimizers, schedules, target networks, normaliser
-  statistics, and the states of the generators the algorithm and its policy hold;
-* the trainer: counters, best result, done flag, timing, the open epoch's progress and statistics, the
-  rolling episode windows, and the logger position (the last step written per scope);
-* the collectors: generator, current observations, unfinished-episode returns and lengths, counters,
-  and the sub-envs themselves when they can be pickled (in-process ``SyncVectorEnv`` of picklable
-  envs); otherwise a resumed run resets those envs (documented: not bitwise exact then);
-* replay buffers (optional) with their sampling generator and priorities;
-* the global RNG states of Python's ``random``, NumPy's legacy ``np.random`` and torch;
-* the state of the trainer's hooks and events (``Trainer.extension_state()``).
+* ``state.pt``: the trainer's ``state_dict()`` -- the algorithm's state (weights, optimizers, schedules,
+  target networks, normaliser statistics, generators), the run state (counters, best result, timing,
+  open epoch, episode windows, logger position), the callbacks' state, the collectors' state
+  (generator, current observations, unfinished-episode accumulators), the buffers' generators and the
+  global RNG states of Python, NumPy and torch;
+* ``buffers/<role>/``: replay buffers (optional);
+* ``envs/<role>.pkl``: the sub-envs themselves when they can be pickled (in-process ``SyncVectorEnv``);
+  otherwise a resumed run resets those envs (documented: not bitwise exact then).
 
+Loading verifies every listed file (size and SHA-256) and refuses files the manifest does not list,
+then checks the state against the trainer, and only then changes anything (validate, then apply).
 Layout and integrity checks: :mod:`tshtrain.trainer.checkpoint_io`.
 """
 
 from __future__ import annotations
 
-import importlib
 import io
-import random
-import re
 import shutil
 from collections.abc import Mapping
-from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Protocol
 
-import numpy as np
 import torch
 
-from tshtrain.algorithm.base import Algorithm, TrainingStats
+from tshtrain.algorithm.base import Algorithm
+from tshtrain.counters import Counters
 from tshtrain.data.buffer import BaseReplayBuffer
 from tshtrain.data.buffer_io import load_buffer_into, save_buffer
-from tshtrain.data.collector import Collector
-from tshtrain.data.stats import CollectStats
-from tshtrain.errors import ConfigurationError
-from tshtrain.logger.base import LogScope, RewindableLogger
 from tshtrain.trainer.checkpoint_io import (
     CheckpointError,
     CheckpointManifest,
@@ -45,173 +39,70 @@ from tshtrain.trainer.checkpoint_io import (
     verify_checkpoint_dir,
     write_checkpoint_dir,
 )
+from tshtrain.trainer.checkpoint_params import Backend, CheckpointParams
 
-if TYPE_CHECKING:
-    from tshtrain.trainer.base import Trainer
-
-Backend = Literal["torch", "dcp"]
 _STATE_FILE = "state.pt"
 _DCP_DIR = "state.dcp"
 
 
-@dataclass(frozen=True, kw_only=True)
-class CheckpointParams:
-    """Automatic checkpoints (``TrainerParams.checkpoint``)."""
+class Checkpointable(Protocol):
+    """What this module needs of a trainer."""
 
-    directory: str | Path
-    """where checkpoints go: ``periodic-<epoch>-<env_step>/``, ``best/`` and ``final/``"""
-    every_num_epochs: int | None = 1
-    """save after every this many epochs (None: not by epoch)"""
-    every_num_env_steps: int | None = None
-    """save after the training step that crosses every this many env steps (None: not by env steps)"""
-    keep_last: int = 3
-    """periodic checkpoints kept (older ones are deleted)"""
-    save_best: bool = True
-    """save ``best/`` after each test step that reaches a new best score"""
-    save_on_exit: bool = True
-    """save ``final/`` when the run ends: normally, by a stop, by KeyboardInterrupt or by an exception
-    (the manifest records which; after an exception the last periodic checkpoint is the safe one)"""
-    include_buffers: bool = True
-    """save the training replay buffer (large for off-policy runs; needed for an exact resume)"""
-    backend: Backend = "torch"
-    """``"torch"``: one ``torch.save`` file loaded with ``weights_only=True``; ``"dcp"``:
-    ``torch.distributed.checkpoint`` (sharded-ready tensors)"""
+    def describe(self) -> dict[str, Any]:
+        """Plain values for the manifest: ``algorithm`` and ``trainer`` class names, ``counters``, ..."""
+        ...
 
-    def __post_init__(self) -> None:
-        for name in ("every_num_epochs", "every_num_env_steps", "keep_last"):
-            value = getattr(self, name)
-            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
-                raise ConfigurationError(
-                    f"CheckpointParams.{name} must be an int >= 1 or None, got {value!r}."
-                )
-        if self.every_num_epochs is None and self.every_num_env_steps is None and not self.save_on_exit:
-            raise ConfigurationError(
-                "CheckpointParams: every_num_epochs and every_num_env_steps are None and save_on_exit is "
-                "False, so no checkpoint would ever be written; set one of them."
-            )
-        if self.backend not in ("torch", "dcp"):
-            raise ConfigurationError(
-                f"CheckpointParams.backend must be 'torch' or 'dcp', got {self.backend!r}."
-            )
+    def counters(self) -> Counters:
+        """The run's counters now (names of periodic checkpoints, due checks)."""
+        ...
 
+    def buffers(self) -> Mapping[str, BaseReplayBuffer]:
+        """The buffers whose arrays a checkpoint may hold, by role."""
+        ...
 
-# ---------------------------------------------------------------------------- plain-value conversion
-def checkpoint_collect_stats(stat: CollectStats) -> dict[str, Any]:
-    return {
-        "n_collected_steps": stat.n_collected_steps,
-        "n_collected_episodes": stat.n_collected_episodes,
-        "returns": torch.from_numpy(np.array(stat.returns)),
-        "lens": torch.from_numpy(np.array(stat.lens)),
-        "collect_time": stat.collect_time,
-        "env_info": dict(stat.env_info),
-        "env_info_counts": dict(stat.env_info_counts),
-    }
+    def env_snapshots(self) -> Mapping[str, bytes]:
+        """Pickled sub-envs by collector role, where possible."""
+        ...
+
+    def state_dict(self) -> dict[str, Any]:
+        """Everything else, as plain values and tensors (``torch.load(weights_only=True)``-loadable)."""
+        ...
+
+    def check_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Raise ``ValueError`` if ``state`` does not fit; change nothing."""
+        ...
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Apply a checked ``state`` (transactional)."""
+        ...
+
+    def restore_envs(self, snapshots: Mapping[str, bytes | None]) -> None:
+        """Put sub-envs back (None: reset them)."""
+        ...
+
+    def rewind_logger(self) -> None:
+        """Drop the logger's records past the restored point."""
+        ...
 
 
-def restore_collect_stats(state: Mapping[str, Any]) -> CollectStats:
-    return CollectStats(
-        n_collected_steps=int(state["n_collected_steps"]),
-        n_collected_episodes=int(state["n_collected_episodes"]),
-        returns=state["returns"].numpy(),
-        lens=state["lens"].numpy(),
-        collect_time=float(state["collect_time"]),
-        env_info=dict(state["env_info"]),
-        env_info_counts=dict(state["env_info_counts"]),
-    )
-
-
-def checkpoint_training_stats(stat: TrainingStats) -> dict[str, Any]:
-    cls = type(stat)
-    return {
-        "class": f"{cls.__module__}:{cls.__qualname__}",
-        "fields": {f.name: getattr(stat, f.name) for f in fields(stat)},
-    }
-
-
-def restore_training_stats(state: Mapping[str, Any]) -> TrainingStats:
-    module_name, qualname = str(state["class"]).split(":")
-    if not module_name.startswith("tshtrain.") and not re.fullmatch(r"[\w.]+", module_name):
-        raise CheckpointError(f"checkpoint names an invalid statistics class {state['class']!r}.")
-    target: Any = importlib.import_module(module_name)
-    for part in qualname.split("."):
-        target = getattr(target, part)
-    if not (isinstance(target, type) and issubclass(target, TrainingStats)):
-        raise CheckpointError(f"checkpoint names {state['class']!r}, which is not a TrainingStats class.")
-    stat: TrainingStats = target(**state["fields"])
-    return stat
-
-
-# ---------------------------------------------------------------------------- global RNG
-def global_rng_state() -> dict[str, Any]:
-    """States of Python's ``random``, NumPy's legacy global generator and torch's CPU generator."""
-    kind, keys, pos, has_gauss, cached = np.random.get_state(legacy=True)
-    return {
-        "python": random.getstate(),
-        "numpy": {
-            "kind": kind,
-            "keys": torch.from_numpy(np.array(keys)),
-            "pos": int(pos),
-            "has_gauss": int(has_gauss),
-            "cached": float(cached),
-        },
-        "torch": torch.get_rng_state(),
-    }
-
-
-def set_global_rng_state(state: Mapping[str, Any]) -> None:
-    """Restore :func:`global_rng_state`."""
-    python = state["python"]
-    random.setstate((python[0], tuple(python[1]), python[2]))
-    legacy = state["numpy"]
-    np.random.set_state(
-        (legacy["kind"], legacy["keys"].numpy(), legacy["pos"], legacy["has_gauss"], legacy["cached"])
-    )
-    torch.set_rng_state(state["torch"])
-
-
-# ---------------------------------------------------------------------------- trainer state
-def _collectors(trainer: Trainer[Any, Any]) -> dict[str, Collector]:
-    found: dict[str, Collector] = {}
-    training = getattr(trainer.params, "training_collector", None)
-    if isinstance(training, Collector):
-        found["training"] = training
-    if trainer.params.test_collector is not None:
-        found["test"] = trainer.params.test_collector
-    return found
-
-
-def _buffers(trainer: Trainer[Any, Any]) -> dict[str, BaseReplayBuffer]:
-    found: dict[str, BaseReplayBuffer] = {}
-    for name, collector in _collectors(trainer).items():
-        if collector.buffer is not None:
-            found[name] = collector.buffer
-    dataset = getattr(trainer.params, "buffer", None)
-    if isinstance(dataset, BaseReplayBuffer):
-        found["dataset"] = dataset
-    return found
-
-
-def capture_state(trainer: Trainer[Any, Any]) -> dict[str, Any]:
-    """Everything but the buffers' arrays and the env snapshots, as plain values and tensors."""
-    state: dict[str, Any] = {
-        "algorithm": trainer.algorithm.state_dict(),
-        "trainer": trainer.checkpoint_state(),
-        "collectors": {name: c.state_dict() for name, c in _collectors(trainer).items()},
-        "buffer_rngs": {name: b.rng.bit_generator.state for name, b in _buffers(trainer).items()},
-        "rng": global_rng_state(),
-    }
-    state["extensions"] = trainer.extension_state()
-    return state
-
-
-def _state_writer(state: dict[str, Any], backend: Backend) -> FileWriter:
-    def write(path: Path) -> None:
+# ---------------------------------------------------------------------------- writing
+def _entries(
+    target: Checkpointable, state: dict[str, Any], include_buffers: bool, backend: Backend
+) -> dict[str, FileWriter]:
+    def write_state(path: Path) -> None:
         if backend == "torch":
             torch.save(state, path)
         else:
             _dcp_save(state, path)
 
-    return write
+    entries: dict[str, FileWriter] = {_STATE_FILE if backend == "torch" else _DCP_DIR: write_state}
+    if include_buffers:
+        for name, buffer in target.buffers().items():
+            if buffer.is_allocated:
+                entries[f"buffers/{name}"] = _buffer_writer(buffer)
+    for name, snapshot in target.env_snapshots().items():
+        entries[f"envs/{name}.pkl"] = _bytes_writer(snapshot)
+    return entries
 
 
 def _buffer_writer(buffer: BaseReplayBuffer) -> FileWriter:
@@ -228,81 +119,84 @@ def _bytes_writer(data: bytes) -> FileWriter:
     return write
 
 
-def _entries(
-    trainer: Trainer[Any, Any], state: dict[str, Any], include_buffers: bool, backend: Backend
-) -> dict[str, FileWriter]:
-    entries = {_STATE_FILE if backend == "torch" else _DCP_DIR: _state_writer(state, backend)}
-    if include_buffers:
-        for name, buffer in _buffers(trainer).items():
-            if name != "dataset" and buffer.is_allocated:  # the dataset is the user's own file
-                entries[f"buffers/{name}"] = _buffer_writer(buffer)
-    for name, collector in _collectors(trainer).items():
-        snapshot = collector.env_snapshot()
-        if snapshot is not None:
-            entries[f"envs/{name}.pkl"] = _bytes_writer(snapshot)
-    return entries
-
-
-def save_trainer_checkpoint(
-    trainer: Trainer[Any, Any],
+def save_checkpoint(
+    target: Checkpointable,
     path: str | Path,
     *,
     include_buffers: bool = True,
     backend: Backend = "torch",
     reason: str = "manual",
 ) -> Path:
-    """Write a checkpoint of ``trainer`` to the directory ``path`` (atomically; see the module doc)."""
-    state = capture_state(trainer)
-    c = trainer.counters
-    info = {
-        "reason": reason,
-        "backend": backend,
-        "counters": {
-            "epoch": c.epoch,
-            "env_step": c.env_step,
-            "gradient_step": c.gradient_step,
-            "update_step": c.update_step,
-        },
-        "params": str(trainer.params),
-        "algorithm": type(trainer.algorithm).__name__,
-        "trainer": type(trainer).__name__,
-    }
-    return write_checkpoint_dir(Path(path), _entries(trainer, state, include_buffers, backend), info)
+    """Write a checkpoint of ``target`` to the directory ``path`` (atomically; see the module doc)."""
+    state = target.state_dict()
+    info = {"reason": reason, "backend": backend, **target.describe()}
+    return write_checkpoint_dir(Path(path), _entries(target, state, include_buffers, backend), info)
 
 
-def load_trainer_checkpoint(
-    trainer: Trainer[Any, Any], path: str | Path, *, load_buffers: bool = True
-) -> CheckpointManifest:
-    """Restore ``trainer`` (built like the one that saved) from the checkpoint directory ``path``.
-
-    Every file is verified before anything changes. Raises :class:`CheckpointError` for a missing,
-    truncated, corrupted or other-version checkpoint, or one saved by another algorithm or trainer.
-    """
-    manifest = verify_checkpoint_dir(path, skip_prefixes=() if load_buffers else ("buffers/",))
-    for key, actual in (("algorithm", type(trainer.algorithm).__name__), ("trainer", type(trainer).__name__)):
-        if manifest.info.get(key) != actual:
+# ---------------------------------------------------------------------------- reading
+def _verify(path: str | Path, *, skip_prefixes: tuple[str, ...]) -> CheckpointManifest:
+    """Verify the listed files and refuse unlisted ones (nothing unlisted is ever read)."""
+    manifest = verify_checkpoint_dir(path, skip_prefixes=skip_prefixes)
+    listed = set(manifest.files)
+    for file in sorted(manifest.path.rglob("*")):
+        rel = file.relative_to(manifest.path).as_posix()
+        if (
+            file.is_file()
+            and rel != "manifest.json"
+            and rel not in listed
+            and not rel.startswith(skip_prefixes)
+        ):
             raise CheckpointError(
-                f"{manifest.path}: saved by {key} {manifest.info.get(key)!r}, this is {actual!r}; build the "
-                f"same {key} to resume."
+                f"{file}: not listed in the checkpoint's manifest; a checkpoint holds only the files its "
+                f"manifest lists (remove the file, or load another checkpoint)."
             )
+    return manifest
+
+
+def _check_saved_by(manifest: CheckpointManifest, expected: Mapping[str, Any], keys: tuple[str, ...]) -> None:
+    for key in keys:
+        if manifest.info.get(key) != expected.get(key):
+            raise CheckpointError(
+                f"{manifest.path}: saved by {key} {manifest.info.get(key)!r}, this is {expected.get(key)!r}; "
+                f"build the same {key} to resume."
+            )
+
+
+def load_checkpoint(
+    target: Checkpointable, path: str | Path, *, load_buffers: bool = True
+) -> CheckpointManifest:
+    """Restore ``target`` (built like the one that saved) from the checkpoint directory ``path``.
+
+    Every file is verified and the state checked against ``target`` before anything changes. Raises
+    :class:`CheckpointError` for a missing, truncated, corrupted or other-version checkpoint, one saved
+    by another algorithm or trainer, or one that does not fit (e.g. another number of envs).
+    """
+    manifest = _verify(path, skip_prefixes=() if load_buffers else ("buffers/",))
+    _check_saved_by(manifest, target.describe(), ("algorithm", "trainer"))
     state = _read_state(manifest)
-    trainer.algorithm.load_state_dict(state["algorithm"])
-    trainer.load_checkpoint_state(state["trainer"])
-    buffers = _buffers(trainer)
-    for name, collector in _collectors(trainer).items():
-        collector.load_state_dict(state["collectors"][name])
-        env_file = manifest.path / "envs" / f"{name}.pkl"
-        collector.restore_env_snapshot(env_file.read_bytes() if env_file.exists() else None)
+    try:
+        target.check_state_dict(state)
+    except (ValueError, KeyError, TypeError, AttributeError) as error:
+        raise CheckpointError(f"{manifest.path}: does not fit this trainer: {error}.") from None
     if load_buffers:
-        for name, buffer in buffers.items():
-            if (manifest.path / "buffers" / name).is_dir():
-                load_buffer_into(buffer, manifest.path / "buffers" / name)
-            if name in state["buffer_rngs"]:
-                buffer.rng.bit_generator.state = dict(state["buffer_rngs"][name])
-    if "extensions" in state:
-        trainer.load_extension_state(state["extensions"])
-    set_global_rng_state(state["rng"])
-    _rewind_logger(trainer)
+        for name, buffer in target.buffers().items():
+            directory = manifest.path / "buffers" / name
+            if directory.is_dir():
+                try:
+                    load_buffer_into(buffer, directory)  # checks every file before the buffer changes
+                except ValueError as error:
+                    raise CheckpointError(f"{directory}: {error}") from None
+    try:
+        target.load_state_dict(state)
+    except (ValueError, KeyError, TypeError, RuntimeError) as error:
+        raise CheckpointError(f"{manifest.path}: could not be applied (nothing changed): {error}") from None
+    snapshots = {
+        name: (manifest.path / rel).read_bytes() if rel in manifest.files else None
+        for name in state.get("collectors", {})
+        for rel in (f"envs/{name}.pkl",)
+    }
+    target.restore_envs(snapshots)
+    target.rewind_logger()
     return manifest
 
 
@@ -314,13 +208,8 @@ def load_algorithm_checkpoint(algorithm: Algorithm[Any], path: str | Path) -> Ch
         CheckpointError: the checkpoint is missing, truncated, corrupted, of another format version, or
             was saved by another algorithm class.
     """
-    manifest = verify_checkpoint_dir(path, skip_prefixes=("buffers/", "envs/"))
-    saved_by = manifest.info.get("algorithm")
-    if saved_by != type(algorithm).__name__:
-        raise CheckpointError(
-            f"{manifest.path}: saved by algorithm {saved_by!r}, this is {type(algorithm).__name__!r}; "
-            f"build the same algorithm to load it."
-        )
+    manifest = _verify(path, skip_prefixes=("buffers/", "envs/"))
+    _check_saved_by(manifest, {"algorithm": type(algorithm).__name__}, ("algorithm",))
     algorithm.load_state_dict(_read_state(manifest)["algorithm"])
     return manifest
 
@@ -330,18 +219,10 @@ def _read_state(manifest: CheckpointManifest) -> dict[str, Any]:
         return _dcp_load(manifest.path / _DCP_DIR)
     file = manifest.path / _STATE_FILE
     try:
-        state: dict[str, Any] = torch.load(file, weights_only=True)
+        state: dict[str, Any] = torch.load(file, weights_only=True, map_location="cpu")
     except Exception as exc:  # verified bytes that still do not load: a foreign or broken file
         raise CheckpointError(f"{file}: cannot be loaded ({type(exc).__name__}: {exc}).") from None
     return state
-
-
-def _rewind_logger(trainer: Trainer[Any, Any]) -> None:
-    """Drop what the logger wrote after the checkpoint, so that curves continue without duplicates."""
-    logger = trainer.logger
-    if isinstance(logger, RewindableLogger):
-        positions = trainer.checkpoint_state()["last_logged"]
-        logger.discard_after({LogScope(k): v for k, v in positions.items() if v is not None})
 
 
 # ---------------------------------------------------------------------------- torch.distributed.checkpoint
@@ -417,17 +298,17 @@ class CheckpointManager:
         self.directory = Path(params.directory)
         self.env_step_mark = 0
 
-    def periodic(self, trainer: Trainer[Any, Any], *, epoch_closed: bool) -> Path | None:
+    def periodic(self, target: Checkpointable, *, epoch_closed: bool) -> Path | None:
         """Save a periodic checkpoint if one is due after this training step."""
-        p, c = self.params, trainer.counters
+        p, c = self.params, target.counters()
         due_epoch = epoch_closed and p.every_num_epochs is not None and c.epoch % p.every_num_epochs == 0
         mark = c.env_step // p.every_num_env_steps if p.every_num_env_steps else 0
         due_steps = p.every_num_env_steps is not None and mark > self.env_step_mark
         if not (due_epoch or due_steps):
             return None
         self.env_step_mark = mark
-        path = save_trainer_checkpoint(
-            trainer,
+        path = save_checkpoint(
+            target,
             self.directory / f"periodic-{c.epoch:06d}-{c.env_step:012d}",
             include_buffers=p.include_buffers,
             backend=p.backend,
@@ -436,24 +317,24 @@ class CheckpointManager:
         self._rotate()
         return path
 
-    def best(self, trainer: Trainer[Any, Any]) -> Path | None:
+    def best(self, target: Checkpointable) -> Path | None:
         """Save ``best/`` (called on a new best score)."""
         if not self.params.save_best:
             return None
-        return save_trainer_checkpoint(
-            trainer,
+        return save_checkpoint(
+            target,
             self.directory / "best",
             include_buffers=False,
             backend=self.params.backend,
             reason="best",
         )
 
-    def final(self, trainer: Trainer[Any, Any], reason: str) -> Path | None:
+    def final(self, target: Checkpointable, reason: str) -> Path | None:
         """Save ``final/`` at the end of a run."""
         if not self.params.save_on_exit:
             return None
-        return save_trainer_checkpoint(
-            trainer,
+        return save_checkpoint(
+            target,
             self.directory / "final",
             include_buffers=self.params.include_buffers,
             backend=self.params.backend,
@@ -469,3 +350,6 @@ class CheckpointManager:
         """The newest complete periodic checkpoint (hidden temporary directories are ignored)."""
         periodic = sorted(p for p in self.directory.glob("periodic-*") if (p / "manifest.json").exists())
         return periodic[-1] if periodic else None
+
+
+__all__ = ["Backend", "CheckpointError", "CheckpointManager", "CheckpointParams", "Checkpointable"]

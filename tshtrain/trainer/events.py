@@ -32,17 +32,29 @@ are saved with checkpoints.
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Literal, Protocol, TypeAlias
 
 import numpy as np
+from typing_extensions import override
 
+from tshtrain.counters import Counters
 from tshtrain.data.collector import Collector
 from tshtrain.errors import ConfigurationError
+from tshtrain.trainer.callbacks import (
+    Callback,
+    EnvsReset,
+    EpisodesEnded,
+    RunContext,
+    SetupInfo,
+    StepSummary,
+    StopTraining,
+    TestResult,
+)
 from tshtrain.trainer.hook_registry import state_owner
-from tshtrain.trainer.hooks import Counters, StopTraining
+from tshtrain.trainer.stats import EpochStats, InfoStats
 
 
 class EventUnit(StrEnum):
@@ -119,6 +131,17 @@ _SCOPE_TRIGGERS: Mapping[str, tuple[type, ...]] = {
 }
 
 
+_TRIGGER_POINTS: Mapping[type, str] = {
+    OnEpisodeEnd: "on_episodes_end",
+    OnReset: "on_envs_reset",
+    OnStartup: "on_run_start",
+    OnShutdown: "on_run_end",
+    OnTestStart: "on_test_start",
+    OnTestEnd: "on_test_end",
+}
+"""the callback point at which each trigger fires (Every: the ends of training steps and epochs)"""
+
+
 @dataclass(frozen=True, kw_only=True)
 class EventContext:
     """What an event callback receives."""
@@ -155,8 +178,11 @@ class _Event:
     last: int = 0  # Every: the unit's counter at the previous check
 
 
-class EventManager:
-    """Named events with triggers; ``trainer.events`` (train) or ``trainer.eval_events`` (eval)."""
+class EventManager(Callback):
+    """Named events with triggers; ``trainer.events`` (train) or ``trainer.eval_events`` (eval). To the
+    trainer, one callback."""
+
+    names_its_stops = True
 
     def __init__(
         self,
@@ -164,13 +190,30 @@ class EventManager:
         *,
         counters: Callable[[], Counters],
         stop: Callable[[str], None],
-        on_change: Callable[[], None],
     ):
+        """Args:
+        scope: ``"train"`` (training collector, Every) or ``"eval"`` (test collector, test start/end).
+        counters: the trainer's counters now (for :meth:`trigger` outside the loop).
+        stop: ends training after the current training step (for :meth:`trigger` outside the loop).
+        """
         self.scope = scope
         self._events: dict[str, _Event] = {}
         self._counters = counters
         self._stop = stop
+        self._on_change: Callable[[], None] = lambda: None
+        self._test_collector: Collector | None = None
+
+    @override
+    def bind(self, on_change: Callable[[], None]) -> None:
         self._on_change = on_change
+
+    @override
+    def points(self) -> Collection[str]:
+        kinds = {type(e.trigger) for e in self._events.values()}
+        points = {point for kind, point in _TRIGGER_POINTS.items() if kind in kinds}
+        if Every in kinds:
+            points |= {"on_run_start", "on_training_step_end", "on_epoch_end"}
+        return points
 
     def register(self, name: str, callback: EventCallback, *, trigger: Trigger) -> None:
         """Register ``callback`` under ``name``, fired by ``trigger``.
@@ -214,38 +257,77 @@ class EventManager:
 
     def trigger(self, name: str) -> None:
         """Fire the event ``name`` now (any event, whatever its trigger)."""
-        self._fire(name, self._get(name), self._counters(), None, None)
+        self._fire(name, self._get(name), self._counters(), self._stop)
 
-    # ------------------------------------------------------------------ for the trainer
+    # ------------------------------------------------------------------ the loop points
+    @override
+    def on_run_start(self, ctx: RunContext, setup: SetupInfo) -> None:
+        self.reset_baselines()
+        self.fire(ctx, OnStartup)
+
+    @override
+    def on_episodes_end(self, ctx: RunContext, ended: EpisodesEnded) -> None:
+        if ended.test == (self.scope == "eval"):
+            self.fire(ctx, OnEpisodeEnd, env_ids=ended.env_ids, collector=ended.collector)
+
+    @override
+    def on_envs_reset(self, ctx: RunContext, reset: EnvsReset) -> None:
+        if reset.test == (self.scope == "eval"):
+            self.fire(ctx, OnReset, env_ids=reset.env_ids, collector=reset.collector)
+
+    @override
+    def on_training_step_end(self, ctx: RunContext, summary: StepSummary) -> None:
+        self.check_every(ctx, epoch_closed=False)
+
+    @override
+    def on_test_start(self, ctx: RunContext) -> None:
+        self.fire(ctx, OnTestStart, collector=self._test_collector)
+
+    @override
+    def on_test_end(self, ctx: RunContext, result: TestResult) -> None:
+        self.fire(ctx, OnTestEnd, collector=self._test_collector)
+
+    @override
+    def on_epoch_end(self, ctx: RunContext, stats: EpochStats) -> None:
+        self.check_every(ctx, epoch_closed=True)
+
+    @override
+    def on_run_end(self, ctx: RunContext, info: InfoStats) -> None:
+        self.fire(ctx, OnShutdown)
+
+    def watch_test_collector(self, collector: Collector | None) -> None:
+        """The collector passed to OnTestStart / OnTestEnd events (the trainer's test collector)."""
+        self._test_collector = collector
+
+    # ------------------------------------------------------------------ firing
     def fire(
-        self, kind: type, *, env_ids: np.ndarray | None = None, collector: Collector | None = None
+        self,
+        ctx: RunContext,
+        kind: type,
+        *,
+        env_ids: np.ndarray | None = None,
+        collector: Collector | None = None,
     ) -> None:
         """Fire every event whose trigger is of type ``kind`` (not Every)."""
-        matching = [(n, e) for n, e in self._events.items() if isinstance(e.trigger, kind)]
-        if not matching:
-            return
-        counters = self._counters()
-        for name, event in matching:
-            self._fire(name, event, counters, env_ids, collector)
+        for name, event in [(n, e) for n, e in self._events.items() if isinstance(e.trigger, kind)]:
+            self._fire(name, event, ctx.counters, ctx.request_stop, env_ids=env_ids, collector=collector)
 
-    def check_every(self, *, epoch_closed: bool) -> None:
+    def check_every(self, ctx: RunContext, *, epoch_closed: bool) -> None:
         """Fire Every events that are due: step units always, the epoch unit when an epoch closed."""
-        if not any(isinstance(e.trigger, Every) for e in self._events.values()):
-            return
-        counters = self._counters()
+        counters = ctx.counters
         for name, event in list(self._events.items()):
             trigger = event.trigger
             if not isinstance(trigger, Every):
                 continue
             if trigger.unit == EventUnit.EPOCH:
                 if epoch_closed and counters.epoch % trigger.n == 0:
-                    self._fire(name, event, counters, None, None)
+                    self._fire(name, event, counters, ctx.request_stop)
                 continue
             value = int(getattr(counters, trigger.unit.value))
             due = value // trigger.n > event.last // trigger.n
             event.last = value
             if due:
-                self._fire(name, event, counters, None, None)
+                self._fire(name, event, counters, ctx.request_stop)
 
     def reset_baselines(self) -> None:
         """Every events count from the counters as they are now (at the start of a run)."""
@@ -295,11 +377,13 @@ class EventManager:
         name: str,
         event: _Event,
         counters: Counters,
-        env_ids: np.ndarray | None,
-        collector: Collector | None,
+        request_stop: Callable[[str], None],
+        *,
+        env_ids: np.ndarray | None = None,
+        collector: Collector | None = None,
     ) -> None:
         def stop(reason: str) -> None:
-            self._stop(f"{self.scope} event {name!r}: {reason}")
+            request_stop(f"{self.scope} event {name!r}: {reason}")
 
         ctx = EventContext(
             name=name,

@@ -8,19 +8,34 @@ payload (mypy catches the same through the per-stage overloads).
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import types
 import typing
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from typing import Any, Literal, TypeVar, overload
 
+import torch
+from typing_extensions import override
+
+from tshtrain.algorithm.base import TrainingStats
+from tshtrain.data.batch import TransitionBatch
 from tshtrain.errors import ConfigurationError
+from tshtrain.trainer.callbacks import (
+    Callback,
+    CollectedBatch,
+    OptimizerStep,
+    RunContext,
+    SetupInfo,
+    StepSummary,
+    TestResult,
+)
+from tshtrain.trainer.dispatch import merge_scalar
 from tshtrain.trainer.hooks import (
     IN_UPDATE_STAGES,
     LOG_STAGES,
     TRANSFORM_STAGES,
     BatchProcessHook,
-    Counters,
     HookContext,
     HookScalars,
     HookStage,
@@ -39,6 +54,24 @@ from tshtrain.trainer.hooks import (
     StopTraining,
     stage_payload_types,
 )
+from tshtrain.trainer.stats import InfoStats
+
+_STAGE_POINTS: dict[HookStage, str] = {
+    HookStage.SETUP: "on_run_start",
+    HookStage.BATCH_PROCESS: "after_collect",
+    HookStage.PRE_STEPS_LOG: "after_collect",
+    HookStage.PRE_UPDATE: "before_update",
+    HookStage.PROCESS_OPTIM_BATCH: "on_sampled_batch",
+    HookStage.POST_LOSS: "on_loss",
+    HookStage.POST_OPTIM: "on_optimizer_step",
+    HookStage.POST_OPTIM_LOG: "on_optimizer_step",
+    HookStage.POST_UPDATE: "after_update",
+    HookStage.POST_STEPS_LOG: "on_training_step_end",
+    HookStage.PRE_TEST: "on_test_start",
+    HookStage.POST_TEST: "on_test_end",
+    HookStage.SHUTDOWN: "on_run_end",
+}
+"""the callback point at which each stage's hooks run"""
 
 AnyHook = Callable[[HookContext[Any]], Any]
 _T = TypeVar("_T")
@@ -149,26 +182,25 @@ def _check_return(stage: HookStage, annotation: Any, where: str) -> None:
             )
 
 
-class HookRegistry:
-    """Hooks by stage, in registration order; see :meth:`register`."""
+class HookRegistry(Callback):
+    """Hooks by stage, in registration order (see :meth:`register`); to the trainer, one callback."""
 
-    def __init__(
-        self,
-        *,
-        counters: Callable[[], Counters],
-        stop: Callable[[str], None],
-        on_change: Callable[[], None],
-    ):
-        """Args:
-        counters: the trainer's counters now.
-        stop: ends training after the current training step, with a detail message.
-        on_change: called after every registration (the trainer re-attaches what the hooks need).
-        """
+    names_its_stops = True
+
+    def __init__(self) -> None:
         self._hooks: dict[HookStage, dict[str, AnyHook]] = {stage: {} for stage in HookStage}
         self._owners: dict[str, Any] = {}
-        self._counters = counters
-        self._stop = stop
+        self._on_change: Callable[[], None] = lambda: None
+
+    @override
+    def bind(self, on_change: Callable[[], None]) -> None:
         self._on_change = on_change
+
+    @override
+    def points(self) -> Collection[str]:
+        return frozenset(_STAGE_POINTS[stage] for stage, hooks in self._hooks.items() if hooks) | (
+            {"before_update"} if self._hooks[HookStage.PRE_STEPS_LOG] else set()
+        )
 
     # ------------------------------------------------------------------ registration
     @overload
@@ -312,43 +344,88 @@ class HookRegistry:
         """True if any hook is registered at ``stage``."""
         return bool(self._hooks[stage])
 
+    # ------------------------------------------------------------------ the loop points
+    @override
+    def on_run_start(self, ctx: RunContext, setup: SetupInfo) -> None:
+        self.call(ctx, HookStage.SETUP, setup)
+
+    @override
+    def after_collect(self, ctx: RunContext, batch: CollectedBatch) -> CollectedBatch | None:
+        stat = batch.collect_stat
+        batch = self.transform(ctx, HookStage.BATCH_PROCESS, batch)
+        self.log(ctx, HookStage.PRE_STEPS_LOG, stat)
+        return batch
+
+    @override
+    def before_update(self, ctx: RunContext, batch: CollectedBatch | None) -> None:
+        if batch is None:  # offline: the training step starts with its update
+            self.log(ctx, HookStage.PRE_STEPS_LOG, None)
+        self.call(ctx, HookStage.PRE_UPDATE, batch)
+
+    @override
+    def on_sampled_batch(self, ctx: RunContext, batch: TransitionBatch) -> TransitionBatch | None:
+        return self.transform(ctx, HookStage.PROCESS_OPTIM_BATCH, batch)
+
+    @override
+    def on_loss(self, ctx: RunContext, losses: Mapping[str, torch.Tensor]) -> None:
+        self.call(ctx, HookStage.POST_LOSS, losses)
+
+    @override
+    def on_optimizer_step(self, ctx: RunContext, step: OptimizerStep) -> None:
+        self.call(ctx, HookStage.POST_OPTIM, step)
+        self.log(ctx, HookStage.POST_OPTIM_LOG, step)
+
+    @override
+    def after_update(self, ctx: RunContext, stats: TrainingStats) -> None:
+        self.call(ctx, HookStage.POST_UPDATE, stats)
+
+    @override
+    def on_training_step_end(self, ctx: RunContext, summary: StepSummary) -> None:
+        # the stage predates the callback protocol: its hooks see the step not yet counted
+        counters = dataclasses.replace(ctx.counters, training_step=ctx.counters.training_step - 1)
+        self.log(dataclasses.replace(ctx, counters=counters), HookStage.POST_STEPS_LOG, summary)
+
+    @override
+    def on_test_start(self, ctx: RunContext) -> None:
+        self.call(ctx, HookStage.PRE_TEST, None)
+
+    @override
+    def on_test_end(self, ctx: RunContext, result: TestResult) -> None:
+        self.call(ctx, HookStage.POST_TEST, result)
+
+    @override
+    def on_run_end(self, ctx: RunContext, info: InfoStats) -> None:
+        self.call(ctx, HookStage.SHUTDOWN, info)
+
     # ------------------------------------------------------------------ calling
-    def _context(self, stage: HookStage, name: str, data: object, counters: Counters) -> HookContext[Any]:
+    def _context(self, ctx: RunContext, stage: HookStage, name: str, data: object) -> HookContext[Any]:
         def stop(reason: str) -> None:
-            self._stop(f"hook {name!r} ({stage.value}): {reason}")
+            ctx.request_stop(f"hook {name!r} ({stage.value}): {reason}")
 
-        return HookContext(stage=stage, name=name, counters=counters, data=data, stop=stop)
+        return HookContext(stage=stage, name=name, counters=ctx.counters, data=data, stop=stop)
 
-    def _call(self, stage: HookStage, name: str, hook: AnyHook, data: object, counters: Counters) -> Any:
+    def _call(self, ctx: RunContext, stage: HookStage, name: str, hook: AnyHook, data: object) -> Any:
         if stage in IN_UPDATE_STAGES:  # a stop must abandon the update: let it propagate, named
             try:
-                return hook(self._context(stage, name, data, counters))
+                return hook(self._context(ctx, stage, name, data))
             except StopTraining as stop:
                 raise StopTraining(f"hook {name!r} ({stage.value}): {stop.reason}") from None
         try:
-            return hook(self._context(stage, name, data, counters))
+            return hook(self._context(ctx, stage, name, data))
         except StopTraining as stop:
-            self._stop(f"hook {name!r} ({stage.value}): {stop.reason}")
+            ctx.request_stop(f"hook {name!r} ({stage.value}): {stop.reason}")
             return None
 
-    def call(self, stage: HookStage, data: object) -> None:
+    def call(self, ctx: RunContext, stage: HookStage, data: object) -> None:
         """Call every hook at ``stage`` with ``data``."""
-        hooks = self._hooks[stage]
-        if not hooks:
-            return
-        counters = self._counters()
-        for name, hook in list(hooks.items()):
-            self._call(stage, name, hook, data, counters)
+        for name, hook in list(self._hooks[stage].items()):
+            self._call(ctx, stage, name, hook, data)
 
-    def transform(self, stage: HookStage, data: _T) -> _T:
+    def transform(self, ctx: RunContext, stage: HookStage, data: _T) -> _T:
         """Chain the hooks of a transform stage: each gets the previous one's result (None: unchanged)."""
-        hooks = self._hooks[stage]
-        if not hooks:
-            return data
-        counters = self._counters()
         expected = TRANSFORM_STAGES[stage]
-        for name, hook in list(hooks.items()):
-            result = self._call(stage, name, hook, data, counters)
+        for name, hook in list(self._hooks[stage].items()):
+            result = self._call(ctx, stage, name, hook, data)
             if result is None:
                 continue
             if not isinstance(result, expected):
@@ -359,16 +436,15 @@ class HookRegistry:
             data = typing.cast(_T, result)
         return data
 
-    def collect_scalars(self, stage: HookStage, data: object) -> tuple[dict[str, float], dict[str, float]]:
-        """Call the hooks of a log stage; returns (all scalars, those marked for the progress bar)."""
+    def log(self, ctx: RunContext, stage: HookStage, data: object) -> None:
+        """Call the hooks of a log stage; their scalars go to ``ctx.log`` (a name twice is an error)."""
         hooks = self._hooks[stage]
-        scalars: dict[str, float] = {}
-        progress: dict[str, float] = {}
         if not hooks:
-            return scalars, progress
-        counters = self._counters()
+            return
+        scalars: dict[str, float] = {}
+        progress: set[str] = set()
         for name, hook in list(hooks.items()):
-            output = self._call(stage, name, hook, data, counters)
+            output = self._call(ctx, stage, name, hook, data)
             if output is None:
                 continue
             marked: frozenset[str] = frozenset()
@@ -383,8 +459,8 @@ class HookRegistry:
             for key, value in output.items():
                 merge_scalar(scalars, key, value, f"hook {name!r}")
                 if key in marked:
-                    progress[key] = scalars[key]
-        return scalars, progress
+                    progress.add(key)
+        ctx.log(HookScalars(scalars, progress_bar=frozenset(progress)))
 
     # ------------------------------------------------------------------ state
     def state_dict(self) -> dict[str, Any]:
@@ -403,17 +479,3 @@ class HookRegistry:
         for name, owner in self._owners.items():
             if name in state:
                 owner.load_state_dict(state[name])
-
-
-def merge_scalar(target: dict[str, float], key: str, value: object, source: str) -> None:
-    """Add one logged scalar, refusing non-numbers and names already taken."""
-    if key in target:
-        raise ConfigurationError(
-            f"{source} logs {key!r}, which another hook or the trainer's own record already logs; rename it."
-        )
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        try:
-            value = float(value)  # type: ignore[arg-type]  # 0-dim tensors and numpy scalars
-        except (TypeError, ValueError):
-            raise TypeError(f"{source} logs {key!r} = {value!r}; logged values must be numbers.") from None
-    target[key] = float(value)

@@ -1,4 +1,6 @@
-"""Hook stages: what a hook at each stage receives and returns (the registry is in ``hook_registry``).
+"""Hook stages (TorchRL's trainer hooks), an adapter onto :class:`~tshtrain.trainer.callbacks.Callback`.
+
+What a hook at each stage receives and returns; the registry, itself a callback, is in ``hook_registry``.
 
 A hook is a callable taking one frozen :class:`HookContext` whose ``data`` is the stage's payload. The
 stages, in loop order (``docs/hooks.md`` draws the whole loop):
@@ -30,19 +32,26 @@ reason ``hook``, ``InfoStats.stop_detail`` names the hook and the reason) or rai
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any, Generic, Protocol, TypeAlias, TypeVar
+from typing import Generic, Protocol, TypeAlias, TypeVar
 
-import numpy as np
 import torch
 
-from tshtrain.algorithm.base import Algorithm, TrainingStats
-from tshtrain.data.batch import RolloutBatch, TransitionBatch
-from tshtrain.data.buffer import BaseReplayBuffer, BufferLayout
+from tshtrain.algorithm.base import TrainingStats
+from tshtrain.counters import Counters
+from tshtrain.data.batch import TransitionBatch
 from tshtrain.data.stats import CollectStats
-from tshtrain.errors import ConfigurationError
+from tshtrain.trainer.callbacks import (
+    CollectedBatch,
+    HookScalars,
+    OptimizerStep,
+    SetupInfo,
+    StepSummary,
+    StopTraining,
+    TestResult,
+)
 from tshtrain.trainer.stats import InfoStats
 
 
@@ -89,34 +98,6 @@ IN_UPDATE_STAGES = frozenset(
 """stages that run inside ``algorithm.update``: a :class:`StopTraining` raised there aborts the update"""
 
 
-class StopTraining(Exception):  # noqa: N818 - a control-flow signal, not an error
-    """Raise from a hook or an event callback to end training at once, with ``reason``.
-
-    Inside an update (process_optim_batch, post_loss, post_optim, post_optim_log) the update is
-    abandoned where it is, so e.g. the optimizer step of a NaN loss is not taken. Elsewhere it has the
-    effect of ``ctx.request_stop(reason)``.
-    """
-
-    def __init__(self, reason: str):
-        super().__init__(reason)
-        self.reason = reason
-
-
-@dataclass(frozen=True, kw_only=True)
-class Counters:
-    """The trainer's counters when a hook or an event is called (docs/concepts.md, "Counters")."""
-
-    epoch: int
-    env_step: int
-    env_episode: int
-    update_step: int
-    gradient_step: int
-    test_step: int
-    test_episode: int
-    training_step: int
-    """training steps completed in this run"""
-
-
 T_co = TypeVar("T_co", covariant=True)
 
 
@@ -138,128 +119,7 @@ class HookContext(Generic[T_co]):
         self.stop(reason)
 
 
-# ============================================================================ payloads
-
-
-@dataclass(frozen=True, kw_only=True)
-class SetupInfo:
-    """Payload of ``setup``."""
-
-    algorithm: Algorithm[Any]
-    """the algorithm being trained"""
-    buffer: BaseReplayBuffer | None
-    """the training collector's buffer (online) or the dataset (offline)"""
-    offline: bool
-    """True for offline training (``buffer`` is the dataset; there are no collection steps)"""
-    resumed: bool
-    """True when the run continues from a checkpoint (no reset happened)"""
-
-
-def new_buffer_indices(buffer: BaseReplayBuffer, before: BufferLayout, n_collected: int) -> np.ndarray:
-    """Flat indices of the transitions written since ``before`` (grouped by column, oldest first).
-
-    Exact unless a column received its whole capacity or more in one collection step; then all rows
-    of the full columns are returned (the newest data is among them).
-    """
-    after = buffer.layout()
-    cap = after.column_capacity
-    ptr_before = np.asarray(before.ptr, dtype=np.int64)
-    ptr_after = np.asarray(after.ptr, dtype=np.int64)
-    length_after = np.asarray(after.length, dtype=np.int64)
-    added = (ptr_after - ptr_before) % cap
-    if int(added.sum()) < n_collected:  # some column wrapped around completely
-        added = np.where((length_after == cap) & (added == 0), cap, added)
-    columns = [
-        ((ptr_after[e] - added[e] + np.arange(added[e])) % cap) * after.num_columns + e
-        for e in np.flatnonzero(added)
-    ]
-    return np.concatenate(columns) if columns else np.zeros(0, dtype=np.int64)
-
-
-@dataclass(frozen=True, kw_only=True)
-class CollectedBatch:
-    """Payload of ``batch_process`` and ``pre_update``: the data of one collection step.
-
-    A ``batch_process`` hook returns ``dataclasses.replace(batch, rollout=...)`` to change what an
-    on-policy update receives. Off-policy the data already sits in the replay buffer: change samples
-    in ``process_optim_batch``, or read (and, with care, rewrite) the new transitions through
-    :meth:`new_indices`. ``collect_stat`` is informational: counters and the ``training`` record come
-    from the collection itself.
-    """
-
-    collect_stat: CollectStats
-    """statistics of the collection step"""
-    rollout: RolloutBatch | None
-    """on-policy: the rollout the update will receive; None off-policy"""
-    buffer: BaseReplayBuffer
-    """the training buffer (it holds the new transitions)"""
-    layout_before: BufferLayout = field(repr=False)
-    """the buffer's write positions before the collection step (see :meth:`new_indices`)"""
-
-    def new_indices(self) -> np.ndarray:
-        """Flat buffer indices of the transitions of this collection step (O(new data))."""
-        return new_buffer_indices(self.buffer, self.layout_before, self.collect_stat.n_collected_steps)
-
-    def new_transitions(self) -> TransitionBatch:
-        """The transitions of this collection step, read from the buffer (a copy)."""
-        return self.buffer.get(self.new_indices())
-
-
-@dataclass(frozen=True, kw_only=True)
-class OptimizerStep:
-    """Payload of ``post_optim`` and ``post_optim_log``: the optimizer that just stepped."""
-
-    name: str
-    """its name in ``algorithm.components()``, e.g. ``"optim"``, ``"critic_optim"``"""
-    optimizer: torch.optim.Optimizer
-
-
-@dataclass(frozen=True, kw_only=True)
-class StepSummary:
-    """Payload of ``post_steps_log``: what the training step did."""
-
-    collect_stat: CollectStats | None
-    """the collection step (None offline)"""
-    training_stat: TrainingStats | None
-    """the update step (None if it was skipped)"""
-
-
-@dataclass(frozen=True, kw_only=True)
-class TestResult:
-    """Payload of ``post_test``."""
-
-    __test__ = False  # not a pytest test class
-
-    collect_stat: CollectStats
-    """the test step's episodes"""
-    score: float
-    """its score (compute_score_fn, or the mean return)"""
-    is_best: bool
-    """True if it set a new best score"""
-
-
 # ============================================================================ log output
-
-
-@dataclass(frozen=True)
-class HookScalars:
-    """Scalars returned by a log hook, some of them marked for the progress bar.
-
-    A log hook may also return a plain ``Mapping[str, float]`` (nothing in the progress bar) or None.
-    """
-
-    scalars: Mapping[str, float]
-    """name -> value"""
-    progress_bar: Collection[str] = ()
-    """names of ``scalars`` that also appear in the progress bar's postfix"""
-
-    def __post_init__(self) -> None:
-        unknown = sorted(set(self.progress_bar) - set(self.scalars))
-        if unknown:
-            raise ConfigurationError(
-                f"HookScalars.progress_bar names {unknown}, which are not among the scalars "
-                f"{sorted(self.scalars)}; mark only scalars the hook returns."
-            )
 
 
 LogOutput: TypeAlias = Mapping[str, float] | HookScalars | None
@@ -349,3 +209,21 @@ TRANSFORM_STAGES: Mapping[HookStage, type] = {
 
 LOG_STAGES = frozenset({HookStage.PRE_STEPS_LOG, HookStage.POST_OPTIM_LOG, HookStage.POST_STEPS_LOG})
 """stages whose hooks return scalars to log"""
+
+
+__all__ = [
+    "IN_UPDATE_STAGES",
+    "LOG_STAGES",
+    "TRANSFORM_STAGES",
+    "CollectedBatch",
+    "Counters",
+    "HookContext",
+    "HookScalars",
+    "HookStage",
+    "LogOutput",
+    "OptimizerStep",
+    "SetupInfo",
+    "StepSummary",
+    "StopTraining",
+    "TestResult",
+]

@@ -23,7 +23,7 @@ from tshtrain.data.collector import Collector
 from tshtrain.data.stats import CollectStats
 from tshtrain.errors import ConfigurationError
 from tshtrain.logger.base import Logger
-from tshtrain.trainer.checkpoint import CheckpointParams
+from tshtrain.trainer.checkpoint_params import CheckpointParams
 
 
 def _positive_int(owner: str, name: str, value: object, *, allow_none: bool = False) -> None:

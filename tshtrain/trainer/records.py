@@ -21,7 +21,7 @@ info     epoch          ``InfoStats.as_scalars()``: counters, best result, ``tim
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 import torch
@@ -71,21 +71,28 @@ class EpisodeWindow:
         }
 
 
+class LogPositions(Protocol):
+    """Where the last record of each scope was written (the run state keeps it)."""
+
+    last_logged: dict[LogScope, int | None]
+
+
 class LogGate:
     """Interval gating: which records are written, and the writing itself.
 
     The first record of a scope is always written; after that a record is written when its step is at
-    least the scope's interval past the last *written* step of that scope.
+    least the scope's interval past the last *written* step of that scope (``positions.last_logged``,
+    which the gate advances).
     """
 
-    def __init__(self, logger: Logger):
+    def __init__(self, logger: Logger, positions: LogPositions):
         self.logger = logger
-        self.last_logged: dict[LogScope, int | None] = dict.fromkeys(LogScope)
+        self._positions = positions
 
-    def reset(self, last_logged: Mapping[LogScope, int] | None = None) -> None:
-        """Forget what was written (or continue from ``last_logged``, when resuming)."""
-        self.last_logged = dict.fromkeys(LogScope)
-        self.last_logged.update(last_logged or {})
+    @property
+    def last_logged(self) -> dict[LogScope, int | None]:
+        """The last step written per scope (None: never)."""
+        return self._positions.last_logged
 
     def due(self, scope: LogScope, step: int) -> bool:
         """Would a record of ``scope`` at ``step`` be written?"""

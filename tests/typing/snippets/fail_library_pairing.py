@@ -12,8 +12,15 @@ from tshtrain.trainer import (
 )
 
 
-def wrong(ppo: PPO, a2c: A2C, sac: SAC, td3: TD3, on: OnPolicyTrainerParams, off: OffPolicyTrainerParams,
-          offline: OfflineTrainerParams) -> None:
+def wrong(
+    ppo: PPO,
+    a2c: A2C,
+    sac: SAC,
+    td3: TD3,
+    on: OnPolicyTrainerParams,
+    off: OffPolicyTrainerParams,
+    offline: OfflineTrainerParams,
+) -> None:
     OffPolicyTrainer(ppo, off)  # expect-error
     OnPolicyTrainer(sac, on)  # expect-error
     OfflineTrainer(td3, offline)  # expect-error

@@ -16,7 +16,9 @@ def on_policy(ppo: PPO, a2c: A2C, params: OnPolicyTrainerParams) -> InfoStats:
     return run_training(a2c, params)
 
 
-def off_policy(sac: SAC, td3: TD3, ddpg: DDPG, dsac: DiscreteSAC, params: OffPolicyTrainerParams) -> InfoStats:
+def off_policy(
+    sac: SAC, td3: TD3, ddpg: DDPG, dsac: DiscreteSAC, params: OffPolicyTrainerParams
+) -> InfoStats:
     OffPolicyTrainer(sac, params).run()
     OffPolicyTrainer(td3, params).run()
     OffPolicyTrainer(dsac, params).run()

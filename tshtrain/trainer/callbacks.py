@@ -1,0 +1,369 @@
+"""The one way to extend the training loop: :class:`Callback`, one method per point of the loop.
+
+A callback overrides the methods of the points it cares about; every method receives one read-only
+:class:`RunContext` (the counters, the algorithm, ``log`` and ``request_stop``) and the point's
+payload. The loop, in order (``docs/hooks.md`` draws it with the Tianshou callbacks and stage names):
+
+=========================  ==========================================  ==============================
+method                     when                                        payload (return)
+=========================  ==========================================  ==============================
+``on_run_start``           ``reset()`` (or the first training step of  :class:`SetupInfo`
+                           a resumed run), before the initial test
+``on_training_step_start`` at the start of every training step         --
+``on_episodes_end``        after each vector step in which sub-envs    :class:`EpisodesEnded`
+                           ended episodes (training and test)
+``on_envs_reset``          before a collector resets all its sub-envs  :class:`EnvsReset`
+``after_collect``          after each collection step (online)         :class:`CollectedBatch` (a
+                                                                       replacement, or None)
+``before_update``          before the update step                      CollectedBatch (None offline)
+``on_sampled_batch``       inside the update: every sampled batch of   ``TransitionBatch`` (a
+                           off-policy and offline algorithms           replacement, or None)
+``on_loss``                inside the update: losses before backward   ``{name: loss tensor}``
+``on_optimizer_step``      inside the update: after every optimizer    :class:`OptimizerStep`
+                           step
+``after_update``           after the update step                       the update's TrainingStats
+``on_training_step_end``   at the end of every training step (the      :class:`StepSummary`
+                           step is counted in ``ctx.counters``)
+``on_test_start``          at the start of every test step             --
+``on_test_end``            at the end of every test step               :class:`TestResult`
+``on_epoch_end``           after an epoch's test step                  ``EpochStats``
+``on_run_end``             when the run ends (normally or not)         the final ``InfoStats``
+=========================  ==========================================  ==============================
+
+``ctx.log(scalars)`` adds scalars to the record of the point: the training step's ``training`` record
+(from any training-step point) or the ``update`` record of the current ``algorithm.update`` call (from
+the in-update points, averaged over its optimizer steps). ``ctx.request_stop(reason)`` ends training
+after the current training step; raising :class:`StopTraining` ends it at once (inside an update the
+update is abandoned). A callback with ``state_dict()`` / ``load_state_dict(state)`` is saved with
+checkpoints under its name.
+
+Tianshou's params callbacks (``training_fn``, ``test_fn``, ``stop_fn``, ``save_best_fn``,
+``save_checkpoint_fn``), TorchRL-style hook stages (``register_hook``) and the event managers
+(``events``, ``eval_events``) are callbacks too: adapters built on this protocol.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+import torch
+
+from tshtrain.algorithm.base import Algorithm, TrainingStats
+from tshtrain.counters import Counters
+from tshtrain.data.batch import RolloutBatch, TransitionBatch
+from tshtrain.data.buffer import BaseReplayBuffer, BufferLayout
+from tshtrain.data.collector import Collector
+from tshtrain.data.stats import CollectStats
+from tshtrain.errors import ConfigurationError
+from tshtrain.trainer.stats import EpochStats, InfoStats
+
+
+class StopTraining(Exception):  # noqa: N818 - a control-flow signal, not an error
+    """Raise from a callback, hook or event to end training at once, with ``reason``.
+
+    Inside an update (``on_sampled_batch``, ``on_loss``, ``on_optimizer_step``) the update is abandoned
+    where it is, so e.g. the optimizer step of a NaN loss is not taken. Elsewhere it has the effect of
+    ``ctx.request_stop(reason)``.
+    """
+
+    def __init__(self, reason: str):
+        super().__init__(reason)
+        self.reason = reason
+
+
+# ============================================================================ payloads
+
+
+@dataclass(frozen=True, kw_only=True)
+class SetupInfo:
+    """Payload of ``on_run_start``."""
+
+    algorithm: Algorithm[Any]
+    """the algorithm being trained"""
+    buffer: BaseReplayBuffer | None
+    """the training collector's buffer (online) or the dataset (offline)"""
+    offline: bool
+    """True for offline training (``buffer`` is the dataset; there are no collection steps)"""
+    resumed: bool
+    """True when the run continues from a checkpoint (no reset happened)"""
+
+
+def new_buffer_indices(buffer: BaseReplayBuffer, before: BufferLayout, n_collected: int) -> np.ndarray:
+    """Flat indices of the transitions written since ``before`` (grouped by column, oldest first).
+
+    Exact unless a column received its whole capacity or more in one collection step; then all rows
+    of the full columns are returned (the newest data is among them).
+    """
+    after = buffer.layout()
+    cap = after.column_capacity
+    ptr_before = np.asarray(before.ptr, dtype=np.int64)
+    ptr_after = np.asarray(after.ptr, dtype=np.int64)
+    length_after = np.asarray(after.length, dtype=np.int64)
+    added = (ptr_after - ptr_before) % cap
+    if int(added.sum()) < n_collected:  # some column wrapped around completely
+        added = np.where((length_after == cap) & (added == 0), cap, added)
+    columns = [
+        ((ptr_after[e] - added[e] + np.arange(added[e])) % cap) * after.num_columns + e
+        for e in np.flatnonzero(added)
+    ]
+    return np.concatenate(columns) if columns else np.zeros(0, dtype=np.int64)
+
+
+@dataclass(frozen=True, kw_only=True)
+class CollectedBatch:
+    """Payload of ``after_collect`` and ``before_update``: the data of one collection step.
+
+    ``after_collect`` may return ``dataclasses.replace(batch, rollout=...)`` to change what an
+    on-policy update receives. Off-policy the data already sits in the replay buffer: change samples in
+    ``on_sampled_batch``, or read (and, with care, rewrite) the new transitions through
+    :meth:`new_indices`. ``collect_stat`` is informational: counters and the ``training`` record come
+    from the collection itself.
+    """
+
+    collect_stat: CollectStats
+    """statistics of the collection step"""
+    rollout: RolloutBatch | None
+    """on-policy: the rollout the update will receive; None off-policy"""
+    buffer: BaseReplayBuffer
+    """the training buffer (it holds the new transitions)"""
+    layout_before: BufferLayout = field(repr=False)
+    """the buffer's write positions before the collection step (see :meth:`new_indices`)"""
+
+    def new_indices(self) -> np.ndarray:
+        """Flat buffer indices of the transitions of this collection step (O(new data))."""
+        return new_buffer_indices(self.buffer, self.layout_before, self.collect_stat.n_collected_steps)
+
+    def new_transitions(self) -> TransitionBatch:
+        """The transitions of this collection step, read from the buffer (a copy)."""
+        return self.buffer.get(self.new_indices())
+
+
+@dataclass(frozen=True, kw_only=True)
+class OptimizerStep:
+    """Payload of ``on_optimizer_step``: the optimizer that just stepped."""
+
+    name: str
+    """its name in ``algorithm.components()``, e.g. ``"optim"``, ``"critic_optim"``"""
+    optimizer: torch.optim.Optimizer
+
+
+@dataclass(frozen=True, kw_only=True)
+class StepSummary:
+    """Payload of ``on_training_step_end``: what the training step did."""
+
+    collect_stat: CollectStats | None
+    """the collection step (None offline)"""
+    training_stat: TrainingStats | None
+    """the update step (None if it was skipped)"""
+
+
+@dataclass(frozen=True, kw_only=True)
+class TestResult:
+    """Payload of ``on_test_end``."""
+
+    __test__ = False  # not a pytest test class
+
+    collect_stat: CollectStats
+    """the test step's episodes"""
+    score: float
+    """its score (compute_score_fn, or the mean return)"""
+    is_best: bool
+    """True if it set a new best score"""
+    initial: bool = False
+    """True for the test step of ``reset()`` (epoch 0, or the epoch a log-resumed run starts at):
+    ``stop_fn`` is not applied to it, as in Tianshou"""
+
+
+@dataclass(frozen=True, kw_only=True)
+class EpisodesEnded:
+    """Payload of ``on_episodes_end``."""
+
+    env_ids: np.ndarray
+    """the sub-envs that ended an episode (already reset to their next episode: same-step autoreset)"""
+    collector: Collector
+    """the collector whose envs they are"""
+    test: bool
+    """True for the test collector"""
+
+
+@dataclass(frozen=True, kw_only=True)
+class EnvsReset:
+    """Payload of ``on_envs_reset``."""
+
+    env_ids: np.ndarray
+    """the sub-envs about to be reset (all of them)"""
+    collector: Collector
+    """the collector whose envs they are"""
+    test: bool
+    """True for the test collector"""
+
+
+@dataclass(frozen=True)
+class HookScalars:
+    """Scalars to log, some of them marked for the progress bar.
+
+    ``ctx.log`` and log hooks also take a plain ``Mapping[str, float]`` (nothing in the progress bar).
+    """
+
+    scalars: Mapping[str, float]
+    """name -> value"""
+    progress_bar: Collection[str] = ()
+    """names of ``scalars`` that also appear in the progress bar's postfix"""
+
+    def __post_init__(self) -> None:
+        unknown = sorted(set(self.progress_bar) - set(self.scalars))
+        if unknown:
+            raise ConfigurationError(
+                f"HookScalars.progress_bar names {unknown}, which are not among the scalars "
+                f"{sorted(self.scalars)}; mark only scalars the hook returns."
+            )
+
+
+# ============================================================================ the context
+
+
+class LogSink(Protocol):
+    """Where ``ctx.log`` puts scalars (the trainer's record of the current point)."""
+
+    def add(self, scalars: Mapping[str, float], progress: Collection[str], source: str) -> None: ...
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunContext:
+    """What every callback method receives: a read-only view of the run at that point."""
+
+    counters: Counters
+    """the counters now"""
+    algorithm: Algorithm[Any]
+    """the algorithm being trained (read it; change it only where a point is meant for that)"""
+    name: str
+    """the name the callback was added under"""
+    stop: Callable[[str], None] = field(repr=False)
+    """use :meth:`request_stop`"""
+    sink: LogSink = field(repr=False)
+    """use :meth:`log`"""
+
+    def request_stop(self, reason: str) -> None:
+        """End training after the current training step; ``reason`` goes to ``InfoStats.stop_detail``."""
+        self.stop(reason)
+
+    def log(self, scalars: Mapping[str, float] | HookScalars) -> None:
+        """Add scalars to the record of this point (see the module docstring)."""
+        if isinstance(scalars, HookScalars):
+            self.sink.add(scalars.scalars, scalars.progress_bar, self.name)
+        else:
+            self.sink.add(scalars, (), self.name)
+
+
+# ============================================================================ the protocol
+
+
+class Callback:
+    """Override the methods of the loop points you need (see the module docstring); the others do
+    nothing and cost nothing: the trainer calls a callback only at the points its class overrides.
+
+    An adapter whose points change while it lives (hook registries, event managers) overrides
+    :meth:`points` and calls the ``on_change`` it is given by :meth:`bind`.
+    """
+
+    names_its_stops: bool = False
+    """True for adapters whose stop details already name their source (hooks, events); a plain
+    callback's stops are reported as ``callback 'NAME': reason``"""
+
+    def bind(self, on_change: Callable[[], None]) -> None:
+        """Called when the callback is added to a trainer; ``on_change()`` re-reads :meth:`points`."""
+        del on_change
+
+    def points(self) -> Collection[str] | None:
+        """The loop points this callback is active at now (method names); None: those it overrides."""
+        return None
+
+    def on_run_start(self, ctx: RunContext, setup: SetupInfo) -> None:
+        """The run starts."""
+
+    def on_training_step_start(self, ctx: RunContext) -> None:
+        """A training step starts (its epoch is open)."""
+
+    def on_episodes_end(self, ctx: RunContext, ended: EpisodesEnded) -> None:
+        """Sub-envs ended episodes in the last vector step."""
+
+    def on_envs_reset(self, ctx: RunContext, reset: EnvsReset) -> None:
+        """A collector is about to reset all its sub-envs."""
+
+    def after_collect(self, ctx: RunContext, batch: CollectedBatch) -> CollectedBatch | None:
+        """A collection step ended; return a replacement batch or None (unchanged)."""
+        del batch
+        return None
+
+    def before_update(self, ctx: RunContext, batch: CollectedBatch | None) -> None:
+        """The update step is about to run (``batch`` is None offline)."""
+
+    def on_sampled_batch(self, ctx: RunContext, batch: TransitionBatch) -> TransitionBatch | None:
+        """Inside the update: a batch was sampled; return a replacement or None (unchanged)."""
+        del batch
+        return None
+
+    def on_loss(self, ctx: RunContext, losses: Mapping[str, torch.Tensor]) -> None:
+        """Inside the update: losses computed, before their backward pass."""
+
+    def on_optimizer_step(self, ctx: RunContext, step: OptimizerStep) -> None:
+        """Inside the update: an optimizer stepped."""
+
+    def after_update(self, ctx: RunContext, stats: TrainingStats) -> None:
+        """The update step ran."""
+
+    def on_training_step_end(self, ctx: RunContext, summary: StepSummary) -> None:
+        """The training step ended (it is counted in ``ctx.counters.training_step``)."""
+
+    def on_test_start(self, ctx: RunContext) -> None:
+        """A test step starts."""
+
+    def on_test_end(self, ctx: RunContext, result: TestResult) -> None:
+        """A test step ended (best result updated)."""
+
+    def on_epoch_end(self, ctx: RunContext, stats: EpochStats) -> None:
+        """An epoch ended (after its test step)."""
+
+    def on_run_end(self, ctx: RunContext, info: InfoStats) -> None:
+        """The run ended."""
+
+
+POINTS: tuple[str, ...] = (
+    "on_run_start",
+    "on_training_step_start",
+    "on_episodes_end",
+    "on_envs_reset",
+    "after_collect",
+    "before_update",
+    "on_sampled_batch",
+    "on_loss",
+    "on_optimizer_step",
+    "after_update",
+    "on_training_step_end",
+    "on_test_start",
+    "on_test_end",
+    "on_epoch_end",
+    "on_run_end",
+)
+"""the loop points, in loop order"""
+
+IN_UPDATE_POINTS = frozenset({"on_sampled_batch", "on_loss", "on_optimizer_step"})
+"""points called from inside ``algorithm.update``: a StopTraining there abandons the update"""
+
+
+def overridden_points(callback: Callback) -> frozenset[str]:
+    """The points whose method ``type(callback)`` overrides."""
+    cls = type(callback)
+    return frozenset(p for p in POINTS if getattr(cls, p) is not getattr(Callback, p))
+
+
+@runtime_checkable
+class StatefulCallback(Protocol):
+    """A callback whose state is saved with checkpoints."""
+
+    def state_dict(self) -> Any: ...
+
+    def load_state_dict(self, state: Any, /) -> Any: ...

@@ -1,0 +1,269 @@
+"""Calling a trainer's callbacks: who is active where, contexts, log sinks, stops, the in-update bridge.
+
+:class:`CallbackSet` keeps the callbacks of one trainer by name, in the order they were added, and for
+each loop point the list of those active there (a callback is active at the points its class
+overrides, or at those its :meth:`~tshtrain.trainer.callbacks.Callback.points` names), so that a
+point without callbacks costs one dict lookup. :meth:`CallbackSet.update_hooks` gives what the trainer
+passes to ``algorithm.update(..., hooks=...)``: the no-op default unless some callback is active inside
+updates.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Collection, Mapping
+from typing import Any, TypeVar, cast
+
+import torch
+
+from tshtrain.algorithm.base import NO_UPDATE_HOOKS, Algorithm, UpdateHooks
+from tshtrain.counters import Counters
+from tshtrain.data.batch import TransitionBatch
+from tshtrain.errors import ConfigurationError
+from tshtrain.trainer.callbacks import (
+    IN_UPDATE_POINTS,
+    POINTS,
+    Callback,
+    OptimizerStep,
+    RunContext,
+    StatefulCallback,
+    StopTraining,
+    overridden_points,
+)
+
+_T = TypeVar("_T")
+
+
+def merge_scalar(target: dict[str, float], key: str, value: object, source: str) -> None:
+    """Add one logged scalar, refusing non-numbers and names already taken."""
+    if key in target:
+        raise ConfigurationError(
+            f"{source} logs {key!r}, which another hook or the trainer's own record already logs; rename it."
+        )
+    target[key] = as_float(key, value, source)
+
+
+def as_float(key: str, value: object, source: str) -> float:
+    """A logged value as a float (0-dim tensors and numpy scalars too); TypeError for non-numbers."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        try:
+            value = float(value)  # type: ignore[arg-type]  # 0-dim tensors and numpy scalars
+        except (TypeError, ValueError):
+            raise TypeError(f"{source} logs {key!r} = {value!r}; logged values must be numbers.") from None
+    return float(value)
+
+
+class ScalarSink:
+    """Scalars logged into one record; a name logged again replaces the earlier value."""
+
+    def __init__(self, progress: dict[str, float]):
+        self.scalars: dict[str, float] = {}
+        self._progress = progress
+
+    def add(self, scalars: Mapping[str, float], progress: Collection[str], source: str) -> None:
+        for key, value in scalars.items():
+            self.scalars.pop(key, None)
+            self.scalars[key] = as_float(key, value, source)
+            if key in progress:
+                self._progress[key] = self.scalars[key]
+
+
+def mean_scalars(records: list[dict[str, float]]) -> dict[str, float]:
+    """Per-name means over the records that contain each name."""
+    sums: dict[str, float] = {}
+    counts: dict[str, int] = {}
+    for record in records:
+        for key, value in record.items():
+            sums[key] = sums.get(key, 0.0) + value
+            counts[key] = counts.get(key, 0) + 1
+    return {key: total / counts[key] for key, total in sums.items()}
+
+
+class CallbackSet:
+    """The callbacks of one trainer (see the module docstring)."""
+
+    def __init__(
+        self,
+        *,
+        counters: Callable[[], Counters],
+        algorithm: Algorithm[Any],
+        stop: Callable[[str], None],
+    ):
+        """Args:
+        counters: the trainer's counters now.
+        algorithm: the algorithm being trained (shown to callbacks).
+        stop: ends training after the current training step with a detail message.
+        """
+        self._counters = counters
+        self._algorithm = algorithm
+        self._stop = stop
+        self._named: dict[str, Callback] = {}
+        self._active: dict[str, list[tuple[str, Callback]]] = {p: [] for p in POINTS}
+        self._listeners: list[Callable[[], None]] = []
+        self.progress: dict[str, float] = {}
+        """the latest scalars marked for the progress bar"""
+        self.step_sink = ScalarSink(self.progress)
+        """the scalars of the current training step's ``training`` record"""
+        self._update_sink: ScalarSink | None = None
+
+    # ------------------------------------------------------------------ membership
+    def add(self, callback: Callback, name: str) -> None:
+        """Add ``callback`` under the unique ``name``."""
+        if not isinstance(callback, Callback):
+            raise TypeError(
+                f"add_callback: {name!r} must be a tshtrain.trainer.Callback, got {type(callback).__name__}; "
+                f"subclass Callback and override the points you need."
+            )
+        if not isinstance(name, str) or not name:
+            raise ConfigurationError(f"add_callback: name must be a non-empty str, got {name!r}.")
+        if name in self._named:
+            raise ConfigurationError(f"add_callback: a callback named {name!r} exists already; pass name=...")
+        self._named[name] = callback
+        callback.bind(self.changed)
+        self.changed()
+
+    def on_change(self, listener: Callable[[], None]) -> None:
+        """Call ``listener`` whenever the active points change."""
+        self._listeners.append(listener)
+
+    def changed(self) -> None:
+        """Re-read every callback's active points."""
+        self._active = {p: [] for p in POINTS}
+        for name, callback in self._named.items():
+            points = callback.points()
+            own = overridden_points(callback)
+            for point in own if points is None else own & frozenset(points):
+                self._active[point].append((name, callback))
+        for listener in self._listeners:
+            listener()
+
+    def active(self, point: str) -> bool:
+        """True if some callback is active at ``point``."""
+        return bool(self._active[point])
+
+    def names(self) -> list[str]:
+        """The callbacks' names, in calling order."""
+        return list(self._named)
+
+    # ------------------------------------------------------------------ calling
+    def context(self, name: str, callback: Callback, sink: ScalarSink | None = None) -> RunContext:
+        """The context a callback receives now."""
+
+        def stop(reason: str) -> None:
+            self._stop(reason if callback.names_its_stops else f"callback {name!r}: {reason}")
+
+        return RunContext(
+            counters=self._counters(),
+            algorithm=self._algorithm,
+            name=name,
+            stop=stop,
+            sink=sink if sink is not None else self.step_sink,
+        )
+
+    def call(self, point: str, *payload: object) -> None:
+        """Call every callback active at ``point`` (a point that returns nothing)."""
+        for name, callback in self._active[point]:
+            self._invoke(point, name, callback, payload)
+
+    def transform(self, point: str, data: _T, expected: type) -> _T:
+        """Chain the callbacks of a transforming point: each gets the previous one's result."""
+        for name, callback in self._active[point]:
+            result = self._invoke(point, name, callback, (data,))
+            if result is None:
+                continue
+            if not isinstance(result, expected):
+                raise TypeError(
+                    f"callback {name!r} returned {type(result).__name__} from {point}; it must return a "
+                    f"{expected.__name__} or None."
+                )
+            data = cast(_T, result)
+        return data
+
+    def _invoke(self, point: str, name: str, callback: Callback, payload: tuple[object, ...]) -> Any:
+        method = getattr(callback, point)
+        ctx = self.context(name, callback, self._update_sink if point in IN_UPDATE_POINTS else None)
+        try:
+            return method(ctx, *payload)
+        except StopTraining as signal:
+            detail = signal.reason if callback.names_its_stops else f"callback {name!r}: {signal.reason}"
+            if point in IN_UPDATE_POINTS:  # abandon the update, named
+                raise StopTraining(detail) from None
+            self._stop(detail)
+            return None
+
+    # ------------------------------------------------------------------ inside updates
+    def update_hooks(self) -> UpdateBridge | None:
+        """A fresh bridge for one ``algorithm.update`` call, or None when no callback acts inside
+        updates (then pass :data:`~tshtrain.algorithm.base.NO_UPDATE_HOOKS`)."""
+        if not any(self._active[p] for p in IN_UPDATE_POINTS):
+            return None
+        return UpdateBridge(self)
+
+    # ------------------------------------------------------------------ state
+    def state_dict(self) -> dict[str, Any]:
+        """``{name: state_dict()}`` of every stateful callback."""
+        return {name: cb.state_dict() for name, cb in self._named.items() if isinstance(cb, StatefulCallback)}
+
+    def check_state_dict(self, state: Mapping[str, Any], *, strict: bool = True) -> None:
+        """Raise ConfigurationError unless ``state`` fits the stateful callbacks (with ``strict``)."""
+        stateful = {n for n, cb in self._named.items() if isinstance(cb, StatefulCallback)}
+        missing, unexpected = stateful - set(state), set(state) - stateful
+        if strict and (missing or unexpected):
+            raise ConfigurationError(
+                f"load_extension_state: callback state for {sorted(missing)} is missing and for "
+                f"{sorted(unexpected)} no such stateful callback is added; add the same callbacks under "
+                f"the same names as the run that saved it (or pass strict=False)."
+            )
+
+    def load_state_dict(self, state: Mapping[str, Any], *, strict: bool = True) -> None:
+        """Restore :meth:`state_dict` (checked first with :meth:`check_state_dict`)."""
+        self.check_state_dict(state, strict=strict)
+        for name, callback in self._named.items():
+            if isinstance(callback, StatefulCallback) and name in state:
+                load: Callable[..., Any] = callback.load_state_dict
+                if "strict" in inspect.signature(load).parameters:  # adapters check their members' names
+                    load(state[name], strict=strict)
+                else:
+                    callback.load_state_dict(state[name])
+
+
+class UpdateBridge:
+    """The :class:`~tshtrain.algorithm.base.UpdateHooks` of one ``algorithm.update`` call: calls the
+    callbacks' in-update points and gathers what they log, one record per optimizer step."""
+
+    def __init__(self, callbacks: CallbackSet):
+        self._callbacks = callbacks
+        self._records: list[dict[str, float]] = []
+        self._sink = ScalarSink(callbacks.progress)
+
+    def process_optim_batch(self, batch: TransitionBatch, /) -> TransitionBatch:
+        return self._with_sink(lambda: self._callbacks.transform("on_sampled_batch", batch, TransitionBatch))
+
+    def post_loss(self, losses: Mapping[str, torch.Tensor], /) -> None:
+        self._with_sink(lambda: self._callbacks.call("on_loss", losses))
+
+    def post_optim(self, name: str, optimizer: torch.optim.Optimizer, /) -> None:
+        step = OptimizerStep(name=name, optimizer=optimizer)
+        self._with_sink(lambda: self._callbacks.call("on_optimizer_step", step))
+        self._records.append(self._sink.scalars)
+        self._sink = ScalarSink(self._callbacks.progress)
+
+    def scalars(self) -> dict[str, float]:
+        """The means, per name, of what was logged in this update call."""
+        if self._sink.scalars:
+            self._records.append(self._sink.scalars)
+            self._sink = ScalarSink(self._callbacks.progress)
+        return mean_scalars(self._records)
+
+    def _with_sink(self, call: Callable[[], _T]) -> _T:
+        previous = self._callbacks._update_sink
+        self._callbacks._update_sink = self._sink
+        try:
+            return call()
+        finally:
+            self._callbacks._update_sink = previous
+
+
+def hooks_for(bridge: UpdateBridge | None) -> UpdateHooks:
+    """What to pass as ``algorithm.update(..., hooks=...)``."""
+    return NO_UPDATE_HOOKS if bridge is None else bridge

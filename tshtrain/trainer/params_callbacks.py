@@ -1,0 +1,70 @@
+"""Tianshou's params callbacks as one :class:`~tshtrain.trainer.callbacks.Callback`.
+
+``training_fn(epoch, env_step)`` at ``on_training_step_start``; ``test_fn(epoch, env_step)`` at
+``on_test_start``; ``save_best_fn(algorithm)`` and ``stop_fn(score)`` at ``on_test_end`` (``stop_fn``
+not after the initial test step, as in Tianshou); ``save_checkpoint_fn(epoch, env_step,
+gradient_step)`` at ``on_training_step_end``. ``compute_score_fn`` is how the trainer scores a test
+step, not a loop point; the test-in-training decision (``stop_fn`` on training episodes) is part of the
+training step.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection
+from typing import final
+
+from typing_extensions import override
+
+from tshtrain.trainer.callbacks import Callback, RunContext, StepSummary, TestResult
+from tshtrain.trainer.params import TrainerParams
+from tshtrain.trainer.stats import StopReason
+
+
+@final
+class ParamsCallbacks(Callback):
+    """The params' ``training_fn``, ``test_fn``, ``save_best_fn``, ``stop_fn`` and ``save_checkpoint_fn``."""
+
+    names_its_stops = True
+
+    def __init__(self, params: TrainerParams, finish: Callable[[StopReason], None]):
+        """Args:
+        params: the trainer's params.
+        finish: ends training with a stop reason (``stop_fn`` gives ``StopReason.STOP_FN``).
+        """
+        self._params = params
+        self._finish = finish
+        given = {
+            "on_training_step_start": params.training_fn is not None,
+            "on_test_start": params.test_fn is not None,
+            "on_test_end": params.save_best_fn is not None or params.stop_fn is not None,
+            "on_training_step_end": params.save_checkpoint_fn is not None,
+        }
+        self._points = frozenset(point for point, present in given.items() if present)
+
+    @override
+    def points(self) -> Collection[str]:
+        return self._points
+
+    @override
+    def on_training_step_start(self, ctx: RunContext) -> None:
+        if self._params.training_fn is not None:
+            self._params.training_fn(ctx.counters.epoch, ctx.counters.env_step)
+
+    @override
+    def on_test_start(self, ctx: RunContext) -> None:
+        if self._params.test_fn is not None:
+            self._params.test_fn(ctx.counters.epoch, ctx.counters.env_step)
+
+    @override
+    def on_test_end(self, ctx: RunContext, result: TestResult) -> None:
+        p = self._params
+        if result.is_best and p.save_best_fn is not None:
+            p.save_best_fn(ctx.algorithm)
+        if not result.initial and p.stop_fn is not None and p.stop_fn(result.score):
+            self._finish(StopReason.STOP_FN)
+
+    @override
+    def on_training_step_end(self, ctx: RunContext, summary: StepSummary) -> None:
+        if self._params.save_checkpoint_fn is not None:
+            c = ctx.counters
+            self._params.save_checkpoint_fn(c.epoch, c.env_step, c.gradient_step)

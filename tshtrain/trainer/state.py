@@ -1,0 +1,178 @@
+"""A trainer's whole state for checkpoints: :class:`TrainerState`, the trainer's side of the narrow
+contract :class:`tshtrain.trainer.checkpoint.Checkpointable`.
+
+It aggregates the algorithm's ``state_dict()``, the :class:`~tshtrain.trainer.run_state.RunState`, the
+callbacks' state, the collectors' state, the buffers' generators, the global RNG states and the
+automatic checkpoints' position; the buffers' arrays and the envs are files of their own. A load is
+transactional: everything is parsed and checked first, the live objects are changed after, and if
+applying still fails halfway, what was applied is put back before the error is raised.
+"""
+
+from __future__ import annotations
+
+import copy
+import random
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import numpy as np
+import torch
+
+from tshtrain.algorithm.base import Algorithm
+from tshtrain.counters import Counters
+from tshtrain.data.buffer import BaseReplayBuffer
+from tshtrain.logger.base import Logger, LogScope, RewindableLogger
+from tshtrain.trainer.checkpoint import CheckpointManager
+from tshtrain.trainer.dispatch import CallbackSet
+from tshtrain.trainer.params import TrainerParams
+from tshtrain.trainer.run_state import RunState
+from tshtrain.trainer.steps import StepStrategy
+
+
+class HasRunState(Protocol):
+    """The trainer, as far as its run state goes."""
+
+    state: RunState
+
+
+# ---------------------------------------------------------------------------- global RNG
+def global_rng_state() -> dict[str, Any]:
+    """States of Python's ``random``, NumPy's legacy global generator and torch's CPU generator."""
+    kind, keys, pos, has_gauss, cached = np.random.get_state(legacy=True)
+    return {
+        "python": random.getstate(),
+        "numpy": {
+            "kind": kind,
+            "keys": torch.from_numpy(np.array(keys)),
+            "pos": int(pos),
+            "has_gauss": int(has_gauss),
+            "cached": float(cached),
+        },
+        "torch": torch.get_rng_state(),
+    }
+
+
+def set_global_rng_state(state: Mapping[str, Any]) -> None:
+    """Restore :func:`global_rng_state`."""
+    python = state["python"]
+    random.setstate((python[0], tuple(python[1]), python[2]))
+    legacy = state["numpy"]
+    np.random.set_state(
+        (legacy["kind"], legacy["keys"].numpy(), legacy["pos"], legacy["has_gauss"], legacy["cached"])
+    )
+    torch.set_rng_state(state["torch"])
+
+
+@dataclass(frozen=True, kw_only=True)
+class TrainerState:
+    """A view of one trainer's state (see the module docstring); built by ``Trainer._state_view``."""
+
+    algorithm: Algorithm[Any]
+    trainer_name: str
+    params: TrainerParams
+    run: HasRunState
+    strategy: StepStrategy
+    callbacks: CallbackSet
+    checkpoints: CheckpointManager | None
+    logger: Logger
+
+    # ------------------------------------------------------------------ the Checkpointable contract
+    def counters(self) -> Counters:
+        """The run's counters now."""
+        return self.run.state.counters
+
+    def describe(self) -> dict[str, Any]:
+        """What a checkpoint's manifest says of its trainer (checked again on load)."""
+        c = self.run.state.counters
+        return {
+            "counters": {
+                "epoch": c.epoch,
+                "env_step": c.env_step,
+                "gradient_step": c.gradient_step,
+                "update_step": c.update_step,
+            },
+            "params": str(self.params),
+            "algorithm": type(self.algorithm).__name__,
+            "trainer": self.trainer_name,
+        }
+
+    def buffers(self) -> dict[str, BaseReplayBuffer]:
+        """The buffers a checkpoint may hold the arrays of (not the dataset: it is the user's file)."""
+        return {name: b for name, b in self.strategy.buffers().items() if name != "dataset"}
+
+    def env_snapshots(self) -> dict[str, bytes]:
+        """The collectors' sub-envs, pickled where that is possible."""
+        found: dict[str, bytes] = {}
+        for name, collector in self.strategy.collectors().items():
+            snapshot = collector.env_snapshot()
+            if snapshot is not None:
+                found[name] = snapshot
+        return found
+
+    def state_dict(self) -> dict[str, Any]:
+        """Everything but the buffers' arrays and the env snapshots, as plain values and tensors."""
+        return {
+            "algorithm": self.algorithm.state_dict(),
+            "run": self.run.state.state_dict(),
+            "callbacks": self.callbacks.state_dict(),
+            "collectors": {name: c.state_dict() for name, c in self.strategy.collectors().items()},
+            "buffer_rngs": {name: b.rng.bit_generator.state for name, b in self.strategy.buffers().items()},
+            "rng": global_rng_state(),
+            "env_step_mark": 0 if self.checkpoints is None else self.checkpoints.env_step_mark,
+        }
+
+    def check_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Raise ``ValueError`` naming what does not fit this trainer; changes nothing."""
+        missing = {"algorithm", "run", "callbacks", "collectors", "buffer_rngs", "rng"} - set(state)
+        if missing:
+            raise ValueError(f"the state has no {sorted(missing)}")
+        RunState().load_state_dict(state["run"])  # parses into a throwaway
+        self.callbacks.check_state_dict(state["callbacks"])
+        collectors = self.strategy.collectors()
+        saved = dict(state["collectors"])
+        if set(saved) != set(collectors):
+            raise ValueError(f"the state has collectors {sorted(saved)}, this trainer {sorted(collectors)}")
+        for name, collector in collectors.items():
+            num_envs = int(saved[name]["ep_return"].shape[0])
+            if num_envs != collector.num_envs:
+                raise ValueError(
+                    f"the {name} collector was saved with {num_envs} envs, this one has "
+                    f"{collector.num_envs}; build it with the same number of envs"
+                )
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Check :meth:`check_state_dict`, then apply; put everything back if applying fails."""
+        self.check_state_dict(state)
+        before = copy.deepcopy(self.state_dict())
+        try:
+            self._apply(state)
+        except BaseException:
+            self._apply(before)
+            raise
+
+    def restore_envs(self, snapshots: Mapping[str, bytes | None]) -> None:
+        """Put the collectors' sub-envs back (None: reset them)."""
+        for name, collector in self.strategy.collectors().items():
+            collector.restore_env_snapshot(snapshots.get(name))
+
+    def rewind_logger(self) -> None:
+        """Drop what the logger wrote after the restored point, so that curves continue without
+        duplicates."""
+        if isinstance(self.logger, RewindableLogger):
+            positions = self.run.state.last_logged
+            self.logger.discard_after({LogScope(k): v for k, v in positions.items() if v is not None})
+
+    # ------------------------------------------------------------------ internals
+    def _apply(self, state: Mapping[str, Any]) -> None:
+        self.algorithm.load_state_dict(state["algorithm"])
+        self.run.state.load_state_dict(state["run"])
+        self.callbacks.load_state_dict(state["callbacks"])
+        for name, collector in self.strategy.collectors().items():
+            collector.load_state_dict(state["collectors"][name])
+        for name, buffer in self.strategy.buffers().items():
+            if name in state["buffer_rngs"]:
+                buffer.rng.bit_generator.state = dict(state["buffer_rngs"][name])
+        if self.checkpoints is not None:
+            self.checkpoints.env_step_mark = int(state.get("env_step_mark", 0))
+        set_global_rng_state(state["rng"])
