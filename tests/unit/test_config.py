@@ -13,6 +13,7 @@ from tshtrain.config import (
     SPECS,
     ExperimentError,
     apply_overrides,
+    default_experiment,
     default_experiment_data,
     dumps,
     experiment_data,
@@ -22,6 +23,7 @@ from tshtrain.config import (
     resolve_experiment,
     write_atomic,
 )
+from tshtrain.config.example_files import example_files
 from tshtrain.config.resolve import build_params
 
 EXAMPLE_CONFIGS = Path(__file__).resolve().parents[2] / "examples" / "configs"
@@ -219,11 +221,33 @@ def test_write_atomic_replaces_whole_files_and_leaves_no_temporary(tmp_path: Pat
 
 @pytest.mark.parametrize("path", sorted(EXAMPLE_CONFIGS.glob("*.yaml")), ids=lambda p: p.stem)
 def test_example_configs_match_the_algorithm_defaults(path: Path) -> None:
-    """An example experiment states the algorithm's default settings (plus output_dir and
-    buffer.save_on_exit where another example reads its buffer), so the two cannot drift apart."""
+    """An example experiment states the algorithm's default experiment, except that the two whose replay
+    buffers are the offline examples' datasets set output_dir and buffer.save_on_exit (docs/cli.md)."""
     experiment = load_experiment(str(path))
-    default = resolve_experiment(default_experiment_data(experiment.algorithm.name))
+    spec = get_spec(experiment.algorithm.name)
+    default = resolve_experiment(default_experiment_data(spec.name))
     assert experiment.model_copy(update={"output_dir": None, "buffer": default.buffer}) == default
+    assert set(spec.example_extras) <= {"output_dir", "buffer"}
+    assert set(spec.example_extras.get("buffer", {})) <= {"save_on_exit"}
+    if spec.example_extras:
+        assert spec.name in ("dqn", "sac")
+        assert experiment.output_dir == spec.example_extras["output_dir"] and experiment.buffer.save_on_exit
+    else:
+        assert experiment == default
+
+
+def test_example_configs_are_generated_from_the_registry() -> None:
+    """examples/configs/*.yaml are what scripts/generate_example_configs.py writes from the registry."""
+    expected = example_files()
+    root = EXAMPLE_CONFIGS.parents[1]
+    assert {str(p.relative_to(root)) for p in EXAMPLE_CONFIGS.glob("*")} == set(expected)
+    for relative, text in expected.items():
+        assert (root / relative).read_text(encoding="utf-8") == text, f"{relative} is stale"
+
+
+def test_default_experiment_is_the_resolved_default_data() -> None:
+    assert default_experiment("a2c") == resolve_experiment(default_experiment_data("a2c"))
+    assert default_experiment("a2c").algorithm.params["gae_lambda"] == 1.0
 
 
 def test_every_algorithm_has_an_example_config_and_script() -> None:

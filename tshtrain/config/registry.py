@@ -1,11 +1,15 @@
 """The algorithms an experiment file can name, with their params classes, builders and defaults.
 
-Each :class:`AlgorithmSpec` carries a complete default experiment (``tshtrain config NAME`` prints it):
-the settings of the matching ``examples/`` script, which reach the results in docs/algorithms.md.
+Each :class:`AlgorithmSpec` carries a complete default experiment (``tshtrain config NAME`` prints it).
+This module is the one place where the hyperparameters of these default experiments are written down:
+the matching ``examples/`` script reads its settings from here (``default_experiment(NAME)``), which
+reach the results in docs/algorithms.md, and the experiment files in ``examples/configs/`` are generated
+from here (``python scripts/generate_example_configs.py``); tests check both.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -64,6 +68,11 @@ class AlgorithmSpec:
     """the default experiment (every section but ``algorithm.name``, which is ``name``)"""
     example: str
     """the example script that builds the same run from params objects"""
+    example_config: str
+    """the example experiment file generated from ``defaults`` (plus ``example_extras``)"""
+    example_extras: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    """what the example experiment file sets beyond the default experiment: the online examples whose
+    replay buffers are the offline examples' datasets set ``output_dir`` and ``buffer.save_on_exit``"""
 
 
 def _cartpole(num_training_envs: int = 8, num_test_envs: int = 8) -> dict[str, Any]:
@@ -72,6 +81,21 @@ def _cartpole(num_training_envs: int = 8, num_test_envs: int = 8) -> dict[str, A
 
 def _pendulum() -> dict[str, Any]:
     return {"id": "Pendulum-v1", "num_training_envs": 1, "num_test_envs": 10}
+
+
+_DQN_EXAMPLE_RUN = "runs/dqn-cartpole"
+"""where ``examples/configs/dqn_cartpole.yaml`` writes; its buffer is a dataset of the offline examples"""
+_SAC_EXAMPLE_RUN = "runs/sac-pendulum"
+"""where ``examples/configs/sac_pendulum.yaml`` writes; its buffer is a dataset of the offline examples"""
+
+
+def _saves_dataset(output_dir: str) -> dict[str, Any]:
+    """The example-file extras of an online example whose replay buffer another example learns from."""
+    return {"output_dir": output_dir, "buffer": {"save_on_exit": True}}
+
+
+def _dataset(output_dir: str) -> dict[str, Any]:
+    return {"path": f"{output_dir}/buffer"}
 
 
 _PENDULUM_OFF_POLICY_TRAINER: dict[str, Any] = {
@@ -103,6 +127,7 @@ SPECS: dict[str, AlgorithmSpec] = {
             exploration_model=NoExploration,
             build=builders.build_ppo,
             example="examples/ppo_cartpole.py",
+            example_config="examples/configs/ppo_cartpole.yaml",
             defaults={
                 "env": _cartpole(),
                 "algorithm": {
@@ -137,6 +162,7 @@ SPECS: dict[str, AlgorithmSpec] = {
             exploration_model=NoExploration,
             build=builders.build_a2c,
             example="examples/a2c_cartpole.py",
+            example_config="examples/configs/a2c_cartpole.yaml",
             defaults={
                 "env": _cartpole(),
                 "algorithm": {
@@ -144,6 +170,7 @@ SPECS: dict[str, AlgorithmSpec] = {
                         "lr": 1e-3,
                         "lr_schedule": "linear",
                         "gamma": 0.99,
+                        "gae_lambda": 1.0,  # n-step returns: with 5 steps per env, lambda matters little
                         "ent_coef": 0.0,
                         "advantage_normalization": False,
                     }
@@ -168,6 +195,7 @@ SPECS: dict[str, AlgorithmSpec] = {
             exploration_model=NoExploration,
             build=builders.build_reinforce,
             example="examples/reinforce_cartpole.py",
+            example_config="examples/configs/reinforce_cartpole.yaml",
             defaults={
                 "env": _cartpole(),
                 "algorithm": {"params": {"lr": 1e-3, "gamma": 0.99}},
@@ -192,6 +220,8 @@ SPECS: dict[str, AlgorithmSpec] = {
             exploration_model=EpsilonGreedy,
             build=builders.build_dqn,
             example="examples/dqn_cartpole_475.py",
+            example_config="examples/configs/dqn_cartpole.yaml",
+            example_extras=_saves_dataset(_DQN_EXAMPLE_RUN),
             defaults={
                 "env": _cartpole(1, 10),
                 "algorithm": {
@@ -226,6 +256,7 @@ SPECS: dict[str, AlgorithmSpec] = {
             exploration_model=GaussianNoise,
             build=builders.build_ddpg,
             example="examples/ddpg_pendulum.py",
+            example_config="examples/configs/ddpg_pendulum.yaml",
             defaults={
                 "env": _pendulum(),
                 "algorithm": {
@@ -245,6 +276,7 @@ SPECS: dict[str, AlgorithmSpec] = {
             exploration_model=GaussianNoise,
             build=builders.build_td3,
             example="examples/td3_pendulum.py",
+            example_config="examples/configs/td3_pendulum.yaml",
             defaults={
                 "env": _pendulum(),
                 "algorithm": {
@@ -264,6 +296,8 @@ SPECS: dict[str, AlgorithmSpec] = {
             exploration_model=NoExploration,
             build=builders.build_sac,
             example="examples/sac_pendulum.py",
+            example_config="examples/configs/sac_pendulum.yaml",
+            example_extras=_saves_dataset(_SAC_EXAMPLE_RUN),
             defaults={
                 "env": _pendulum(),
                 "algorithm": {
@@ -283,6 +317,7 @@ SPECS: dict[str, AlgorithmSpec] = {
             exploration_model=NoExploration,
             build=builders.build_discrete_sac,
             example="examples/discrete_sac_cartpole.py",
+            example_config="examples/configs/discrete_sac_cartpole.yaml",
             defaults={
                 "env": _cartpole(10, 10),
                 "algorithm": {
@@ -317,6 +352,7 @@ SPECS: dict[str, AlgorithmSpec] = {
             exploration_model=NoExploration,
             build=builders.build_bc,
             example="examples/bc_cartpole.py",
+            example_config="examples/configs/bc_cartpole.yaml",
             defaults={
                 "env": _cartpole(),
                 "algorithm": {"params": {"lr": 1e-3}},
@@ -326,7 +362,7 @@ SPECS: dict[str, AlgorithmSpec] = {
                     "batch_size": 64,
                     "test_step_num_episodes": 20,
                 },
-                "dataset": {"path": "runs/dqn-cartpole/buffer"},
+                "dataset": _dataset(_DQN_EXAMPLE_RUN),
             },
         ),
         AlgorithmSpec(
@@ -338,6 +374,7 @@ SPECS: dict[str, AlgorithmSpec] = {
             exploration_model=NoExploration,
             build=builders.build_cql,
             example="examples/cql_pendulum.py",
+            example_config="examples/configs/cql_pendulum.yaml",
             defaults={
                 "env": _pendulum(),
                 "algorithm": {
@@ -350,7 +387,7 @@ SPECS: dict[str, AlgorithmSpec] = {
                     "network": {"hidden_sizes": [256, 256]},
                 },
                 "trainer": _OFFLINE_TRAINER,
-                "dataset": {"path": "runs/sac-pendulum/buffer"},
+                "dataset": _dataset(_SAC_EXAMPLE_RUN),
             },
         ),
         AlgorithmSpec(
@@ -362,11 +399,12 @@ SPECS: dict[str, AlgorithmSpec] = {
             exploration_model=NoExploration,
             build=builders.build_td3_bc,
             example="examples/td3_bc_pendulum.py",
+            example_config="examples/configs/td3_bc_pendulum.yaml",
             defaults={
                 "env": _pendulum(),
                 "algorithm": {"params": {"alpha": 2.5}, "network": {"hidden_sizes": [256, 256]}},
                 "trainer": _OFFLINE_TRAINER,
-                "dataset": {"path": "runs/sac-pendulum/buffer"},
+                "dataset": _dataset(_SAC_EXAMPLE_RUN),
             },
         ),
         AlgorithmSpec(
@@ -378,6 +416,7 @@ SPECS: dict[str, AlgorithmSpec] = {
             exploration_model=NoExploration,
             build=builders.build_discrete_cql,
             example="examples/discrete_cql_cartpole.py",
+            example_config="examples/configs/discrete_cql_cartpole.yaml",
             defaults={
                 "env": _cartpole(8, 10),
                 "algorithm": {
@@ -385,7 +424,7 @@ SPECS: dict[str, AlgorithmSpec] = {
                     "network": {"hidden_sizes": [128, 128]},
                 },
                 "trainer": {**_OFFLINE_TRAINER, "batch_size": 64},
-                "dataset": {"path": "runs/dqn-cartpole/buffer"},
+                "dataset": _dataset(_DQN_EXAMPLE_RUN),
             },
         ),
     )

@@ -14,7 +14,7 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from tshtrain.algorithm.schedules import LinearSchedule
-from tshtrain.config.files import ExperimentError, apply_overrides, read_file
+from tshtrain.config.files import ExperimentError, apply_overrides, merge_data, read_file
 from tshtrain.config.models import Experiment, Section
 from tshtrain.config.registry import DEFAULT_ALGORITHM, AlgorithmSpec, Family, did_you_mean, get_spec
 from tshtrain.config.schema import adapter, expected, value_fields
@@ -41,7 +41,13 @@ def trainer_fields(family: Family) -> dict[str, tuple[Any, Any]]:
 def default_experiment_data(name: str = DEFAULT_ALGORITHM) -> dict[str, Any]:
     """The algorithm's default experiment as plain data (before resolving)."""
     spec = get_spec(name)
-    return _merge({"algorithm": {"name": spec.name}}, spec.defaults)
+    return merge_data({"algorithm": {"name": spec.name}}, spec.defaults)
+
+
+def default_experiment(name: str = DEFAULT_ALGORITHM) -> Experiment:
+    """The algorithm's default experiment, resolved: every key filled in (what ``tshtrain config NAME``
+    prints, and where the example scripts read their hyperparameters)."""
+    return resolve_experiment(default_experiment_data(name), f"the default experiment of {name}")
 
 
 def load_experiment(path: str | None, overrides: Sequence[str] = ()) -> Experiment:
@@ -64,7 +70,7 @@ def resolve_experiment(data: Mapping[str, Any], source: str = "experiment") -> E
     except ExperimentError as error:
         raise ExperimentError(f"{source}: {error}") from None
     _check_sections(data, spec, source)
-    merged = _merge(default_experiment_data(spec.name), data)
+    merged = merge_data(default_experiment_data(spec.name), data)
     if "dataset" in data:  # a path and a Minari id are alternatives: the user's choice replaces the default
         merged["dataset"] = data["dataset"]
     _check_keys(merged, Experiment, "", source)
@@ -193,17 +199,6 @@ def _validate_model(model: type[Section], values: Mapping[str, Any], where: str,
 
 
 # ---------------------------------------------------------------------------- helpers
-def _merge(base: Mapping[str, Any], override: Mapping[str, Any]) -> dict[str, Any]:
-    """``override`` laid over ``base``: mappings merge key by key, anything else replaces."""
-    merged = dict(base)
-    for key, value in override.items():
-        if isinstance(value, Mapping) and isinstance(merged.get(key), Mapping):
-            merged[key] = _merge(merged[key], value)
-        else:
-            merged[key] = value
-    return merged
-
-
 def _check_keys(data: Any, model: type[BaseModel], path: str, source: str) -> None:
     """Unknown keys anywhere in the fixed sections: an error with a did-you-mean suggestion."""
     if not isinstance(data, Mapping):
