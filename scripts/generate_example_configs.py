@@ -1,8 +1,8 @@
-"""Write examples/configs/*.yaml from the default experiments of tshtrain/config/registry.py.
+"""Write examples/configs/*.yaml from the default experiments of tshtrain/config/defaults.py.
 
-The registry is the one place where the example runs' hyperparameters are written down; these files are
-generated from it (see tshtrain/config/example_files.py), and tests/unit/test_config.py checks that the
-committed files equal what this script writes.
+tshtrain/config/defaults.py is the one place where the example runs' hyperparameters are written down;
+these files are generated from it (see tshtrain/config/example_files.py), and tests/unit/test_config.py
+checks that the committed files equal what this script writes.
 
 Usage::
 
@@ -24,7 +24,9 @@ from tshtrain.config.example_files import example_files  # noqa: E402
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description="Generate examples/configs/*.yaml from the registry.")
+    parser = argparse.ArgumentParser(
+        description="Generate examples/configs/*.yaml from tshtrain/config/defaults.py."
+    )
     parser.add_argument("--check", action="store_true", help="exit 1 if a file is stale or missing")
     args = parser.parse_args(argv)
     stale = []

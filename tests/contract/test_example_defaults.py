@@ -1,5 +1,5 @@
 """Each algorithm's example script uses the hyperparameters of that algorithm's default experiment
-(tshtrain/config/registry.py, ``tshtrain config ALGO``), so the two cannot drift apart.
+(tshtrain/config/defaults.py, ``tshtrain config ALGO``), so the two cannot drift apart.
 
 The script is run up to the construction of its trainer, which is replaced by a recorder: the test reads
 the algorithm's params object, the trainer params, the env counts and the training buffer it was given.

@@ -1,8 +1,9 @@
-"""The example experiment files (``examples/configs/*.yaml``), generated from the registry.
+"""The example experiment files (``examples/configs/*.yaml``), generated from the default experiments.
 
-Each file states its algorithm's default experiment as the registry writes it (the tuned keys; every
-other key takes its default), plus the spec's ``example_extras``. ``python
-scripts/generate_example_configs.py`` writes them; a test regenerates them in memory and compares.
+Each file states its algorithm's default experiment as :mod:`tshtrain.config.defaults` writes it (the
+tuned keys; every other key takes its default), plus the spec's ``example_extras``.
+``python scripts/generate_example_configs.py`` writes them; a test regenerates them in memory and
+compares.
 """
 
 from __future__ import annotations
@@ -14,14 +15,14 @@ from tshtrain.config.files import dumps, merge_data
 from tshtrain.config.registry import SPECS, AlgorithmSpec, Family
 
 GENERATED_NOTE = (
-    "# Generated from tshtrain/config/registry.py by scripts/generate_example_configs.py; edit the registry."
+    "# Generated from tshtrain/config/defaults.py by scripts/generate_example_configs.py; edit that."
 )
 """the last comment line of every generated file"""
 
 
 def example_file_data(spec: AlgorithmSpec) -> dict[str, Any]:
-    """What the example experiment file of ``spec`` states: the default experiment as the registry
-    writes it, with ``example_extras`` laid over it."""
+    """What the example experiment file of ``spec`` states: the default experiment as
+    :mod:`tshtrain.config.defaults` writes it, with ``example_extras`` laid over it."""
     return merge_data(merge_data({"algorithm": {"name": spec.name}}, spec.defaults), spec.example_extras)
 
 
