@@ -1,5 +1,8 @@
 """Behaviour cloning on CartPole-v1 from a dataset collected by a trained DQN agent.
 
+The hyperparameters of the behaviour cloning agent are those of BC's default experiment
+(tshtrain/config/defaults.py; print them with ``tshtrain config bc``); the dataset is this script's own.
+
 Run: python examples/bc_cartpole.py [--seed 0]
 """
 
@@ -13,12 +16,19 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from dqn_cartpole import train as train_dqn  # noqa: E402
+from dqn_cartpole import train as train_dqn
 
-from tshtrain.algorithm import BehaviorCloning, BCParams, CategoricalPolicy, mlp  # noqa: E402
-from tshtrain.data import Collector, VectorReplayBuffer  # noqa: E402
-from tshtrain.env import make_vector_env  # noqa: E402
-from tshtrain.trainer import OfflineTrainer, OfflineTrainerParams  # noqa: E402
+from tshtrain.algorithm import BCParams, BehaviorCloning, CategoricalPolicy, mlp
+from tshtrain.config import default_experiment
+from tshtrain.data import Collector, VectorReplayBuffer
+from tshtrain.env import make_vector_env
+from tshtrain.trainer import OfflineTrainer, OfflineTrainerParams
+
+EXPERIMENT = default_experiment("bc")
+"""the settings of this example: env, hyperparameters, networks and trainer"""
+HPARAMS = EXPERIMENT.algorithm.params
+TRAINER = EXPERIMENT.trainer
+HIDDEN_SIZES = tuple(EXPERIMENT.algorithm.network["hidden_sizes"])
 
 
 def run(seed: int = 0, dataset_size: int = 10_000, verbose: bool = True) -> tuple[float, float]:
@@ -30,15 +40,17 @@ def run(seed: int = 0, dataset_size: int = 10_000, verbose: bool = True) -> tupl
     expert_return = Collector(expert.policy, envs, seed=seed + 2).collect(n_episode=20, deterministic=True)
 
     torch.manual_seed(seed)
-    policy = CategoricalPolicy(mlp(4, 2, (64, 64)), envs.single_action_space, seed=seed)
-    algorithm = BehaviorCloning(policy=policy, params=BCParams(lr=1e-3))
+    policy = CategoricalPolicy(mlp(4, 2, HIDDEN_SIZES), envs.single_action_space, seed=seed)
+    algorithm = BehaviorCloning(policy=policy, params=BCParams(lr=HPARAMS["lr"]))
     params = OfflineTrainerParams(
         buffer=dataset,
-        test_collector=Collector(policy, make_vector_env("CartPole-v1", 8), seed=seed + 2),
-        max_epochs=3,
-        epoch_num_steps=1000,
-        batch_size=64,
-        test_step_num_episodes=20,
+        test_collector=Collector(
+            policy, make_vector_env(EXPERIMENT.env.id, EXPERIMENT.env.num_test_envs), seed=seed + 2
+        ),
+        max_epochs=TRAINER["max_epochs"],
+        epoch_num_steps=TRAINER["epoch_num_steps"],
+        batch_size=TRAINER["batch_size"],
+        test_step_num_episodes=TRAINER["test_step_num_episodes"],
         verbose=verbose,
     )
     OfflineTrainer(algorithm, params).run()

@@ -10,6 +10,10 @@ reference returns of the normalised score
 ``R_expert`` the SAC agent's final test return and ``R_random`` a uniformly random policy's, both the mean
 over 10 test episodes.
 
+The hyperparameters of the CQL agent are those of CQL's default experiment (tshtrain/config/defaults.py;
+print them with ``tshtrain config cql``); the SAC run that makes the dataset uses SAC's
+(``sac_pendulum.py``); the budget (``--epochs``) is this script's own.
+
 Run: python examples/cql_pendulum.py [--seed 0] [--cache-dir /tmp/tshtrain_datasets]
 """
 
@@ -28,13 +32,21 @@ from torch import nn
 
 sys.path.insert(0, str(Path(__file__).parent))
 
+from sac_pendulum import TRAINER as SAC_TRAINER
 from sac_pendulum import build
 
 from tshtrain.algorithm import CQL, CQLParams, QEnsemble, TanhGaussianPolicy, mlp
+from tshtrain.config import default_experiment
 from tshtrain.data import Collector, load_buffer, save_buffer
 from tshtrain.data.buffer import BaseReplayBuffer
 from tshtrain.env import make_vector_env
 from tshtrain.trainer import OfflineTrainer, OfflineTrainerParams, OffPolicyTrainer, OffPolicyTrainerParams
+
+EXPERIMENT = default_experiment("cql")
+"""the settings of this example: env, hyperparameters, networks and trainer"""
+HPARAMS = EXPERIMENT.algorithm.params
+TRAINER = EXPERIMENT.trainer
+HIDDEN_SIZES = tuple(EXPERIMENT.algorithm.network["hidden_sizes"])
 
 DEFAULT_CACHE_DIR = Path(tempfile.gettempdir()) / "tshtrain_datasets"
 """where datasets are cached unless a directory is given"""
@@ -64,15 +76,16 @@ def pendulum_dataset(
     scores_file = directory / "scores.json"
     if not scores_file.exists():
         algorithm, training_collector, test_collector = build(seed)
+        sac_ratio = SAC_TRAINER["update_step_num_gradient_steps_per_sample"]
         params = OffPolicyTrainerParams(
             training_collector=training_collector,
             test_collector=test_collector,
             max_epochs=num_epochs,
-            epoch_num_steps=1000,
-            collection_step_num_env_steps=1,
-            update_step_num_gradient_steps_per_sample=1.0,
-            batch_size=256,
-            test_step_num_episodes=10,
+            epoch_num_steps=SAC_TRAINER["epoch_num_steps"],
+            collection_step_num_env_steps=SAC_TRAINER["collection_step_num_env_steps"],
+            update_step_num_gradient_steps_per_sample=sac_ratio,
+            batch_size=SAC_TRAINER["batch_size"],
+            test_step_num_episodes=SAC_TRAINER["test_step_num_episodes"],
             show_progress=False,
             verbose=False,
         )
@@ -95,7 +108,7 @@ def pendulum_dataset(
 
 def evaluate(policy: Any, seed: int, num_episodes: int = 10) -> float:
     """Mean return of ``policy`` over ``num_episodes`` deterministic test episodes on Pendulum-v1."""
-    envs = make_vector_env("Pendulum-v1", 10)
+    envs = make_vector_env(EXPERIMENT.env.id, EXPERIMENT.env.num_test_envs)
     stats = Collector(policy, envs, seed=seed + 2000).collect(n_episode=num_episodes, deterministic=True)
     envs.close()
     return float(stats.returns_stat.mean)
@@ -108,19 +121,24 @@ def run(
     returns (mean return over 10 test episodes of the final policy, its normalised score)."""
     data = pendulum_dataset(0, cache_dir=cache_dir, sample_seed=seed)
     torch.manual_seed(seed)
-    space = make_vector_env("Pendulum-v1", 1).single_action_space
-    policy = TanhGaussianPolicy(mlp(3, 2, (256, 256), nn.ReLU), space, seed=seed)
-    critic = QEnsemble(3, 1, (256, 256), num_critics=2)
+    space = make_vector_env(EXPERIMENT.env.id, 1).single_action_space
+    policy = TanhGaussianPolicy(mlp(3, 2, HIDDEN_SIZES, nn.ReLU), space, seed=seed)
+    critic = QEnsemble(3, 1, HIDDEN_SIZES, num_critics=EXPERIMENT.algorithm.network["num_critics"])
     algorithm = CQL(
         policy=policy,
         critic=critic,
-        params=CQLParams(actor_lr=1e-4, critic_lr=3e-4, cql_weight=5.0, num_sampled_actions=5),
+        params=CQLParams(
+            actor_lr=HPARAMS["actor_lr"],
+            critic_lr=HPARAMS["critic_lr"],
+            cql_weight=HPARAMS["cql_weight"],
+            num_sampled_actions=HPARAMS["num_sampled_actions"],
+        ),
     )
     params = OfflineTrainerParams(
         buffer=data.buffer,
         max_epochs=num_epochs,
-        epoch_num_steps=1000,
-        batch_size=256,
+        epoch_num_steps=TRAINER["epoch_num_steps"],
+        batch_size=TRAINER["batch_size"],
         show_progress=False,
         verbose=verbose,
     )

@@ -1,6 +1,9 @@
 """DDPG on Pendulum-v1: one critic, Gaussian exploration noise of std 0.1 (in the policy's [-1, 1]
 action space).
 
+The hyperparameters are those of DDPG's default experiment (tshtrain/config/defaults.py;
+print them with ``tshtrain config ddpg``); the budget (``--max-epochs``) is this script's own.
+
 Run: python examples/ddpg_pendulum.py [--seed 0]
 """
 
@@ -12,27 +15,42 @@ import torch
 from torch import nn
 
 from tshtrain.algorithm import DDPG, DDPGParams, DeterministicActorPolicy, QEnsemble, mlp
+from tshtrain.config import default_experiment
 from tshtrain.data import Collector, ReplayBuffer
 from tshtrain.env import make_vector_env
 from tshtrain.trainer import InfoStats, OffPolicyTrainer, OffPolicyTrainerParams
 
-PREFILL_ENV_STEPS = 1000
+EXPERIMENT = default_experiment("ddpg")
+"""the settings of this example: env, hyperparameters, networks, buffer and trainer"""
+HPARAMS = EXPERIMENT.algorithm.params
+NETWORK = EXPERIMENT.algorithm.network
+TRAINER = EXPERIMENT.trainer
+HIDDEN_SIZES = tuple(NETWORK["hidden_sizes"])
+PREFILL_ENV_STEPS = EXPERIMENT.buffer.prefill_env_steps
 """uniformly random env steps collected before training (not counted by the trainer)"""
 
 
 def build(seed: int = 0) -> tuple[DDPG, Collector, Collector]:
     """The algorithm and its training and test collectors (the buffer prefilled with random steps)."""
     torch.manual_seed(seed)
-    train_envs = make_vector_env("Pendulum-v1", 1)
-    test_envs = make_vector_env("Pendulum-v1", 10)
+    train_envs = make_vector_env(EXPERIMENT.env.id, EXPERIMENT.env.num_training_envs)
+    test_envs = make_vector_env(EXPERIMENT.env.id, EXPERIMENT.env.num_test_envs)
     obs_dim, act_dim = 3, 1
     policy = DeterministicActorPolicy(
-        mlp(obs_dim, act_dim, (256, 256), nn.ReLU), train_envs.single_action_space, noise_std=0.1, seed=seed
+        mlp(obs_dim, act_dim, HIDDEN_SIZES, nn.ReLU),
+        train_envs.single_action_space,
+        noise_std=EXPERIMENT.algorithm.exploration["noise_std"],
+        seed=seed,
     )
-    critic = QEnsemble(obs_dim, act_dim, (256, 256), num_critics=1)
-    params = DDPGParams(actor_lr=1e-3, critic_lr=1e-3, gamma=0.99, tau=0.005)
+    critic = QEnsemble(obs_dim, act_dim, HIDDEN_SIZES, num_critics=NETWORK["num_critics"])
+    params = DDPGParams(
+        actor_lr=HPARAMS["actor_lr"],
+        critic_lr=HPARAMS["critic_lr"],
+        gamma=HPARAMS["gamma"],
+        tau=HPARAMS["tau"],
+    )
     algorithm = DDPG(policy=policy, critic=critic, params=params)
-    buffer = ReplayBuffer(20_000, seed=seed)
+    buffer = ReplayBuffer(EXPERIMENT.buffer.size, seed=seed)
     training_collector = Collector(policy, train_envs, buffer, exploration_noise=True, seed=seed)
     training_collector.collect(n_step=PREFILL_ENV_STEPS, random=True)
     test_collector = Collector(policy, test_envs, seed=seed + 1000)
@@ -40,7 +58,10 @@ def build(seed: int = 0) -> tuple[DDPG, Collector, Collector]:
 
 
 def train(
-    seed: int = 0, max_epochs: int = 19, stop_at: float = -200.0, verbose: bool = True
+    seed: int = 0,
+    max_epochs: int = TRAINER["max_epochs"],
+    stop_at: float = TRAINER["stop_score"],
+    verbose: bool = True,
 ) -> tuple[DDPG, InfoStats]:
     """Train with one gradient step per env step until the mean test return over 10 episodes reaches
     ``stop_at`` or ``max_epochs`` epochs of 1000 env steps end."""
@@ -49,11 +70,11 @@ def train(
         training_collector=training_collector,
         test_collector=test_collector,
         max_epochs=max_epochs,
-        epoch_num_steps=1000,
-        collection_step_num_env_steps=1,
-        update_step_num_gradient_steps_per_sample=1.0,
-        batch_size=256,
-        test_step_num_episodes=10,
+        epoch_num_steps=TRAINER["epoch_num_steps"],
+        collection_step_num_env_steps=TRAINER["collection_step_num_env_steps"],
+        update_step_num_gradient_steps_per_sample=TRAINER["update_step_num_gradient_steps_per_sample"],
+        batch_size=TRAINER["batch_size"],
+        test_step_num_episodes=TRAINER["test_step_num_episodes"],
         stop_fn=lambda score: score >= stop_at,
         verbose=verbose,
     )
@@ -66,7 +87,7 @@ def train(
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--max-epochs", type=int, default=19)
+    parser.add_argument("--max-epochs", type=int, default=TRAINER["max_epochs"])
     args = parser.parse_args()
     torch.set_num_threads(1)
     _, info = train(seed=args.seed, max_epochs=args.max_epochs)

@@ -3,6 +3,10 @@ epsilon-greedy noise (epsilon 0.3), so that the dataset holds good and imperfect
 
 The DQN agent comes from ``examples/dqn_cartpole_475.py``; the dataset is cached with ``save_buffer``.
 
+The hyperparameters of the CQL agent are those of discrete CQL's default experiment
+(tshtrain/config/defaults.py; print them with ``tshtrain config discrete_cql``); the budget is this
+script's own.
+
 Run: python examples/discrete_cql_cartpole.py [--seed 0]
 """
 
@@ -22,10 +26,17 @@ sys.path.insert(0, str(Path(__file__).parent))
 from dqn_cartpole_475 import train as train_dqn
 
 from tshtrain.algorithm import DiscreteCQL, DiscreteCQLParams, EpsilonSchedule, QValuePolicy, mlp
+from tshtrain.config import default_experiment
 from tshtrain.data import Collector, VectorReplayBuffer, load_buffer, save_buffer
 from tshtrain.data.buffer import BaseReplayBuffer
 from tshtrain.env import make_vector_env
 from tshtrain.trainer import OfflineTrainer, OfflineTrainerParams
+
+EXPERIMENT = default_experiment("discrete_cql")
+"""the settings of this example: env, hyperparameters, networks and trainer"""
+HPARAMS = EXPERIMENT.algorithm.params
+TRAINER = EXPERIMENT.trainer
+HIDDEN_SIZES = tuple(EXPERIMENT.algorithm.network["hidden_sizes"])
 
 DEFAULT_CACHE_DIR = Path(tempfile.gettempdir()) / "tshtrain_datasets"
 """where datasets are cached unless a directory is given"""
@@ -64,20 +75,24 @@ def run(
     seed 0; returns (mean return over 10 test episodes of the final policy, the DQN agent's)."""
     dataset, expert_return = cartpole_dataset(0, cache_dir=cache_dir, sample_seed=seed)
     torch.manual_seed(seed)
-    envs = make_vector_env("CartPole-v1", 10)
-    policy = QValuePolicy(mlp(4, 2, (128, 128), nn.ReLU), envs.single_action_space, seed=seed)
-    algorithm = DiscreteCQL(
-        policy=policy, params=DiscreteCQLParams(lr=1e-3, gamma=0.99, target_update_freq=200, cql_weight=1.0)
+    envs = make_vector_env(EXPERIMENT.env.id, EXPERIMENT.env.num_test_envs)
+    policy = QValuePolicy(mlp(4, 2, HIDDEN_SIZES, nn.ReLU), envs.single_action_space, seed=seed)
+    params = DiscreteCQLParams(
+        lr=HPARAMS["lr"],
+        gamma=HPARAMS["gamma"],
+        target_update_freq=HPARAMS["target_update_freq"],
+        cql_weight=HPARAMS["cql_weight"],
     )
-    params = OfflineTrainerParams(
+    algorithm = DiscreteCQL(policy=policy, params=params)
+    trainer_params = OfflineTrainerParams(
         buffer=dataset,
         max_epochs=num_epochs,
-        epoch_num_steps=1000,
-        batch_size=64,
+        epoch_num_steps=TRAINER["epoch_num_steps"],
+        batch_size=TRAINER["batch_size"],
         show_progress=False,
         verbose=verbose,
     )
-    OfflineTrainer(algorithm, params).run()
+    OfflineTrainer(algorithm, trainer_params).run()
     stats = Collector(policy, envs, seed=seed + 2000).collect(n_episode=10, deterministic=True)
     envs.close()
     return float(stats.returns_stat.mean), expert_return

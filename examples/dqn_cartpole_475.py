@@ -8,6 +8,9 @@ the online network into the target network every 10 env steps, but only during c
 target network is refreshed once per update step of 128 gradient steps: ``target_update_freq=128``.
 Like SB3's DQN, no double Q-learning, Huber loss, gradient norm clipped to 10.
 
+The hyperparameters are those of DQN's default experiment (tshtrain/config/defaults.py;
+print them with ``tshtrain config dqn``); the budget (``--max-epochs``) is this script's own.
+
 Run: python examples/dqn_cartpole_475.py [--seed 0]
 """
 
@@ -19,38 +22,52 @@ import torch
 from torch import nn
 
 from tshtrain.algorithm import DQN, DQNParams, EpsilonSchedule, QValuePolicy, mlp
+from tshtrain.config import default_experiment
 from tshtrain.data import Collector, ReplayBuffer
 from tshtrain.env import make_vector_env
 from tshtrain.trainer import InfoStats, OffPolicyTrainer, OffPolicyTrainerParams
 
-PREFILL_ENV_STEPS = 1000
+EXPERIMENT = default_experiment("dqn")
+"""the settings of this example: env, hyperparameters, networks, buffer and trainer"""
+HPARAMS = EXPERIMENT.algorithm.params
+NETWORK = EXPERIMENT.algorithm.network
+TRAINER = EXPERIMENT.trainer
+HIDDEN_SIZES = tuple(NETWORK["hidden_sizes"])
+EXPLORATION = EXPERIMENT.algorithm.exploration
+PREFILL_ENV_STEPS = EXPERIMENT.buffer.prefill_env_steps
 """uniformly random env steps collected before training (not counted by the trainer)"""
-EPOCH_ENV_STEPS = 2560
+EPOCH_ENV_STEPS = TRAINER["epoch_num_steps"]
 """env steps per epoch (10 collection steps of 256), each followed by a test step of 10 episodes"""
 
 
-def build(seed: int = 0, *, n_step: int = 1, is_double: bool = False) -> tuple[DQN, Collector, Collector]:
+def build(
+    seed: int = 0, *, n_step: int = HPARAMS["n_step"], is_double: bool = HPARAMS["is_double"]
+) -> tuple[DQN, Collector, Collector]:
     """The algorithm and its training and test collectors (the buffer prefilled with random steps)."""
     torch.manual_seed(seed)
-    train_envs = make_vector_env("CartPole-v1", 1)
-    test_envs = make_vector_env("CartPole-v1", 10)
+    train_envs = make_vector_env(EXPERIMENT.env.id, EXPERIMENT.env.num_training_envs)
+    test_envs = make_vector_env(EXPERIMENT.env.id, EXPERIMENT.env.num_test_envs)
     policy = QValuePolicy(
-        mlp(4, 2, (256, 256), nn.ReLU),
+        mlp(4, 2, HIDDEN_SIZES, nn.ReLU),
         train_envs.single_action_space,
-        eps_schedule=EpsilonSchedule(start=1.0, end=0.04, num_env_steps=8000),
+        eps_schedule=EpsilonSchedule(
+            start=EXPLORATION["eps_start"],
+            end=EXPLORATION["eps_end"],
+            num_env_steps=EXPLORATION["eps_decay_env_steps"],
+        ),
         seed=seed,
     )
     params = DQNParams(
-        lr=2.3e-3,
-        gamma=0.99,
-        target_update_freq=128,
+        lr=HPARAMS["lr"],
+        gamma=HPARAMS["gamma"],
+        target_update_freq=HPARAMS["target_update_freq"],
         is_double=is_double,
-        huber_loss=True,
-        max_grad_norm=10.0,
+        huber_loss=HPARAMS["huber_loss"],
+        max_grad_norm=HPARAMS["max_grad_norm"],
         n_step=n_step,
     )
     algorithm = DQN(policy=policy, params=params)
-    buffer = ReplayBuffer(100_000, seed=seed)
+    buffer = ReplayBuffer(EXPERIMENT.buffer.size, seed=seed)
     training_collector = Collector(policy, train_envs, buffer, exploration_noise=True, seed=seed)
     training_collector.collect(n_step=PREFILL_ENV_STEPS, random=True)
     test_collector = Collector(policy, test_envs, seed=seed + 1000)
@@ -58,7 +75,10 @@ def build(seed: int = 0, *, n_step: int = 1, is_double: bool = False) -> tuple[D
 
 
 def train(
-    seed: int = 0, max_epochs: int = 38, stop_at: float = 475.0, verbose: bool = True
+    seed: int = 0,
+    max_epochs: int = TRAINER["max_epochs"],
+    stop_at: float = TRAINER["stop_score"],
+    verbose: bool = True,
 ) -> tuple[DQN, InfoStats]:
     """Train until the mean test return over 10 episodes reaches ``stop_at`` or ``max_epochs`` epochs of
     2560 env steps end (38 epochs + the prefill: 98,280 env steps)."""
@@ -67,11 +87,11 @@ def train(
         training_collector=training_collector,
         test_collector=test_collector,
         max_epochs=max_epochs,
-        epoch_num_steps=EPOCH_ENV_STEPS,
-        collection_step_num_env_steps=256,
-        update_step_num_gradient_steps_per_sample=0.5,
-        batch_size=64,
-        test_step_num_episodes=10,
+        epoch_num_steps=TRAINER["epoch_num_steps"],
+        collection_step_num_env_steps=TRAINER["collection_step_num_env_steps"],
+        update_step_num_gradient_steps_per_sample=TRAINER["update_step_num_gradient_steps_per_sample"],
+        batch_size=TRAINER["batch_size"],
+        test_step_num_episodes=TRAINER["test_step_num_episodes"],
         stop_fn=lambda score: score >= stop_at,
         verbose=verbose,
     )
@@ -84,7 +104,7 @@ def train(
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--max-epochs", type=int, default=38)
+    parser.add_argument("--max-epochs", type=int, default=TRAINER["max_epochs"])
     args = parser.parse_args()
     torch.set_num_threads(1)
     _, info = train(seed=args.seed, max_epochs=args.max_epochs)

@@ -1,6 +1,9 @@
 """TD3+BC on Pendulum-v1 from the mixed-quality SAC dataset of ``cql_pendulum.py`` (made and cached on
 first use). Observations are standardised by the dataset's statistics (``TD3BC.process_buffer``).
 
+The hyperparameters are those of TD3+BC's default experiment (tshtrain/config/defaults.py; print them
+with ``tshtrain config td3_bc``); the budget (``--epochs``) is this script's own.
+
 Run: python examples/td3_bc_pendulum.py [--seed 0] [--cache-dir /tmp/tshtrain_datasets]
 """
 
@@ -25,8 +28,15 @@ from tshtrain.algorithm import (
     TD3BCParams,
     mlp,
 )
+from tshtrain.config import default_experiment
 from tshtrain.env import make_vector_env
 from tshtrain.trainer import OfflineTrainer, OfflineTrainerParams
+
+EXPERIMENT = default_experiment("td3_bc")
+"""the settings of this example: env, hyperparameters, networks and trainer"""
+HPARAMS = EXPERIMENT.algorithm.params
+TRAINER = EXPERIMENT.trainer
+HIDDEN_SIZES = tuple(EXPERIMENT.algorithm.network["hidden_sizes"])
 
 
 def run(
@@ -36,16 +46,16 @@ def run(
     seed 0; returns (mean return over 10 test episodes of the final policy, its normalised score)."""
     data = pendulum_dataset(0, cache_dir=cache_dir, sample_seed=seed)
     torch.manual_seed(seed)
-    space = make_vector_env("Pendulum-v1", 1).single_action_space
+    space = make_vector_env(EXPERIMENT.env.id, 1).single_action_space
     normalizer = RunningObsNormalizer(3)
-    actor = nn.Sequential(normalizer, mlp(3, 1, (256, 256), nn.ReLU))
+    actor = nn.Sequential(normalizer, mlp(3, 1, HIDDEN_SIZES, nn.ReLU))
     policy = DeterministicActorPolicy(actor, space, seed=seed)
 
     class NormalisedCritic(nn.Module):
         def __init__(self) -> None:
             super().__init__()
             self.normalizer = normalizer
-            self.q = QEnsemble(3, 1, (256, 256), num_critics=2)
+            self.q = QEnsemble(3, 1, HIDDEN_SIZES, num_critics=EXPERIMENT.algorithm.network["num_critics"])
 
         def forward(self, obs: torch.Tensor, act: torch.Tensor) -> torch.Tensor:
             out: torch.Tensor = self.q(self.normalizer(obs), act)
@@ -55,14 +65,14 @@ def run(
         policy=policy,
         critic=NormalisedCritic(),
         obs_normalizer=normalizer,
-        params=TD3BCParams(alpha=2.5),
+        params=TD3BCParams(alpha=HPARAMS["alpha"]),
         seed=seed,
     )
     params = OfflineTrainerParams(
         buffer=data.buffer,
         max_epochs=num_epochs,
-        epoch_num_steps=1000,
-        batch_size=256,
+        epoch_num_steps=TRAINER["epoch_num_steps"],
+        batch_size=TRAINER["batch_size"],
         show_progress=False,
         verbose=verbose,
     )

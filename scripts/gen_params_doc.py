@@ -196,6 +196,34 @@ def render_class(cls: ParamsClass) -> list[str]:
     return lines
 
 
+CONSTRAINTS_INTRO: tuple[str, ...] = (
+    "## Constrained number types",
+    "",
+    "A field's type says what it accepts. The constrained types are declared once, in "
+    "`tshtrain/constraints.py`, and checked by `validate_fields(self)` at the start of each params "
+    "class's `__post_init__`; the experiment files (`tshtrain.config`) derive their schema from the same "
+    "annotations, so a bound holds alike for Python users and for experiment files.",
+    "",
+    "| type | accepts |",
+    "| --- | --- |",
+    "| `PositiveInt` | an int >= 1 |",
+    "| `NonNegativeInt` | an int >= 0 |",
+    "| `PositiveFloat` | a finite number > 0 |",
+    "| `NonNegativeFloat` | a finite number >= 0 |",
+    "| `UnitFloat` | a number in [0, 1] |",
+    "| `OpenUnitFloat` | a number in (0, 1] |",
+    "| `FiniteFloat` | any finite number |",
+    "",
+    "Whatever its constraint, an `int` field refuses bools and floats (`True`, `2.0`), a `float` field "
+    "refuses bools, NaN and ±infinity, a `bool` field takes `True` / `False` only, and `T \\| None` also "
+    "takes None. An error names the class, the field, what is allowed and the value: "
+    "`OffPolicyTrainerParams.update_step_num_gradient_steps_per_sample must be a finite number > 0, got "
+    "nan.` Rules that join several fields are written out in `__post_init__`.",
+    "",
+)
+"""the page's explanation of the constrained number types of tshtrain/constraints.py"""
+
+
 def render() -> str:
     """The full text of docs/params.md."""
     lines = [
@@ -208,6 +236,7 @@ def render() -> str:
         "*training step* and *collection step* mean, see [concepts](concepts.md); for the algorithms, "
         "see [algorithms](algorithms.md).",
         "",
+        *CONSTRAINTS_INTRO,
     ]
     for section in SECTIONS:
         if section.title:

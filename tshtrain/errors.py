@@ -6,6 +6,8 @@ exceptions keeps working; their messages say what was given, what is allowed and
 
 from __future__ import annotations
 
+import math
+
 
 class ConfigurationError(ValueError):
     """A parameter, or a combination of parameters, is not allowed."""
@@ -24,12 +26,21 @@ class PolicyOutputError(ValueError):
 
 
 def require_positive(owner: str, field: str, value: int | float) -> None:
-    """Raise ``ConfigurationError`` unless ``value`` > 0.
+    """Raise ``ConfigurationError`` unless ``value`` is a finite number > 0 (not a bool).
+
+    For function arguments; dataclass fields declare ``PositiveInt`` / ``PositiveFloat`` from
+    :mod:`tshtrain.constraints` instead and are checked by ``validate_fields``.
 
     Args:
         owner: the class or function the field belongs to, e.g. ``"TrainerParams"``.
         field: the field name.
         value: the given value.
     """
-    if isinstance(value, bool) or not value > 0:
-        raise ConfigurationError(f"{owner}.{field} must be a positive number, got {value!r}.")
+    try:
+        allowed = not isinstance(value, bool) and value > 0 and math.isfinite(value)
+    except TypeError:  # not a number at all
+        allowed = False
+    if not allowed:
+        text = repr(value)
+        text = text if len(text) <= 80 else text[:77] + "..."
+        raise ConfigurationError(f"{owner}.{field} must be a positive number, got {text}.")

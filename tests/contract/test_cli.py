@@ -87,8 +87,8 @@ def test_a_bad_experiment_exits_1_and_writes_nothing(
     assert main(["train", "--set", "trainer.max_epochs=0", "-o", str(run_dir)]) == 1
     err = capsys.readouterr().err
     assert (
-        "tshtrain train: error: the default experiment: trainer: OnPolicyTrainerParams.max_epochs must be"
-        in err
+        "tshtrain train: error: the default experiment with --set: trainer.max_epochs: 0 is not allowed "
+        "(Input should be greater than or equal to 1); expected an int >= 1." in err
     )
     assert not run_dir.exists()
 

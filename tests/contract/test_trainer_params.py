@@ -187,7 +187,8 @@ def test_configuration_error_is_a_value_error(collector: Collector) -> None:
 
 @pytest.mark.parametrize("value", [0, 0.0, -1.0, True, "1"])
 def test_off_policy_ratio_must_be_a_positive_number(value: Any, collector: Collector) -> None:
-    pattern = rf"update_step_num_gradient_steps_per_sample must be a number > 0, got {re.escape(repr(value))}"
+    got = re.escape(repr(value))
+    pattern = rf"update_step_num_gradient_steps_per_sample must be a finite number > 0, got {got}"
     with pytest.raises(ConfigurationError, match=pattern):
         OffPolicyTrainerParams(training_collector=collector, update_step_num_gradient_steps_per_sample=value)
 
@@ -398,3 +399,33 @@ def test_str_of_offline_params_describes_the_buffer(kit: Any) -> None:
     assert "epoch_num_steps=5" in text
     assert "VectorReplayBuffer(len=200, capacity=200)" in text
     assert "0x" not in text
+
+
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), -float("inf")])
+def test_off_policy_ratio_refuses_nan_and_infinity(value: float, collector: Collector) -> None:
+    pattern = (
+        rf"^OffPolicyTrainerParams\.update_step_num_gradient_steps_per_sample must be a finite number > 0, "
+        rf"got {re.escape(repr(value))}\.$"
+    )
+    with pytest.raises(ConfigurationError, match=pattern):
+        OffPolicyTrainerParams(training_collector=collector, update_step_num_gradient_steps_per_sample=value)
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "allowed"),
+    [
+        ("max_epochs", 3.0, "an int >= 1"),
+        ("epoch_num_steps", float("inf"), "an int >= 1"),
+        ("collection_step_num_env_steps", True, "an int >= 1 or None"),
+        ("batch_size", float("nan"), "an int >= 1 or None"),
+        ("verbose", 1, "a bool"),
+        ("show_progress", "yes", "a bool or None"),
+        ("test_in_training", None, "a bool"),
+    ],
+)
+def test_number_and_bool_fields_refuse_other_types(
+    name: str, value: Any, allowed: str, collector: Collector
+) -> None:
+    pattern = rf"^OnPolicyTrainerParams\.{name} must be {re.escape(allowed)}, got {re.escape(repr(value))}\.$"
+    with pytest.raises(ConfigurationError, match=pattern):
+        OnPolicyTrainerParams(training_collector=collector, **{name: value})

@@ -13,6 +13,7 @@ from tshtrain.config import (
     SPECS,
     ExperimentError,
     apply_overrides,
+    default_experiment,
     default_experiment_data,
     dumps,
     experiment_data,
@@ -22,6 +23,7 @@ from tshtrain.config import (
     resolve_experiment,
     write_atomic,
 )
+from tshtrain.config.example_files import example_files
 from tshtrain.config.resolve import build_params
 
 EXAMPLE_CONFIGS = Path(__file__).resolve().parents[2] / "examples" / "configs"
@@ -219,11 +221,33 @@ def test_write_atomic_replaces_whole_files_and_leaves_no_temporary(tmp_path: Pat
 
 @pytest.mark.parametrize("path", sorted(EXAMPLE_CONFIGS.glob("*.yaml")), ids=lambda p: p.stem)
 def test_example_configs_match_the_algorithm_defaults(path: Path) -> None:
-    """An example experiment states the algorithm's default settings (plus output_dir and
-    buffer.save_on_exit where another example reads its buffer), so the two cannot drift apart."""
+    """An example experiment states the algorithm's default experiment, except that the two whose replay
+    buffers are the offline examples' datasets set output_dir and buffer.save_on_exit (docs/cli.md)."""
     experiment = load_experiment(str(path))
-    default = resolve_experiment(default_experiment_data(experiment.algorithm.name))
+    spec = get_spec(experiment.algorithm.name)
+    default = resolve_experiment(default_experiment_data(spec.name))
     assert experiment.model_copy(update={"output_dir": None, "buffer": default.buffer}) == default
+    assert set(spec.example_extras) <= {"output_dir", "buffer"}
+    assert set(spec.example_extras.get("buffer", {})) <= {"save_on_exit"}
+    if spec.example_extras:
+        assert spec.name in ("dqn", "sac")
+        assert experiment.output_dir == spec.example_extras["output_dir"] and experiment.buffer.save_on_exit
+    else:
+        assert experiment == default
+
+
+def test_example_configs_are_generated_from_the_registry() -> None:
+    """examples/configs/*.yaml are what scripts/generate_example_configs.py writes from the registry."""
+    expected = example_files()
+    root = EXAMPLE_CONFIGS.parents[1]
+    assert {str(p.relative_to(root)) for p in EXAMPLE_CONFIGS.glob("*")} == set(expected)
+    for relative, text in expected.items():
+        assert (root / relative).read_text(encoding="utf-8") == text, f"{relative} is stale"
+
+
+def test_default_experiment_is_the_resolved_default_data() -> None:
+    assert default_experiment("a2c") == resolve_experiment(default_experiment_data("a2c"))
+    assert default_experiment("a2c").algorithm.params["gae_lambda"] == 1.0
 
 
 def test_every_algorithm_has_an_example_config_and_script() -> None:
@@ -232,3 +256,82 @@ def test_every_algorithm_has_an_example_config_and_script() -> None:
     assert named == set(SPECS)
     for spec in SPECS.values():
         assert (root / spec.example).is_file(), spec.example
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (
+            "algorithm: {name: ppo, params: {lr: .nan}}",
+            r"e\.yaml: algorithm\.params\.lr: nan is not allowed \(Input should be a finite number\); "
+            r"expected float\.",
+        ),
+        ("algorithm: {name: ppo, params: {gamma: .inf}}", r"algorithm\.params\.gamma: inf is not allowed"),
+        ("algorithm: {name: ppo, params: {max_grad_norm: -.inf}}", r"max_grad_norm: -inf is not allowed"),
+        ("algorithm: {name: ppo, params: {lr: true}}", r"algorithm\.params\.lr: True is not allowed"),
+        (
+            "algorithm: {name: dqn}\ntrainer: {update_step_num_gradient_steps_per_sample: .nan}",
+            r"e\.yaml: trainer\.update_step_num_gradient_steps_per_sample: nan is not allowed \(Input should "
+            r"be a finite number\); expected a finite number > 0\.",
+        ),
+        (
+            "algorithm: {name: dqn}\ntrainer: {update_step_num_gradient_steps_per_sample: 0}",
+            r"trainer\.update_step_num_gradient_steps_per_sample: 0 is not allowed \(Input should be greater "
+            r"than 0\); expected a finite number > 0\.",
+        ),
+        (
+            "algorithm: {name: ppo}\ntrainer: {stop_score: .nan}",
+            r"e\.yaml: trainer\.stop_score: nan is not allowed \(Input should be a finite number\); expected "
+            r"a finite number or None\.",
+        ),
+        (
+            "algorithm: {name: ppo}\ntrainer: {max_epochs: 0}",
+            r"e\.yaml: trainer\.max_epochs: 0 is not allowed \(Input should be greater than or equal to 1\); "
+            r"expected an int >= 1\.",
+        ),
+        ("algorithm: {name: ppo}\ntrainer: {max_epochs: true}", r"trainer\.max_epochs: True is not allowed"),
+        ("algorithm: {name: ppo}\ntrainer: {max_epochs: 2.5}", r"trainer\.max_epochs: 2\.5 is not allowed"),
+        (
+            "algorithm: {name: ppo}\ntrainer: {batch_size: -1}",
+            r"trainer\.batch_size: -1 is not allowed .*expected an int >= 1 or None\.",
+        ),
+        (
+            "algorithm: {name: ppo, network: {init_log_std: .inf}}",
+            r"e\.yaml: algorithm\.network\.init_log_std: Input should be a finite number \(got inf\)",
+        ),
+        (
+            "algorithm: {name: dqn, exploration: {eps_end: .nan}}",
+            r"algorithm\.exploration\.eps_end: Input should be a finite number",
+        ),
+        (
+            "algorithm: {name: dqn}\nbuffer: {alpha: .inf}",
+            r"e\.yaml: buffer\.alpha: Input should be a finite number",
+        ),
+    ],
+)
+def test_nan_infinity_and_out_of_range_numbers_are_refused(tmp_path: Path, text: str, expected: str) -> None:
+    path = tmp_path / "e.yaml"
+    path.write_text(text)
+    with pytest.raises(ExperimentError, match=expected):
+        load_experiment(str(path))
+
+
+def test_long_values_are_cut_in_messages() -> None:
+    with pytest.raises(ExperimentError) as info:
+        resolve_experiment({"algorithm": {"name": "ppo"}, "trainer": {"max_epochs": "x" * 1000}}, "e.yaml")
+    assert len(str(info.value)) < 250
+
+
+def test_the_schema_comes_from_the_resolved_type_hints() -> None:
+    from tshtrain.config.schema import SCHEDULE_TYPE, value_fields
+    from tshtrain.constraints import PositiveFloat, PositiveInt
+    from tshtrain.trainer import OffPolicyTrainerParams
+
+    fields = value_fields(OffPolicyTrainerParams)
+    assert fields["max_epochs"] == (PositiveInt, 100)
+    assert fields["batch_size"] == (PositiveInt, 64)
+    assert fields["collection_step_num_env_steps"] == (PositiveInt | None, 2048)
+    assert fields["update_step_num_gradient_steps_per_sample"] == (PositiveFloat, 1.0)
+    assert "test_collector" not in fields and "resume_from_log" not in fields and "logger" not in fields
+    assert value_fields(PPOParams)["lr_schedule"] == (SCHEDULE_TYPE, None)
+    assert value_fields(PPOParams)["lr"] == (float, 3e-4)

@@ -17,6 +17,7 @@ LAYER_RANKS: dict[str, int] = {
     "": 0,  # tshtrain/__init__.py
     "errors": 0,
     "counters": 0,  # the run's counters: standard library only, read by the logger and the trainer
+    "constraints": 0,  # tshtrain/constraints.py: constrained number types (stdlib + errors only)
     "functional": 1,
     "env": 1,
     "data": 2,
@@ -169,11 +170,11 @@ def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
     """The strongly connected components with more than one module (iterative, so deep graphs are fine)."""
     order: list[str] = []
     seen: set[str] = set()
-    for start in graph:  # first pass: finishing order
+    for start, targets in graph.items():  # first pass: finishing order
         if start in seen:
             continue
         seen.add(start)
-        stack = [(start, iter(sorted(graph[start])))]
+        stack = [(start, iter(sorted(targets)))]
         while stack:
             node, children = stack[-1]
             child = next(children, None)

@@ -22,7 +22,7 @@ def add_parser(subparsers: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     """Print the listing."""
     from tshtrain.config import SPECS, get_spec
-    from tshtrain.config.resolve import value_fields
+    from tshtrain.config.schema import value_fields
 
     names = args.algorithms or list(SPECS)
     for name in names:

@@ -10,6 +10,8 @@ from tshtrain.config.files import ExperimentError, apply_overrides, dumps, read_
 from tshtrain.config.models import Experiment
 from tshtrain.config.registry import SPECS, AlgorithmSpec, Family, get_spec
 from tshtrain.config.resolve import (
+    build_params,
+    default_experiment,
     default_experiment_data,
     experiment_data,
     load_experiment,
@@ -25,7 +27,9 @@ __all__ = [
     "Run",
     "apply_overrides",
     "build_algorithm",
+    "build_params",
     "build_run",
+    "default_experiment",
     "default_experiment_data",
     "dumps",
     "experiment_data",

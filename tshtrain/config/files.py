@@ -103,6 +103,18 @@ def apply_overrides(data: dict[str, Any], overrides: Iterable[str]) -> dict[str,
     return result
 
 
+def merge_data(base: Mapping[str, Any], override: Mapping[str, Any]) -> dict[str, Any]:
+    """``override`` laid over ``base``: mappings merge key by key, anything else replaces (new keys come
+    after ``base``'s); neither argument is changed."""
+    merged = dict(base)
+    for key, value in override.items():
+        if isinstance(value, Mapping) and isinstance(merged.get(key), Mapping):
+            merged[key] = merge_data(merged[key], value)
+        else:
+            merged[key] = value
+    return merged
+
+
 def _deep_copy(data: Mapping[str, Any]) -> dict[str, Any]:
     return {k: _deep_copy(v) if isinstance(v, Mapping) else v for k, v in data.items()}
 

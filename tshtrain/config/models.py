@@ -13,9 +13,10 @@ from pydantic import BaseModel, ConfigDict, Field, NonNegativeInt, PositiveInt, 
 
 
 class Section(BaseModel):
-    """A section of an experiment: unknown keys are errors, values are immutable after validation."""
+    """A section of an experiment: unknown keys are errors, values are immutable after validation, float
+    fields refuse NaN and infinity."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
 class WrapperConfig(Section):

@@ -1,11 +1,12 @@
 """The algorithms an experiment file can name, with their params classes, builders and defaults.
 
-Each :class:`AlgorithmSpec` carries a complete default experiment (``tshtrain config NAME`` prints it):
-the settings of the matching ``examples/`` script, which reach the results in docs/algorithms.md.
+Each :class:`AlgorithmSpec` carries a complete default experiment (``tshtrain config NAME`` prints it),
+taken from :mod:`tshtrain.config.defaults`, the one place where their settings are written down.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -28,6 +29,7 @@ from tshtrain.algorithm.cql import CQLParams
 from tshtrain.algorithm.discrete_cql import DiscreteCQLParams
 from tshtrain.algorithm.td3_bc import TD3BCParams
 from tshtrain.config import builders
+from tshtrain.config.defaults import DEFAULTS, EXAMPLE_EXTRAS
 from tshtrain.config.files import ExperimentError
 from tshtrain.config.models import (
     ActorCriticNetwork,
@@ -64,32 +66,12 @@ class AlgorithmSpec:
     """the default experiment (every section but ``algorithm.name``, which is ``name``)"""
     example: str
     """the example script that builds the same run from params objects"""
+    example_config: str
+    """the example experiment file generated from ``defaults`` (plus ``example_extras``)"""
+    example_extras: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    """what the example experiment file sets beyond the default experiment: the online examples whose
+    replay buffers are the offline examples' datasets set ``output_dir`` and ``buffer.save_on_exit``"""
 
-
-def _cartpole(num_training_envs: int = 8, num_test_envs: int = 8) -> dict[str, Any]:
-    return {"id": "CartPole-v1", "num_training_envs": num_training_envs, "num_test_envs": num_test_envs}
-
-
-def _pendulum() -> dict[str, Any]:
-    return {"id": "Pendulum-v1", "num_training_envs": 1, "num_test_envs": 10}
-
-
-_PENDULUM_OFF_POLICY_TRAINER: dict[str, Any] = {
-    "max_epochs": 19,
-    "epoch_num_steps": 1000,
-    "collection_step_num_env_steps": 1,
-    "update_step_num_gradient_steps_per_sample": 1.0,
-    "batch_size": 256,
-    "test_step_num_episodes": 10,
-    "stop_score": -200.0,
-}
-_PENDULUM_BUFFER: dict[str, Any] = {"size": 20_000, "prefill_env_steps": 1000}
-_OFFLINE_TRAINER: dict[str, Any] = {
-    "max_epochs": 5,
-    "epoch_num_steps": 1000,
-    "batch_size": 256,
-    "test_step_num_episodes": 10,
-}
 
 SPECS: dict[str, AlgorithmSpec] = {
     spec.name: spec
@@ -103,30 +85,8 @@ SPECS: dict[str, AlgorithmSpec] = {
             exploration_model=NoExploration,
             build=builders.build_ppo,
             example="examples/ppo_cartpole.py",
-            defaults={
-                "env": _cartpole(),
-                "algorithm": {
-                    "params": {
-                        "lr": 1e-3,
-                        "lr_schedule": "linear",
-                        "clip_range": 0.2,
-                        "clip_schedule": "linear",
-                        "gamma": 0.98,
-                        "gae_lambda": 0.8,
-                        "ent_coef": 0.0,
-                    },
-                    "network": {"hidden_sizes": [64, 64], "activation": "tanh"},
-                },
-                "trainer": {
-                    "max_epochs": 25,
-                    "epoch_num_steps": 4096,
-                    "collection_step_num_env_steps": 256,
-                    "batch_size": 256,
-                    "update_step_num_repetitions": 20,
-                    "test_step_num_episodes": 10,
-                    "stop_score": 475.0,
-                },
-            },
+            example_config="examples/configs/ppo_cartpole.yaml",
+            defaults=DEFAULTS["ppo"],
         ),
         AlgorithmSpec(
             name="a2c",
@@ -137,27 +97,8 @@ SPECS: dict[str, AlgorithmSpec] = {
             exploration_model=NoExploration,
             build=builders.build_a2c,
             example="examples/a2c_cartpole.py",
-            defaults={
-                "env": _cartpole(),
-                "algorithm": {
-                    "params": {
-                        "lr": 1e-3,
-                        "lr_schedule": "linear",
-                        "gamma": 0.99,
-                        "ent_coef": 0.0,
-                        "advantage_normalization": False,
-                    }
-                },
-                "trainer": {
-                    "max_epochs": 20,
-                    "epoch_num_steps": 10_000,
-                    "collection_step_num_env_steps": 40,
-                    "batch_size": None,
-                    "update_step_num_repetitions": 1,
-                    "test_step_num_episodes": 10,
-                    "stop_score": 475.0,
-                },
-            },
+            example_config="examples/configs/a2c_cartpole.yaml",
+            defaults=DEFAULTS["a2c"],
         ),
         AlgorithmSpec(
             name="reinforce",
@@ -168,20 +109,8 @@ SPECS: dict[str, AlgorithmSpec] = {
             exploration_model=NoExploration,
             build=builders.build_reinforce,
             example="examples/reinforce_cartpole.py",
-            defaults={
-                "env": _cartpole(),
-                "algorithm": {"params": {"lr": 1e-3, "gamma": 0.99}},
-                "trainer": {
-                    "max_epochs": 20,
-                    "epoch_num_steps": 10_000,
-                    "collection_step_num_env_steps": None,
-                    "collection_step_num_episodes": 16,
-                    "batch_size": None,
-                    "test_step_num_episodes": 10,
-                    "stop_score": 195.0,
-                },
-                "buffer": {"size": 20_000},
-            },
+            example_config="examples/configs/reinforce_cartpole.yaml",
+            defaults=DEFAULTS["reinforce"],
         ),
         AlgorithmSpec(
             name="dqn",
@@ -192,30 +121,9 @@ SPECS: dict[str, AlgorithmSpec] = {
             exploration_model=EpsilonGreedy,
             build=builders.build_dqn,
             example="examples/dqn_cartpole_475.py",
-            defaults={
-                "env": _cartpole(1, 10),
-                "algorithm": {
-                    "params": {
-                        "lr": 2.3e-3,
-                        "gamma": 0.99,
-                        "target_update_freq": 128,
-                        "is_double": False,
-                        "max_grad_norm": 10.0,
-                    },
-                    "network": {"hidden_sizes": [256, 256]},
-                    "exploration": {"eps_start": 1.0, "eps_end": 0.04, "eps_decay_env_steps": 8000},
-                },
-                "trainer": {
-                    "max_epochs": 38,
-                    "epoch_num_steps": 2560,
-                    "collection_step_num_env_steps": 256,
-                    "update_step_num_gradient_steps_per_sample": 0.5,
-                    "batch_size": 64,
-                    "test_step_num_episodes": 10,
-                    "stop_score": 475.0,
-                },
-                "buffer": {"size": 100_000, "prefill_env_steps": 1000},
-            },
+            example_config="examples/configs/dqn_cartpole.yaml",
+            example_extras=EXAMPLE_EXTRAS["dqn"],
+            defaults=DEFAULTS["dqn"],
         ),
         AlgorithmSpec(
             name="ddpg",
@@ -226,15 +134,8 @@ SPECS: dict[str, AlgorithmSpec] = {
             exploration_model=GaussianNoise,
             build=builders.build_ddpg,
             example="examples/ddpg_pendulum.py",
-            defaults={
-                "env": _pendulum(),
-                "algorithm": {
-                    "params": {"actor_lr": 1e-3, "critic_lr": 1e-3},
-                    "network": {"hidden_sizes": [256, 256], "num_critics": 1},
-                },
-                "trainer": _PENDULUM_OFF_POLICY_TRAINER,
-                "buffer": _PENDULUM_BUFFER,
-            },
+            example_config="examples/configs/ddpg_pendulum.yaml",
+            defaults=DEFAULTS["ddpg"],
         ),
         AlgorithmSpec(
             name="td3",
@@ -245,15 +146,8 @@ SPECS: dict[str, AlgorithmSpec] = {
             exploration_model=GaussianNoise,
             build=builders.build_td3,
             example="examples/td3_pendulum.py",
-            defaults={
-                "env": _pendulum(),
-                "algorithm": {
-                    "params": {"actor_lr": 1e-3, "critic_lr": 1e-3},
-                    "network": {"hidden_sizes": [256, 256]},
-                },
-                "trainer": _PENDULUM_OFF_POLICY_TRAINER,
-                "buffer": _PENDULUM_BUFFER,
-            },
+            example_config="examples/configs/td3_pendulum.yaml",
+            defaults=DEFAULTS["td3"],
         ),
         AlgorithmSpec(
             name="sac",
@@ -264,15 +158,9 @@ SPECS: dict[str, AlgorithmSpec] = {
             exploration_model=NoExploration,
             build=builders.build_sac,
             example="examples/sac_pendulum.py",
-            defaults={
-                "env": _pendulum(),
-                "algorithm": {
-                    "params": {"actor_lr": 1e-3, "critic_lr": 1e-3, "alpha_lr": 1e-3},
-                    "network": {"hidden_sizes": [256, 256]},
-                },
-                "trainer": _PENDULUM_OFF_POLICY_TRAINER,
-                "buffer": _PENDULUM_BUFFER,
-            },
+            example_config="examples/configs/sac_pendulum.yaml",
+            example_extras=EXAMPLE_EXTRAS["sac"],
+            defaults=DEFAULTS["sac"],
         ),
         AlgorithmSpec(
             name="discrete_sac",
@@ -283,30 +171,8 @@ SPECS: dict[str, AlgorithmSpec] = {
             exploration_model=NoExploration,
             build=builders.build_discrete_sac,
             example="examples/discrete_sac_cartpole.py",
-            defaults={
-                "env": _cartpole(10, 10),
-                "algorithm": {
-                    "params": {
-                        "actor_lr": 1e-4,
-                        "critic_lr": 1e-3,
-                        "gamma": 0.95,
-                        "alpha": 0.05,
-                        "auto_alpha": False,
-                        "n_step": 3,
-                    },
-                    "network": {"hidden_sizes": [64, 64]},
-                },
-                "trainer": {
-                    "max_epochs": 5,
-                    "epoch_num_steps": 10_000,
-                    "collection_step_num_env_steps": 10,
-                    "update_step_num_gradient_steps_per_sample": 0.1,
-                    "batch_size": 64,
-                    "test_step_num_episodes": 10,
-                    "stop_score": 180.0,
-                },
-                "buffer": {"size": 20_000},
-            },
+            example_config="examples/configs/discrete_sac_cartpole.yaml",
+            defaults=DEFAULTS["discrete_sac"],
         ),
         AlgorithmSpec(
             name="bc",
@@ -317,17 +183,8 @@ SPECS: dict[str, AlgorithmSpec] = {
             exploration_model=NoExploration,
             build=builders.build_bc,
             example="examples/bc_cartpole.py",
-            defaults={
-                "env": _cartpole(),
-                "algorithm": {"params": {"lr": 1e-3}},
-                "trainer": {
-                    "max_epochs": 3,
-                    "epoch_num_steps": 1000,
-                    "batch_size": 64,
-                    "test_step_num_episodes": 20,
-                },
-                "dataset": {"path": "runs/dqn-cartpole/buffer"},
-            },
+            example_config="examples/configs/bc_cartpole.yaml",
+            defaults=DEFAULTS["bc"],
         ),
         AlgorithmSpec(
             name="cql",
@@ -338,20 +195,8 @@ SPECS: dict[str, AlgorithmSpec] = {
             exploration_model=NoExploration,
             build=builders.build_cql,
             example="examples/cql_pendulum.py",
-            defaults={
-                "env": _pendulum(),
-                "algorithm": {
-                    "params": {
-                        "actor_lr": 1e-4,
-                        "critic_lr": 3e-4,
-                        "cql_weight": 5.0,
-                        "num_sampled_actions": 5,
-                    },
-                    "network": {"hidden_sizes": [256, 256]},
-                },
-                "trainer": _OFFLINE_TRAINER,
-                "dataset": {"path": "runs/sac-pendulum/buffer"},
-            },
+            example_config="examples/configs/cql_pendulum.yaml",
+            defaults=DEFAULTS["cql"],
         ),
         AlgorithmSpec(
             name="td3_bc",
@@ -362,12 +207,8 @@ SPECS: dict[str, AlgorithmSpec] = {
             exploration_model=NoExploration,
             build=builders.build_td3_bc,
             example="examples/td3_bc_pendulum.py",
-            defaults={
-                "env": _pendulum(),
-                "algorithm": {"params": {"alpha": 2.5}, "network": {"hidden_sizes": [256, 256]}},
-                "trainer": _OFFLINE_TRAINER,
-                "dataset": {"path": "runs/sac-pendulum/buffer"},
-            },
+            example_config="examples/configs/td3_bc_pendulum.yaml",
+            defaults=DEFAULTS["td3_bc"],
         ),
         AlgorithmSpec(
             name="discrete_cql",
@@ -378,15 +219,8 @@ SPECS: dict[str, AlgorithmSpec] = {
             exploration_model=NoExploration,
             build=builders.build_discrete_cql,
             example="examples/discrete_cql_cartpole.py",
-            defaults={
-                "env": _cartpole(8, 10),
-                "algorithm": {
-                    "params": {"lr": 1e-3, "target_update_freq": 200, "cql_weight": 1.0},
-                    "network": {"hidden_sizes": [128, 128]},
-                },
-                "trainer": {**_OFFLINE_TRAINER, "batch_size": 64},
-                "dataset": {"path": "runs/dqn-cartpole/buffer"},
-            },
+            example_config="examples/configs/discrete_cql_cartpole.yaml",
+            defaults=DEFAULTS["discrete_cql"],
         ),
     )
 }

@@ -7,20 +7,18 @@ every field, so the result written back as OUTPUT_DIR/config.yaml states the who
 
 from __future__ import annotations
 
-import dataclasses
-import functools
-import operator
-import types
 import typing
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from pydantic import BaseModel, TypeAdapter, ValidationError
+from pydantic import BaseModel, ValidationError
 
 from tshtrain.algorithm.schedules import LinearSchedule
-from tshtrain.config.files import ExperimentError, apply_overrides, read_file
+from tshtrain.config.files import ExperimentError, apply_overrides, merge_data, read_file
 from tshtrain.config.models import Experiment, Section
 from tshtrain.config.registry import DEFAULT_ALGORITHM, AlgorithmSpec, Family, did_you_mean, get_spec
+from tshtrain.config.schema import adapter, expected, value_fields
+from tshtrain.constraints import FiniteFloat, short_repr
 from tshtrain.errors import ConfigurationError
 from tshtrain.trainer import OfflineTrainerParams, OffPolicyTrainerParams, OnPolicyTrainerParams
 
@@ -31,46 +29,25 @@ TRAINER_PARAMS: dict[Family, type] = {
 }
 """the trainer params class of each family"""
 
-_SCALARS: dict[str, Any] = {"int": int, "float": float, "bool": bool, "str": str, "None": None}
-_SCHEDULES = ("constant", "linear")
-_NOT_FROM_FILES = frozenset({"resume_from_log"})  # `tshtrain train --resume` covers resuming
 STOP_SCORE = "stop_score"
 """the trainer key that sets ``stop_fn``: stop when the test score reaches it (None: never)"""
 
 
-def _scalar_type(annotation: object) -> Any | None:
-    """The Python type of a field annotated with scalars only (``"int | None"``), else None."""
-    names = [part.strip() for part in str(annotation).split("|")]
-    if not all(name in _SCALARS for name in names):
-        return None
-    kinds = [_SCALARS[name] for name in names]
-    return functools.reduce(operator.or_, (types.NoneType if k is None else k for k in kinds))
-
-
-def value_fields(cls: type) -> dict[str, tuple[Any, Any]]:
-    """The fields of a params dataclass that an experiment file can set: name -> (type, default).
-    Schedule fields get the type ``Literal["constant", "linear"] | None``."""
-    found: dict[str, tuple[Any, Any]] = {}
-    for field in dataclasses.fields(cls):
-        if field.name in _NOT_FROM_FILES or field.default is dataclasses.MISSING:
-            continue
-        kind = _scalar_type(field.type)
-        if kind is None and "Schedule" in str(field.type):
-            kind = typing.Literal["constant", "linear"] | None
-        if kind is not None:
-            found[field.name] = (kind, None if "Schedule" in str(field.type) else field.default)
-    return found
-
-
 def trainer_fields(family: Family) -> dict[str, tuple[Any, Any]]:
     """The trainer keys of a family: the value fields of its params class and ``stop_score``."""
-    return {**value_fields(TRAINER_PARAMS[family]), STOP_SCORE: (float | None, None)}
+    return {**value_fields(TRAINER_PARAMS[family]), STOP_SCORE: (FiniteFloat | None, None)}
 
 
 def default_experiment_data(name: str = DEFAULT_ALGORITHM) -> dict[str, Any]:
     """The algorithm's default experiment as plain data (before resolving)."""
     spec = get_spec(name)
-    return _merge({"algorithm": {"name": spec.name}}, spec.defaults)
+    return merge_data({"algorithm": {"name": spec.name}}, spec.defaults)
+
+
+def default_experiment(name: str = DEFAULT_ALGORITHM) -> Experiment:
+    """The algorithm's default experiment, resolved: every key filled in (what ``tshtrain config NAME``
+    prints, and where the example scripts read their hyperparameters)."""
+    return resolve_experiment(default_experiment_data(name), f"the default experiment of {name}")
 
 
 def load_experiment(path: str | None, overrides: Sequence[str] = ()) -> Experiment:
@@ -93,7 +70,7 @@ def resolve_experiment(data: Mapping[str, Any], source: str = "experiment") -> E
     except ExperimentError as error:
         raise ExperimentError(f"{source}: {error}") from None
     _check_sections(data, spec, source)
-    merged = _merge(default_experiment_data(spec.name), data)
+    merged = merge_data(default_experiment_data(spec.name), data)
     if "dataset" in data:  # a path and a Minari id are alternatives: the user's choice replaces the default
         merged["dataset"] = data["dataset"]
     _check_keys(merged, Experiment, "", source)
@@ -197,12 +174,12 @@ def _validate_value(
         )
     kind = allowed[key][0]
     try:
-        return TypeAdapter(kind).validate_python(value)
+        return adapter(kind).validate_python(value)
     except ValidationError as error:
-        expected = str(kind).replace("typing.", "").replace("<class '", "").replace("'>", "")
         reason = error.errors()[0]["msg"]
         raise ExperimentError(
-            f"{source}: {section}.{key}: {value!r} is not allowed ({reason}); expected {expected}."
+            f"{source}: {section}.{key}: {short_repr(value)} is not allowed ({reason}); expected "
+            f"{expected(kind)}."
         ) from None
 
 
@@ -222,17 +199,6 @@ def _validate_model(model: type[Section], values: Mapping[str, Any], where: str,
 
 
 # ---------------------------------------------------------------------------- helpers
-def _merge(base: Mapping[str, Any], override: Mapping[str, Any]) -> dict[str, Any]:
-    """``override`` laid over ``base``: mappings merge key by key, anything else replaces."""
-    merged = dict(base)
-    for key, value in override.items():
-        if isinstance(value, Mapping) and isinstance(merged.get(key), Mapping):
-            merged[key] = _merge(merged[key], value)
-        else:
-            merged[key] = value
-    return merged
-
-
 def _check_keys(data: Any, model: type[BaseModel], path: str, source: str) -> None:
     """Unknown keys anywhere in the fixed sections: an error with a did-you-mean suggestion."""
     if not isinstance(data, Mapping):

@@ -29,8 +29,8 @@ from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Protocol, final, runtime_checkable
 
+from tshtrain.constraints import PositiveInt, validate_fields
 from tshtrain.counters import Counters
-from tshtrain.errors import ConfigurationError
 
 
 class LoggerError(RuntimeError):
@@ -71,21 +71,18 @@ class LogIntervals:
     least the interval past the last *written* step of that scope.
     """
 
-    training_interval: int = 1000
+    training_interval: PositiveInt = 1000
     """env steps between two logged collection steps"""
-    test_interval: int = 1
+    test_interval: PositiveInt = 1
     """env steps between two logged test steps (1: every test step)"""
-    update_interval: int = 1000
+    update_interval: PositiveInt = 1000
     """gradient steps between two logged gradient steps (off-policy and offline: each gradient step is a
     candidate; on-policy: each update step, at the gradient_step it ends on)"""
-    info_interval: int = 1
+    info_interval: PositiveInt = 1
     """epochs between two logged info records (these are also the points a run can resume from)"""
 
     def __post_init__(self) -> None:
-        for name in ("training_interval", "test_interval", "update_interval", "info_interval"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ConfigurationError(f"LogIntervals.{name} must be an int >= 1, got {value!r}.")
+        validate_fields(self)
 
     def of(self, scope: LogScope) -> int:
         """The interval of ``scope``."""

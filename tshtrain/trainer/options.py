@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tshtrain.errors import ConfigurationError
+from tshtrain.constraints import PositiveInt, validate_fields
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -18,7 +18,7 @@ class TrainerOptions:
     test_deterministic: bool | None = None
     """test steps act deterministically (True) or sample actions (False); None: the policy's own
     ``deterministic_eval``"""
-    render_every_num_env_steps: int | None = None
+    render_every_num_env_steps: PositiveInt | None = None
     """call ``training_collector.env.render()`` after the vector step that brings the training env
     steps to a multiple of this (counted as num_envs per vector step); None: headless, never render.
     Build the envs with ``render_mode="human"`` to watch, or use an event to keep ``rgb_array`` frames"""
@@ -35,13 +35,4 @@ class TrainerOptions:
     False: the trainer leaves the flag alone (e.g. when you set it yourself)"""
 
     def __post_init__(self) -> None:
-        render = self.render_every_num_env_steps
-        if render is not None and (isinstance(render, bool) or not isinstance(render, int) or render < 1):
-            raise ConfigurationError(
-                f"TrainerOptions.render_every_num_env_steps must be an int >= 1 or None (headless), got "
-                f"{render!r}."
-            )
-        for name in ("test_deterministic", "close_envs", "flush_denormal"):
-            value = getattr(self, name)
-            if not isinstance(value, bool) and not (name == "test_deterministic" and value is None):
-                raise ConfigurationError(f"TrainerOptions.{name} must be a bool, got {value!r}.")
+        validate_fields(self)

@@ -1,7 +1,9 @@
 """Frozen, keyword-only parameter objects that say what kind of training to run.
 
 Field names and defaults follow Tianshou 2.x. Every field is validated when the object is built; an
-error names the field, the value and what to do instead.
+error names the field, the value and what to do instead. Number and bool fields are checked against
+their annotations by :func:`tshtrain.constraints.validate_fields` (``PositiveInt``: an int >= 1; a
+float field never takes NaN or infinity); the rules that join several fields are written out below.
 
 ``TrainerParams`` -> ``OnlineTrainerParams`` -> ``OnPolicyTrainerParams`` / ``OffPolicyTrainerParams``;
 ``TrainerParams`` -> ``OfflineTrainerParams``.
@@ -18,20 +20,13 @@ from typing import Any
 import numpy as np
 
 from tshtrain.algorithm.base import Algorithm
+from tshtrain.constraints import PositiveFloat, PositiveInt, validate_fields
 from tshtrain.data.buffer import BaseReplayBuffer
 from tshtrain.data.collector import Collector
 from tshtrain.data.stats import CollectStats
 from tshtrain.errors import ConfigurationError
 from tshtrain.logger.base import Logger
 from tshtrain.trainer.checkpoint_params import CheckpointParams
-
-
-def _positive_int(owner: str, name: str, value: object, *, allow_none: bool = False) -> None:
-    if value is None and allow_none:
-        return
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        allowed = "an int >= 1" + (" or None" if allow_none else "")
-        raise ConfigurationError(f"{owner}.{name} must be {allowed}, got {value!r}.")
 
 
 def _short(value: object) -> str:
@@ -55,16 +50,16 @@ def _short(value: object) -> str:
 class TrainerParams:
     """Parameters common to every trainer."""
 
-    max_epochs: int = 100
+    max_epochs: PositiveInt = 100
     """the (maximum) number of epochs. An epoch is a number of training steps followed by one test step;
     online, ceil(epoch_num_steps / c) training steps with c env steps collected per training step, so a
     full run takes max_epochs * ceil(epoch_num_steps / c) * c env steps. Offline, epoch_num_steps
     training steps."""
-    epoch_num_steps: int = 30000
+    epoch_num_steps: PositiveInt = 30000
     """online: env steps to collect per epoch; offline: training (= gradient) steps per epoch"""
     test_collector: Collector | None = None
     """the collector for test steps; None: no test steps (and no stop_fn / test_fn / save_best_fn)"""
-    test_step_num_episodes: int = 1
+    test_step_num_episodes: PositiveInt = 1
     """episodes per test step"""
     training_fn: Callable[[int, int], None] | None = None
     """called at the beginning of each training step as ``training_fn(epoch, env_step)``"""
@@ -94,10 +89,8 @@ class TrainerParams:
     write with ``Trainer.save_checkpoint`` / ``save_checkpoint_fn``"""
 
     def __post_init__(self) -> None:
+        validate_fields(self)
         owner = type(self).__name__
-        _positive_int(owner, "max_epochs", self.max_epochs)
-        _positive_int(owner, "epoch_num_steps", self.epoch_num_steps)
-        _positive_int(owner, "test_step_num_episodes", self.test_step_num_episodes)
         if self.test_collector is not None and not isinstance(self.test_collector, Collector):
             raise ConfigurationError(
                 f"{owner}.test_collector must be a tshtrain.data.Collector or None, got "
@@ -142,9 +135,9 @@ class OnlineTrainerParams(TrainerParams):
 
     training_collector: Collector
     """the collector that gathers training data in each training step"""
-    collection_step_num_env_steps: int | None = 2048
+    collection_step_num_env_steps: PositiveInt | None = 2048
     """env steps per collection step; with N envs, ceil(n / N) * N are collected"""
-    collection_step_num_episodes: int | None = None
+    collection_step_num_episodes: PositiveInt | None = None
     """episodes per collection step (instead of env steps)"""
     test_in_training: bool = False
     """after each collection step whose finished episodes satisfy stop_fn (scored like a test step, with
@@ -158,12 +151,6 @@ class OnlineTrainerParams(TrainerParams):
                 f"{owner}.training_collector must be a tshtrain.data.Collector, got "
                 f"{type(self.training_collector).__name__}."
             )
-        _positive_int(
-            owner, "collection_step_num_env_steps", self.collection_step_num_env_steps, allow_none=True
-        )
-        _positive_int(
-            owner, "collection_step_num_episodes", self.collection_step_num_episodes, allow_none=True
-        )
         if self.collection_step_num_episodes is not None:
             if self.collection_step_num_env_steps not in (None, 2048):
                 raise ConfigurationError(
@@ -202,36 +189,25 @@ class OnlineTrainerParams(TrainerParams):
 class OnPolicyTrainerParams(OnlineTrainerParams):
     """Parameters of :class:`OnPolicyTrainer`."""
 
-    batch_size: int | None = 64
+    batch_size: PositiveInt | None = 64
     """mini-batch size of the gradient updates; None: the whole rollout in one batch"""
-    update_step_num_repetitions: int = 1
+    update_step_num_repetitions: PositiveInt = 1
     """passes over the collected rollout in each update step"""
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        owner = type(self).__name__
-        _positive_int(owner, "batch_size", self.batch_size, allow_none=True)
-        _positive_int(owner, "update_step_num_repetitions", self.update_step_num_repetitions)
 
 
 @dataclass(frozen=True, kw_only=True)
 class OffPolicyTrainerParams(OnlineTrainerParams):
     """Parameters of :class:`OffPolicyTrainer`."""
 
-    batch_size: int = 64
+    batch_size: PositiveInt = 64
     """transitions sampled from the buffer for each gradient step"""
-    update_step_num_gradient_steps_per_sample: float = 1.0
+    update_step_num_gradient_steps_per_sample: PositiveFloat = 1.0
     """u: after collecting n transitions, round(u * n) gradient steps are taken"""
 
     def __post_init__(self) -> None:
         super().__post_init__()
         owner = type(self).__name__
-        _positive_int(owner, "batch_size", self.batch_size)
         ratio = self.update_step_num_gradient_steps_per_sample
-        if isinstance(ratio, bool) or not isinstance(ratio, int | float) or not ratio > 0:
-            raise ConfigurationError(
-                f"{owner}.update_step_num_gradient_steps_per_sample must be a number > 0, got {ratio!r}."
-            )
         steps = self.collection_step_num_env_steps
         if steps is None:
             return
@@ -253,13 +229,12 @@ class OfflineTrainerParams(TrainerParams):
 
     buffer: BaseReplayBuffer
     """the dataset: a filled replay buffer"""
-    batch_size: int = 64
+    batch_size: PositiveInt = 64
     """transitions sampled from the buffer for each gradient step"""
 
     def __post_init__(self) -> None:
         super().__post_init__()
         owner = type(self).__name__
-        _positive_int(owner, "batch_size", self.batch_size)
         if not isinstance(self.buffer, BaseReplayBuffer):
             raise ConfigurationError(
                 f"{owner}.buffer must be a tshtrain replay buffer, got {type(self.buffer).__name__}."
