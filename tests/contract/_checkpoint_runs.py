@@ -108,5 +108,5 @@ if __name__ == "__main__":  # child process of the SIGKILL test: a slow-writing 
     checkpoint_io._fsync_tree = slow_fsync
     trainer = off_policy(Path(sys.argv[1]))
     if len(sys.argv) > 2:
-        trainer.load_checkpoint(sys.argv[2])
+        trainer.load_checkpoint(sys.argv[2], trusted=True)
     trainer.run()

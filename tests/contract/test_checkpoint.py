@@ -62,7 +62,7 @@ def test_resumed_run_equals_uninterrupted_run_bitwise(build: Build, tmp_path: Pa
     assert latest is not None and latest.name.startswith("periodic-000002-")
 
     resumed = build(tmp_path / "b")
-    resumed.load_checkpoint(latest)
+    resumed.load_checkpoint(latest, trusted=True)
     info_b = resumed.run()
 
     wa, wb = _weights(reference), _weights(resumed)
@@ -170,7 +170,7 @@ def test_dcp_backend_round_trip(tmp_path: Path) -> None:
     path = trainer.save_checkpoint(tmp_path / "dcp", backend="dcp")
     assert (path / "state.dcp").is_dir()
     other = runs.off_policy(tmp_path / "b")
-    other.load_checkpoint(path)
+    other.load_checkpoint(path, trusted=True)
     wa, wb = _weights(trainer), _weights(other)
     assert all(torch.equal(wa[k], wb[k]) for k in wa)
     assert other.counters == trainer.counters
@@ -212,7 +212,7 @@ def test_sigkill_mid_run_and_mid_write_then_resume(tmp_path: Path) -> None:
     latest = CheckpointManager(CheckpointParams(directory=ckpt)).latest()
     assert latest is not None  # the half-written one is ignored; the last complete one loads
     resumed = runs.off_policy(run_dir)
-    resumed.load_checkpoint(latest)
+    resumed.load_checkpoint(latest, trusted=True)
     info = resumed.run()
     reference = runs.off_policy(tmp_path / "reference")
     info_ref = reference.run()

@@ -115,7 +115,7 @@ def test_resume_continues_a_killed_run_to_the_same_result(tmp_path: Path) -> Non
     finally:
         process.wait()
     assert not (killed / "info_stats.json").exists()
-    assert main(["train", "--resume", str(killed)]) == 0
+    assert main(["train", "--resume", str(killed), "--trust"]) == 0  # our own run: its envs too
     assert _info(killed) == _info(whole)
     assert _curve(killed) == _curve(whole)
 

@@ -547,7 +547,7 @@ def test_hooks_and_events_continue_exactly_after_a_checkpoint(tmp_path: Path) ->
     trainer.execute_epoch()
     trainer.save_checkpoint(tmp_path / "ckpt")
     resumed, counter, frames, setups, fired = build()
-    resumed.load_checkpoint(tmp_path / "ckpt")
+    resumed.load_checkpoint(tmp_path / "ckpt", trusted=True)
     resumed.run()
     assert setups == [(20, True)]  # a resumed run starts (setup hooks) at its first training step
     assert (counter.count, counter.history.tolist(), frames.frames, fired) == (

@@ -710,13 +710,16 @@ def test_execute_training_step_after_done_raises(kit: Any) -> None:
     trainer.execute_training_step()
 
 
-def test_reset_after_a_run_starts_from_zero(kit: Any) -> None:
+def test_a_second_run_is_refused_and_changes_nothing(kit: Any) -> None:
+    """A trainer runs once: a second run() would reset the counters, keep the weights and write into the
+    closed logger (issue 15); it is refused, naming what to do instead."""
     setup = kit.make_on_policy(max_epochs=2, epoch_num_steps=10, collection_step_num_env_steps=10)
     trainer = setup.trainer()
     first = trainer.run()
-    second = trainer.run()
-    assert second.train_step == first.train_step == 20
-    assert second.update_step == first.update_step == 2
+    with pytest.raises(RuntimeError, match=r"run\(\): this trainer's run has ended .* a trainer runs once"):
+        trainer.run()
+    assert trainer.counters.env_step == first.train_step == 20
+    assert len(setup.algorithm.calls) == 2
 
 
 # ====================================================================== run_training

@@ -38,6 +38,12 @@ def add_parser(subparsers: Any) -> None:
         default=None,
         help="record every episode as MP4 into DIR (needs moviepy: pip install 'tshtrain[video]')",
     )
+    parser.add_argument(
+        "--trust",
+        action="store_true",
+        help="the checkpoint comes from a source you trust (needed for 'dcp' checkpoints, whose metadata "
+        "is a pickle); without it nothing from the checkpoint is unpickled",
+    )
     parser.set_defaults(run=run)
 
 
@@ -65,7 +71,7 @@ def run(args: argparse.Namespace) -> int:
         envs = make_envs(experiment.env, experiment.env.num_test_envs)
     try:
         algorithm = build_algorithm(experiment, envs.single_observation_space, envs.single_action_space)
-        load_algorithm_checkpoint(algorithm, checkpoint)
+        load_algorithm_checkpoint(algorithm, checkpoint, trusted=args.trust)
         seed = experiment.seed + TEST_SEED_OFFSET if args.seed is None else args.seed
         stats = Collector(algorithm.policy, envs, seed=seed).collect(
             n_episode=args.episodes, deterministic=not args.stochastic

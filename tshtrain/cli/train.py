@@ -52,6 +52,12 @@ def add_parser(subparsers: Any) -> None:
         default=None,
         help="continue the stopped run in DIR from its newest checkpoint",
     )
+    parser.add_argument(
+        "--trust",
+        action="store_true",
+        help="with --resume: DIR comes from a source you trust, so also unpickle the envs' snapshots, which "
+        "makes the resumed run bit-exact (without it nothing from DIR is unpickled; the envs are reset)",
+    )
     parser.set_defaults(run=run)
 
 
@@ -65,7 +71,7 @@ def run(args: argparse.Namespace) -> int:
                 file=sys.stderr,
             )
             return 2
-        return _resume(Path(args.resume), args.overrides)
+        return _resume(Path(args.resume), args.overrides, trusted=args.trust)
     from tshtrain.config import load_experiment
 
     experiment = load_experiment(args.config, args.overrides)
@@ -88,7 +94,7 @@ def run(args: argparse.Namespace) -> int:
     return _train(built, resumed_from=None)
 
 
-def _resume(directory: Path, overrides: list[str]) -> int:
+def _resume(directory: Path, overrides: list[str], *, trusted: bool) -> int:
     from tshtrain.config import load_experiment
     from tshtrain.trainer.checkpoint import CheckpointManager
 
@@ -114,7 +120,7 @@ def _resume(directory: Path, overrides: list[str]) -> int:
             file=sys.stderr,
         )
         return 1
-    built.trainer.load_checkpoint(latest)
+    built.trainer.load_checkpoint(latest, trusted=trusted)
     if built.trainer.done:
         built.close()
         print(

@@ -120,6 +120,7 @@ class Trainer(ABC, Generic[TAlgorithm, TParams]):
         self._checkpoints = CheckpointManager(params.checkpoint) if params.checkpoint is not None else None
         self._started = False
         self._resumed = False
+        self._closed = False
 
     @abstractmethod
     def _make_strategy(self) -> StepStrategy:
@@ -199,6 +200,12 @@ class Trainer(ABC, Generic[TAlgorithm, TParams]):
         With ``verbose``, a summary table of the final InfoStats is printed at the end. With
         ``params.checkpoint``, a final checkpoint is written however the run ends.
         """
+        if self._closed:
+            raise RuntimeError(
+                f"{type(self).__name__}.run(): this trainer's run has ended and its logger is closed; a trainer "
+                f"runs once. Build a new trainer (with a new logger) to train again, or to continue this run "
+                f"load one of its checkpoints into a new trainer."
+            )
         try:
             if not self._resumed:
                 self.reset(reset_collectors, reset_collector_buffers)
@@ -255,16 +262,23 @@ class Trainer(ABC, Generic[TAlgorithm, TParams]):
         :mod:`tshtrain.trainer.checkpoint`); atomic: a crash mid-write leaves the previous state."""
         return save_checkpoint(self._state_view(), path, include_buffers=include_buffers, backend=backend)
 
-    def load_checkpoint(self, path: str | Path, *, load_buffers: bool = True) -> None:
+    def load_checkpoint(self, path: str | Path, *, load_buffers: bool = True, trusted: bool = False) -> None:
         """Restore a checkpoint into this trainer, built with the same algorithm, params and collectors
         as the one that saved it; the next :meth:`run` (or iteration) continues from there.
+
+        Args:
+            path: the checkpoint directory.
+            load_buffers: also restore the replay buffers saved with it.
+            trusted: the checkpoint comes from a source you trust: also unpickle what only pickles
+                can hold (the envs' snapshots, which make the resume bit-exact; ``"dcp"`` metadata).
+                Without it nothing from the file is unpickled or imported, and the envs are reset.
 
         Raises:
             CheckpointError: the checkpoint is missing, truncated, corrupted, of another format
                 version, from another algorithm or trainer class, or does not fit this trainer
                 (e.g. another number of envs); nothing is changed then.
         """
-        load_checkpoint(self._state_view(), path, load_buffers=load_buffers)
+        load_checkpoint(self._state_view(), path, load_buffers=load_buffers, trusted=trusted)
         self._resumed = True
         epoch = self.state.epoch
         if epoch is not None and self._show_progress():
@@ -608,6 +622,7 @@ class Trainer(ABC, Generic[TAlgorithm, TParams]):
 
     def _close(self, *, quiet: bool = False) -> None:
         """Close the progress bar and the logger; ``quiet``: log a failing close instead of raising."""
+        self._closed = True
         self._set_flush_denormal(False)
         if self._bar is not None:
             self._bar.close()

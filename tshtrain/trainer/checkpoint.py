@@ -20,7 +20,9 @@ Layout and integrity checks: :mod:`tshtrain.trainer.checkpoint_io`.
 
 from __future__ import annotations
 
+import copy
 import io
+import logging
 import shutil
 from collections.abc import Mapping
 from pathlib import Path
@@ -40,6 +42,8 @@ from tshtrain.trainer.checkpoint_io import (
     write_checkpoint_dir,
 )
 from tshtrain.trainer.checkpoint_params import Backend, CheckpointParams
+
+log = logging.getLogger(__name__)
 
 _STATE_FILE = "state.pt"
 _DCP_DIR = "state.dcp"
@@ -163,17 +167,25 @@ def _check_saved_by(manifest: CheckpointManifest, expected: Mapping[str, Any], k
 
 
 def load_checkpoint(
-    target: Checkpointable, path: str | Path, *, load_buffers: bool = True
+    target: Checkpointable, path: str | Path, *, load_buffers: bool = True, trusted: bool = False
 ) -> CheckpointManifest:
     """Restore ``target`` (built like the one that saved) from the checkpoint directory ``path``.
 
-    Every file is verified and the state checked against ``target`` before anything changes. Raises
-    :class:`CheckpointError` for a missing, truncated, corrupted or other-version checkpoint, one saved
-    by another algorithm or trainer, or one that does not fit (e.g. another number of envs).
+    Every file is verified and the state checked against ``target`` before anything changes. Nothing
+    from the file is unpickled or imported unless ``trusted``: the state is read with
+    ``weights_only=True`` and buffers as plain arrays; pickled env snapshots are restored only with
+    ``trusted=True`` (otherwise the envs are reset, so the resumed run is not bit-exact), and a
+    ``"dcp"`` checkpoint, whose metadata file is a pickle, is refused.
+
+    Raises:
+        CheckpointError: a missing, truncated, corrupted or other-version checkpoint, one saved by
+            another algorithm or trainer, one with files its manifest does not list, an untrusted
+            ``"dcp"`` checkpoint, or one that does not fit (e.g. another number of envs); nothing is
+            changed then.
     """
     manifest = _verify(path, skip_prefixes=() if load_buffers else ("buffers/",))
     _check_saved_by(manifest, target.describe(), ("algorithm", "trainer"))
-    state = _read_state(manifest)
+    state = _read_state(manifest, trusted=trusted)
     try:
         target.check_state_dict(state)
     except (ValueError, KeyError, TypeError, AttributeError) as error:
@@ -190,32 +202,63 @@ def load_checkpoint(
         target.load_state_dict(state)
     except (ValueError, KeyError, TypeError, RuntimeError) as error:
         raise CheckpointError(f"{manifest.path}: could not be applied (nothing changed): {error}") from None
-    snapshots = {
-        name: (manifest.path / rel).read_bytes() if rel in manifest.files else None
-        for name in state.get("collectors", {})
-        for rel in (f"envs/{name}.pkl",)
-    }
-    target.restore_envs(snapshots)
+    target.restore_envs(_env_snapshots(manifest, state, trusted=trusted))
     target.rewind_logger()
     return manifest
 
 
-def load_algorithm_checkpoint(algorithm: Algorithm[Any], path: str | Path) -> CheckpointManifest:
+def _env_snapshots(
+    manifest: CheckpointManifest, state: Mapping[str, Any], *, trusted: bool
+) -> dict[str, bytes | None]:
+    """The listed env snapshots to restore (None: reset those envs); untrusted: none, with a warning."""
+    listed = {name: f"envs/{name}.pkl" for name in state.get("collectors", {})}
+    listed = {name: rel for name, rel in listed.items() if rel in manifest.files}
+    if listed and not trusted:
+        log.warning(
+            "%s: the envs were not restored: their snapshots are pickles, which are loaded only with "
+            "trusted=True (tshtrain: --trust); they are reset, so the resumed run is not bit-exact.",
+            manifest.path,
+        )
+        return {}
+    return {name: (manifest.path / rel).read_bytes() for name, rel in listed.items()}
+
+
+def load_algorithm_checkpoint(
+    algorithm: Algorithm[Any], path: str | Path, *, trusted: bool = False
+) -> CheckpointManifest:
     """Restore only the algorithm (weights, optimizers, policy state) from the checkpoint directory
     ``path``, e.g. to evaluate ``best/``; buffers and env snapshots are neither read nor verified.
 
     Raises:
-        CheckpointError: the checkpoint is missing, truncated, corrupted, of another format version, or
-            was saved by another algorithm class.
+        CheckpointError: the checkpoint is missing, truncated, corrupted, of another format version,
+            was saved by another algorithm class, or is an untrusted ``"dcp"`` checkpoint (see
+            :func:`load_checkpoint`); nothing is changed then.
     """
     manifest = _verify(path, skip_prefixes=("buffers/", "envs/"))
     _check_saved_by(manifest, {"algorithm": type(algorithm).__name__}, ("algorithm",))
-    algorithm.load_state_dict(_read_state(manifest)["algorithm"])
+    state = _read_state(manifest, trusted=trusted)["algorithm"]
+    before = copy.deepcopy(algorithm.state_dict())
+    try:
+        algorithm.load_state_dict(state)
+    except (ValueError, KeyError, TypeError, RuntimeError) as error:
+        algorithm.load_state_dict(before)
+        raise CheckpointError(f"{manifest.path}: could not be applied (nothing changed): {error}") from None
     return manifest
 
 
-def _read_state(manifest: CheckpointManifest) -> dict[str, Any]:
-    if manifest.info.get("backend", "torch") == "dcp":
+def _read_state(manifest: CheckpointManifest, *, trusted: bool) -> dict[str, Any]:
+    backend = manifest.info.get("backend", "torch")
+    if backend not in ("torch", "dcp"):
+        raise CheckpointError(
+            f"{manifest.path}: unknown backend {str(backend)[:40]!r}; allowed: 'torch', 'dcp'."
+        )
+    if backend == "dcp":
+        if not trusted:
+            raise CheckpointError(
+                f"{manifest.path}: a 'dcp' (torch.distributed.checkpoint) checkpoint; reading it unpickles "
+                f"its metadata file, which can run code. Load it only from a source you trust, with "
+                f"trusted=True (tshtrain: --trust)."
+            )
         return _dcp_load(manifest.path / _DCP_DIR)
     file = manifest.path / _STATE_FILE
     try:
