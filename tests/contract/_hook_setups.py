@@ -15,7 +15,14 @@ from torch import nn
 from typing_extensions import override
 
 from tshtrain.algorithm import BCParams, BehaviorCloning, CategoricalPolicy, Reinforce, ReinforceParams, mlp
-from tshtrain.algorithm.base import OffPolicyAlgorithm, OnPolicyAlgorithm, Policy, TrainingStats
+from tshtrain.algorithm.base import (
+    NO_UPDATE_HOOKS,
+    OffPolicyAlgorithm,
+    OnPolicyAlgorithm,
+    Policy,
+    TrainingStats,
+    UpdateHooks,
+)
 from tshtrain.data import Collector, ObsTensor, RolloutBatch, TransitionBatch, VectorReplayBuffer
 from tshtrain.data.buffer import BaseReplayBuffer
 from tshtrain.env import make_vector_env
@@ -72,18 +79,21 @@ class LinearOffPolicy(OffPolicyAlgorithm[RandomPolicy]):
         return {"policy": self.policy, "net": self.net, "optim": self.optim}
 
     @override
-    def update(self, buffer: BaseReplayBuffer, batch_size: int) -> TrainingStats:
-        batch = self.update_hooks.process_optim_batch(buffer.sample(batch_size))
+    def update(
+        self, buffer: BaseReplayBuffer, batch_size: int, *, hooks: UpdateHooks = NO_UPDATE_HOOKS
+    ) -> TrainingStats:
+        batch = hooks.process_optim_batch(buffer.sample(batch_size))
         self.batches.append(batch)
         obs = torch.as_tensor(np.asarray(batch.obs), dtype=torch.float32)
         prediction: torch.Tensor = self.net(obs)
         loss = (prediction.squeeze(-1) - torch.as_tensor(batch.rew)).pow(2).mean()
         if self.nan_at is not None and len(self.batches) == self.nan_at:
             loss = loss * math.nan
-        self.update_hooks.post_loss({"regression loss": loss})
+        hooks.post_loss({"regression loss": loss})
         self.optim.zero_grad()
         loss.backward()  # type: ignore[no-untyped-call]
         self.optim.step()
+        hooks.post_optim("optim", self.optim)
         return LossStats(loss=float(loss.detach()))
 
 
@@ -101,7 +111,14 @@ class RecordingOnPolicy(OnPolicyAlgorithm[RandomPolicy]):
         return {"policy": self.policy, "net": self.net, "optim": self.optim}
 
     @override
-    def update(self, rollout: RolloutBatch, *, batch_size: int | None, num_repetitions: int) -> TrainingStats:
+    def update(
+        self,
+        rollout: RolloutBatch,
+        *,
+        batch_size: int | None,
+        num_repetitions: int,
+        hooks: UpdateHooks = NO_UPDATE_HOOKS,
+    ) -> TrainingStats:
         self.rollouts.append(
             RolloutBatch(
                 obs=np.array(rollout.obs, copy=True),
@@ -116,10 +133,11 @@ class RecordingOnPolicy(OnPolicyAlgorithm[RandomPolicy]):
         )
         prediction: torch.Tensor = self.net(torch.ones(1, 1))
         loss = prediction.pow(2).mean()
-        self.update_hooks.post_loss({"dummy loss": loss})
+        hooks.post_loss({"dummy loss": loss})
         self.optim.zero_grad()
         loss.backward()  # type: ignore[no-untyped-call]
         self.optim.step()
+        hooks.post_optim("optim", self.optim)
         return LossStats(loss=float(loss.detach()))
 
 

@@ -24,11 +24,13 @@ import torch
 from typing_extensions import override
 
 from tshtrain.algorithm.base import (
+    NO_UPDATE_HOOKS,
     OfflineAlgorithm,
     OffPolicyAlgorithm,
     OnPolicyAlgorithm,
     Policy,
     TrainingStats,
+    UpdateHooks,
 )
 from tshtrain.data import Collector, ObsTensor, RolloutBatch, VectorReplayBuffer
 from tshtrain.data.buffer import BaseReplayBuffer
@@ -95,7 +97,14 @@ class FakeOnPolicy(OnPolicyAlgorithm[FixedPolicy]):
         self.calls: list[OnPolicyCall] = []
 
     @override
-    def update(self, rollout: RolloutBatch, *, batch_size: int | None, num_repetitions: int) -> TrainingStats:
+    def update(
+        self,
+        rollout: RolloutBatch,
+        *,
+        batch_size: int | None,
+        num_repetitions: int,
+        hooks: UpdateHooks = NO_UPDATE_HOOKS,
+    ) -> TrainingStats:
         self.calls.append(
             OnPolicyCall(
                 shape=rollout.shape,
@@ -122,7 +131,9 @@ class FakeOffPolicy(OffPolicyAlgorithm[FixedPolicy]):
         self.losses: list[float] = []
 
     @override
-    def update(self, buffer: BaseReplayBuffer, batch_size: int) -> TrainingStats:
+    def update(
+        self, buffer: BaseReplayBuffer, batch_size: int, *, hooks: UpdateHooks = NO_UPDATE_HOOKS
+    ) -> TrainingStats:
         batch = buffer.sample(batch_size)
         assert isinstance(batch.obs, np.ndarray)
         loss = float(np.mean(batch.obs)) + len(self.losses)
@@ -146,7 +157,9 @@ class FakeOffline(OfflineAlgorithm[FixedPolicy]):
         self.processed.append(buffer)
 
     @override
-    def update(self, buffer: BaseReplayBuffer, batch_size: int) -> TrainingStats:
+    def update(
+        self, buffer: BaseReplayBuffer, batch_size: int, *, hooks: UpdateHooks = NO_UPDATE_HOOKS
+    ) -> TrainingStats:
         batch = buffer.sample(batch_size)
         assert isinstance(batch.obs, np.ndarray)
         loss = float(np.mean(batch.obs))

@@ -19,7 +19,7 @@ from tests.contract._hook_setups import (
     recording_on_policy_trainer,
     reinforce_trainer,
 )
-from tshtrain.algorithm.base import NO_UPDATE_HOOKS, TrainingStats
+from tshtrain.algorithm.base import TrainingStats
 from tshtrain.data import TransitionBatch
 from tshtrain.data.stats import CollectStats
 from tshtrain.errors import ConfigurationError
@@ -204,13 +204,13 @@ def test_a_transform_hook_returning_the_wrong_type_fails_with_its_name() -> None
         trainer.run()
 
 
-def test_update_hooks_are_detached_after_the_run() -> None:
+def test_update_hooks_act_only_inside_the_run() -> None:
     trainer = off_policy_trainer(max_epochs=1)
     trainer.register_hook(HookStage.POST_LOSS, lambda ctx: None, name="loss")
     calls: list[int] = []
     trainer.register_hook(HookStage.POST_OPTIM, lambda ctx: calls.append(1), name="optim")
     trainer.run()
-    assert trainer.algorithm.update_hooks is NO_UPDATE_HOOKS
+    assert calls  # the trainer passed its hooks to every update
     before = len(calls)
     trainer.algorithm.update(trainer.params.training_collector.buffer, 4)  # outside the run
     assert len(calls) == before
@@ -219,7 +219,6 @@ def test_update_hooks_are_detached_after_the_run() -> None:
 def test_without_hooks_nothing_is_attached() -> None:
     trainer = off_policy_trainer(max_epochs=1)
     trainer.reset()
-    assert trainer.algorithm.update_hooks is NO_UPDATE_HOOKS
     assert not trainer.algorithm.optim._optimizer_step_post_hooks
     assert trainer.params.training_collector.listener is None
 

@@ -312,6 +312,8 @@ class _RecordingHooks:
     def __init__(self) -> None:
         self.batches = 0
         self.losses: list[str] = []
+        self.optimizer_steps: list[str] = []
+        self.components: dict[str, Any] = {}
 
     def process_optim_batch(self, batch: Any, /) -> Any:
         self.batches += 1
@@ -320,15 +322,20 @@ class _RecordingHooks:
     def post_loss(self, losses: Any, /) -> None:
         self.losses.extend(losses)
 
+    def post_optim(self, name: str, optimizer: Any, /) -> None:
+        assert optimizer is self.components[name]
+        self.optimizer_steps.append(name)
+
 
 @pytest.mark.parametrize("spec", SPECS, ids=IDS)
 def test_update_hooks_see_every_sample_and_every_loss(spec: Spec) -> None:
     algorithm = spec.build(0)
     hooks = _RecordingHooks()
-    algorithm.attach_update_hooks(hooks)
-    _updates(algorithm, _buffer(spec.env_id, 0), 2)
+    hooks.components = algorithm.components()
+    for _ in range(2):
+        algorithm.update(_buffer(spec.env_id, 0), 16, hooks=hooks)
+    assert hooks.optimizer_steps  # post_optim checked each name against components()
     assert hooks.batches == 2
     assert hooks.losses[0] == spec.loss_name and set(hooks.losses) >= {spec.loss_name}
-    algorithm.attach_update_hooks(None)
-    _updates(algorithm, _buffer(spec.env_id, 0), 1)
+    _updates(algorithm, _buffer(spec.env_id, 0), 1)  # default: no hooks
     assert hooks.batches == 2

@@ -258,6 +258,7 @@ class _RecordingHooks:
 
     def __init__(self) -> None:
         self.losses: list[dict[str, bool]] = []
+        self.optimizer_steps: list[str] = []
 
     def process_optim_batch(self, batch: Any, /) -> Any:
         raise AssertionError("on-policy algorithms sample no replay batches")
@@ -266,17 +267,19 @@ class _RecordingHooks:
         # before backward: the loss still has its graph and no gradient has been computed yet
         self.losses.append({name: loss.requires_grad for name, loss in losses.items()})
 
+    def post_optim(self, name: str, optimizer: Any, /) -> None:
+        self.optimizer_steps.append(name)
+
 
 @pytest.mark.parametrize("algo", ALGOS)
 def test_update_hooks_see_the_losses_of_every_gradient_step(algo: str) -> None:
     setup = build(algo, "discrete")
     hooks = _RecordingHooks()
-    setup.algorithm.attach_update_hooks(hooks)
-    stats = setup.algorithm.update(rollout_of(setup), batch_size=8, num_repetitions=2)
+    stats = setup.algorithm.update(rollout_of(setup), batch_size=8, num_repetitions=2, hooks=hooks)
     assert len(hooks.losses) == stats.num_gradient_steps == 4
     assert hooks.losses[0] == {"loss": True, "policy loss": True, "value loss": True}
-    setup.algorithm.attach_update_hooks(None)
-    setup.algorithm.update(rollout_of(setup), batch_size=8, num_repetitions=2)
+    assert hooks.optimizer_steps == ["optim"] * 4
+    setup.algorithm.update(rollout_of(setup), batch_size=8, num_repetitions=2)  # default: no hooks
     assert len(hooks.losses) == 4
 
 

@@ -9,7 +9,14 @@ import torch
 from torch import nn
 from typing_extensions import override
 
-from tshtrain.algorithm.base import OnPolicyAlgorithm, Stateful, TrainingStats, check_finite_loss
+from tshtrain.algorithm.base import (
+    NO_UPDATE_HOOKS,
+    OnPolicyAlgorithm,
+    Stateful,
+    TrainingStats,
+    UpdateHooks,
+    check_finite_loss,
+)
 from tshtrain.algorithm.normalization import RunningObsNormalizer
 from tshtrain.algorithm.onpolicy import (
     ActorCritic,
@@ -108,13 +115,20 @@ class A2C(OnPolicyAlgorithm[ActorPolicy]):
         self.ac.load_extra_state(state)
 
     @override
-    def update(self, rollout: RolloutBatch, *, batch_size: int | None, num_repetitions: int) -> TrainingStats:
+    def update(
+        self,
+        rollout: RolloutBatch,
+        *,
+        batch_size: int | None,
+        num_repetitions: int,
+        hooks: UpdateHooks = NO_UPDATE_HOOKS,
+    ) -> TrainingStats:
         params = self.params
         lr = params.lr * schedule_factor(params.lr_schedule, self.ac.num_update_steps)
         self.ac.set_lr(lr)
         data = prepare_rollout(self.ac, rollout, gamma=params.gamma, gae_lambda=params.gae_lambda)
         rows = [
-            self._gradient_step(data, idx)
+            self._gradient_step(data, idx, hooks)
             for idx in minibatches(len(data), batch_size, num_repetitions, self.ac.rng)
         ]
         means = torch.stack(rows).mean(dim=0)
@@ -137,7 +151,7 @@ class A2C(OnPolicyAlgorithm[ActorPolicy]):
             lr=lr,
         )
 
-    def _gradient_step(self, data: RolloutTensors, idx: torch.Tensor) -> torch.Tensor:
+    def _gradient_step(self, data: RolloutTensors, idx: torch.Tensor, hooks: UpdateHooks) -> torch.Tensor:
         """One Adam step on a mini-batch; returns its detached statistics
         (loss, policy loss, value loss, entropy, approx KL, grad norm)."""
         params = self.params
@@ -150,8 +164,8 @@ class A2C(OnPolicyAlgorithm[ActorPolicy]):
         v_loss = value_loss(value, data.value_old[idx], data.returns[idx], None)
         mean_entropy = entropy.mean()
         loss = policy_loss + params.vf_coef * v_loss - params.ent_coef * mean_entropy
-        self.update_hooks.post_loss({"loss": loss, "policy loss": policy_loss, "value loss": v_loss})
-        grad_norm = self.ac.gradient_step(loss, params.max_grad_norm)
+        reported = {"loss": loss, "policy loss": policy_loss, "value loss": v_loss}
+        grad_norm = self.ac.gradient_step(loss, reported, hooks, params.max_grad_norm)
         with torch.no_grad():
             log_ratio = logp - data.logp_old[idx]
             approx_kl = (torch.expm1(log_ratio) - log_ratio).mean()

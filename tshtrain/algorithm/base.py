@@ -119,10 +119,9 @@ class Stateful(Protocol):
 class UpdateHooks(Protocol):
     """What an algorithm calls inside its update so that a trainer's hooks act there.
 
-    The trainer attaches one with :meth:`Algorithm.attach_update_hooks` while it runs (see
-    ``docs/hooks.md``); otherwise :data:`NO_UPDATE_HOOKS` does nothing. The algorithm never learns
-    anything about the trainer through it. Optimizer steps need no call: the trainer observes them with
-    ``torch.optim.Optimizer.register_step_post_hook`` on the optimizers in :meth:`Algorithm.components`.
+    The trainer passes one to every ``update(..., hooks=...)`` call (see ``docs/hooks.md``); the
+    default :data:`NO_UPDATE_HOOKS` does nothing. The algorithm never learns anything about the
+    trainer through it.
     """
 
     def process_optim_batch(self, batch: TransitionBatch, /) -> TransitionBatch:
@@ -134,10 +133,15 @@ class UpdateHooks(Protocol):
         pass. A hook may raise ``StopTraining`` here, which abandons the update."""
         ...
 
+    def post_optim(self, name: str, optimizer: torch.optim.Optimizer, /) -> None:
+        """Called right after every optimizer step; ``name`` is the optimizer's key in
+        :meth:`Algorithm.components`."""
+        ...
+
 
 @final
 class NoUpdateHooks:
-    """The default :class:`UpdateHooks`: passes batches through, ignores losses."""
+    """The default :class:`UpdateHooks`: passes batches through, ignores losses and optimizer steps."""
 
     def process_optim_batch(self, batch: TransitionBatch, /) -> TransitionBatch:
         return batch
@@ -145,9 +149,12 @@ class NoUpdateHooks:
     def post_loss(self, losses: Mapping[str, torch.Tensor], /) -> None:
         del losses
 
+    def post_optim(self, name: str, optimizer: torch.optim.Optimizer, /) -> None:
+        del name, optimizer
+
 
 NO_UPDATE_HOOKS = NoUpdateHooks()
-"""the update hooks of an algorithm no trainer has attached hooks to"""
+"""the update hooks of an update called without a trainer's hooks"""
 
 
 class Policy(nn.Module, ABC):
@@ -235,15 +242,8 @@ TPolicy = TypeVar("TPolicy", bound=Policy)
 class Algorithm(ABC, Generic[TPolicy]):
     """Owns a policy, further networks and optimizers; implements the update (see module docstring)."""
 
-    update_hooks: UpdateHooks = NO_UPDATE_HOOKS
-    """called inside :meth:`update` (see :class:`UpdateHooks`); set by :meth:`attach_update_hooks`"""
-
     def __init__(self, *, policy: TPolicy):
         self.policy = policy
-
-    def attach_update_hooks(self, hooks: UpdateHooks | None) -> None:
-        """Route :attr:`update_hooks` to ``hooks`` (None: back to the no-op default)."""
-        self.update_hooks = hooks if hooks is not None else NO_UPDATE_HOOKS
 
     def components(self) -> dict[str, Stateful]:
         """Everything with state to save: networks, optimizers, schedulers. Subclasses extend it."""
@@ -292,16 +292,27 @@ class OnPolicyAlgorithm(Algorithm[TPolicy]):
     """Updates from the rollout of the latest collection step only; the trainer then clears the buffer."""
 
     @abstractmethod
-    def update(self, rollout: RolloutBatch, *, batch_size: int | None, num_repetitions: int) -> TrainingStats:
-        """``num_repetitions`` passes over ``rollout`` in mini-batches of ``batch_size`` (None: all)."""
+    def update(
+        self,
+        rollout: RolloutBatch,
+        *,
+        batch_size: int | None,
+        num_repetitions: int,
+        hooks: UpdateHooks = NO_UPDATE_HOOKS,
+    ) -> TrainingStats:
+        """``num_repetitions`` passes over ``rollout`` in mini-batches of ``batch_size`` (None: all);
+        ``hooks`` are called at their points inside (see :class:`UpdateHooks`)."""
 
 
 class OffPolicyAlgorithm(Algorithm[TPolicy]):
     """Updates from samples of a replay buffer that the training collector fills."""
 
     @abstractmethod
-    def update(self, buffer: BaseReplayBuffer, batch_size: int) -> TrainingStats:
-        """One gradient step on ``batch_size`` transitions sampled from ``buffer``."""
+    def update(
+        self, buffer: BaseReplayBuffer, batch_size: int, *, hooks: UpdateHooks = NO_UPDATE_HOOKS
+    ) -> TrainingStats:
+        """One gradient step on ``batch_size`` transitions sampled from ``buffer``; ``hooks`` are called
+        at their points inside (see :class:`UpdateHooks`)."""
 
 
 class OfflineAlgorithm(Algorithm[TPolicy]):
@@ -312,5 +323,8 @@ class OfflineAlgorithm(Algorithm[TPolicy]):
         del buffer
 
     @abstractmethod
-    def update(self, buffer: BaseReplayBuffer, batch_size: int) -> TrainingStats:
-        """One gradient step on ``batch_size`` transitions sampled from ``buffer``."""
+    def update(
+        self, buffer: BaseReplayBuffer, batch_size: int, *, hooks: UpdateHooks = NO_UPDATE_HOOKS
+    ) -> TrainingStats:
+        """One gradient step on ``batch_size`` transitions sampled from ``buffer``; ``hooks`` are called
+        at their points inside (see :class:`UpdateHooks`)."""

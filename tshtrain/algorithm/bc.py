@@ -9,13 +9,16 @@ import torch.nn.functional as F
 from typing_extensions import override
 
 from tshtrain.algorithm.base import (
+    NO_UPDATE_HOOKS,
     OfflineAlgorithm,
     Policy,
     Stateful,
     TrainingStats,
+    UpdateHooks,
     check_finite_loss,
     make_adam,
 )
+from tshtrain.algorithm.optim import optimizer_step
 from tshtrain.algorithm.policies import CategoricalPolicy, DeterministicActorPolicy
 from tshtrain.data.buffer import BaseReplayBuffer
 from tshtrain.errors import require_positive
@@ -58,18 +61,17 @@ class BehaviorCloning(OfflineAlgorithm[Policy]):
         return {"policy": self.policy, "optim": self.optim}
 
     @override
-    def update(self, buffer: BaseReplayBuffer, batch_size: int) -> TrainingStats:
-        batch = self.update_hooks.process_optim_batch(buffer.sample(batch_size)).to_torch(self.policy.device)
+    def update(
+        self, buffer: BaseReplayBuffer, batch_size: int, *, hooks: UpdateHooks = NO_UPDATE_HOOKS
+    ) -> TrainingStats:
+        batch = hooks.process_optim_batch(buffer.sample(batch_size)).to_torch(self.policy.device)
         policy = self.policy
         if isinstance(policy, CategoricalPolicy):
             loss = F.cross_entropy(policy.logits(batch.obs), batch.act.long())
         else:
             assert isinstance(policy, DeterministicActorPolicy)
             loss = F.mse_loss(policy.mean_actions(batch.obs), batch.act.float())
-        self.update_hooks.post_loss({"imitation loss": loss})
-        self.optim.zero_grad(set_to_none=True)
-        loss.backward()  # type: ignore[no-untyped-call]
-        self.optim.step()
+        optimizer_step(self.optim, "optim", {"imitation loss": loss}, hooks, zero_grad_first=False)
         loss_value = loss.detach()
         check_finite_loss("BehaviorCloning", "imitation loss", loss_value)
         return BCTrainingStats(loss=float(loss_value))

@@ -21,7 +21,14 @@ import torch
 from torch import nn
 from typing_extensions import override
 
-from tshtrain.algorithm.base import OfflineAlgorithm, Stateful, TrainingStats, make_adam
+from tshtrain.algorithm.base import (
+    NO_UPDATE_HOOKS,
+    OfflineAlgorithm,
+    Stateful,
+    TrainingStats,
+    UpdateHooks,
+    make_adam,
+)
 from tshtrain.algorithm.continuous import TanhGaussianPolicy, critic_values
 from tshtrain.algorithm.offpolicy import (
     frozen,
@@ -31,6 +38,7 @@ from tshtrain.algorithm.offpolicy import (
     sample_replay,
     td_loss,
 )
+from tshtrain.algorithm.optim import optimizer_step
 from tshtrain.algorithm.polyak import TargetNetwork
 from tshtrain.data.batch import ObsTensor
 from tshtrain.data.buffer import BaseReplayBuffer
@@ -211,12 +219,12 @@ class CQL(OfflineAlgorithm[TanhGaussianPolicy]):
         return q_MNK
 
     @override
-    def update(self, buffer: BaseReplayBuffer, batch_size: int) -> TrainingStats:
+    def update(
+        self, buffer: BaseReplayBuffer, batch_size: int, *, hooks: UpdateHooks = NO_UPDATE_HOOKS
+    ) -> TrainingStats:
         p, policy = self.params, self.policy
         alpha = self.log_alpha.detach().exp()
-        batch = sample_replay(
-            buffer, batch_size, gamma=p.gamma, n_step=1, device=policy.device, hooks=self.update_hooks
-        )
+        batch = sample_replay(buffer, batch_size, gamma=p.gamma, n_step=1, device=policy.device, hooks=hooks)
         with torch.no_grad():
             act_next, log_prob_next = policy.sample(batch.obs_next)
             q_next = critic_values(self.target_critic.net, batch.obs_next, act_next).min(dim=0).values
@@ -229,26 +237,17 @@ class CQL(OfflineAlgorithm[TanhGaussianPolicy]):
         if p.with_lagrange:
             penalty_M = penalty_M - p.lagrange_threshold
         critic_loss = td.loss + (cql_weight.detach() * penalty_M).sum()
-        self.critic_optim.zero_grad(set_to_none=True)
-        self.update_hooks.post_loss({"critic loss": critic_loss})
-        critic_loss.backward()  # type: ignore[no-untyped-call]
-        self.critic_optim.step()
+        optimizer_step(self.critic_optim, "critic_optim", {"critic loss": critic_loss}, hooks)
 
         weight_loss = torch.zeros(())
         if p.with_lagrange:
             weight_loss = -(cql_weight * penalty_M.detach()).sum()
-            self.cql_weight_optim.zero_grad(set_to_none=True)
-            self.update_hooks.post_loss({"cql weight loss": weight_loss})
-            weight_loss.backward()  # type: ignore[no-untyped-call]
-            self.cql_weight_optim.step()
+            optimizer_step(self.cql_weight_optim, "cql_weight_optim", {"cql weight loss": weight_loss}, hooks)
 
-        actor_loss, log_prob = self._actor_step(batch.obs, alpha)
+        actor_loss, log_prob = self._actor_step(batch.obs, alpha, hooks)
         if p.auto_alpha:
             alpha_loss = -(self.log_alpha * (log_prob.detach() + self.target_entropy)).mean()
-            self.alpha_optim.zero_grad(set_to_none=True)
-            self.update_hooks.post_loss({"alpha loss": alpha_loss})
-            alpha_loss.backward()  # type: ignore[no-untyped-call]
-            self.alpha_optim.step()
+            optimizer_step(self.alpha_optim, "alpha_optim", {"alpha loss": alpha_loss}, hooks)
         self.target_critic.update(p.tau)
         stats = host_scalars(
             "CQL",
@@ -274,14 +273,13 @@ class CQL(OfflineAlgorithm[TanhGaussianPolicy]):
             q_mean=stats["q_mean"],
         )
 
-    def _actor_step(self, obs: ObsTensor, alpha: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def _actor_step(
+        self, obs: ObsTensor, alpha: torch.Tensor, hooks: UpdateHooks
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         """SAC's actor step; returns the actor loss and log pi of the fresh actions."""
         with frozen(self._critic_params):
             act, log_prob = self.policy.sample(obs)
             q_new = critic_values(self.critic, obs, act).min(dim=0).values
             actor_loss = (alpha * log_prob - q_new).mean()
-            self.actor_optim.zero_grad(set_to_none=True)
-            self.update_hooks.post_loss({"actor loss": actor_loss})
-            actor_loss.backward()  # type: ignore[no-untyped-call]
-            self.actor_optim.step()
+            optimizer_step(self.actor_optim, "actor_optim", {"actor loss": actor_loss}, hooks)
         return actor_loss, log_prob

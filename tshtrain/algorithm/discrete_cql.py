@@ -15,8 +15,16 @@ import torch
 import torch.nn.functional as F
 from typing_extensions import override
 
-from tshtrain.algorithm.base import OfflineAlgorithm, Stateful, TrainingStats, make_adam
+from tshtrain.algorithm.base import (
+    NO_UPDATE_HOOKS,
+    OfflineAlgorithm,
+    Stateful,
+    TrainingStats,
+    UpdateHooks,
+    make_adam,
+)
 from tshtrain.algorithm.offpolicy import host_scalars, require_in_range, require_int_at_least, sample_replay
+from tshtrain.algorithm.optim import optimizer_step
 from tshtrain.algorithm.policies import QValuePolicy
 from tshtrain.algorithm.polyak import TargetNetwork
 from tshtrain.data.buffer import BaseReplayBuffer
@@ -106,7 +114,9 @@ class DiscreteCQL(OfflineAlgorithm[QValuePolicy]):
             return returns + discounts * q_next_target.gather(1, next_act).squeeze(-1)
 
     @override
-    def update(self, buffer: BaseReplayBuffer, batch_size: int) -> TrainingStats:
+    def update(
+        self, buffer: BaseReplayBuffer, batch_size: int, *, hooks: UpdateHooks = NO_UPDATE_HOOKS
+    ) -> TrainingStats:
         p = self.params
         batch = sample_replay(
             buffer,
@@ -114,7 +124,7 @@ class DiscreteCQL(OfflineAlgorithm[QValuePolicy]):
             gamma=p.gamma,
             n_step=p.n_step,
             device=self.policy.device,
-            hooks=self.update_hooks,
+            hooks=hooks,
         )
         q_NA = self.policy.q_values(batch.obs)
         q = q_NA.gather(1, batch.act.long().unsqueeze(-1)).squeeze(-1)
@@ -122,10 +132,7 @@ class DiscreteCQL(OfflineAlgorithm[QValuePolicy]):
         td = F.smooth_l1_loss(q, target) if p.huber_loss else F.mse_loss(q, target)
         penalty = discrete_conservative_penalty(q_NA, batch.act)
         loss = td + p.cql_weight * penalty
-        self.optim.zero_grad(set_to_none=True)
-        self.update_hooks.post_loss({"loss": loss})
-        loss.backward()  # type: ignore[no-untyped-call]
-        self.optim.step()
+        optimizer_step(self.optim, "optim", {"loss": loss}, hooks)
         self.num_gradient_steps += 1
         if self.num_gradient_steps % p.target_update_freq == 0:
             self.target_q_net.hard_update()

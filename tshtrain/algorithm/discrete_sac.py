@@ -12,7 +12,14 @@ import torch
 from torch import nn
 from typing_extensions import override
 
-from tshtrain.algorithm.base import OffPolicyAlgorithm, Stateful, TrainingStats, make_adam
+from tshtrain.algorithm.base import (
+    NO_UPDATE_HOOKS,
+    OffPolicyAlgorithm,
+    Stateful,
+    TrainingStats,
+    UpdateHooks,
+    make_adam,
+)
 from tshtrain.algorithm.continuous import ensemble_mlp
 from tshtrain.algorithm.offpolicy import (
     host_scalars,
@@ -22,6 +29,7 @@ from tshtrain.algorithm.offpolicy import (
     td_loss,
     update_priorities,
 )
+from tshtrain.algorithm.optim import optimizer_step
 from tshtrain.algorithm.policies import CategoricalPolicy
 from tshtrain.algorithm.polyak import TargetNetwork
 from tshtrain.data.buffer import BaseReplayBuffer
@@ -167,11 +175,13 @@ class DiscreteSAC(OffPolicyAlgorithm[CategoricalPolicy]):
         return q_MNA
 
     @override
-    def update(self, buffer: BaseReplayBuffer, batch_size: int) -> TrainingStats:
+    def update(
+        self, buffer: BaseReplayBuffer, batch_size: int, *, hooks: UpdateHooks = NO_UPDATE_HOOKS
+    ) -> TrainingStats:
         p, policy = self.params, self.policy
         alpha = self.log_alpha.detach().exp()
         batch = sample_replay(
-            buffer, batch_size, gamma=p.gamma, n_step=p.n_step, device=policy.device, hooks=self.update_hooks
+            buffer, batch_size, gamma=p.gamma, n_step=p.n_step, device=policy.device, hooks=hooks
         )
         with torch.no_grad():
             log_pi_next = torch.log_softmax(policy.logits(batch.obs_next), dim=-1)
@@ -182,29 +192,20 @@ class DiscreteSAC(OffPolicyAlgorithm[CategoricalPolicy]):
         act_index = batch.act.long().view(1, -1, 1).expand(q_MNA.shape[0], -1, 1)
         q_MN = q_MNA.gather(2, act_index).squeeze(-1)
         critic = td_loss(q_MN, target, batch.weight)
-        self.critic_optim.zero_grad(set_to_none=True)
-        self.update_hooks.post_loss({"critic loss": critic.loss})
-        critic.loss.backward()  # type: ignore[no-untyped-call]
-        self.critic_optim.step()
+        optimizer_step(self.critic_optim, "critic_optim", {"critic loss": critic.loss}, hooks)
 
         log_pi = torch.log_softmax(policy.logits(batch.obs), dim=-1)
         pi = log_pi.exp()
         # the critics' values from before their step: saves a forward pass (CleanRL re-evaluates them)
         q_min = q_MNA.detach().min(dim=0).values
         actor_loss = (pi * (alpha * log_pi - q_min)).sum(-1).mean()
-        self.actor_optim.zero_grad(set_to_none=True)
-        self.update_hooks.post_loss({"actor loss": actor_loss})
-        actor_loss.backward()  # type: ignore[no-untyped-call]
-        self.actor_optim.step()
+        optimizer_step(self.actor_optim, "actor_optim", {"actor loss": actor_loss}, hooks)
 
         entropy = -(pi.detach() * log_pi.detach()).sum(-1).mean()
         alpha_loss = torch.zeros(())
         if p.auto_alpha:
             alpha_loss = self.log_alpha * (entropy - self.target_entropy)
-            self.alpha_optim.zero_grad(set_to_none=True)
-            self.update_hooks.post_loss({"alpha loss": alpha_loss})
-            alpha_loss.backward()  # type: ignore[no-untyped-call]
-            self.alpha_optim.step()
+            optimizer_step(self.alpha_optim, "alpha_optim", {"alpha loss": alpha_loss}, hooks)
         self.target_critic.update(p.tau)
         stats = host_scalars(
             "DiscreteSAC",

@@ -13,7 +13,14 @@ import torch.nn.functional as F
 from torch import nn
 from typing_extensions import override
 
-from tshtrain.algorithm.base import OffPolicyAlgorithm, Stateful, TrainingStats, make_adam
+from tshtrain.algorithm.base import (
+    NO_UPDATE_HOOKS,
+    OffPolicyAlgorithm,
+    Stateful,
+    TrainingStats,
+    UpdateHooks,
+    make_adam,
+)
 from tshtrain.algorithm.offpolicy import (
     host_scalars,
     require_in_range,
@@ -21,6 +28,7 @@ from tshtrain.algorithm.offpolicy import (
     sample_replay,
     update_priorities,
 )
+from tshtrain.algorithm.optim import optimizer_step
 from tshtrain.algorithm.policies import QValuePolicy
 from tshtrain.algorithm.polyak import TargetNetwork
 from tshtrain.data.buffer import BaseReplayBuffer
@@ -155,7 +163,9 @@ class DQN(OffPolicyAlgorithm[QValuePolicy]):
             return returns + discounts * q_next_target.gather(1, next_act).squeeze(-1)
 
     @override
-    def update(self, buffer: BaseReplayBuffer, batch_size: int) -> TrainingStats:
+    def update(
+        self, buffer: BaseReplayBuffer, batch_size: int, *, hooks: UpdateHooks = NO_UPDATE_HOOKS
+    ) -> TrainingStats:
         p = self.params
         batch = sample_replay(
             buffer,
@@ -163,20 +173,23 @@ class DQN(OffPolicyAlgorithm[QValuePolicy]):
             gamma=p.gamma,
             n_step=p.n_step,
             device=self.policy.device,
-            hooks=self.update_hooks,
+            hooks=hooks,
         )
         q = self.policy.q_values(batch.obs).gather(1, batch.act.long().unsqueeze(-1)).squeeze(-1)
         target = self._target(batch.obs_next, batch.returns, batch.discounts)
         td_error = q - target
         per_sample = F.smooth_l1_loss(q, target, reduction="none") if p.huber_loss else td_error.pow(2)
         loss = per_sample.mean() if batch.weight is None else (per_sample * batch.weight).mean()
-        self.optim.zero_grad(set_to_none=True)
-        self.update_hooks.post_loss({"TD loss": loss})
-        loss.backward()  # type: ignore[no-untyped-call]
-        grad_norm = torch.zeros(())
-        if p.max_grad_norm is not None:
-            grad_norm = torch.nn.utils.clip_grad_norm_(self._q_params, p.max_grad_norm, foreach=True)
-        self.optim.step()
+        clipped_norm = optimizer_step(
+            self.optim,
+            "optim",
+            {"TD loss": loss},
+            hooks,
+            params=self._q_params,
+            max_grad_norm=p.max_grad_norm,
+            foreach=True,
+        )
+        grad_norm = torch.zeros(()) if clipped_norm is None else clipped_norm
         self.num_gradient_steps += 1
         if self.num_gradient_steps % p.target_update_freq == 0:
             self.target_q_net.hard_update()

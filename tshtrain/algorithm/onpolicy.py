@@ -17,9 +17,10 @@ import numpy as np
 import torch
 from torch import nn
 
-from tshtrain.algorithm.base import Stateful, make_adam
+from tshtrain.algorithm.base import Stateful, UpdateHooks, make_adam
 from tshtrain.algorithm.gaussian import GaussianPolicy
 from tshtrain.algorithm.normalization import RunningObsNormalizer
+from tshtrain.algorithm.optim import optimizer_step
 from tshtrain.algorithm.policies import CategoricalPolicy
 from tshtrain.algorithm.schedules import Schedule
 from tshtrain.data.batch import RolloutBatch
@@ -184,13 +185,27 @@ class ActorCritic:
             )
         return out
 
-    def gradient_step(self, loss: torch.Tensor, max_grad_norm: float | None) -> torch.Tensor:
-        """One Adam step on ``loss``; returns the gradient norm before clipping (a 0-dim tensor)."""
-        self.optim.zero_grad(set_to_none=True)
-        loss.backward()  # type: ignore[no-untyped-call]
+    def gradient_step(
+        self,
+        loss: torch.Tensor,
+        reported: Mapping[str, torch.Tensor],
+        hooks: UpdateHooks,
+        max_grad_norm: float | None,
+    ) -> torch.Tensor:
+        """One Adam step on ``loss`` (``reported`` goes to ``hooks.post_loss`` first); returns the
+        gradient norm before clipping (a 0-dim tensor)."""
         clip = float("inf") if max_grad_norm is None else max_grad_norm
-        grad_norm = torch.nn.utils.clip_grad_norm_(self.parameters, clip)
-        self.optim.step()
+        grad_norm = optimizer_step(
+            self.optim,
+            "optim",
+            reported,
+            hooks,
+            minimise=loss,
+            zero_grad_first=False,
+            params=self.parameters,
+            max_grad_norm=clip,
+        )
+        assert grad_norm is not None  # clipping is on
         return grad_norm.detach()
 
     def finish_update(self, obs_N: torch.Tensor) -> None:

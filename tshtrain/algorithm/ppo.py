@@ -9,7 +9,14 @@ import torch
 from torch import nn
 from typing_extensions import override
 
-from tshtrain.algorithm.base import OnPolicyAlgorithm, Stateful, TrainingStats, check_finite_loss
+from tshtrain.algorithm.base import (
+    NO_UPDATE_HOOKS,
+    OnPolicyAlgorithm,
+    Stateful,
+    TrainingStats,
+    UpdateHooks,
+    check_finite_loss,
+)
 from tshtrain.algorithm.normalization import RunningObsNormalizer
 from tshtrain.algorithm.onpolicy import (
     ActorCritic,
@@ -140,14 +147,21 @@ class PPO(OnPolicyAlgorithm[ActorPolicy]):
         self.ac.load_extra_state(state)
 
     @override
-    def update(self, rollout: RolloutBatch, *, batch_size: int | None, num_repetitions: int) -> TrainingStats:
+    def update(
+        self,
+        rollout: RolloutBatch,
+        *,
+        batch_size: int | None,
+        num_repetitions: int,
+        hooks: UpdateHooks = NO_UPDATE_HOOKS,
+    ) -> TrainingStats:
         params = self.params
         lr = params.lr * schedule_factor(params.lr_schedule, self.ac.num_update_steps)
         clip = params.clip_range * schedule_factor(params.clip_schedule, self.ac.num_update_steps)
         self.ac.set_lr(lr)
         data = prepare_rollout(self.ac, rollout, gamma=params.gamma, gae_lambda=params.gae_lambda)
         rows = [
-            self._gradient_step(data, idx, clip)
+            self._gradient_step(data, idx, clip, hooks)
             for idx in minibatches(len(data), batch_size, num_repetitions, self.ac.rng)
         ]
         means = torch.stack(rows).mean(dim=0)
@@ -172,7 +186,9 @@ class PPO(OnPolicyAlgorithm[ActorPolicy]):
             clip_range=clip,
         )
 
-    def _gradient_step(self, data: RolloutTensors, idx: torch.Tensor, clip: float) -> torch.Tensor:
+    def _gradient_step(
+        self, data: RolloutTensors, idx: torch.Tensor, clip: float, hooks: UpdateHooks
+    ) -> torch.Tensor:
         """One Adam step on a mini-batch; returns its detached statistics
         (loss, policy loss, value loss, entropy, approx KL, clip fraction, grad norm)."""
         params = self.params
@@ -187,8 +203,8 @@ class PPO(OnPolicyAlgorithm[ActorPolicy]):
         v_loss = value_loss(value, data.value_old[idx], data.returns[idx], params.value_clip_range)
         mean_entropy = entropy.mean()
         loss = policy_loss + params.vf_coef * v_loss - params.ent_coef * mean_entropy
-        self.update_hooks.post_loss({"loss": loss, "policy loss": policy_loss, "value loss": v_loss})
-        grad_norm = self.ac.gradient_step(loss, params.max_grad_norm)
+        reported = {"loss": loss, "policy loss": policy_loss, "value loss": v_loss}
+        grad_norm = self.ac.gradient_step(loss, reported, hooks, params.max_grad_norm)
         with torch.no_grad():
             approx_kl = ((ratio - 1.0) - log_ratio).mean()
             clip_fraction = ((ratio - 1.0).abs() > clip).float().mean()

@@ -9,7 +9,16 @@ import numpy as np
 import torch
 from typing_extensions import override
 
-from tshtrain.algorithm.base import OnPolicyAlgorithm, Stateful, TrainingStats, check_finite_loss, make_adam
+from tshtrain.algorithm.base import (
+    NO_UPDATE_HOOKS,
+    OnPolicyAlgorithm,
+    Stateful,
+    TrainingStats,
+    UpdateHooks,
+    check_finite_loss,
+    make_adam,
+)
+from tshtrain.algorithm.optim import optimizer_step
 from tshtrain.algorithm.policies import CategoricalPolicy
 from tshtrain.data.batch import ObsArray, RolloutBatch
 from tshtrain.errors import ConfigurationError, require_positive
@@ -63,7 +72,14 @@ class Reinforce(OnPolicyAlgorithm[CategoricalPolicy]):
         return {"policy": self.policy, "optim": self.optim}
 
     @override
-    def update(self, rollout: RolloutBatch, *, batch_size: int | None, num_repetitions: int) -> TrainingStats:
+    def update(
+        self,
+        rollout: RolloutBatch,
+        *,
+        batch_size: int | None,
+        num_repetitions: int,
+        hooks: UpdateHooks = NO_UPDATE_HOOKS,
+    ) -> TrainingStats:
         returns_TE = discounted_returns(rollout.rew, rollout.terminated, rollout.boundary, self.params.gamma)
         valid = rollout.valid
         returns_N = torch.from_numpy(returns_TE[valid])
@@ -81,10 +97,7 @@ class Reinforce(OnPolicyAlgorithm[CategoricalPolicy]):
                 logp = torch.log_softmax(self.policy.logits(obs_N[idx]), dim=-1)
                 logp_act = logp.gather(1, act_N[idx].long().unsqueeze(-1)).squeeze(-1)
                 loss = -(logp_act * returns_N[idx]).mean()
-                self.update_hooks.post_loss({"policy loss": loss})
-                self.optim.zero_grad(set_to_none=True)
-                loss.backward()  # type: ignore[no-untyped-call]
-                self.optim.step()
+                optimizer_step(self.optim, "optim", {"policy loss": loss}, hooks, zero_grad_first=False)
                 losses.append(loss.detach())
         mean_loss = torch.stack(losses).mean()
         check_finite_loss("Reinforce", "policy loss", mean_loss)

@@ -10,7 +10,14 @@ import torch
 from torch import nn
 from typing_extensions import override
 
-from tshtrain.algorithm.base import OffPolicyAlgorithm, Stateful, TrainingStats, make_adam
+from tshtrain.algorithm.base import (
+    NO_UPDATE_HOOKS,
+    OffPolicyAlgorithm,
+    Stateful,
+    TrainingStats,
+    UpdateHooks,
+    make_adam,
+)
 from tshtrain.algorithm.continuous import TanhGaussianPolicy, critic_values
 from tshtrain.algorithm.offpolicy import (
     frozen,
@@ -21,6 +28,7 @@ from tshtrain.algorithm.offpolicy import (
     td_loss,
     update_priorities,
 )
+from tshtrain.algorithm.optim import optimizer_step
 from tshtrain.algorithm.polyak import TargetNetwork
 from tshtrain.data.buffer import BaseReplayBuffer
 from tshtrain.errors import ConfigurationError, require_positive
@@ -143,11 +151,13 @@ class SAC(OffPolicyAlgorithm[TanhGaussianPolicy]):
         return float(self.log_alpha.detach().exp())
 
     @override
-    def update(self, buffer: BaseReplayBuffer, batch_size: int) -> TrainingStats:
+    def update(
+        self, buffer: BaseReplayBuffer, batch_size: int, *, hooks: UpdateHooks = NO_UPDATE_HOOKS
+    ) -> TrainingStats:
         p, policy = self.params, self.policy
         alpha = self.log_alpha.detach().exp()
         batch = sample_replay(
-            buffer, batch_size, gamma=p.gamma, n_step=p.n_step, device=policy.device, hooks=self.update_hooks
+            buffer, batch_size, gamma=p.gamma, n_step=p.n_step, device=policy.device, hooks=hooks
         )
         with torch.no_grad():
             act_next, log_prob_next = policy.sample(batch.obs_next)
@@ -155,27 +165,18 @@ class SAC(OffPolicyAlgorithm[TanhGaussianPolicy]):
             target = batch.returns + batch.discounts * (q_next - alpha * log_prob_next)
         q_MN = critic_values(self.critic, batch.obs, batch.act)
         critic = td_loss(q_MN, target, batch.weight)
-        self.critic_optim.zero_grad(set_to_none=True)
-        self.update_hooks.post_loss({"critic loss": critic.loss})
-        critic.loss.backward()  # type: ignore[no-untyped-call]
-        self.critic_optim.step()
+        optimizer_step(self.critic_optim, "critic_optim", {"critic loss": critic.loss}, hooks)
 
         with frozen(self._critic_params):
             act, log_prob = policy.sample(batch.obs)
             q_new = critic_values(self.critic, batch.obs, act).min(dim=0).values
             actor_loss = (alpha * log_prob - q_new).mean()
-            self.actor_optim.zero_grad(set_to_none=True)
-            self.update_hooks.post_loss({"actor loss": actor_loss})
-            actor_loss.backward()  # type: ignore[no-untyped-call]
-            self.actor_optim.step()
+            optimizer_step(self.actor_optim, "actor_optim", {"actor loss": actor_loss}, hooks)
 
         alpha_loss = torch.zeros(())
         if p.auto_alpha:
             alpha_loss = -(self.log_alpha * (log_prob.detach() + self.target_entropy)).mean()
-            self.alpha_optim.zero_grad(set_to_none=True)
-            self.update_hooks.post_loss({"alpha loss": alpha_loss})
-            alpha_loss.backward()  # type: ignore[no-untyped-call]
-            self.alpha_optim.step()
+            optimizer_step(self.alpha_optim, "alpha_optim", {"alpha loss": alpha_loss}, hooks)
         self.target_critic.update(p.tau)
         stats = host_scalars(
             "SAC",

@@ -10,7 +10,14 @@ import torch
 from torch import nn
 from typing_extensions import override
 
-from tshtrain.algorithm.base import OffPolicyAlgorithm, Stateful, TrainingStats, make_adam
+from tshtrain.algorithm.base import (
+    NO_UPDATE_HOOKS,
+    OffPolicyAlgorithm,
+    Stateful,
+    TrainingStats,
+    UpdateHooks,
+    make_adam,
+)
 from tshtrain.algorithm.continuous import critic_values
 from tshtrain.algorithm.offpolicy import (
     frozen,
@@ -21,6 +28,7 @@ from tshtrain.algorithm.offpolicy import (
     td_loss,
     update_priorities,
 )
+from tshtrain.algorithm.optim import optimizer_step
 from tshtrain.algorithm.policies import DeterministicActorPolicy
 from tshtrain.algorithm.polyak import TargetNetwork
 from tshtrain.data.buffer import BaseReplayBuffer
@@ -147,10 +155,12 @@ class TD3(OffPolicyAlgorithm[DeterministicActorPolicy]):
         self._actor_loss = state["actor_loss"].clone()
 
     @override
-    def update(self, buffer: BaseReplayBuffer, batch_size: int) -> TrainingStats:
+    def update(
+        self, buffer: BaseReplayBuffer, batch_size: int, *, hooks: UpdateHooks = NO_UPDATE_HOOKS
+    ) -> TrainingStats:
         p, policy = self.params, self.policy
         batch = sample_replay(
-            buffer, batch_size, gamma=p.gamma, n_step=p.n_step, device=policy.device, hooks=self.update_hooks
+            buffer, batch_size, gamma=p.gamma, n_step=p.n_step, device=policy.device, hooks=hooks
         )
         with torch.no_grad():
             act_next = smoothed_target_actions(
@@ -164,19 +174,13 @@ class TD3(OffPolicyAlgorithm[DeterministicActorPolicy]):
             target = batch.returns + batch.discounts * q_next
         q_MN = critic_values(self.critic, batch.obs, batch.act)
         critic = td_loss(q_MN, target, batch.weight)
-        self.critic_optim.zero_grad(set_to_none=True)
-        self.update_hooks.post_loss({"critic loss": critic.loss})
-        critic.loss.backward()  # type: ignore[no-untyped-call]
-        self.critic_optim.step()
+        optimizer_step(self.critic_optim, "critic_optim", {"critic loss": critic.loss}, hooks)
         self.num_gradient_steps += 1
 
         if self.num_gradient_steps % p.policy_delay == 0:
             with frozen(self._critic_params):
                 actor_loss = -critic_values(self.critic, batch.obs, policy.mean_actions(batch.obs))[0].mean()
-                self.actor_optim.zero_grad(set_to_none=True)
-                self.update_hooks.post_loss({"actor loss": actor_loss})
-                actor_loss.backward()  # type: ignore[no-untyped-call]
-                self.actor_optim.step()
+                optimizer_step(self.actor_optim, "actor_optim", {"actor loss": actor_loss}, hooks)
             self.target_actor.update(p.tau)
             self.target_critic.update(p.tau)
             self._actor_loss = actor_loss.detach()

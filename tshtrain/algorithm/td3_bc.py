@@ -22,7 +22,14 @@ import torch.nn.functional as F
 from torch import nn
 from typing_extensions import override
 
-from tshtrain.algorithm.base import OfflineAlgorithm, Stateful, TrainingStats, make_adam
+from tshtrain.algorithm.base import (
+    NO_UPDATE_HOOKS,
+    OfflineAlgorithm,
+    Stateful,
+    TrainingStats,
+    UpdateHooks,
+    make_adam,
+)
 from tshtrain.algorithm.continuous import critic_values
 from tshtrain.algorithm.normalization import RunningObsNormalizer
 from tshtrain.algorithm.offpolicy import (
@@ -33,6 +40,7 @@ from tshtrain.algorithm.offpolicy import (
     sample_replay,
     td_loss,
 )
+from tshtrain.algorithm.optim import optimizer_step
 from tshtrain.algorithm.policies import DeterministicActorPolicy
 from tshtrain.algorithm.polyak import TargetNetwork
 from tshtrain.algorithm.td3 import smoothed_target_actions
@@ -194,11 +202,11 @@ class TD3BC(OfflineAlgorithm[DeterministicActorPolicy]):
         self.target_critic.hard_update()
 
     @override
-    def update(self, buffer: BaseReplayBuffer, batch_size: int) -> TrainingStats:
+    def update(
+        self, buffer: BaseReplayBuffer, batch_size: int, *, hooks: UpdateHooks = NO_UPDATE_HOOKS
+    ) -> TrainingStats:
         p, policy = self.params, self.policy
-        batch = sample_replay(
-            buffer, batch_size, gamma=p.gamma, n_step=1, device=policy.device, hooks=self.update_hooks
-        )
+        batch = sample_replay(buffer, batch_size, gamma=p.gamma, n_step=1, device=policy.device, hooks=hooks)
         with torch.no_grad():
             act_next = smoothed_target_actions(
                 self.target_actor.net,
@@ -211,10 +219,7 @@ class TD3BC(OfflineAlgorithm[DeterministicActorPolicy]):
             target = batch.returns + batch.discounts * q_next
         q_MN = critic_values(self.critic, batch.obs, batch.act)
         critic = td_loss(q_MN, target, batch.weight)
-        self.critic_optim.zero_grad(set_to_none=True)
-        self.update_hooks.post_loss({"critic loss": critic.loss})
-        critic.loss.backward()  # type: ignore[no-untyped-call]
-        self.critic_optim.step()
+        optimizer_step(self.critic_optim, "critic_optim", {"critic loss": critic.loss}, hooks)
         self.num_gradient_steps += 1
 
         if self.num_gradient_steps % p.policy_delay == 0:
@@ -222,10 +227,7 @@ class TD3BC(OfflineAlgorithm[DeterministicActorPolicy]):
                 act_pi = policy.mean_actions(batch.obs)
                 q_N = critic_values(self.critic, batch.obs, act_pi)[0]
                 actor_loss, bc_loss = td3_bc_actor_loss(q_N, act_pi, batch.act.float(), p.alpha)
-                self.actor_optim.zero_grad(set_to_none=True)
-                self.update_hooks.post_loss({"actor loss": actor_loss})
-                actor_loss.backward()  # type: ignore[no-untyped-call]
-                self.actor_optim.step()
+                optimizer_step(self.actor_optim, "actor_optim", {"actor loss": actor_loss}, hooks)
             self.target_actor.update(p.tau)
             self.target_critic.update(p.tau)
             self._actor_loss, self._bc_loss = actor_loss.detach(), bc_loss.detach()
