@@ -4,9 +4,9 @@ One :class:`ExtensionRuntime` per trainer calls the hooks and fires the events a
 trainer's loop names (``docs/hooks.md`` draws them). While a run is started it attaches, only where
 something is registered that needs it:
 
-* an :class:`~tshtrain.algorithm.base.UpdateHooks` to the algorithm (process_optim_batch, post_loss);
-* ``register_step_post_hook`` on the optimizers in ``algorithm.components()`` (post_optim,
-  post_optim_log);
+* nothing to the algorithm: :attr:`ExtensionRuntime.update_hooks` is the
+  :class:`~tshtrain.algorithm.base.UpdateHooks` the trainer passes to every ``algorithm.update``
+  (process_optim_batch, post_loss, post_optim and post_optim_log);
 * a :class:`~tshtrain.data.collector.CollectorListener` to the training collector (episode-end and
   reset events, rendering) and to the test collector (eval episode-end and reset events).
 
@@ -17,14 +17,13 @@ collectors as it found them.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
-from torch.utils.hooks import RemovableHandle
 
-from tshtrain.algorithm.base import TrainingStats
+from tshtrain.algorithm.base import NO_UPDATE_HOOKS, TrainingStats, UpdateHooks
 from tshtrain.data.batch import TransitionBatch
 from tshtrain.data.collector import Collector, CollectorListener
 from tshtrain.data.stats import CollectStats
@@ -57,16 +56,28 @@ log = logging.getLogger(__name__)
 
 
 class _UpdateHooksBridge:
-    """The :class:`~tshtrain.algorithm.base.UpdateHooks` the trainer attaches to its algorithm."""
+    """The :class:`~tshtrain.algorithm.base.UpdateHooks` the trainer passes to its algorithm's update."""
 
-    def __init__(self, hooks: HookRegistry):
-        self._hooks = hooks
+    def __init__(self, runtime: ExtensionRuntime):
+        self._runtime = runtime
 
     def process_optim_batch(self, batch: TransitionBatch, /) -> TransitionBatch:
-        return self._hooks.transform(HookStage.PROCESS_OPTIM_BATCH, batch)
+        return self._runtime.hooks.transform(HookStage.PROCESS_OPTIM_BATCH, batch)
 
     def post_loss(self, losses: Mapping[str, torch.Tensor], /) -> None:
-        self._hooks.call(HookStage.POST_LOSS, losses)
+        self._runtime.hooks.call(HookStage.POST_LOSS, losses)
+
+    def post_optim(self, name: str, optimizer: torch.optim.Optimizer, /) -> None:
+        self._runtime.after_optimizer_step(name, optimizer)
+
+
+_UPDATE_STAGES = (
+    HookStage.PROCESS_OPTIM_BATCH,
+    HookStage.POST_LOSS,
+    HookStage.POST_OPTIM,
+    HookStage.POST_OPTIM_LOG,
+)
+"""the hook stages called from inside ``algorithm.update``"""
 
 
 class _CollectorBridge:
@@ -127,7 +138,7 @@ class ExtensionRuntime:
         self.progress: dict[str, float] = {}
         """the latest scalars log hooks marked for the progress bar"""
         self._started = False
-        self._handles: list[RemovableHandle] = []
+        self._update_hooks = _UpdateHooksBridge(self)
         self._bridges: list[_CollectorBridge] = []
         self._optim_logs: list[dict[str, float]] = []
         self._part_logs: list[dict[str, float]] = []
@@ -219,13 +230,6 @@ class ExtensionRuntime:
 
     def _attach(self) -> None:
         trainer = self._trainer
-        hooks = self.hooks
-        if hooks.has(HookStage.PROCESS_OPTIM_BATCH) or hooks.has(HookStage.POST_LOSS):
-            trainer.algorithm.attach_update_hooks(_UpdateHooksBridge(hooks))
-        if hooks.has(HookStage.POST_OPTIM) or hooks.has(HookStage.POST_OPTIM_LOG):
-            for name, component in trainer.algorithm.components().items():
-                if isinstance(component, torch.optim.Optimizer):
-                    self._handles.append(component.register_step_post_hook(self._optimizer_hook(name)))
         render = trainer.options.render_every_num_env_steps
         training = getattr(trainer.params, "training_collector", None)
         if isinstance(training, Collector) and (
@@ -243,26 +247,27 @@ class ExtensionRuntime:
         self._bridges.append(bridge)
 
     def _detach(self) -> None:
-        self._trainer.algorithm.attach_update_hooks(None)
-        for handle in self._handles:
-            handle.remove()
-        self._handles = []
         for bridge in reversed(self._bridges):
             if bridge.collector.listener is bridge:
                 bridge.collector.listener = bridge.previous
         self._bridges = []
 
-    def _optimizer_hook(self, name: str) -> Callable[[torch.optim.Optimizer, Any, Any], None]:
-        def after_step(optimizer: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
-            del args, kwargs
-            step = OptimizerStep(name=name, optimizer=optimizer)
-            self.hooks.call(HookStage.POST_OPTIM, step)
-            if self.hooks.has(HookStage.POST_OPTIM_LOG):
-                scalars, progress = self.hooks.collect_scalars(HookStage.POST_OPTIM_LOG, step)
-                self._optim_logs.append(scalars)
-                self.progress.update(progress)
+    @property
+    def update_hooks(self) -> UpdateHooks:
+        """What the trainer passes to ``algorithm.update(..., hooks=...)``: the bridge to the hooks while
+        the run is started and an in-update stage has a hook, else the no-op default."""
+        if self._started and any(self.hooks.has(stage) for stage in _UPDATE_STAGES):
+            return self._update_hooks
+        return NO_UPDATE_HOOKS
 
-        return after_step
+    def after_optimizer_step(self, name: str, optimizer: torch.optim.Optimizer) -> None:
+        """The post_optim and post_optim_log hooks of one optimizer step."""
+        step = OptimizerStep(name=name, optimizer=optimizer)
+        self.hooks.call(HookStage.POST_OPTIM, step)
+        if self.hooks.has(HookStage.POST_OPTIM_LOG):
+            scalars, progress = self.hooks.collect_scalars(HookStage.POST_OPTIM_LOG, step)
+            self._optim_logs.append(scalars)
+            self.progress.update(progress)
 
     # ------------------------------------------------------------------ training step
     def begin_step(self) -> None:

@@ -186,6 +186,7 @@ class OnPolicyTrainer(OnlineTrainer[OnPolicyAlgorithm[Any], OnPolicyTrainerParam
                 batch.rollout,
                 batch_size=self.params.batch_size,
                 num_repetitions=self.params.update_step_num_repetitions,
+                hooks=self._ext.update_hooks,
             )
         finally:  # also when a hook stops training inside the update
             batch.buffer.reset(keep_statistics=True)
@@ -210,7 +211,7 @@ class OffPolicyTrainer(OnlineTrainer[OffPolicyAlgorithm[Any], OffPolicyTrainerPa
             steps = inner_bar(num_steps, "gradient steps")
         parts: list[TrainingStats] = []
         for _ in steps:
-            parts.append(self.algorithm.update(buffer, self.params.batch_size))
+            parts.append(self.algorithm.update(buffer, self.params.batch_size, hooks=self._ext.update_hooks))
             self._ext.end_part()
         return parts
 
@@ -239,7 +240,7 @@ class OfflineTrainer(Trainer[OfflineAlgorithm[Any], OfflineTrainerParams]):
         self._ext.pre_steps_log(None)
         self._ext.pre_update(None)
         start = time.perf_counter()
-        stat = self.algorithm.update(self.params.buffer, self.params.batch_size)
+        stat = self.algorithm.update(self.params.buffer, self.params.batch_size, hooks=self._ext.update_hooks)
         self._ext.end_part()
         # No env is stepped offline; as in Tianshou, env_step counts the transitions sampled from the
         # dataset, so that the env_step axis (test logs, callbacks) advances.
