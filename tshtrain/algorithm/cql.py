@@ -40,6 +40,7 @@ from tshtrain.algorithm.offpolicy import (
 )
 from tshtrain.algorithm.optim import optimizer_step
 from tshtrain.algorithm.polyak import TargetNetwork
+from tshtrain.algorithm.temperature import EntropyTemperature
 from tshtrain.data.batch import ObsTensor
 from tshtrain.data.buffer import BaseReplayBuffer
 from tshtrain.errors import ConfigurationError, UnsupportedSpaceError, require_positive
@@ -161,10 +162,13 @@ class CQL(OfflineAlgorithm[TanhGaussianPolicy]):
         self._critic_params = [param for param in critic.parameters() if param.requires_grad]
         self.actor_optim = make_adam(policy.actor.parameters(), lr=p.actor_lr)
         self.critic_optim = make_adam(critic.parameters(), lr=p.critic_lr)
-        self.target_entropy = -float(policy.act_dim) if p.target_entropy is None else p.target_entropy
-        self.log_alpha = nn.Parameter(torch.tensor(math.log(p.alpha), device=policy.device))
-        self.log_alpha.requires_grad_(p.auto_alpha)
-        self.alpha_optim = make_adam([self.log_alpha], lr=p.alpha_lr)
+        self.temperature = EntropyTemperature(
+            alpha=p.alpha,
+            learned=p.auto_alpha,
+            lr=p.alpha_lr,
+            target_entropy=-float(policy.act_dim) if p.target_entropy is None else p.target_entropy,
+            device=policy.device,
+        )
         initial_weight = math.log(p.cql_weight) if p.with_lagrange else 0.0
         self.log_cql_weight = nn.Parameter(torch.tensor(initial_weight, device=policy.device))
         self.log_cql_weight.requires_grad_(p.with_lagrange)
@@ -178,21 +182,21 @@ class CQL(OfflineAlgorithm[TanhGaussianPolicy]):
             "target_critic": self.target_critic,
             "actor_optim": self.actor_optim,
             "critic_optim": self.critic_optim,
-            "alpha_optim": self.alpha_optim,
+            "alpha_optim": self.temperature.optim,
             "cql_weight_optim": self.cql_weight_optim,
         }
 
     @override
     def extra_state(self) -> dict[str, Any]:
         return {
-            "log_alpha": self.log_alpha.detach().clone(),
+            "log_alpha": self.temperature.state(),
             "log_cql_weight": self.log_cql_weight.detach().clone(),
         }
 
     @override
     def load_extra_state(self, state: Any) -> None:
+        self.temperature.load_state(state["log_alpha"])
         with torch.no_grad():
-            self.log_alpha.copy_(state["log_alpha"])
             self.log_cql_weight.copy_(state["log_cql_weight"])
 
     def _cql_weight(self) -> torch.Tensor:
@@ -223,7 +227,7 @@ class CQL(OfflineAlgorithm[TanhGaussianPolicy]):
         self, buffer: BaseReplayBuffer, batch_size: int, *, hooks: UpdateHooks = NO_UPDATE_HOOKS
     ) -> TrainingStats:
         p, policy = self.params, self.policy
-        alpha = self.log_alpha.detach().exp()
+        alpha = self.temperature.value()
         batch = sample_replay(buffer, batch_size, gamma=p.gamma, n_step=1, device=policy.device, hooks=hooks)
         with torch.no_grad():
             act_next, log_prob_next = policy.sample(batch.obs_next)
@@ -245,9 +249,8 @@ class CQL(OfflineAlgorithm[TanhGaussianPolicy]):
             optimizer_step(self.cql_weight_optim, "cql_weight_optim", {"cql weight loss": weight_loss}, hooks)
 
         actor_loss, log_prob = self._actor_step(batch.obs, alpha, hooks)
-        if p.auto_alpha:
-            alpha_loss = -(self.log_alpha * (log_prob.detach() + self.target_entropy)).mean()
-            optimizer_step(self.alpha_optim, "alpha_optim", {"alpha loss": alpha_loss}, hooks)
+        if self.temperature.learned:
+            self.temperature.step(self.temperature.loss_from_log_prob(log_prob), hooks)
         self.target_critic.update(p.tau)
         stats = host_scalars(
             "CQL",

@@ -32,6 +32,7 @@ from tshtrain.algorithm.offpolicy import (
 from tshtrain.algorithm.optim import optimizer_step
 from tshtrain.algorithm.policies import CategoricalPolicy
 from tshtrain.algorithm.polyak import TargetNetwork
+from tshtrain.algorithm.temperature import EntropyTemperature
 from tshtrain.data.buffer import BaseReplayBuffer
 from tshtrain.errors import ConfigurationError, require_positive
 
@@ -144,10 +145,13 @@ class DiscreteSAC(OffPolicyAlgorithm[CategoricalPolicy]):
         self.critic_optim = make_adam(critic.parameters(), lr=p.critic_lr)
         assert isinstance(policy.action_space, gym.spaces.Discrete)  # CategoricalPolicy checks it
         num_actions = int(policy.action_space.n)
-        self.target_entropy = p.target_entropy_ratio * math.log(num_actions)
-        self.log_alpha = nn.Parameter(torch.tensor(math.log(p.alpha), device=policy.device))
-        self.log_alpha.requires_grad_(p.auto_alpha)
-        self.alpha_optim = make_adam([self.log_alpha], lr=p.alpha_lr)
+        self.temperature = EntropyTemperature(
+            alpha=p.alpha,
+            learned=p.auto_alpha,
+            lr=p.alpha_lr,
+            target_entropy=p.target_entropy_ratio * math.log(num_actions),
+            device=policy.device,
+        )
 
     @override
     def components(self) -> dict[str, Stateful]:
@@ -157,17 +161,16 @@ class DiscreteSAC(OffPolicyAlgorithm[CategoricalPolicy]):
             "target_critic": self.target_critic,
             "actor_optim": self.actor_optim,
             "critic_optim": self.critic_optim,
-            "alpha_optim": self.alpha_optim,
+            "alpha_optim": self.temperature.optim,
         }
 
     @override
     def extra_state(self) -> dict[str, Any]:
-        return {"log_alpha": self.log_alpha.detach().clone(), "generator": self.policy.generator.get_state()}
+        return {"log_alpha": self.temperature.state(), "generator": self.policy.generator.get_state()}
 
     @override
     def load_extra_state(self, state: Any) -> None:
-        with torch.no_grad():
-            self.log_alpha.copy_(state["log_alpha"])
+        self.temperature.load_state(state["log_alpha"])
         self.policy.generator.set_state(state["generator"])
 
     def _q(self, critic: nn.Module, obs: Any) -> torch.Tensor:
@@ -179,7 +182,7 @@ class DiscreteSAC(OffPolicyAlgorithm[CategoricalPolicy]):
         self, buffer: BaseReplayBuffer, batch_size: int, *, hooks: UpdateHooks = NO_UPDATE_HOOKS
     ) -> TrainingStats:
         p, policy = self.params, self.policy
-        alpha = self.log_alpha.detach().exp()
+        alpha = self.temperature.value()
         batch = sample_replay(
             buffer, batch_size, gamma=p.gamma, n_step=p.n_step, device=policy.device, hooks=hooks
         )
@@ -203,9 +206,9 @@ class DiscreteSAC(OffPolicyAlgorithm[CategoricalPolicy]):
 
         entropy = -(pi.detach() * log_pi.detach()).sum(-1).mean()
         alpha_loss = torch.zeros(())
-        if p.auto_alpha:
-            alpha_loss = self.log_alpha * (entropy - self.target_entropy)
-            optimizer_step(self.alpha_optim, "alpha_optim", {"alpha loss": alpha_loss}, hooks)
+        if self.temperature.learned:
+            alpha_loss = self.temperature.loss_from_entropy(entropy)
+            self.temperature.step(alpha_loss, hooks)
         self.target_critic.update(p.tau)
         stats = host_scalars(
             "DiscreteSAC",

@@ -30,6 +30,7 @@ from tshtrain.algorithm.offpolicy import (
 )
 from tshtrain.algorithm.optim import optimizer_step
 from tshtrain.algorithm.polyak import TargetNetwork
+from tshtrain.algorithm.temperature import EntropyTemperature
 from tshtrain.data.buffer import BaseReplayBuffer
 from tshtrain.errors import ConfigurationError, require_positive
 
@@ -119,10 +120,13 @@ class SAC(OffPolicyAlgorithm[TanhGaussianPolicy]):
         self._critic_params = [param for param in critic.parameters() if param.requires_grad]
         self.actor_optim = make_adam(policy.actor.parameters(), lr=p.actor_lr)
         self.critic_optim = make_adam(critic.parameters(), lr=p.critic_lr)
-        self.target_entropy = -float(policy.act_dim) if p.target_entropy is None else p.target_entropy
-        self.log_alpha = nn.Parameter(torch.tensor(math.log(p.alpha), device=policy.device))
-        self.log_alpha.requires_grad_(p.auto_alpha)
-        self.alpha_optim = make_adam([self.log_alpha], lr=p.alpha_lr)
+        self.temperature = EntropyTemperature(
+            alpha=p.alpha,
+            learned=p.auto_alpha,
+            lr=p.alpha_lr,
+            target_entropy=-float(policy.act_dim) if p.target_entropy is None else p.target_entropy,
+            device=policy.device,
+        )
 
     @override
     def components(self) -> dict[str, Stateful]:
@@ -132,30 +136,29 @@ class SAC(OffPolicyAlgorithm[TanhGaussianPolicy]):
             "target_critic": self.target_critic,
             "actor_optim": self.actor_optim,
             "critic_optim": self.critic_optim,
-            "alpha_optim": self.alpha_optim,
+            "alpha_optim": self.temperature.optim,
         }
 
     @override
     def extra_state(self) -> dict[str, Any]:
-        return {"log_alpha": self.log_alpha.detach().clone(), "generator": self.policy.generator.get_state()}
+        return {"log_alpha": self.temperature.state(), "generator": self.policy.generator.get_state()}
 
     @override
     def load_extra_state(self, state: Any) -> None:
-        with torch.no_grad():
-            self.log_alpha.copy_(state["log_alpha"])
+        self.temperature.load_state(state["log_alpha"])
         self.policy.generator.set_state(state["generator"])
 
     @property
     def alpha(self) -> float:
         """The current entropy coefficient."""
-        return float(self.log_alpha.detach().exp())
+        return self.temperature.alpha
 
     @override
     def update(
         self, buffer: BaseReplayBuffer, batch_size: int, *, hooks: UpdateHooks = NO_UPDATE_HOOKS
     ) -> TrainingStats:
         p, policy = self.params, self.policy
-        alpha = self.log_alpha.detach().exp()
+        alpha = self.temperature.value()
         batch = sample_replay(
             buffer, batch_size, gamma=p.gamma, n_step=p.n_step, device=policy.device, hooks=hooks
         )
@@ -174,9 +177,9 @@ class SAC(OffPolicyAlgorithm[TanhGaussianPolicy]):
             optimizer_step(self.actor_optim, "actor_optim", {"actor loss": actor_loss}, hooks)
 
         alpha_loss = torch.zeros(())
-        if p.auto_alpha:
-            alpha_loss = -(self.log_alpha * (log_prob.detach() + self.target_entropy)).mean()
-            optimizer_step(self.alpha_optim, "alpha_optim", {"alpha loss": alpha_loss}, hooks)
+        if self.temperature.learned:
+            alpha_loss = self.temperature.loss_from_log_prob(log_prob)
+            self.temperature.step(alpha_loss, hooks)
         self.target_critic.update(p.tau)
         stats = host_scalars(
             "SAC",
