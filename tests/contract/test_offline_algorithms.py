@@ -251,7 +251,7 @@ def test_td3_bc_process_buffer_standardises_with_the_dataset_statistics() -> Non
     torch.testing.assert_close(normalised.mean(0), torch.zeros(3), atol=1e-4, rtol=0)
     torch.testing.assert_close(normalised.std(0, unbiased=False), torch.ones(3), atol=1e-4, rtol=0)
     # the target actor holds the same statistics
-    target_norm = algorithm.target_actor.net[0]
+    target_norm = algorithm.nets.actor_target.net[0]
     torch.testing.assert_close(target_norm(obs), normalised)
 
 

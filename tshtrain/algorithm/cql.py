@@ -21,6 +21,7 @@ import torch
 from torch import nn
 from typing_extensions import override
 
+from tshtrain.algorithm.actor_critic_targets import ActorCriticTargets
 from tshtrain.algorithm.base import (
     NO_UPDATE_HOOKS,
     OfflineAlgorithm,
@@ -31,7 +32,6 @@ from tshtrain.algorithm.base import (
 )
 from tshtrain.algorithm.continuous import TanhGaussianPolicy, critic_values
 from tshtrain.algorithm.offpolicy import (
-    frozen,
     host_scalars,
     require_in_range,
     require_int_at_least,
@@ -39,7 +39,6 @@ from tshtrain.algorithm.offpolicy import (
     td_loss,
 )
 from tshtrain.algorithm.optim import optimizer_step
-from tshtrain.algorithm.polyak import TargetNetwork
 from tshtrain.algorithm.temperature import EntropyTemperature
 from tshtrain.data.batch import ObsTensor
 from tshtrain.data.buffer import BaseReplayBuffer
@@ -157,11 +156,13 @@ class CQL(OfflineAlgorithm[TanhGaussianPolicy]):
         """
         super().__init__(policy=policy)
         self.params = p = params or CQLParams()
-        self.critic = critic
-        self.target_critic = TargetNetwork(critic)
-        self._critic_params = [param for param in critic.parameters() if param.requires_grad]
-        self.actor_optim = make_adam(policy.actor.parameters(), lr=p.actor_lr)
-        self.critic_optim = make_adam(critic.parameters(), lr=p.critic_lr)
+        self.nets = ActorCriticTargets(
+            actor=policy.actor,
+            critic=critic,
+            actor_lr=p.actor_lr,
+            critic_lr=p.critic_lr,
+            target_actor=False,
+        )
         self.temperature = EntropyTemperature(
             alpha=p.alpha,
             learned=p.auto_alpha,
@@ -178,10 +179,7 @@ class CQL(OfflineAlgorithm[TanhGaussianPolicy]):
     def components(self) -> dict[str, Stateful]:
         return {
             "policy": self.policy,
-            "critic": self.critic,
-            "target_critic": self.target_critic,
-            "actor_optim": self.actor_optim,
-            "critic_optim": self.critic_optim,
+            **self.nets.components(),
             "alpha_optim": self.temperature.optim,
             "cql_weight_optim": self.cql_weight_optim,
         }
@@ -215,9 +213,9 @@ class CQL(OfflineAlgorithm[TanhGaussianPolicy]):
         act_rand = torch.rand(act_cur.shape, generator=policy.generator, dtype=act_cur.dtype) * 2.0 - 1.0
         log_density_rand = policy.act_dim * math.log(0.5)
         parts = [
-            critic_values(self.critic, obs_NK, act_rand.to(act_cur.device)) - log_density_rand,
-            critic_values(self.critic, obs_NK, act_cur) - log_prob_cur,
-            critic_values(self.critic, obs_NK, act_next) - log_prob_next,
+            critic_values(self.nets.critic, obs_NK, act_rand.to(act_cur.device)) - log_density_rand,
+            critic_values(self.nets.critic, obs_NK, act_cur) - log_prob_cur,
+            critic_values(self.nets.critic, obs_NK, act_next) - log_prob_next,
         ]
         q_MNK = torch.cat([part.reshape(part.shape[0], n, num) for part in parts], dim=-1)
         return q_MNK
@@ -231,9 +229,9 @@ class CQL(OfflineAlgorithm[TanhGaussianPolicy]):
         batch = sample_replay(buffer, batch_size, gamma=p.gamma, n_step=1, device=policy.device, hooks=hooks)
         with torch.no_grad():
             act_next, log_prob_next = policy.sample(batch.obs_next)
-            q_next = critic_values(self.target_critic.net, batch.obs_next, act_next).min(dim=0).values
+            q_next = critic_values(self.nets.target_critic.net, batch.obs_next, act_next).min(dim=0).values
             target = batch.returns + batch.discounts * (q_next - alpha * log_prob_next)
-        q_MN = critic_values(self.critic, batch.obs, batch.act)
+        q_MN = critic_values(self.nets.critic, batch.obs, batch.act)
         td = td_loss(q_MN, target, batch.weight)
         penalty_M = conservative_penalty(q_MN, self._sampled_values(batch.obs, batch.obs_next), p.temperature)
         cql_weight = self._cql_weight()
@@ -241,7 +239,7 @@ class CQL(OfflineAlgorithm[TanhGaussianPolicy]):
         if p.with_lagrange:
             penalty_M = penalty_M - p.lagrange_threshold
         critic_loss = td.loss + (cql_weight.detach() * penalty_M).sum()
-        optimizer_step(self.critic_optim, "critic_optim", {"critic loss": critic_loss}, hooks)
+        self.nets.critic_step({"critic loss": critic_loss}, hooks)
 
         weight_loss = torch.zeros(())
         if p.with_lagrange:
@@ -251,7 +249,7 @@ class CQL(OfflineAlgorithm[TanhGaussianPolicy]):
         actor_loss, log_prob = self._actor_step(batch.obs, alpha, hooks)
         if self.temperature.learned:
             self.temperature.step(self.temperature.loss_from_log_prob(log_prob), hooks)
-        self.target_critic.update(p.tau)
+        self.nets.update_targets(p.tau)
         stats = host_scalars(
             "CQL",
             {
@@ -280,9 +278,9 @@ class CQL(OfflineAlgorithm[TanhGaussianPolicy]):
         self, obs: ObsTensor, alpha: torch.Tensor, hooks: UpdateHooks
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """SAC's actor step; returns the actor loss and log pi of the fresh actions."""
-        with frozen(self._critic_params):
+        with self.nets.frozen_critic():
             act, log_prob = self.policy.sample(obs)
-            q_new = critic_values(self.critic, obs, act).min(dim=0).values
+            q_new = critic_values(self.nets.critic, obs, act).min(dim=0).values
             actor_loss = (alpha * log_prob - q_new).mean()
-            optimizer_step(self.actor_optim, "actor_optim", {"actor loss": actor_loss}, hooks)
+            self.nets.actor_step({"actor loss": actor_loss}, hooks)
         return actor_loss, log_prob

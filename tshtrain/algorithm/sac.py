@@ -10,17 +10,16 @@ import torch
 from torch import nn
 from typing_extensions import override
 
+from tshtrain.algorithm.actor_critic_targets import ActorCriticTargets
 from tshtrain.algorithm.base import (
     NO_UPDATE_HOOKS,
     OffPolicyAlgorithm,
     Stateful,
     TrainingStats,
     UpdateHooks,
-    make_adam,
 )
 from tshtrain.algorithm.continuous import TanhGaussianPolicy, critic_values
 from tshtrain.algorithm.offpolicy import (
-    frozen,
     host_scalars,
     require_in_range,
     require_int_at_least,
@@ -28,8 +27,6 @@ from tshtrain.algorithm.offpolicy import (
     td_loss,
     update_priorities,
 )
-from tshtrain.algorithm.optim import optimizer_step
-from tshtrain.algorithm.polyak import TargetNetwork
 from tshtrain.algorithm.temperature import EntropyTemperature
 from tshtrain.data.buffer import BaseReplayBuffer
 from tshtrain.errors import ConfigurationError, require_positive
@@ -115,11 +112,13 @@ class SAC(OffPolicyAlgorithm[TanhGaussianPolicy]):
         super().__init__(policy=policy)
         self.params = params or SACParams()
         p = self.params
-        self.critic = critic
-        self.target_critic = TargetNetwork(critic)
-        self._critic_params = [param for param in critic.parameters() if param.requires_grad]
-        self.actor_optim = make_adam(policy.actor.parameters(), lr=p.actor_lr)
-        self.critic_optim = make_adam(critic.parameters(), lr=p.critic_lr)
+        self.nets = ActorCriticTargets(
+            actor=policy.actor,
+            critic=critic,
+            actor_lr=p.actor_lr,
+            critic_lr=p.critic_lr,
+            target_actor=False,
+        )
         self.temperature = EntropyTemperature(
             alpha=p.alpha,
             learned=p.auto_alpha,
@@ -132,10 +131,7 @@ class SAC(OffPolicyAlgorithm[TanhGaussianPolicy]):
     def components(self) -> dict[str, Stateful]:
         return {
             "policy": self.policy,
-            "critic": self.critic,
-            "target_critic": self.target_critic,
-            "actor_optim": self.actor_optim,
-            "critic_optim": self.critic_optim,
+            **self.nets.components(),
             "alpha_optim": self.temperature.optim,
         }
 
@@ -164,23 +160,23 @@ class SAC(OffPolicyAlgorithm[TanhGaussianPolicy]):
         )
         with torch.no_grad():
             act_next, log_prob_next = policy.sample(batch.obs_next)
-            q_next = critic_values(self.target_critic.net, batch.obs_next, act_next).min(dim=0).values
+            q_next = critic_values(self.nets.target_critic.net, batch.obs_next, act_next).min(dim=0).values
             target = batch.returns + batch.discounts * (q_next - alpha * log_prob_next)
-        q_MN = critic_values(self.critic, batch.obs, batch.act)
+        q_MN = critic_values(self.nets.critic, batch.obs, batch.act)
         critic = td_loss(q_MN, target, batch.weight)
-        optimizer_step(self.critic_optim, "critic_optim", {"critic loss": critic.loss}, hooks)
+        self.nets.critic_step({"critic loss": critic.loss}, hooks)
 
-        with frozen(self._critic_params):
+        with self.nets.frozen_critic():
             act, log_prob = policy.sample(batch.obs)
-            q_new = critic_values(self.critic, batch.obs, act).min(dim=0).values
+            q_new = critic_values(self.nets.critic, batch.obs, act).min(dim=0).values
             actor_loss = (alpha * log_prob - q_new).mean()
-            optimizer_step(self.actor_optim, "actor_optim", {"actor loss": actor_loss}, hooks)
+            self.nets.actor_step({"actor loss": actor_loss}, hooks)
 
         alpha_loss = torch.zeros(())
         if self.temperature.learned:
             alpha_loss = self.temperature.loss_from_log_prob(log_prob)
             self.temperature.step(alpha_loss, hooks)
-        self.target_critic.update(p.tau)
+        self.nets.update_targets(p.tau)
         stats = host_scalars(
             "SAC",
             {
