@@ -235,6 +235,17 @@ class RolloutTensors:
     def __len__(self) -> int:
         return len(self.advantages)
 
+    def select(self, idx: torch.Tensor) -> RolloutTensors:
+        """The steps at ``idx`` (a mini-batch)."""
+        return RolloutTensors(
+            obs=self.obs[idx],
+            act=self.act[idx],
+            logp_old=self.logp_old[idx],
+            value_old=self.value_old[idx],
+            advantages=self.advantages[idx],
+            returns=self.returns[idx],
+        )
+
 
 def _flat(array: np.ndarray, num: int) -> np.ndarray:
     return array.reshape(num, *array.shape[2:])

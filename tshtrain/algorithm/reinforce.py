@@ -18,6 +18,7 @@ from tshtrain.algorithm.base import (
     check_finite_loss,
     make_adam,
 )
+from tshtrain.algorithm.onpolicy import minibatches
 from tshtrain.algorithm.optim import optimizer_step
 from tshtrain.algorithm.policies import CategoricalPolicy
 from tshtrain.data.batch import ObsArray, RolloutBatch
@@ -87,18 +88,13 @@ class Reinforce(OnPolicyAlgorithm[CategoricalPolicy]):
             returns_N = (returns_N - returns_N.mean()) / (returns_N.std() + 1e-8)
         obs_N = torch.as_tensor(_flat_valid(rollout.obs, valid), device=self.policy.device)
         act_N = torch.as_tensor(rollout.act[valid], device=self.policy.device)
-        num = len(returns_N)
-        size = num if batch_size is None else min(batch_size, num)
         losses: list[torch.Tensor] = []
-        for _ in range(num_repetitions):
-            perm = torch.randperm(num, generator=self.rng)
-            for start in range(0, num, size):
-                idx = perm[start : start + size]
-                logp = torch.log_softmax(self.policy.logits(obs_N[idx]), dim=-1)
-                logp_act = logp.gather(1, act_N[idx].long().unsqueeze(-1)).squeeze(-1)
-                loss = -(logp_act * returns_N[idx]).mean()
-                optimizer_step(self.optim, "optim", {"policy loss": loss}, hooks, zero_grad_first=False)
-                losses.append(loss.detach())
+        for idx in minibatches(len(returns_N), batch_size, num_repetitions, self.rng):
+            logp = torch.log_softmax(self.policy.logits(obs_N[idx]), dim=-1)
+            logp_act = logp.gather(1, act_N[idx].long().unsqueeze(-1)).squeeze(-1)
+            loss = -(logp_act * returns_N[idx]).mean()
+            optimizer_step(self.optim, "optim", {"policy loss": loss}, hooks, zero_grad_first=False)
+            losses.append(loss.detach())
         mean_loss = torch.stack(losses).mean()
         check_finite_loss("Reinforce", "policy loss", mean_loss)
         return ReinforceTrainingStats(loss=float(mean_loss), num_gradient_steps=len(losses))
