@@ -60,7 +60,7 @@ class A2CTrainingStats(TrainingStats):
 
 
 @final
-class A2C(OnPolicyAlgorithm[ActorPolicy]):
+class A2C(OnPolicyAlgorithm[ActorPolicy, A2CTrainingStats]):
     """Advantage actor-critic with a separate critic, for a :class:`CategoricalPolicy` (Discrete
     actions) or a :class:`GaussianPolicy` (Box actions).
 
@@ -118,7 +118,7 @@ class A2C(OnPolicyAlgorithm[ActorPolicy]):
         batch_size: int | None,
         num_repetitions: int,
         hooks: UpdateHooks = NO_UPDATE_HOOKS,
-    ) -> TrainingStats:
+    ) -> A2CTrainingStats:
         r = actor_critic_update(
             self.ac,
             self.params,

@@ -30,6 +30,7 @@ import gymnasium as gym
 import numpy as np
 import torch
 from torch import nn
+from typing_extensions import TypeVar as DefaultTypeVar
 
 from tshtrain.data.batch import ObsArray, ObsTensor, RolloutBatch, TransitionBatch, obs_to_torch
 from tshtrain.data.buffer import BaseReplayBuffer
@@ -237,9 +238,11 @@ class Policy(nn.Module, ABC):
 
 
 TPolicy = TypeVar("TPolicy", bound=Policy)
+TStats_co = DefaultTypeVar("TStats_co", bound=TrainingStats, covariant=True, default=TrainingStats)
+"""the statistics an algorithm's update returns; ``Algorithm[P]`` means ``Algorithm[P, TrainingStats]``"""
 
 
-class Algorithm(ABC, Generic[TPolicy]):
+class Algorithm(ABC, Generic[TPolicy, TStats_co]):
     """Owns a policy, further networks and optimizers; implements the update (see module docstring)."""
 
     def __init__(self, *, policy: TPolicy):
@@ -288,7 +291,7 @@ class Algorithm(ABC, Generic[TPolicy]):
         load_generator_states(self.policy, generators.get("policy", {}))
 
 
-class OnPolicyAlgorithm(Algorithm[TPolicy]):
+class OnPolicyAlgorithm(Algorithm[TPolicy, TStats_co]):
     """Updates from the rollout of the latest collection step only; the trainer then clears the buffer."""
 
     @abstractmethod
@@ -299,23 +302,23 @@ class OnPolicyAlgorithm(Algorithm[TPolicy]):
         batch_size: int | None,
         num_repetitions: int,
         hooks: UpdateHooks = NO_UPDATE_HOOKS,
-    ) -> TrainingStats:
+    ) -> TStats_co:
         """``num_repetitions`` passes over ``rollout`` in mini-batches of ``batch_size`` (None: all);
         ``hooks`` are called at their points inside (see :class:`UpdateHooks`)."""
 
 
-class OffPolicyAlgorithm(Algorithm[TPolicy]):
+class OffPolicyAlgorithm(Algorithm[TPolicy, TStats_co]):
     """Updates from samples of a replay buffer that the training collector fills."""
 
     @abstractmethod
     def update(
         self, buffer: BaseReplayBuffer, batch_size: int, *, hooks: UpdateHooks = NO_UPDATE_HOOKS
-    ) -> TrainingStats:
+    ) -> TStats_co:
         """One gradient step on ``batch_size`` transitions sampled from ``buffer``; ``hooks`` are called
         at their points inside (see :class:`UpdateHooks`)."""
 
 
-class OfflineAlgorithm(Algorithm[TPolicy]):
+class OfflineAlgorithm(Algorithm[TPolicy, TStats_co]):
     """Updates from samples of a fixed dataset; never collects."""
 
     def process_buffer(self, buffer: BaseReplayBuffer) -> None:
@@ -325,6 +328,6 @@ class OfflineAlgorithm(Algorithm[TPolicy]):
     @abstractmethod
     def update(
         self, buffer: BaseReplayBuffer, batch_size: int, *, hooks: UpdateHooks = NO_UPDATE_HOOKS
-    ) -> TrainingStats:
+    ) -> TStats_co:
         """One gradient step on ``batch_size`` transitions sampled from ``buffer``; ``hooks`` are called
         at their points inside (see :class:`UpdateHooks`)."""

@@ -44,7 +44,7 @@ class BCTrainingStats(TrainingStats):
 
 
 @final
-class BehaviorCloning(OfflineAlgorithm[Policy]):
+class BehaviorCloning(OfflineAlgorithm[Policy, BCTrainingStats]):
     """Behaviour cloning for Discrete actions (a :class:`CategoricalPolicy`, cross entropy on the logits)
     and Box actions (a :class:`DeterministicActorPolicy`, squared error in the policy's [-1, 1] action
     space, i.e. on the stored actions)."""
@@ -63,7 +63,7 @@ class BehaviorCloning(OfflineAlgorithm[Policy]):
     @override
     def update(
         self, buffer: BaseReplayBuffer, batch_size: int, *, hooks: UpdateHooks = NO_UPDATE_HOOKS
-    ) -> TrainingStats:
+    ) -> BCTrainingStats:
         batch = hooks.process_optim_batch(buffer.sample(batch_size)).to_torch(self.policy.device)
         policy = self.policy
         if isinstance(policy, CategoricalPolicy):

@@ -139,7 +139,7 @@ def _repeat(obs: ObsTensor, num: int) -> torch.Tensor:
 
 
 @final
-class CQL(OfflineAlgorithm[TanhGaussianPolicy]):
+class CQL(OfflineAlgorithm[TanhGaussianPolicy, CQLTrainingStats]):
     """CQL(H) with SAC's actor, twin critics and (optional) automatic entropy tuning.
 
     Each :meth:`update` is one gradient step of the critics on ``TD loss + cql_weight * penalty`` (see
@@ -223,7 +223,7 @@ class CQL(OfflineAlgorithm[TanhGaussianPolicy]):
     @override
     def update(
         self, buffer: BaseReplayBuffer, batch_size: int, *, hooks: UpdateHooks = NO_UPDATE_HOOKS
-    ) -> TrainingStats:
+    ) -> CQLTrainingStats:
         p, policy = self.params, self.policy
         alpha = self.temperature.value()
         batch = sample_replay(buffer, batch_size, gamma=p.gamma, n_step=1, device=policy.device, hooks=hooks)

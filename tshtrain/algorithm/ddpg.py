@@ -68,7 +68,7 @@ class DDPGTrainingStats(TrainingStats):
 
 
 @final
-class DDPG(OffPolicyAlgorithm[DeterministicActorPolicy]):
+class DDPG(OffPolicyAlgorithm[DeterministicActorPolicy, DDPGTrainingStats]):
     """DDPG on a :class:`DeterministicActorPolicy` (exploration: its Gaussian ``noise_std`` through the
     collector's ``exploration_noise=True``) and a critic ``critic(obs, act)`` -> (1, N), e.g.
     ``QEnsemble(obs_dim, act_dim, num_critics=1)``.
@@ -100,7 +100,7 @@ class DDPG(OffPolicyAlgorithm[DeterministicActorPolicy]):
     @override
     def update(
         self, buffer: BaseReplayBuffer, batch_size: int, *, hooks: UpdateHooks = NO_UPDATE_HOOKS
-    ) -> TrainingStats:
+    ) -> DDPGTrainingStats:
         p, policy = self.params, self.policy
         batch = sample_replay(
             buffer, batch_size, gamma=p.gamma, n_step=p.n_step, device=policy.device, hooks=hooks

@@ -83,7 +83,7 @@ def discrete_conservative_penalty(q_NA: torch.Tensor, act_N: torch.Tensor) -> to
 
 
 @final
-class DiscreteCQL(OfflineAlgorithm[QValuePolicy]):
+class DiscreteCQL(OfflineAlgorithm[QValuePolicy, DiscreteCQLTrainingStats]):
     """CQL(H) on a :class:`QValuePolicy`: a (double) DQN update plus the conservative penalty (see the
     module docstring); the target network is a hard copy every ``target_update_freq`` steps."""
 
@@ -116,7 +116,7 @@ class DiscreteCQL(OfflineAlgorithm[QValuePolicy]):
     @override
     def update(
         self, buffer: BaseReplayBuffer, batch_size: int, *, hooks: UpdateHooks = NO_UPDATE_HOOKS
-    ) -> TrainingStats:
+    ) -> DiscreteCQLTrainingStats:
         p = self.params
         batch = sample_replay(
             buffer,

@@ -115,7 +115,7 @@ class DiscreteQEnsemble(nn.Module):
 
 
 @final
-class DiscreteSAC(OffPolicyAlgorithm[CategoricalPolicy]):
+class DiscreteSAC(OffPolicyAlgorithm[CategoricalPolicy, DiscreteSACTrainingStats]):
     """Soft actor-critic for Discrete actions: a :class:`CategoricalPolicy` (logits) and critics
     ``critic(obs)`` -> (num_critics, N, num_actions), e.g. :class:`DiscreteQEnsemble`.
 
@@ -178,7 +178,7 @@ class DiscreteSAC(OffPolicyAlgorithm[CategoricalPolicy]):
     @override
     def update(
         self, buffer: BaseReplayBuffer, batch_size: int, *, hooks: UpdateHooks = NO_UPDATE_HOOKS
-    ) -> TrainingStats:
+    ) -> DiscreteSACTrainingStats:
         p, policy = self.params, self.policy
         alpha = self.temperature.value()
         batch = sample_replay(

@@ -128,7 +128,7 @@ def dueling_mlp(
 
 
 @final
-class DQN(OffPolicyAlgorithm[QValuePolicy]):
+class DQN(OffPolicyAlgorithm[QValuePolicy, DQNTrainingStats]):
     """Deep Q-learning on a :class:`QValuePolicy` (epsilon-greedy exploration through the collector's
     ``exploration_noise=True``). With a prioritized buffer, TD errors update the priorities and the
     loss is weighted by the importance weights."""
@@ -165,7 +165,7 @@ class DQN(OffPolicyAlgorithm[QValuePolicy]):
     @override
     def update(
         self, buffer: BaseReplayBuffer, batch_size: int, *, hooks: UpdateHooks = NO_UPDATE_HOOKS
-    ) -> TrainingStats:
+    ) -> DQNTrainingStats:
         p = self.params
         batch = sample_replay(
             buffer,

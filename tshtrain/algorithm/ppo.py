@@ -93,7 +93,7 @@ class PPOTrainingStats(TrainingStats):
 
 
 @final
-class PPO(OnPolicyAlgorithm[ActorPolicy]):
+class PPO(OnPolicyAlgorithm[ActorPolicy, PPOTrainingStats]):
     """Proximal policy optimisation with a separate critic, for a :class:`CategoricalPolicy` (Discrete
     actions) or a :class:`GaussianPolicy` (Box actions).
 
@@ -151,7 +151,7 @@ class PPO(OnPolicyAlgorithm[ActorPolicy]):
         batch_size: int | None,
         num_repetitions: int,
         hooks: UpdateHooks = NO_UPDATE_HOOKS,
-    ) -> TrainingStats:
+    ) -> PPOTrainingStats:
         params = self.params
         clip = params.clip_range * schedule_factor(params.clip_schedule, self.ac.num_update_steps)
         r = actor_critic_update(

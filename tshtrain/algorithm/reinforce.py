@@ -52,7 +52,7 @@ class ReinforceTrainingStats(TrainingStats):
 
 
 @final
-class Reinforce(OnPolicyAlgorithm[CategoricalPolicy]):
+class Reinforce(OnPolicyAlgorithm[CategoricalPolicy, ReinforceTrainingStats]):
     """REINFORCE for Discrete actions.
 
     Returns are computed over the rollout without bootstrapping: the last step of an unfinished episode
@@ -80,7 +80,7 @@ class Reinforce(OnPolicyAlgorithm[CategoricalPolicy]):
         batch_size: int | None,
         num_repetitions: int,
         hooks: UpdateHooks = NO_UPDATE_HOOKS,
-    ) -> TrainingStats:
+    ) -> ReinforceTrainingStats:
         returns_TE = discounted_returns(rollout.rew, rollout.terminated, rollout.boundary, self.params.gamma)
         valid = rollout.valid
         returns_N = torch.from_numpy(returns_TE[valid])

@@ -87,7 +87,7 @@ class SACTrainingStats(TrainingStats):
 
 
 @final
-class SAC(OffPolicyAlgorithm[TanhGaussianPolicy]):
+class SAC(OffPolicyAlgorithm[TanhGaussianPolicy, SACTrainingStats]):
     """Soft actor-critic with clipped double-Q targets and (optionally) automatic entropy tuning.
 
     Each :meth:`update` is one gradient step of the critics, the actor and ``log(alpha)``, in this
@@ -152,7 +152,7 @@ class SAC(OffPolicyAlgorithm[TanhGaussianPolicy]):
     @override
     def update(
         self, buffer: BaseReplayBuffer, batch_size: int, *, hooks: UpdateHooks = NO_UPDATE_HOOKS
-    ) -> TrainingStats:
+    ) -> SACTrainingStats:
         p, policy = self.params, self.policy
         alpha = self.temperature.value()
         batch = sample_replay(

@@ -89,7 +89,7 @@ def smoothed_target_actions(
 
 
 @final
-class TD3(OffPolicyAlgorithm[DeterministicActorPolicy]):
+class TD3(OffPolicyAlgorithm[DeterministicActorPolicy, TD3TrainingStats]):
     """TD3 on a :class:`DeterministicActorPolicy` (exploration: its Gaussian ``noise_std`` through the
     collector's ``exploration_noise=True``) and a twin critic (``QEnsemble(..., num_critics=2)``).
 
@@ -151,7 +151,7 @@ class TD3(OffPolicyAlgorithm[DeterministicActorPolicy]):
     @override
     def update(
         self, buffer: BaseReplayBuffer, batch_size: int, *, hooks: UpdateHooks = NO_UPDATE_HOOKS
-    ) -> TrainingStats:
+    ) -> TD3TrainingStats:
         p, policy = self.params, self.policy
         batch = sample_replay(
             buffer, batch_size, gamma=p.gamma, n_step=p.n_step, device=policy.device, hooks=hooks

@@ -110,7 +110,7 @@ def td3_bc_actor_loss(
 
 
 @final
-class TD3BC(OfflineAlgorithm[DeterministicActorPolicy]):
+class TD3BC(OfflineAlgorithm[DeterministicActorPolicy, TD3BCTrainingStats]):
     """TD3+BC on a :class:`DeterministicActorPolicy` and a twin critic (``QEnsemble(..., num_critics=2)``).
 
     Pass the :class:`RunningObsNormalizer` that is the first layer of the policy's actor and of the
@@ -197,7 +197,7 @@ class TD3BC(OfflineAlgorithm[DeterministicActorPolicy]):
     @override
     def update(
         self, buffer: BaseReplayBuffer, batch_size: int, *, hooks: UpdateHooks = NO_UPDATE_HOOKS
-    ) -> TrainingStats:
+    ) -> TD3BCTrainingStats:
         p, policy = self.params, self.policy
         batch = sample_replay(buffer, batch_size, gamma=p.gamma, n_step=1, device=policy.device, hooks=hooks)
         with torch.no_grad():
