@@ -12,7 +12,6 @@ from typing_extensions import override
 from tshtrain.algorithm.base import (
     NO_UPDATE_HOOKS,
     OnPolicyAlgorithm,
-    Stateful,
     TrainingStats,
     UpdateHooks,
 )
@@ -97,10 +96,7 @@ class A2C(OnPolicyAlgorithm[ActorPolicy, A2CTrainingStats]):
             obs_normalizer=obs_normalizer,
             seed=seed,
         )
-
-    @override
-    def components(self) -> dict[str, Stateful]:
-        return self.ac.components()
+        self.register_components(self.ac.components())
 
     @override
     def extra_state(self) -> dict[str, Any]:

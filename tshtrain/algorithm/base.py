@@ -247,10 +247,20 @@ class Algorithm(ABC, Generic[TPolicy, TStats_co]):
 
     def __init__(self, *, policy: TPolicy):
         self.policy = policy
+        self._components: dict[str, Stateful] = {"policy": policy}
+
+    def register_components(self, components: Mapping[str, Stateful]) -> None:
+        """Declare further components to save, by name (called in ``__init__``); the names are the
+        keys of :meth:`state_dict`. Registering another object under a taken name is a bug."""
+        for name, component in components.items():
+            taken = self._components.get(name)
+            assert taken is None or taken is component, f"component {name!r} registered twice"
+            self._components[name] = component
 
     def components(self) -> dict[str, Stateful]:
-        """Everything with state to save: networks, optimizers, schedulers. Subclasses extend it."""
-        return {"policy": self.policy}
+        """Everything with state to save: networks, optimizers, schedulers: the policy and what
+        :meth:`register_components` declared, in that order."""
+        return dict(self._components)
 
     def extra_state(self) -> dict[str, Any]:
         """Plain values to save besides the components (e.g. an update counter)."""

@@ -12,7 +12,6 @@ from tshtrain.algorithm.base import (
     NO_UPDATE_HOOKS,
     OfflineAlgorithm,
     Policy,
-    Stateful,
     TrainingStats,
     UpdateHooks,
     check_finite_loss,
@@ -55,10 +54,7 @@ class BehaviorCloning(OfflineAlgorithm[Policy, BCTrainingStats]):
         super().__init__(policy=policy)
         self.params = params or BCParams()
         self.optim = make_adam(policy.parameters(), lr=self.params.lr)
-
-    @override
-    def components(self) -> dict[str, Stateful]:
-        return {"policy": self.policy, "optim": self.optim}
+        self.register_components({"optim": self.optim})
 
     @override
     def update(

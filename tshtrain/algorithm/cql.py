@@ -25,7 +25,6 @@ from tshtrain.algorithm.actor_critic_targets import ActorCriticTargets
 from tshtrain.algorithm.base import (
     NO_UPDATE_HOOKS,
     OfflineAlgorithm,
-    Stateful,
     TrainingStats,
     UpdateHooks,
     make_adam,
@@ -174,15 +173,13 @@ class CQL(OfflineAlgorithm[TanhGaussianPolicy, CQLTrainingStats]):
         self.log_cql_weight = nn.Parameter(torch.tensor(initial_weight, device=policy.device))
         self.log_cql_weight.requires_grad_(p.with_lagrange)
         self.cql_weight_optim = make_adam([self.log_cql_weight], lr=p.cql_weight_lr)
-
-    @override
-    def components(self) -> dict[str, Stateful]:
-        return {
-            "policy": self.policy,
-            **self.nets.components(),
-            "alpha_optim": self.temperature.optim,
-            "cql_weight_optim": self.cql_weight_optim,
-        }
+        self.register_components(
+            {
+                **self.nets.components(),
+                "alpha_optim": self.temperature.optim,
+                "cql_weight_optim": self.cql_weight_optim,
+            }
+        )
 
     @override
     def extra_state(self) -> dict[str, Any]:

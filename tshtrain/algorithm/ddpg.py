@@ -13,7 +13,6 @@ from tshtrain.algorithm.actor_critic_targets import ActorCriticTargets
 from tshtrain.algorithm.base import (
     NO_UPDATE_HOOKS,
     OffPolicyAlgorithm,
-    Stateful,
     TrainingStats,
     UpdateHooks,
 )
@@ -89,13 +88,7 @@ class DDPG(OffPolicyAlgorithm[DeterministicActorPolicy, DDPGTrainingStats]):
             critic_lr=self.params.critic_lr,
             target_actor=True,
         )
-
-    @override
-    def components(self) -> dict[str, Stateful]:
-        return {
-            "policy": self.policy,
-            **self.nets.components(),
-        }
+        self.register_components(self.nets.components())
 
     @override
     def update(

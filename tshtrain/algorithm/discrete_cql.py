@@ -18,7 +18,6 @@ from typing_extensions import override
 from tshtrain.algorithm.base import (
     NO_UPDATE_HOOKS,
     OfflineAlgorithm,
-    Stateful,
     TrainingStats,
     UpdateHooks,
     make_adam,
@@ -93,10 +92,7 @@ class DiscreteCQL(OfflineAlgorithm[QValuePolicy, DiscreteCQLTrainingStats]):
         self.target_q_net = TargetNetwork(policy.q_net)
         self.optim = make_adam(policy.q_net.parameters(), lr=self.params.lr)
         self.num_gradient_steps = 0
-
-    @override
-    def components(self) -> dict[str, Stateful]:
-        return {"policy": self.policy, "target_q_net": self.target_q_net, "optim": self.optim}
+        self.register_components({"target_q_net": self.target_q_net, "optim": self.optim})
 
     @override
     def extra_state(self) -> dict[str, Any]:

@@ -16,7 +16,6 @@ from tshtrain.algorithm.actor_critic_targets import ActorCriticTargets
 from tshtrain.algorithm.base import (
     NO_UPDATE_HOOKS,
     OffPolicyAlgorithm,
-    Stateful,
     TrainingStats,
     UpdateHooks,
 )
@@ -153,14 +152,7 @@ class DiscreteSAC(OffPolicyAlgorithm[CategoricalPolicy, DiscreteSACTrainingStats
             target_entropy=p.target_entropy_ratio * math.log(num_actions),
             device=policy.device,
         )
-
-    @override
-    def components(self) -> dict[str, Stateful]:
-        return {
-            "policy": self.policy,
-            **self.nets.components(),
-            "alpha_optim": self.temperature.optim,
-        }
+        self.register_components({**self.nets.components(), "alpha_optim": self.temperature.optim})
 
     @override
     def extra_state(self) -> dict[str, Any]:

@@ -16,7 +16,6 @@ from typing_extensions import override
 from tshtrain.algorithm.base import (
     NO_UPDATE_HOOKS,
     OffPolicyAlgorithm,
-    Stateful,
     TrainingStats,
     UpdateHooks,
     make_adam,
@@ -140,10 +139,7 @@ class DQN(OffPolicyAlgorithm[QValuePolicy, DQNTrainingStats]):
         self._q_params = list(policy.q_net.parameters())
         self.optim = make_adam(self._q_params, lr=self.params.lr)
         self.num_gradient_steps = 0
-
-    @override
-    def components(self) -> dict[str, Stateful]:
-        return {"policy": self.policy, "target_q_net": self.target_q_net, "optim": self.optim}
+        self.register_components({"target_q_net": self.target_q_net, "optim": self.optim})
 
     @override
     def extra_state(self) -> dict[str, Any]:

@@ -12,7 +12,6 @@ from typing_extensions import override
 from tshtrain.algorithm.base import (
     NO_UPDATE_HOOKS,
     OnPolicyAlgorithm,
-    Stateful,
     TrainingStats,
     UpdateHooks,
     check_finite_loss,
@@ -67,10 +66,7 @@ class Reinforce(OnPolicyAlgorithm[CategoricalPolicy, ReinforceTrainingStats]):
         self.params = params or ReinforceParams()
         self.optim = make_adam(policy.parameters(), lr=self.params.lr)
         self.rng = torch.Generator().manual_seed(int(np.random.SeedSequence(seed).generate_state(1)[0]))
-
-    @override
-    def components(self) -> dict[str, Stateful]:
-        return {"policy": self.policy, "optim": self.optim}
+        self.register_components({"optim": self.optim})
 
     @override
     def update(

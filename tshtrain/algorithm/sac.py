@@ -14,7 +14,6 @@ from tshtrain.algorithm.actor_critic_targets import ActorCriticTargets
 from tshtrain.algorithm.base import (
     NO_UPDATE_HOOKS,
     OffPolicyAlgorithm,
-    Stateful,
     TrainingStats,
     UpdateHooks,
 )
@@ -126,14 +125,7 @@ class SAC(OffPolicyAlgorithm[TanhGaussianPolicy, SACTrainingStats]):
             target_entropy=-float(policy.act_dim) if p.target_entropy is None else p.target_entropy,
             device=policy.device,
         )
-
-    @override
-    def components(self) -> dict[str, Stateful]:
-        return {
-            "policy": self.policy,
-            **self.nets.components(),
-            "alpha_optim": self.temperature.optim,
-        }
+        self.register_components({**self.nets.components(), "alpha_optim": self.temperature.optim})
 
     @override
     def extra_state(self) -> dict[str, Any]:

@@ -14,7 +14,6 @@ from tshtrain.algorithm.actor_critic_targets import ActorCriticTargets
 from tshtrain.algorithm.base import (
     NO_UPDATE_HOOKS,
     OffPolicyAlgorithm,
-    Stateful,
     TrainingStats,
     UpdateHooks,
 )
@@ -126,13 +125,7 @@ class TD3(OffPolicyAlgorithm[DeterministicActorPolicy, TD3TrainingStats]):
         """draws the target policy noise"""
         self.num_gradient_steps = 0
         self._actor_loss = torch.zeros(())
-
-    @override
-    def components(self) -> dict[str, Stateful]:
-        return {
-            "policy": self.policy,
-            **self.nets.components(),
-        }
+        self.register_components(self.nets.components())
 
     @override
     def extra_state(self) -> dict[str, Any]:

@@ -26,7 +26,6 @@ from tshtrain.algorithm.actor_critic_targets import ActorCriticTargets
 from tshtrain.algorithm.base import (
     NO_UPDATE_HOOKS,
     OfflineAlgorithm,
-    Stateful,
     TrainingStats,
     UpdateHooks,
 )
@@ -156,13 +155,7 @@ class TD3BC(OfflineAlgorithm[DeterministicActorPolicy, TD3BCTrainingStats]):
         self.num_gradient_steps = 0
         self._actor_loss = torch.zeros(())
         self._bc_loss = torch.zeros(())
-
-    @override
-    def components(self) -> dict[str, Stateful]:
-        return {
-            "policy": self.policy,
-            **self.nets.components(),
-        }
+        self.register_components(self.nets.components())
 
     @override
     def extra_state(self) -> dict[str, Any]:
