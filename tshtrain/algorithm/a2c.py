@@ -119,7 +119,7 @@ class A2C(OnPolicyAlgorithm[ActorPolicy, A2CTrainingStats]):
             self.ac,
             self.params,
             rollout,
-            self._loss,
+            self.minibatch_loss,
             batch_size=batch_size,
             num_repetitions=num_repetitions,
             hooks=hooks,
@@ -136,7 +136,7 @@ class A2C(OnPolicyAlgorithm[ActorPolicy, A2CTrainingStats]):
             lr=r.lr,
         )
 
-    def _loss(self, batch: RolloutTensors) -> LossTerms:
+    def minibatch_loss(self, batch: RolloutTensors) -> LossTerms:
         """The advantage policy-gradient loss of a mini-batch, with the value loss and entropy bonus."""
         params = self.params
         logp, entropy = log_prob_entropy(self.policy, batch.obs, batch.act)

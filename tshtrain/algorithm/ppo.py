@@ -154,7 +154,7 @@ class PPO(OnPolicyAlgorithm[ActorPolicy, PPOTrainingStats]):
             self.ac,
             params,
             rollout,
-            lambda batch: self._loss(batch, clip),
+            lambda batch: self.minibatch_loss(batch, clip),
             batch_size=batch_size,
             num_repetitions=num_repetitions,
             hooks=hooks,
@@ -174,7 +174,7 @@ class PPO(OnPolicyAlgorithm[ActorPolicy, PPOTrainingStats]):
             clip_range=clip,
         )
 
-    def _loss(self, batch: RolloutTensors, clip: float) -> LossTerms:
+    def minibatch_loss(self, batch: RolloutTensors, clip: float) -> LossTerms:
         """The clipped surrogate loss of a mini-batch, with the value loss and entropy bonus."""
         params = self.params
         logp, entropy = log_prob_entropy(self.policy, batch.obs, batch.act)
