@@ -38,6 +38,7 @@ from tshtrain.algorithm.offpolicy import (
     td_loss,
 )
 from tshtrain.algorithm.optim import optimizer_step
+from tshtrain.algorithm.sac import soft_actor_step, soft_td_target
 from tshtrain.algorithm.temperature import EntropyTemperature
 from tshtrain.data.batch import ObsTensor
 from tshtrain.data.buffer import BaseReplayBuffer
@@ -224,10 +225,7 @@ class CQL(OfflineAlgorithm[TanhGaussianPolicy, CQLTrainingStats]):
         p, policy = self.params, self.policy
         alpha = self.temperature.value()
         batch = sample_replay(buffer, batch_size, gamma=p.gamma, n_step=1, device=policy.device, hooks=hooks)
-        with torch.no_grad():
-            act_next, log_prob_next = policy.sample(batch.obs_next)
-            q_next = critic_values(self.nets.target_critic.net, batch.obs_next, act_next).min(dim=0).values
-            target = batch.returns + batch.discounts * (q_next - alpha * log_prob_next)
+        target = soft_td_target(policy, self.nets, batch, alpha)
         q_MN = critic_values(self.nets.critic, batch.obs, batch.act)
         td = td_loss(q_MN, target, batch.weight)
         penalty_M = conservative_penalty(q_MN, self._sampled_values(batch.obs, batch.obs_next), p.temperature)
@@ -243,7 +241,7 @@ class CQL(OfflineAlgorithm[TanhGaussianPolicy, CQLTrainingStats]):
             weight_loss = -(cql_weight * penalty_M.detach()).sum()
             optimizer_step(self.cql_weight_optim, "cql_weight_optim", {"cql weight loss": weight_loss}, hooks)
 
-        actor_loss, log_prob = self._actor_step(batch.obs, alpha, hooks)
+        actor_loss, log_prob = soft_actor_step(policy, self.nets, batch.obs, alpha, hooks)
         if self.temperature.learned:
             self.temperature.step(self.temperature.loss_from_log_prob(log_prob), hooks)
         self.nets.update_targets(p.tau)
@@ -270,14 +268,3 @@ class CQL(OfflineAlgorithm[TanhGaussianPolicy, CQLTrainingStats]):
             alpha=stats["alpha"],
             q_mean=stats["q_mean"],
         )
-
-    def _actor_step(
-        self, obs: ObsTensor, alpha: torch.Tensor, hooks: UpdateHooks
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        """SAC's actor step; returns the actor loss and log pi of the fresh actions."""
-        with self.nets.frozen_critic():
-            act, log_prob = self.policy.sample(obs)
-            q_new = critic_values(self.nets.critic, obs, act).min(dim=0).values
-            actor_loss = (alpha * log_prob - q_new).mean()
-            self.nets.actor_step({"actor loss": actor_loss}, hooks)
-        return actor_loss, log_prob

@@ -22,6 +22,7 @@ from tshtrain.algorithm.base import (
     UpdateHooks,
     make_adam,
 )
+from tshtrain.algorithm.dqn import q_learning_target
 from tshtrain.algorithm.offpolicy import host_scalars, require_in_range, require_int_at_least, sample_replay
 from tshtrain.algorithm.optim import optimizer_step
 from tshtrain.algorithm.policies import QValuePolicy
@@ -102,13 +103,6 @@ class DiscreteCQL(OfflineAlgorithm[QValuePolicy, DiscreteCQLTrainingStats]):
     def load_extra_state(self, state: Any) -> None:
         self.num_gradient_steps = int(state["num_gradient_steps"])
 
-    def _target(self, obs_next: Any, returns: torch.Tensor, discounts: torch.Tensor) -> torch.Tensor:
-        with torch.no_grad():
-            q_next_target: torch.Tensor = self.target_q_net.net(obs_next)
-            chooser = self.policy.q_values(obs_next) if self.params.is_double else q_next_target
-            next_act = chooser.argmax(dim=-1, keepdim=True)
-            return returns + discounts * q_next_target.gather(1, next_act).squeeze(-1)
-
     @override
     def update(
         self, buffer: BaseReplayBuffer, batch_size: int, *, hooks: UpdateHooks = NO_UPDATE_HOOKS
@@ -124,7 +118,7 @@ class DiscreteCQL(OfflineAlgorithm[QValuePolicy, DiscreteCQLTrainingStats]):
         )
         q_NA = self.policy.q_values(batch.obs)
         q = q_NA.gather(1, batch.act.long().unsqueeze(-1)).squeeze(-1)
-        target = self._target(batch.obs_next, batch.returns, batch.discounts)
+        target = q_learning_target(self.policy, self.target_q_net, batch, is_double=p.is_double)
         td = F.smooth_l1_loss(q, target) if p.huber_loss else F.mse_loss(q, target)
         penalty = discrete_conservative_penalty(q_NA, batch.act)
         loss = td + p.cql_weight * penalty

@@ -19,6 +19,7 @@ from tshtrain.algorithm.base import (
 )
 from tshtrain.algorithm.continuous import TanhGaussianPolicy, critic_values
 from tshtrain.algorithm.offpolicy import (
+    ReplaySample,
     host_scalars,
     require_in_range,
     require_int_at_least,
@@ -27,6 +28,7 @@ from tshtrain.algorithm.offpolicy import (
     update_priorities,
 )
 from tshtrain.algorithm.temperature import EntropyTemperature
+from tshtrain.data.batch import ObsTensor
 from tshtrain.data.buffer import BaseReplayBuffer
 from tshtrain.errors import ConfigurationError, require_positive
 
@@ -83,6 +85,33 @@ class SACTrainingStats(TrainingStats):
     """mean Q_i(o, a) of the sampled transitions over the critics"""
     entropy: float = 0.0
     """-mean log pi(a|o) of the fresh actions (a single-sample entropy estimate)"""
+
+
+@torch.no_grad()
+def soft_td_target(
+    policy: TanhGaussianPolicy, nets: ActorCriticTargets, sample: ReplaySample, alpha: torch.Tensor
+) -> torch.Tensor:
+    """``R + D * (min_i Q_targ_i(o', a') - alpha * log pi(a'|o'))`` with ``a' ~ pi(.|o')`` (SAC, CQL)."""
+    act_next, log_prob_next = policy.sample(sample.obs_next)
+    q_next = critic_values(nets.target_critic.net, sample.obs_next, act_next).min(dim=0).values
+    return sample.returns + sample.discounts * (q_next - alpha * log_prob_next)
+
+
+def soft_actor_step(
+    policy: TanhGaussianPolicy,
+    nets: ActorCriticTargets,
+    obs: ObsTensor,
+    alpha: torch.Tensor,
+    hooks: UpdateHooks,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """One actor step on ``mean(alpha * log pi(a|o) - min_i Q_i(o, a))``, ``a ~ pi(.|o)``
+    reparameterised, the critics' weights frozen (SAC, CQL); returns the loss and the log pi."""
+    with nets.frozen_critic():
+        act, log_prob = policy.sample(obs)
+        q_new = critic_values(nets.critic, obs, act).min(dim=0).values
+        actor_loss = (alpha * log_prob - q_new).mean()
+        nets.actor_step({"actor loss": actor_loss}, hooks)
+    return actor_loss, log_prob
 
 
 @final
@@ -150,19 +179,12 @@ class SAC(OffPolicyAlgorithm[TanhGaussianPolicy, SACTrainingStats]):
         batch = sample_replay(
             buffer, batch_size, gamma=p.gamma, n_step=p.n_step, device=policy.device, hooks=hooks
         )
-        with torch.no_grad():
-            act_next, log_prob_next = policy.sample(batch.obs_next)
-            q_next = critic_values(self.nets.target_critic.net, batch.obs_next, act_next).min(dim=0).values
-            target = batch.returns + batch.discounts * (q_next - alpha * log_prob_next)
+        target = soft_td_target(policy, self.nets, batch, alpha)
         q_MN = critic_values(self.nets.critic, batch.obs, batch.act)
         critic = td_loss(q_MN, target, batch.weight)
         self.nets.critic_step({"critic loss": critic.loss}, hooks)
 
-        with self.nets.frozen_critic():
-            act, log_prob = policy.sample(batch.obs)
-            q_new = critic_values(self.nets.critic, batch.obs, act).min(dim=0).values
-            actor_loss = (alpha * log_prob - q_new).mean()
-            self.nets.actor_step({"actor loss": actor_loss}, hooks)
+        actor_loss, log_prob = soft_actor_step(policy, self.nets, batch.obs, alpha, hooks)
 
         alpha_loss = torch.zeros(())
         if self.temperature.learned:
