@@ -19,6 +19,7 @@ from tshtrain.algorithm.base import (
 )
 from tshtrain.algorithm.continuous import critic_values
 from tshtrain.algorithm.offpolicy import (
+    ReplaySample,
     host_scalars,
     require_in_range,
     require_int_at_least,
@@ -87,6 +88,27 @@ def smoothed_target_actions(
     return (mean + (noise * noise_std).clamp(-noise_clip, noise_clip)).clamp(-1.0, 1.0)
 
 
+@torch.no_grad()
+def smoothed_td_target(
+    nets: ActorCriticTargets,
+    sample: ReplaySample,
+    *,
+    noise_std: float,
+    noise_clip: float,
+    generator: torch.Generator,
+) -> torch.Tensor:
+    """``R + D * min_i Q_targ_i(o', a~')`` with ``a~'`` the target actor's smoothed action (TD3, TD3+BC)."""
+    act_next = smoothed_target_actions(
+        nets.actor_target.net,
+        sample.obs_next,
+        noise_std=noise_std,
+        noise_clip=noise_clip,
+        generator=generator,
+    )
+    q_next = critic_values(nets.target_critic.net, sample.obs_next, act_next).min(dim=0).values
+    return sample.returns + sample.discounts * q_next
+
+
 @final
 class TD3(OffPolicyAlgorithm[DeterministicActorPolicy, TD3TrainingStats]):
     """TD3 on a :class:`DeterministicActorPolicy` (exploration: its Gaussian ``noise_std`` through the
@@ -149,16 +171,9 @@ class TD3(OffPolicyAlgorithm[DeterministicActorPolicy, TD3TrainingStats]):
         batch = sample_replay(
             buffer, batch_size, gamma=p.gamma, n_step=p.n_step, device=policy.device, hooks=hooks
         )
-        with torch.no_grad():
-            act_next = smoothed_target_actions(
-                self.nets.actor_target.net,
-                batch.obs_next,
-                noise_std=p.policy_noise,
-                noise_clip=p.noise_clip,
-                generator=self.generator,
-            )
-            q_next = critic_values(self.nets.target_critic.net, batch.obs_next, act_next).min(dim=0).values
-            target = batch.returns + batch.discounts * q_next
+        target = smoothed_td_target(
+            self.nets, batch, noise_std=p.policy_noise, noise_clip=p.noise_clip, generator=self.generator
+        )
         q_MN = critic_values(self.nets.critic, batch.obs, batch.act)
         critic = td_loss(q_MN, target, batch.weight)
         self.nets.critic_step({"critic loss": critic.loss}, hooks)

@@ -39,7 +39,7 @@ from tshtrain.algorithm.offpolicy import (
     td_loss,
 )
 from tshtrain.algorithm.policies import DeterministicActorPolicy
-from tshtrain.algorithm.td3 import smoothed_target_actions
+from tshtrain.algorithm.td3 import smoothed_td_target
 from tshtrain.data.buffer import BaseReplayBuffer
 from tshtrain.errors import ConfigurationError, UnsupportedSpaceError, require_positive
 
@@ -193,16 +193,9 @@ class TD3BC(OfflineAlgorithm[DeterministicActorPolicy, TD3BCTrainingStats]):
     ) -> TD3BCTrainingStats:
         p, policy = self.params, self.policy
         batch = sample_replay(buffer, batch_size, gamma=p.gamma, n_step=1, device=policy.device, hooks=hooks)
-        with torch.no_grad():
-            act_next = smoothed_target_actions(
-                self.nets.actor_target.net,
-                batch.obs_next,
-                noise_std=p.policy_noise,
-                noise_clip=p.noise_clip,
-                generator=self.generator,
-            )
-            q_next = critic_values(self.nets.target_critic.net, batch.obs_next, act_next).min(dim=0).values
-            target = batch.returns + batch.discounts * q_next
+        target = smoothed_td_target(
+            self.nets, batch, noise_std=p.policy_noise, noise_clip=p.noise_clip, generator=self.generator
+        )
         q_MN = critic_values(self.nets.critic, batch.obs, batch.act)
         critic = td_loss(q_MN, target, batch.weight)
         self.nets.critic_step({"critic loss": critic.loss}, hooks)
