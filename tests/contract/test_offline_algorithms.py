@@ -35,7 +35,7 @@ from tshtrain.algorithm import (
     discrete_conservative_penalty,
     mlp,
 )
-from tshtrain.algorithm.td3_bc import td3_bc_actor_loss
+from tshtrain.algorithm.algos.td3_bc import td3_bc_actor_loss
 from tshtrain.data import Collector, VectorReplayBuffer
 from tshtrain.data.buffer import BaseReplayBuffer
 from tshtrain.env import make_vector_env

@@ -50,7 +50,7 @@ from tshtrain.algorithm import (
     TD3BCParams,
     TD3Params,
 )
-from tshtrain.algorithm.onpolicy import RolloutTensors
+from tshtrain.algorithm.blocks.onpolicy import RolloutTensors
 from tshtrain.data import ReplayBuffer, RolloutBatch, TransitionBatch
 
 LOG2 = math.log(2.0)

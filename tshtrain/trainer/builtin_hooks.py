@@ -16,7 +16,7 @@ import numpy as np
 import torch
 
 from tshtrain.algorithm.base import TrainingStats
-from tshtrain.algorithm.normalization import RunningObsNormalizer
+from tshtrain.algorithm.blocks.normalization import RunningObsNormalizer
 from tshtrain.data.batch import TransitionBatch
 from tshtrain.data.buffer import BaseReplayBuffer
 from tshtrain.data.stats import CollectStats

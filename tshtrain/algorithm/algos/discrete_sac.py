@@ -12,15 +12,15 @@ import torch
 from torch import nn
 from typing_extensions import override
 
-from tshtrain.algorithm.actor_critic_targets import ActorCriticTargets
 from tshtrain.algorithm.base import (
     NO_UPDATE_HOOKS,
     OffPolicyAlgorithm,
     TrainingStats,
     UpdateHooks,
 )
-from tshtrain.algorithm.continuous import ensemble_mlp
-from tshtrain.algorithm.offpolicy import (
+from tshtrain.algorithm.blocks.actor_critic_targets import ActorCriticTargets
+from tshtrain.algorithm.blocks.continuous import ensemble_mlp
+from tshtrain.algorithm.blocks.offpolicy import (
     host_scalars,
     require_in_range,
     require_int_at_least,
@@ -28,8 +28,8 @@ from tshtrain.algorithm.offpolicy import (
     td_loss,
     update_priorities,
 )
-from tshtrain.algorithm.policies import CategoricalPolicy
-from tshtrain.algorithm.temperature import EntropyTemperature
+from tshtrain.algorithm.blocks.policies import CategoricalPolicy
+from tshtrain.algorithm.blocks.temperature import EntropyTemperature
 from tshtrain.data.buffer import BaseReplayBuffer
 from tshtrain.errors import ConfigurationError, require_positive
 

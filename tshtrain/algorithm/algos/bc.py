@@ -17,8 +17,8 @@ from tshtrain.algorithm.base import (
     check_finite_loss,
     make_adam,
 )
-from tshtrain.algorithm.optim import optimizer_step
-from tshtrain.algorithm.policies import CategoricalPolicy, DeterministicActorPolicy
+from tshtrain.algorithm.blocks.optim import optimizer_step
+from tshtrain.algorithm.blocks.policies import CategoricalPolicy, DeterministicActorPolicy
 from tshtrain.data.buffer import BaseReplayBuffer
 from tshtrain.errors import require_positive
 

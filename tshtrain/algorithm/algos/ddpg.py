@@ -9,15 +9,15 @@ import torch
 from torch import nn
 from typing_extensions import override
 
-from tshtrain.algorithm.actor_critic_targets import ActorCriticTargets
 from tshtrain.algorithm.base import (
     NO_UPDATE_HOOKS,
     OffPolicyAlgorithm,
     TrainingStats,
     UpdateHooks,
 )
-from tshtrain.algorithm.continuous import critic_values
-from tshtrain.algorithm.offpolicy import (
+from tshtrain.algorithm.blocks.actor_critic_targets import ActorCriticTargets
+from tshtrain.algorithm.blocks.continuous import critic_values
+from tshtrain.algorithm.blocks.offpolicy import (
     host_scalars,
     require_in_range,
     require_int_at_least,
@@ -25,7 +25,7 @@ from tshtrain.algorithm.offpolicy import (
     td_loss,
     update_priorities,
 )
-from tshtrain.algorithm.policies import DeterministicActorPolicy
+from tshtrain.algorithm.blocks.policies import DeterministicActorPolicy
 from tshtrain.data.buffer import BaseReplayBuffer
 from tshtrain.errors import ConfigurationError, require_positive
 

@@ -22,24 +22,24 @@ import torch.nn.functional as F
 from torch import nn
 from typing_extensions import override
 
-from tshtrain.algorithm.actor_critic_targets import ActorCriticTargets
+from tshtrain.algorithm.algos.td3 import smoothed_td_target
 from tshtrain.algorithm.base import (
     NO_UPDATE_HOOKS,
     OfflineAlgorithm,
     TrainingStats,
     UpdateHooks,
 )
-from tshtrain.algorithm.continuous import critic_values
-from tshtrain.algorithm.normalization import RunningObsNormalizer
-from tshtrain.algorithm.offpolicy import (
+from tshtrain.algorithm.blocks.actor_critic_targets import ActorCriticTargets
+from tshtrain.algorithm.blocks.continuous import critic_values
+from tshtrain.algorithm.blocks.normalization import RunningObsNormalizer
+from tshtrain.algorithm.blocks.offpolicy import (
     host_scalars,
     require_in_range,
     require_int_at_least,
     sample_replay,
     td_loss,
 )
-from tshtrain.algorithm.policies import DeterministicActorPolicy
-from tshtrain.algorithm.td3 import smoothed_td_target
+from tshtrain.algorithm.blocks.policies import DeterministicActorPolicy
 from tshtrain.data.buffer import BaseReplayBuffer
 from tshtrain.errors import ConfigurationError, UnsupportedSpaceError, require_positive
 

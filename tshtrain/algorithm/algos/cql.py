@@ -21,7 +21,7 @@ import torch
 from torch import nn
 from typing_extensions import override
 
-from tshtrain.algorithm.actor_critic_targets import ActorCriticTargets
+from tshtrain.algorithm.algos.sac import soft_actor_step, soft_td_target
 from tshtrain.algorithm.base import (
     NO_UPDATE_HOOKS,
     OfflineAlgorithm,
@@ -29,17 +29,17 @@ from tshtrain.algorithm.base import (
     UpdateHooks,
     make_adam,
 )
-from tshtrain.algorithm.continuous import TanhGaussianPolicy, critic_values
-from tshtrain.algorithm.offpolicy import (
+from tshtrain.algorithm.blocks.actor_critic_targets import ActorCriticTargets
+from tshtrain.algorithm.blocks.continuous import TanhGaussianPolicy, critic_values
+from tshtrain.algorithm.blocks.offpolicy import (
     host_scalars,
     require_in_range,
     require_int_at_least,
     sample_replay,
     td_loss,
 )
-from tshtrain.algorithm.optim import optimizer_step
-from tshtrain.algorithm.sac import soft_actor_step, soft_td_target
-from tshtrain.algorithm.temperature import EntropyTemperature
+from tshtrain.algorithm.blocks.optim import optimizer_step
+from tshtrain.algorithm.blocks.temperature import EntropyTemperature
 from tshtrain.data.batch import ObsTensor
 from tshtrain.data.buffer import BaseReplayBuffer
 from tshtrain.errors import ConfigurationError, UnsupportedSpaceError, require_positive

@@ -17,9 +17,9 @@ from tshtrain.algorithm.base import (
     check_finite_loss,
     make_adam,
 )
-from tshtrain.algorithm.onpolicy import minibatches
-from tshtrain.algorithm.optim import optimizer_step
-from tshtrain.algorithm.policies import CategoricalPolicy
+from tshtrain.algorithm.blocks.onpolicy import minibatches
+from tshtrain.algorithm.blocks.optim import optimizer_step
+from tshtrain.algorithm.blocks.policies import CategoricalPolicy
 from tshtrain.data.batch import ObsArray, RolloutBatch
 from tshtrain.errors import ConfigurationError, require_positive
 from tshtrain.functional.returns import discounted_returns

@@ -15,8 +15,8 @@ from tshtrain.algorithm.base import (
     TrainingStats,
     UpdateHooks,
 )
-from tshtrain.algorithm.normalization import RunningObsNormalizer
-from tshtrain.algorithm.onpolicy import (
+from tshtrain.algorithm.blocks.normalization import RunningObsNormalizer
+from tshtrain.algorithm.blocks.onpolicy import (
     ActorCritic,
     ActorCriticParams,
     ActorPolicy,
@@ -25,8 +25,8 @@ from tshtrain.algorithm.onpolicy import (
     normalize_advantages,
     value_loss,
 )
-from tshtrain.algorithm.onpolicy_update import LossTerms, actor_critic_update
-from tshtrain.algorithm.schedules import Schedule, schedule_factor
+from tshtrain.algorithm.blocks.onpolicy_update import LossTerms, actor_critic_update
+from tshtrain.algorithm.blocks.schedules import Schedule, schedule_factor
 from tshtrain.data.batch import RolloutBatch
 from tshtrain.errors import ConfigurationError
 

@@ -20,7 +20,7 @@ from tshtrain.algorithm.base import (
     UpdateHooks,
     make_adam,
 )
-from tshtrain.algorithm.offpolicy import (
+from tshtrain.algorithm.blocks.offpolicy import (
     ReplaySample,
     host_scalars,
     require_in_range,
@@ -28,9 +28,9 @@ from tshtrain.algorithm.offpolicy import (
     sample_replay,
     update_priorities,
 )
-from tshtrain.algorithm.optim import optimizer_step
-from tshtrain.algorithm.policies import QValuePolicy
-from tshtrain.algorithm.polyak import TargetNetwork
+from tshtrain.algorithm.blocks.optim import optimizer_step
+from tshtrain.algorithm.blocks.policies import QValuePolicy
+from tshtrain.algorithm.blocks.polyak import TargetNetwork
 from tshtrain.data.buffer import BaseReplayBuffer
 from tshtrain.errors import ConfigurationError, require_positive
 

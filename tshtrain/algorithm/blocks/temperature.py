@@ -9,7 +9,7 @@ import torch
 from torch import nn
 
 from tshtrain.algorithm.base import UpdateHooks, make_adam
-from tshtrain.algorithm.optim import optimizer_step
+from tshtrain.algorithm.blocks.optim import optimizer_step
 
 
 @final

@@ -1,7 +1,7 @@
 """The update loop of A2C and PPO: they differ only in the loss of a mini-batch.
 
 One update: the learning rate from its schedule, values / GAE advantages / old log-probabilities of
-the rollout once (:func:`~tshtrain.algorithm.onpolicy.prepare_rollout`), ``num_repetitions`` shuffled
+the rollout once (:func:`~tshtrain.algorithm.blocks.onpolicy.prepare_rollout`), ``num_repetitions`` shuffled
 passes of mini-batches with one gradient step each, then the statistics reduced in one host transfer.
 """
 
@@ -13,7 +13,7 @@ from typing import NamedTuple
 import torch
 
 from tshtrain.algorithm.base import UpdateHooks, check_finite_loss
-from tshtrain.algorithm.onpolicy import (
+from tshtrain.algorithm.blocks.onpolicy import (
     ActorCritic,
     ActorCriticParams,
     RolloutTensors,
@@ -21,7 +21,7 @@ from tshtrain.algorithm.onpolicy import (
     minibatches,
     prepare_rollout,
 )
-from tshtrain.algorithm.schedules import schedule_factor
+from tshtrain.algorithm.blocks.schedules import schedule_factor
 from tshtrain.data.batch import RolloutBatch
 
 

@@ -15,6 +15,7 @@ import torch
 import torch.nn.functional as F
 from typing_extensions import override
 
+from tshtrain.algorithm.algos.dqn import q_learning_target
 from tshtrain.algorithm.base import (
     NO_UPDATE_HOOKS,
     OfflineAlgorithm,
@@ -22,11 +23,15 @@ from tshtrain.algorithm.base import (
     UpdateHooks,
     make_adam,
 )
-from tshtrain.algorithm.dqn import q_learning_target
-from tshtrain.algorithm.offpolicy import host_scalars, require_in_range, require_int_at_least, sample_replay
-from tshtrain.algorithm.optim import optimizer_step
-from tshtrain.algorithm.policies import QValuePolicy
-from tshtrain.algorithm.polyak import TargetNetwork
+from tshtrain.algorithm.blocks.offpolicy import (
+    host_scalars,
+    require_in_range,
+    require_int_at_least,
+    sample_replay,
+)
+from tshtrain.algorithm.blocks.optim import optimizer_step
+from tshtrain.algorithm.blocks.policies import QValuePolicy
+from tshtrain.algorithm.blocks.polyak import TargetNetwork
 from tshtrain.data.buffer import BaseReplayBuffer
 from tshtrain.errors import ConfigurationError, require_positive
 

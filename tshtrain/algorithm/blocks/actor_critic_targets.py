@@ -11,9 +11,9 @@ import torch
 from torch import nn
 
 from tshtrain.algorithm.base import Stateful, UpdateHooks, make_adam
-from tshtrain.algorithm.offpolicy import frozen
-from tshtrain.algorithm.optim import optimizer_step
-from tshtrain.algorithm.polyak import TargetNetwork
+from tshtrain.algorithm.blocks.offpolicy import frozen
+from tshtrain.algorithm.blocks.optim import optimizer_step
+from tshtrain.algorithm.blocks.polyak import TargetNetwork
 
 
 @final
