@@ -199,3 +199,15 @@ def test_sigkill_mid_run_and_mid_write_then_resume(tmp_path: Path) -> None:
     wa, wb = _weights(reference), _weights(resumed)
     assert all(torch.equal(wa[k], wb[k]) for k in wa)
     assert info.gradient_step == info_ref.gradient_step
+
+
+def test_training_stats_saved_under_the_module_paths_before_the_algos_move_still_load() -> None:
+    from tshtrain.algorithm import DQNTrainingStats
+    from tshtrain.trainer.checkpoint import checkpoint_training_stats, restore_training_stats
+
+    stat = DQNTrainingStats(loss=1.5, q_mean=0.5, epsilon=0.1, grad_norm=0.0)
+    saved = checkpoint_training_stats(stat)
+    assert saved["class"] == "tshtrain.algorithm.algos.dqn:DQNTrainingStats"
+    assert restore_training_stats(saved) == stat
+    old = {**saved, "class": "tshtrain.algorithm.dqn:DQNTrainingStats"}  # the module before the move
+    assert restore_training_stats(old) == stat

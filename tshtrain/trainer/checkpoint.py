@@ -132,7 +132,13 @@ def restore_training_stats(state: Mapping[str, Any]) -> TrainingStats:
     module_name, qualname = str(state["class"]).split(":")
     if not module_name.startswith("tshtrain.") and not re.fullmatch(r"[\w.]+", module_name):
         raise CheckpointError(f"checkpoint names an invalid statistics class {state['class']!r}.")
-    target: Any = importlib.import_module(module_name)
+    try:
+        target: Any = importlib.import_module(module_name)
+    except ModuleNotFoundError:
+        if not module_name.startswith("tshtrain.algorithm."):
+            raise
+        # checkpoints written before the algorithms moved into tshtrain.algorithm.algos / .blocks
+        target = importlib.import_module("tshtrain.algorithm")
     for part in qualname.split("."):
         target = getattr(target, part)
     if not (isinstance(target, type) and issubclass(target, TrainingStats)):
