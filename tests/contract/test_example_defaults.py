@@ -21,7 +21,7 @@ import pytest
 import torch
 
 from tshtrain.algorithm import EpsilonSchedule
-from tshtrain.algorithm.schedules import Schedule
+from tshtrain.algorithm.blocks.schedules import Schedule
 from tshtrain.config import SPECS, default_experiment, get_spec
 from tshtrain.config.resolve import STOP_SCORE, build_params
 from tshtrain.data import ReplayBuffer, VectorReplayBuffer

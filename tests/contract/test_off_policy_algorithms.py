@@ -257,10 +257,10 @@ def test_td3_delays_the_actor_and_the_targets() -> None:
     algorithm = _td3(0, policy_delay=3)
     buffer = _buffer("Pendulum-v1", 0)
     actor_before = [p.clone() for p in algorithm.policy.actor.parameters()]
-    target_before = [p.clone() for p in algorithm.target_critic.net.parameters()]
+    target_before = [p.clone() for p in algorithm.nets.target_critic.net.parameters()]
     _updates(algorithm, buffer, 2)
     _assert_same_tensors([p.detach() for p in algorithm.policy.actor.parameters()], actor_before)
-    _assert_same_tensors([p.detach() for p in algorithm.target_critic.net.parameters()], target_before)
+    _assert_same_tensors([p.detach() for p in algorithm.nets.target_critic.net.parameters()], target_before)
     _updates(algorithm, buffer, 1)
     assert any(
         not torch.equal(a, b) for a, b in zip(algorithm.policy.actor.parameters(), actor_before, strict=True)

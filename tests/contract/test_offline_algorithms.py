@@ -35,7 +35,7 @@ from tshtrain.algorithm import (
     discrete_conservative_penalty,
     mlp,
 )
-from tshtrain.algorithm.td3_bc import td3_bc_actor_loss
+from tshtrain.algorithm.algos.td3_bc import td3_bc_actor_loss
 from tshtrain.data import Collector, VectorReplayBuffer
 from tshtrain.data.buffer import BaseReplayBuffer
 from tshtrain.env import make_vector_env
@@ -251,7 +251,7 @@ def test_td3_bc_process_buffer_standardises_with_the_dataset_statistics() -> Non
     torch.testing.assert_close(normalised.mean(0), torch.zeros(3), atol=1e-4, rtol=0)
     torch.testing.assert_close(normalised.std(0, unbiased=False), torch.ones(3), atol=1e-4, rtol=0)
     # the target actor holds the same statistics
-    target_norm = algorithm.target_actor.net[0]
+    target_norm = algorithm.nets.actor_target.net[0]
     torch.testing.assert_close(target_norm(obs), normalised)
 
 

@@ -31,8 +31,8 @@ from tshtrain.algorithm import (
     mlp,
     num_update_steps_for,
 )
-from tshtrain.algorithm.gaussian import gaussian_entropy, gaussian_log_prob
-from tshtrain.algorithm.onpolicy import ActorCritic, log_prob_entropy, prepare_rollout
+from tshtrain.algorithm.blocks.gaussian import gaussian_entropy, gaussian_log_prob
+from tshtrain.algorithm.blocks.onpolicy import ActorCritic, log_prob_entropy, prepare_rollout
 from tshtrain.data import Collector, RolloutBatch, VectorReplayBuffer
 from tshtrain.env import make_vector_env
 from tshtrain.errors import ConfigurationError, UnsupportedSpaceError

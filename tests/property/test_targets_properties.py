@@ -14,7 +14,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tshtrain.algorithm.offpolicy import sample_replay
+from tshtrain.algorithm.blocks.offpolicy import sample_replay
 from tshtrain.data import PrioritizedVectorReplayBuffer, VectorReplayBuffer
 from tshtrain.data.buffer import BaseReplayBuffer
 from tshtrain.functional import nstep_indices, nstep_returns

@@ -420,3 +420,31 @@ def test_truncate_episodes_skips_empty_columns() -> None:
     buf.truncate_episodes(np.array([1]))
     add(buf, 1, [0, 1], explicit_ids=False)
     assert not buf.sample_all().truncated.any()
+
+
+def test_new_indices_new_transitions_and_field_at_read_what_a_collection_step_wrote() -> None:
+    from tshtrain.data import VectorReplayBuffer
+
+    buffer = VectorReplayBuffer(8, 2)  # 4 rows per column
+    rng = np.random.default_rng(0)
+
+    def add(num_steps: int) -> None:
+        for _ in range(num_steps):
+            buffer.add(
+                obs=rng.normal(size=(2, 3)).astype(np.float32),
+                act=np.zeros(2, dtype=np.int64),
+                rew=rng.normal(size=2).astype(np.float32),
+                terminated=np.zeros(2, dtype=bool),
+                truncated=np.zeros(2, dtype=bool),
+                obs_next=rng.normal(size=(2, 3)).astype(np.float32),
+            )
+
+    add(3)
+    before = buffer.layout()
+    add(2)  # wraps around: rows 3 and 0 of both columns
+    idx = buffer.new_indices(before, 4)
+    assert idx.tolist() == [6, 0, 7, 1]
+    np.testing.assert_array_equal(
+        buffer.field_at("rew", idx), buffer.field_arrays()["rew"][[3, 0, 3, 0], [0, 0, 1, 1]]
+    )
+    np.testing.assert_array_equal(buffer.new_transitions(before, 4).rew, buffer.field_at("rew", idx))

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from tshtrain.algorithm import PPOParams
-from tshtrain.algorithm.schedules import LinearSchedule
+from tshtrain.algorithm.blocks.schedules import LinearSchedule
 from tshtrain.config import (
     SPECS,
     ExperimentError,

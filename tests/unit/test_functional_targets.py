@@ -8,8 +8,8 @@ import pytest
 import torch
 from torch import nn
 
-from tshtrain.algorithm.offpolicy import sample_replay
-from tshtrain.algorithm.polyak import TargetNetwork
+from tshtrain.algorithm.blocks.offpolicy import sample_replay
+from tshtrain.algorithm.blocks.polyak import TargetNetwork
 from tshtrain.data import ReplayBuffer, VectorReplayBuffer
 from tshtrain.data.buffer import BaseReplayBuffer
 from tshtrain.functional import nstep_indices, nstep_returns, polyak_update

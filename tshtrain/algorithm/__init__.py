@@ -1,54 +1,64 @@
-"""Policies and algorithms (one module per algorithm) on a common base contract."""
+"""Policies and algorithms on a common base contract: the algorithms in :mod:`tshtrain.algorithm.algos`
+(one module each), composed of the building blocks in :mod:`tshtrain.algorithm.blocks`."""
 
-from tshtrain.algorithm.a2c import A2C, A2CParams, A2CTrainingStats
+from tshtrain.algorithm.algos.a2c import A2C, A2CParams, A2CTrainingStats
+from tshtrain.algorithm.algos.bc import BCParams, BCTrainingStats, BehaviorCloning
+from tshtrain.algorithm.algos.ddpg import DDPG, DDPGParams, DDPGTrainingStats
+from tshtrain.algorithm.algos.discrete_sac import (
+    DiscreteQEnsemble,
+    DiscreteSAC,
+    DiscreteSACParams,
+    DiscreteSACTrainingStats,
+)
+from tshtrain.algorithm.algos.dqn import DQN, DQNParams, DQNTrainingStats, DuelingQNet, dueling_mlp
+from tshtrain.algorithm.algos.ppo import PPO, PPOParams, PPOTrainingStats
+from tshtrain.algorithm.algos.reinforce import Reinforce, ReinforceParams, ReinforceTrainingStats
+from tshtrain.algorithm.algos.sac import SAC, SACParams, SACTrainingStats
+from tshtrain.algorithm.algos.td3 import TD3, TD3Params, TD3TrainingStats
 from tshtrain.algorithm.base import (
+    NO_UPDATE_HOOKS,
     Algorithm,
     NonFiniteLossError,
+    NoUpdateHooks,
     OfflineAlgorithm,
     OffPolicyAlgorithm,
     OnPolicyAlgorithm,
     Policy,
     Stateful,
     TrainingStats,
+    UpdateHooks,
 )
-from tshtrain.algorithm.bc import BCParams, BCTrainingStats, BehaviorCloning
-from tshtrain.algorithm.continuous import QEnsemble, TanhGaussianPolicy, box_dim, ensemble_mlp
-from tshtrain.algorithm.ddpg import DDPG, DDPGParams, DDPGTrainingStats
-from tshtrain.algorithm.discrete_sac import (
-    DiscreteQEnsemble,
-    DiscreteSAC,
-    DiscreteSACParams,
-    DiscreteSACTrainingStats,
-)
-from tshtrain.algorithm.dqn import DQN, DQNParams, DQNTrainingStats, DuelingQNet, dueling_mlp
-from tshtrain.algorithm.gaussian import GaussianPolicy
-from tshtrain.algorithm.nets import flat_dim, mlp, num_actions
-from tshtrain.algorithm.normalization import RunningObsNormalizer
-from tshtrain.algorithm.offpolicy import ReplaySample, sample_replay
-from tshtrain.algorithm.onpolicy import ActorCriticParams
-from tshtrain.algorithm.policies import (
+from tshtrain.algorithm.blocks.actor_critic_targets import ActorCriticTargets
+from tshtrain.algorithm.blocks.continuous import QEnsemble, TanhGaussianPolicy, box_dim, ensemble_mlp
+from tshtrain.algorithm.blocks.gaussian import GaussianPolicy
+from tshtrain.algorithm.blocks.nets import flat_dim, mlp, num_actions
+from tshtrain.algorithm.blocks.normalization import RunningObsNormalizer
+from tshtrain.algorithm.blocks.offpolicy import ReplaySample, sample_replay
+from tshtrain.algorithm.blocks.onpolicy import ActorCriticParams
+from tshtrain.algorithm.blocks.onpolicy_update import LossTerms
+from tshtrain.algorithm.blocks.optim import optimizer_step
+from tshtrain.algorithm.blocks.policies import (
     CategoricalPolicy,
     DeterministicActorPolicy,
     EpsilonSchedule,
     QValuePolicy,
 )
-from tshtrain.algorithm.polyak import TargetNetwork
-from tshtrain.algorithm.ppo import PPO, PPOParams, PPOTrainingStats
-from tshtrain.algorithm.reinforce import Reinforce, ReinforceParams, ReinforceTrainingStats
-from tshtrain.algorithm.sac import SAC, SACParams, SACTrainingStats
-from tshtrain.algorithm.schedules import LinearSchedule, Schedule, num_update_steps_for
-from tshtrain.algorithm.td3 import TD3, TD3Params, TD3TrainingStats
+from tshtrain.algorithm.blocks.polyak import TargetNetwork
+from tshtrain.algorithm.blocks.schedules import LinearSchedule, Schedule, num_update_steps_for
+from tshtrain.algorithm.blocks.temperature import EntropyTemperature
 
 __all__ = [
     "A2C",
     "DDPG",
     "DQN",
+    "NO_UPDATE_HOOKS",
     "PPO",
     "SAC",
     "TD3",
     "A2CParams",
     "A2CTrainingStats",
     "ActorCriticParams",
+    "ActorCriticTargets",
     "Algorithm",
     "BCParams",
     "BCTrainingStats",
@@ -64,9 +74,12 @@ __all__ = [
     "DiscreteSACParams",
     "DiscreteSACTrainingStats",
     "DuelingQNet",
+    "EntropyTemperature",
     "EpsilonSchedule",
     "GaussianPolicy",
     "LinearSchedule",
+    "LossTerms",
+    "NoUpdateHooks",
     "NonFiniteLossError",
     "OffPolicyAlgorithm",
     "OfflineAlgorithm",
@@ -90,6 +103,7 @@ __all__ = [
     "TanhGaussianPolicy",
     "TargetNetwork",
     "TrainingStats",
+    "UpdateHooks",
     "box_dim",
     "dueling_mlp",
     "ensemble_mlp",
@@ -97,17 +111,18 @@ __all__ = [
     "mlp",
     "num_actions",
     "num_update_steps_for",
+    "optimizer_step",
     "sample_replay",
 ]
 
-from tshtrain.algorithm.cql import CQL, CQLParams, CQLTrainingStats, conservative_penalty
-from tshtrain.algorithm.discrete_cql import (
+from tshtrain.algorithm.algos.cql import CQL, CQLParams, CQLTrainingStats, conservative_penalty
+from tshtrain.algorithm.algos.discrete_cql import (
     DiscreteCQL,
     DiscreteCQLParams,
     DiscreteCQLTrainingStats,
     discrete_conservative_penalty,
 )
-from tshtrain.algorithm.td3_bc import TD3BC, TD3BCParams, TD3BCTrainingStats
+from tshtrain.algorithm.algos.td3_bc import TD3BC, TD3BCParams, TD3BCTrainingStats
 
 __all__ += [
     "CQL",

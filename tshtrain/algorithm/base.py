@@ -30,6 +30,7 @@ import gymnasium as gym
 import numpy as np
 import torch
 from torch import nn
+from typing_extensions import TypeVar as DefaultTypeVar
 
 from tshtrain.data.batch import ObsArray, ObsTensor, RolloutBatch, TransitionBatch, obs_to_torch
 from tshtrain.data.buffer import BaseReplayBuffer
@@ -237,17 +238,29 @@ class Policy(nn.Module, ABC):
 
 
 TPolicy = TypeVar("TPolicy", bound=Policy)
+TStats_co = DefaultTypeVar("TStats_co", bound=TrainingStats, covariant=True, default=TrainingStats)
+"""the statistics an algorithm's update returns; ``Algorithm[P]`` means ``Algorithm[P, TrainingStats]``"""
 
 
-class Algorithm(ABC, Generic[TPolicy]):
+class Algorithm(ABC, Generic[TPolicy, TStats_co]):
     """Owns a policy, further networks and optimizers; implements the update (see module docstring)."""
 
     def __init__(self, *, policy: TPolicy):
         self.policy = policy
+        self._components: dict[str, Stateful] = {"policy": policy}
+
+    def register_components(self, components: Mapping[str, Stateful]) -> None:
+        """Declare further components to save, by name (called in ``__init__``); the names are the
+        keys of :meth:`state_dict`. Registering another object under a taken name is a bug."""
+        for name, component in components.items():
+            taken = self._components.get(name)
+            assert taken is None or taken is component, f"component {name!r} registered twice"
+            self._components[name] = component
 
     def components(self) -> dict[str, Stateful]:
-        """Everything with state to save: networks, optimizers, schedulers. Subclasses extend it."""
-        return {"policy": self.policy}
+        """Everything with state to save: networks, optimizers, schedulers: the policy and what
+        :meth:`register_components` declared, in that order."""
+        return dict(self._components)
 
     def extra_state(self) -> dict[str, Any]:
         """Plain values to save besides the components (e.g. an update counter)."""
@@ -288,7 +301,7 @@ class Algorithm(ABC, Generic[TPolicy]):
         load_generator_states(self.policy, generators.get("policy", {}))
 
 
-class OnPolicyAlgorithm(Algorithm[TPolicy]):
+class OnPolicyAlgorithm(Algorithm[TPolicy, TStats_co]):
     """Updates from the rollout of the latest collection step only; the trainer then clears the buffer."""
 
     @abstractmethod
@@ -299,23 +312,23 @@ class OnPolicyAlgorithm(Algorithm[TPolicy]):
         batch_size: int | None,
         num_repetitions: int,
         hooks: UpdateHooks = NO_UPDATE_HOOKS,
-    ) -> TrainingStats:
+    ) -> TStats_co:
         """``num_repetitions`` passes over ``rollout`` in mini-batches of ``batch_size`` (None: all);
         ``hooks`` are called at their points inside (see :class:`UpdateHooks`)."""
 
 
-class OffPolicyAlgorithm(Algorithm[TPolicy]):
+class OffPolicyAlgorithm(Algorithm[TPolicy, TStats_co]):
     """Updates from samples of a replay buffer that the training collector fills."""
 
     @abstractmethod
     def update(
         self, buffer: BaseReplayBuffer, batch_size: int, *, hooks: UpdateHooks = NO_UPDATE_HOOKS
-    ) -> TrainingStats:
+    ) -> TStats_co:
         """One gradient step on ``batch_size`` transitions sampled from ``buffer``; ``hooks`` are called
         at their points inside (see :class:`UpdateHooks`)."""
 
 
-class OfflineAlgorithm(Algorithm[TPolicy]):
+class OfflineAlgorithm(Algorithm[TPolicy, TStats_co]):
     """Updates from samples of a fixed dataset; never collects."""
 
     def process_buffer(self, buffer: BaseReplayBuffer) -> None:
@@ -325,6 +338,6 @@ class OfflineAlgorithm(Algorithm[TPolicy]):
     @abstractmethod
     def update(
         self, buffer: BaseReplayBuffer, batch_size: int, *, hooks: UpdateHooks = NO_UPDATE_HOOKS
-    ) -> TrainingStats:
+    ) -> TStats_co:
         """One gradient step on ``batch_size`` transitions sampled from ``buffer``; ``hooks`` are called
         at their points inside (see :class:`UpdateHooks`)."""

@@ -21,7 +21,7 @@ import gymnasium as gym
 import torch
 
 from tshtrain.algorithm.base import Algorithm
-from tshtrain.algorithm.schedules import num_update_steps_for
+from tshtrain.algorithm.blocks.schedules import num_update_steps_for
 from tshtrain.config.builders import BuildContext
 from tshtrain.config.files import ExperimentError
 from tshtrain.config.models import EnvConfig, Experiment, NoExploration, WrapperConfig

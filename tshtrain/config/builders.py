@@ -39,11 +39,11 @@ from tshtrain.algorithm import (
     mlp,
     num_actions,
 )
+from tshtrain.algorithm.algos.cql import CQL
+from tshtrain.algorithm.algos.discrete_cql import DiscreteCQL
+from tshtrain.algorithm.algos.td3_bc import TD3BC
 from tshtrain.algorithm.base import Algorithm
-from tshtrain.algorithm.continuous import box_dim
-from tshtrain.algorithm.cql import CQL
-from tshtrain.algorithm.discrete_cql import DiscreteCQL
-from tshtrain.algorithm.td3_bc import TD3BC
+from tshtrain.algorithm.blocks.continuous import box_dim
 from tshtrain.config.models import (
     ActorCriticNetwork,
     ActorCriticsNetwork,

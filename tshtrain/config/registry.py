@@ -24,10 +24,10 @@ from tshtrain.algorithm import (
     SACParams,
     TD3Params,
 )
+from tshtrain.algorithm.algos.cql import CQLParams
+from tshtrain.algorithm.algos.discrete_cql import DiscreteCQLParams
+from tshtrain.algorithm.algos.td3_bc import TD3BCParams
 from tshtrain.algorithm.base import Algorithm
-from tshtrain.algorithm.cql import CQLParams
-from tshtrain.algorithm.discrete_cql import DiscreteCQLParams
-from tshtrain.algorithm.td3_bc import TD3BCParams
 from tshtrain.config import builders
 from tshtrain.config.defaults import DEFAULTS, EXAMPLE_EXTRAS
 from tshtrain.config.files import ExperimentError

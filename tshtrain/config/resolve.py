@@ -13,7 +13,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from tshtrain.algorithm.schedules import LinearSchedule
+from tshtrain.algorithm.blocks.schedules import LinearSchedule
 from tshtrain.config.files import ExperimentError, apply_overrides, merge_data, read_file
 from tshtrain.config.models import Experiment, Section
 from tshtrain.config.registry import DEFAULT_ALGORITHM, AlgorithmSpec, Family, did_you_mean, get_spec

@@ -21,7 +21,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BeforeValidator, Field, TypeAdapter
 from pydantic_core import PydanticCustomError
 
-from tshtrain.algorithm.schedules import Schedule
+from tshtrain.algorithm.blocks.schedules import Schedule
 from tshtrain.constraints import FieldCheck, describe_type
 
 SCHEDULE_TYPE: Any = Literal["constant", "linear"] | None

@@ -19,6 +19,7 @@ import numpy as np
 
 from tshtrain.data.batch import ObsArray, RolloutBatch, TransitionBatch, obs_len
 from tshtrain.errors import ConfigurationError, require_positive
+from tshtrain.functional.targets import nstep_indices, nstep_returns
 
 _CORE_FIELDS = ("act", "rew", "terminated", "truncated")
 
@@ -33,6 +34,18 @@ class BufferLayout:
     """next row to write, per column"""
     length: tuple[int, ...]
     """number of stored transitions, per column"""
+
+
+@dataclass(frozen=True, kw_only=True)
+class NStepTargets:
+    """What an n-step TD target of N sampled transitions needs besides the bootstrap value."""
+
+    returns: np.ndarray
+    """shape (N,): sum_{k<m} gamma^k r_{t+k} along the episode, m <= n"""
+    discounts: np.ndarray
+    """shape (N,): gamma^m * (1 - terminated_{t+m-1}), the factor of the bootstrap value"""
+    obs_next: ObsArray
+    """o_{t+m}, the observation to bootstrap from"""
 
 
 def flatten_obs(prefix: str, obs: ObsArray) -> dict[str, np.ndarray]:
@@ -360,6 +373,45 @@ class BaseReplayBuffer(ABC):
         prev_flat = prev_rows * self.num_columns + cols
         stop = oldest | self._flat["terminated"][prev_flat] | self._flat["truncated"][prev_flat]
         return np.where(stop, indices, prev_flat)
+
+    def nstep_targets(self, indices: np.ndarray, *, n_step: int, gamma: float) -> NStepTargets:
+        """The n-step returns, discounts and bootstrap observations of the transitions at ``indices``
+        (vectorised: one :meth:`next_index` call per step along the chains, see
+        :func:`tshtrain.functional.nstep_indices`)."""
+        indices_KN, valid_KN = nstep_indices(indices, self.next_index, n_step)
+        last_N = indices_KN[-1]
+        returns, gamma_pow = nstep_returns(self._flat["rew"][indices_KN], valid_KN, gamma)
+        return NStepTargets(
+            returns=returns,
+            discounts=gamma_pow * ~self._flat["terminated"][last_N],
+            obs_next=self._obs_from("obs_next", last_N),
+        )
+
+    def field_at(self, name: str, indices: np.ndarray) -> np.ndarray:
+        """The stored values of field ``name`` at flat ``indices`` (a copy)."""
+        return np.asarray(self._flat[name][indices])
+
+    def new_indices(self, before: BufferLayout, n_collected: int) -> np.ndarray:
+        """Flat indices of the transitions written since the layout ``before``, when
+        ``n_collected`` transitions were added (grouped by column, oldest first).
+
+        Exact unless a column received its whole capacity or more at once; then all rows of the full
+        columns are returned (the newest data is among them).
+        """
+        cap = self.column_capacity
+        ptr_before = np.asarray(before.ptr, dtype=np.int64)
+        added = (self._ptr - ptr_before) % cap
+        if int(added.sum()) < n_collected:  # some column wrapped around completely
+            added = np.where((self._len == cap) & (added == 0), cap, added)
+        columns = [
+            ((self._ptr[e] - added[e] + np.arange(added[e])) % cap) * self.num_columns + e
+            for e in np.flatnonzero(added)
+        ]
+        return np.concatenate(columns) if columns else np.zeros(0, dtype=np.int64)
+
+    def new_transitions(self, before: BufferLayout, n_collected: int) -> TransitionBatch:
+        """The transitions of :meth:`new_indices` (a copy)."""
+        return self.get(self.new_indices(before, n_collected))
 
     # ------------------------------------------------------------------ raw access (save / load)
     def field_arrays(self) -> dict[str, np.ndarray]:

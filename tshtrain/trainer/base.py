@@ -202,9 +202,9 @@ class Trainer(ABC, Generic[TAlgorithm, TParams]):
         """
         if self._closed:
             raise RuntimeError(
-                f"{type(self).__name__}.run(): this trainer's run has ended and its logger is closed; a trainer "
-                f"runs once. Build a new trainer (with a new logger) to train again, or to continue this run "
-                f"load one of its checkpoints into a new trainer."
+                f"{type(self).__name__}.run(): this trainer's run has ended and its logger is closed; a "
+                f"trainer runs once. Build a new trainer (with a new logger) to train again, or to continue "
+                f"this run load one of its checkpoints into a new trainer."
             )
         try:
             if not self._resumed:

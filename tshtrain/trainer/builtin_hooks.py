@@ -16,7 +16,7 @@ import numpy as np
 import torch
 
 from tshtrain.algorithm.base import TrainingStats
-from tshtrain.algorithm.normalization import RunningObsNormalizer
+from tshtrain.algorithm.blocks.normalization import RunningObsNormalizer
 from tshtrain.data.batch import TransitionBatch
 from tshtrain.data.buffer import BaseReplayBuffer
 from tshtrain.data.stats import CollectStats
@@ -34,8 +34,7 @@ def _require_int(owner: str, name: str, value: object, minimum: int = 1) -> None
 
 def _dataset_field(buffer: BaseReplayBuffer, name: str) -> np.ndarray:
     """Every stored value of a field, oldest first (O(dataset); used once at setup)."""
-    array = buffer.field_arrays()[name]
-    return np.asarray(array.reshape(buffer.capacity, *array.shape[2:])[buffer.chronological_indices()])
+    return buffer.field_at(name, buffer.chronological_indices())
 
 
 def _new_field(batch: CollectedBatch, name: str) -> np.ndarray:
@@ -45,8 +44,7 @@ def _new_field(batch: CollectedBatch, name: str) -> np.ndarray:
         if not isinstance(values, np.ndarray):
             raise TypeError(f"{name} of a Dict observation space cannot be normalised; flatten it first.")
         return np.asarray(values[batch.rollout.valid])
-    array = batch.buffer.field_arrays()[name]
-    return np.asarray(array.reshape(batch.buffer.capacity, *array.shape[2:])[batch.new_indices()])
+    return batch.buffer.field_at(name, batch.new_indices())
 
 
 @final

@@ -91,27 +91,6 @@ class SetupInfo:
     """True when the run continues from a checkpoint (no reset happened)"""
 
 
-def new_buffer_indices(buffer: BaseReplayBuffer, before: BufferLayout, n_collected: int) -> np.ndarray:
-    """Flat indices of the transitions written since ``before`` (grouped by column, oldest first).
-
-    Exact unless a column received its whole capacity or more in one collection step; then all rows
-    of the full columns are returned (the newest data is among them).
-    """
-    after = buffer.layout()
-    cap = after.column_capacity
-    ptr_before = np.asarray(before.ptr, dtype=np.int64)
-    ptr_after = np.asarray(after.ptr, dtype=np.int64)
-    length_after = np.asarray(after.length, dtype=np.int64)
-    added = (ptr_after - ptr_before) % cap
-    if int(added.sum()) < n_collected:  # some column wrapped around completely
-        added = np.where((length_after == cap) & (added == 0), cap, added)
-    columns = [
-        ((ptr_after[e] - added[e] + np.arange(added[e])) % cap) * after.num_columns + e
-        for e in np.flatnonzero(added)
-    ]
-    return np.concatenate(columns) if columns else np.zeros(0, dtype=np.int64)
-
-
 @dataclass(frozen=True, kw_only=True)
 class CollectedBatch:
     """Payload of ``after_collect`` and ``before_update``: the data of one collection step.
@@ -134,11 +113,11 @@ class CollectedBatch:
 
     def new_indices(self) -> np.ndarray:
         """Flat buffer indices of the transitions of this collection step (O(new data))."""
-        return new_buffer_indices(self.buffer, self.layout_before, self.collect_stat.n_collected_steps)
+        return self.buffer.new_indices(self.layout_before, self.collect_stat.n_collected_steps)
 
     def new_transitions(self) -> TransitionBatch:
         """The transitions of this collection step, read from the buffer (a copy)."""
-        return self.buffer.get(self.new_indices())
+        return self.buffer.new_transitions(self.layout_before, self.collect_stat.n_collected_steps)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 CHECKPOINT_FORMAT = "tshtrain-checkpoint"
-CHECKPOINT_FORMAT_VERSION = 1
+CHECKPOINT_FORMAT_VERSION = 2
 MANIFEST = "manifest.json"
 
 

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, Literal, final
 import torch
 
 from tshtrain.algorithm.base import TrainingStats
-from tshtrain.algorithm.polyak import TargetNetwork
+from tshtrain.algorithm.blocks.polyak import TargetNetwork
 from tshtrain.errors import ConfigurationError
 from tshtrain.trainer.hooks import (
     HookContext,

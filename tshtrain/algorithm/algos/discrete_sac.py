@@ -15,13 +15,12 @@ from typing_extensions import override
 from tshtrain.algorithm.base import (
     NO_UPDATE_HOOKS,
     OffPolicyAlgorithm,
-    Stateful,
     TrainingStats,
     UpdateHooks,
-    make_adam,
 )
-from tshtrain.algorithm.continuous import ensemble_mlp
-from tshtrain.algorithm.offpolicy import (
+from tshtrain.algorithm.blocks.actor_critic_targets import ActorCriticTargets
+from tshtrain.algorithm.blocks.continuous import ensemble_mlp
+from tshtrain.algorithm.blocks.offpolicy import (
     host_scalars,
     require_in_range,
     require_int_at_least,
@@ -29,9 +28,8 @@ from tshtrain.algorithm.offpolicy import (
     td_loss,
     update_priorities,
 )
-from tshtrain.algorithm.optim import optimizer_step
-from tshtrain.algorithm.policies import CategoricalPolicy
-from tshtrain.algorithm.polyak import TargetNetwork
+from tshtrain.algorithm.blocks.policies import CategoricalPolicy
+from tshtrain.algorithm.blocks.temperature import EntropyTemperature
 from tshtrain.data.buffer import BaseReplayBuffer
 from tshtrain.errors import ConfigurationError, require_positive
 
@@ -116,7 +114,7 @@ class DiscreteQEnsemble(nn.Module):
 
 
 @final
-class DiscreteSAC(OffPolicyAlgorithm[CategoricalPolicy]):
+class DiscreteSAC(OffPolicyAlgorithm[CategoricalPolicy, DiscreteSACTrainingStats]):
     """Soft actor-critic for Discrete actions: a :class:`CategoricalPolicy` (logits) and critics
     ``critic(obs)`` -> (num_critics, N, num_actions), e.g. :class:`DiscreteQEnsemble`.
 
@@ -138,36 +136,31 @@ class DiscreteSAC(OffPolicyAlgorithm[CategoricalPolicy]):
         super().__init__(policy=policy)
         self.params = params or DiscreteSACParams()
         p = self.params
-        self.critic = critic
-        self.target_critic = TargetNetwork(critic)
-        self.actor_optim = make_adam(policy.actor.parameters(), lr=p.actor_lr)
-        self.critic_optim = make_adam(critic.parameters(), lr=p.critic_lr)
+        self.nets = ActorCriticTargets(
+            actor=policy.actor,
+            critic=critic,
+            actor_lr=p.actor_lr,
+            critic_lr=p.critic_lr,
+            target_actor=False,
+        )
         assert isinstance(policy.action_space, gym.spaces.Discrete)  # CategoricalPolicy checks it
         num_actions = int(policy.action_space.n)
-        self.target_entropy = p.target_entropy_ratio * math.log(num_actions)
-        self.log_alpha = nn.Parameter(torch.tensor(math.log(p.alpha), device=policy.device))
-        self.log_alpha.requires_grad_(p.auto_alpha)
-        self.alpha_optim = make_adam([self.log_alpha], lr=p.alpha_lr)
-
-    @override
-    def components(self) -> dict[str, Stateful]:
-        return {
-            "policy": self.policy,
-            "critic": self.critic,
-            "target_critic": self.target_critic,
-            "actor_optim": self.actor_optim,
-            "critic_optim": self.critic_optim,
-            "alpha_optim": self.alpha_optim,
-        }
+        self.temperature = EntropyTemperature(
+            alpha=p.alpha,
+            learned=p.auto_alpha,
+            lr=p.alpha_lr,
+            target_entropy=p.target_entropy_ratio * math.log(num_actions),
+            device=policy.device,
+        )
+        self.register_components({**self.nets.components(), "alpha_optim": self.temperature.optim})
 
     @override
     def extra_state(self) -> dict[str, Any]:
-        return {"log_alpha": self.log_alpha.detach().clone(), "generator": self.policy.generator.get_state()}
+        return {"log_alpha": self.temperature.state(), "generator": self.policy.generator.get_state()}
 
     @override
     def load_extra_state(self, state: Any) -> None:
-        with torch.no_grad():
-            self.log_alpha.copy_(state["log_alpha"])
+        self.temperature.load_state(state["log_alpha"])
         self.policy.generator.set_state(state["generator"])
 
     def _q(self, critic: nn.Module, obs: Any) -> torch.Tensor:
@@ -177,36 +170,36 @@ class DiscreteSAC(OffPolicyAlgorithm[CategoricalPolicy]):
     @override
     def update(
         self, buffer: BaseReplayBuffer, batch_size: int, *, hooks: UpdateHooks = NO_UPDATE_HOOKS
-    ) -> TrainingStats:
+    ) -> DiscreteSACTrainingStats:
         p, policy = self.params, self.policy
-        alpha = self.log_alpha.detach().exp()
+        alpha = self.temperature.value()
         batch = sample_replay(
             buffer, batch_size, gamma=p.gamma, n_step=p.n_step, device=policy.device, hooks=hooks
         )
         with torch.no_grad():
             log_pi_next = torch.log_softmax(policy.logits(batch.obs_next), dim=-1)
-            q_next = self._q(self.target_critic.net, batch.obs_next).min(dim=0).values
+            q_next = self._q(self.nets.target_critic.net, batch.obs_next).min(dim=0).values
             v_next = (log_pi_next.exp() * (q_next - alpha * log_pi_next)).sum(-1)
             target = batch.returns + batch.discounts * v_next
-        q_MNA = self._q(self.critic, batch.obs)
+        q_MNA = self._q(self.nets.critic, batch.obs)
         act_index = batch.act.long().view(1, -1, 1).expand(q_MNA.shape[0], -1, 1)
         q_MN = q_MNA.gather(2, act_index).squeeze(-1)
         critic = td_loss(q_MN, target, batch.weight)
-        optimizer_step(self.critic_optim, "critic_optim", {"critic loss": critic.loss}, hooks)
+        self.nets.critic_step({"critic loss": critic.loss}, hooks)
 
         log_pi = torch.log_softmax(policy.logits(batch.obs), dim=-1)
         pi = log_pi.exp()
         # the critics' values from before their step: saves a forward pass (CleanRL re-evaluates them)
         q_min = q_MNA.detach().min(dim=0).values
         actor_loss = (pi * (alpha * log_pi - q_min)).sum(-1).mean()
-        optimizer_step(self.actor_optim, "actor_optim", {"actor loss": actor_loss}, hooks)
+        self.nets.actor_step({"actor loss": actor_loss}, hooks)
 
         entropy = -(pi.detach() * log_pi.detach()).sum(-1).mean()
         alpha_loss = torch.zeros(())
-        if p.auto_alpha:
-            alpha_loss = self.log_alpha * (entropy - self.target_entropy)
-            optimizer_step(self.alpha_optim, "alpha_optim", {"alpha loss": alpha_loss}, hooks)
-        self.target_critic.update(p.tau)
+        if self.temperature.learned:
+            alpha_loss = self.temperature.loss_from_entropy(entropy)
+            self.temperature.step(alpha_loss, hooks)
+        self.nets.update_targets(p.tau)
         stats = host_scalars(
             "DiscreteSAC",
             {

@@ -12,25 +12,20 @@ from typing_extensions import override
 from tshtrain.algorithm.base import (
     NO_UPDATE_HOOKS,
     OnPolicyAlgorithm,
-    Stateful,
     TrainingStats,
     UpdateHooks,
-    check_finite_loss,
 )
-from tshtrain.algorithm.normalization import RunningObsNormalizer
-from tshtrain.algorithm.onpolicy import (
+from tshtrain.algorithm.blocks.normalization import RunningObsNormalizer
+from tshtrain.algorithm.blocks.onpolicy import (
     ActorCritic,
     ActorCriticParams,
     ActorPolicy,
     RolloutTensors,
-    explained_variance,
     log_prob_entropy,
-    minibatches,
     normalize_advantages,
-    prepare_rollout,
     value_loss,
 )
-from tshtrain.algorithm.schedules import schedule_factor
+from tshtrain.algorithm.blocks.onpolicy_update import LossTerms, actor_critic_update
 from tshtrain.data.batch import RolloutBatch
 
 
@@ -64,7 +59,7 @@ class A2CTrainingStats(TrainingStats):
 
 
 @final
-class A2C(OnPolicyAlgorithm[ActorPolicy]):
+class A2C(OnPolicyAlgorithm[ActorPolicy, A2CTrainingStats]):
     """Advantage actor-critic with a separate critic, for a :class:`CategoricalPolicy` (Discrete
     actions) or a :class:`GaussianPolicy` (Box actions).
 
@@ -101,10 +96,7 @@ class A2C(OnPolicyAlgorithm[ActorPolicy]):
             obs_normalizer=obs_normalizer,
             seed=seed,
         )
-
-    @override
-    def components(self) -> dict[str, Stateful]:
-        return self.ac.components()
+        self.register_components(self.ac.components())
 
     @override
     def extra_state(self) -> dict[str, Any]:
@@ -122,51 +114,43 @@ class A2C(OnPolicyAlgorithm[ActorPolicy]):
         batch_size: int | None,
         num_repetitions: int,
         hooks: UpdateHooks = NO_UPDATE_HOOKS,
-    ) -> TrainingStats:
-        params = self.params
-        lr = params.lr * schedule_factor(params.lr_schedule, self.ac.num_update_steps)
-        self.ac.set_lr(lr)
-        data = prepare_rollout(self.ac, rollout, gamma=params.gamma, gae_lambda=params.gae_lambda)
-        rows = [
-            self._gradient_step(data, idx, hooks)
-            for idx in minibatches(len(data), batch_size, num_repetitions, self.ac.rng)
-        ]
-        means = torch.stack(rows).mean(dim=0)
-        check_finite_loss("A2C", "policy loss", means[1])
-        check_finite_loss("A2C", "value loss", means[2])
-        self.ac.finish_update(data.obs)
-        ev = explained_variance(data.value_old, data.returns)
-        loss, policy_loss, value_loss_, entropy, approx_kl, grad_norm, explained_var = torch.cat(
-            [means, ev.reshape(1)]
-        ).tolist()
+    ) -> A2CTrainingStats:
+        r = actor_critic_update(
+            self.ac,
+            self.params,
+            rollout,
+            self.minibatch_loss,
+            batch_size=batch_size,
+            num_repetitions=num_repetitions,
+            hooks=hooks,
+        )
         return A2CTrainingStats(
-            num_gradient_steps=len(rows),
-            loss=loss,
-            policy_loss=policy_loss,
-            value_loss=value_loss_,
-            entropy=entropy,
-            approx_kl=approx_kl,
-            explained_variance=explained_var,
-            grad_norm=grad_norm,
-            lr=lr,
+            num_gradient_steps=r.num_gradient_steps,
+            loss=r.loss,
+            policy_loss=r.policy_loss,
+            value_loss=r.value_loss,
+            entropy=r.entropy,
+            approx_kl=r.approx_kl,
+            explained_variance=r.explained_variance,
+            grad_norm=r.grad_norm,
+            lr=r.lr,
         )
 
-    def _gradient_step(self, data: RolloutTensors, idx: torch.Tensor, hooks: UpdateHooks) -> torch.Tensor:
-        """One Adam step on a mini-batch; returns its detached statistics
-        (loss, policy loss, value loss, entropy, approx KL, grad norm)."""
+    def minibatch_loss(self, batch: RolloutTensors) -> LossTerms:
+        """The advantage policy-gradient loss of a mini-batch, with the value loss and entropy bonus."""
         params = self.params
-        logp, entropy = log_prob_entropy(self.policy, data.obs[idx], data.act[idx])
-        adv = data.advantages[idx]
+        logp, entropy = log_prob_entropy(self.policy, batch.obs, batch.act)
+        adv = batch.advantages
         if params.advantage_normalization:
             adv = normalize_advantages(adv)
         policy_loss = -(adv * logp).mean()
-        value = self.ac.values(data.obs[idx])
-        v_loss = value_loss(value, data.value_old[idx], data.returns[idx], None)
+        value = self.ac.values(batch.obs)
+        v_loss = value_loss(value, batch.value_old, batch.returns, None)
         mean_entropy = entropy.mean()
         loss = policy_loss + params.vf_coef * v_loss - params.ent_coef * mean_entropy
-        reported = {"loss": loss, "policy loss": policy_loss, "value loss": v_loss}
-        grad_norm = self.ac.gradient_step(loss, reported, hooks, params.max_grad_norm)
         with torch.no_grad():
-            log_ratio = logp - data.logp_old[idx]
+            log_ratio = logp - batch.logp_old
             approx_kl = (torch.expm1(log_ratio) - log_ratio).mean()
-            return torch.stack([loss, policy_loss, v_loss, mean_entropy, approx_kl, grad_norm]).detach()
+        return LossTerms(
+            loss=loss, policy_loss=policy_loss, value_loss=v_loss, entropy=mean_entropy, approx_kl=approx_kl
+        )

@@ -12,14 +12,13 @@ from tshtrain.algorithm.base import (
     NO_UPDATE_HOOKS,
     OfflineAlgorithm,
     Policy,
-    Stateful,
     TrainingStats,
     UpdateHooks,
     check_finite_loss,
     make_adam,
 )
-from tshtrain.algorithm.optim import optimizer_step
-from tshtrain.algorithm.policies import CategoricalPolicy, DeterministicActorPolicy
+from tshtrain.algorithm.blocks.optim import optimizer_step
+from tshtrain.algorithm.blocks.policies import CategoricalPolicy, DeterministicActorPolicy
 from tshtrain.data.buffer import BaseReplayBuffer
 from tshtrain.errors import require_positive
 
@@ -44,7 +43,7 @@ class BCTrainingStats(TrainingStats):
 
 
 @final
-class BehaviorCloning(OfflineAlgorithm[Policy]):
+class BehaviorCloning(OfflineAlgorithm[Policy, BCTrainingStats]):
     """Behaviour cloning for Discrete actions (a :class:`CategoricalPolicy`, cross entropy on the logits)
     and Box actions (a :class:`DeterministicActorPolicy`, squared error in the policy's [-1, 1] action
     space, i.e. on the stored actions)."""
@@ -55,15 +54,12 @@ class BehaviorCloning(OfflineAlgorithm[Policy]):
         super().__init__(policy=policy)
         self.params = params or BCParams()
         self.optim = make_adam(policy.parameters(), lr=self.params.lr)
-
-    @override
-    def components(self) -> dict[str, Stateful]:
-        return {"policy": self.policy, "optim": self.optim}
+        self.register_components({"optim": self.optim})
 
     @override
     def update(
         self, buffer: BaseReplayBuffer, batch_size: int, *, hooks: UpdateHooks = NO_UPDATE_HOOKS
-    ) -> TrainingStats:
+    ) -> BCTrainingStats:
         batch = hooks.process_optim_batch(buffer.sample(batch_size)).to_torch(self.policy.device)
         policy = self.policy
         if isinstance(policy, CategoricalPolicy):

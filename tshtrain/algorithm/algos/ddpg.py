@@ -12,14 +12,12 @@ from typing_extensions import override
 from tshtrain.algorithm.base import (
     NO_UPDATE_HOOKS,
     OffPolicyAlgorithm,
-    Stateful,
     TrainingStats,
     UpdateHooks,
-    make_adam,
 )
-from tshtrain.algorithm.continuous import critic_values
-from tshtrain.algorithm.offpolicy import (
-    frozen,
+from tshtrain.algorithm.blocks.actor_critic_targets import ActorCriticTargets
+from tshtrain.algorithm.blocks.continuous import critic_values
+from tshtrain.algorithm.blocks.offpolicy import (
     host_scalars,
     require_in_range,
     require_int_at_least,
@@ -27,9 +25,7 @@ from tshtrain.algorithm.offpolicy import (
     td_loss,
     update_priorities,
 )
-from tshtrain.algorithm.optim import optimizer_step
-from tshtrain.algorithm.policies import DeterministicActorPolicy
-from tshtrain.algorithm.polyak import TargetNetwork
+from tshtrain.algorithm.blocks.policies import DeterministicActorPolicy
 from tshtrain.data.buffer import BaseReplayBuffer
 from tshtrain.errors import ConfigurationError, require_positive
 
@@ -71,7 +67,7 @@ class DDPGTrainingStats(TrainingStats):
 
 
 @final
-class DDPG(OffPolicyAlgorithm[DeterministicActorPolicy]):
+class DDPG(OffPolicyAlgorithm[DeterministicActorPolicy, DDPGTrainingStats]):
     """DDPG on a :class:`DeterministicActorPolicy` (exploration: its Gaussian ``noise_std`` through the
     collector's ``exploration_noise=True``) and a critic ``critic(obs, act)`` -> (1, N), e.g.
     ``QEnsemble(obs_dim, act_dim, num_critics=1)``.
@@ -85,45 +81,35 @@ class DDPG(OffPolicyAlgorithm[DeterministicActorPolicy]):
     ):
         super().__init__(policy=policy)
         self.params = params or DDPGParams()
-        self.critic = critic
-        self.target_actor = TargetNetwork(policy.actor)
-        self.target_critic = TargetNetwork(critic)
-        self._critic_params = [param for param in critic.parameters() if param.requires_grad]
-        self.actor_optim = make_adam(policy.actor.parameters(), lr=self.params.actor_lr)
-        self.critic_optim = make_adam(critic.parameters(), lr=self.params.critic_lr)
-
-    @override
-    def components(self) -> dict[str, Stateful]:
-        return {
-            "policy": self.policy,
-            "critic": self.critic,
-            "target_actor": self.target_actor,
-            "target_critic": self.target_critic,
-            "actor_optim": self.actor_optim,
-            "critic_optim": self.critic_optim,
-        }
+        self.nets = ActorCriticTargets(
+            actor=policy.actor,
+            critic=critic,
+            actor_lr=self.params.actor_lr,
+            critic_lr=self.params.critic_lr,
+            target_actor=True,
+        )
+        self.register_components(self.nets.components())
 
     @override
     def update(
         self, buffer: BaseReplayBuffer, batch_size: int, *, hooks: UpdateHooks = NO_UPDATE_HOOKS
-    ) -> TrainingStats:
+    ) -> DDPGTrainingStats:
         p, policy = self.params, self.policy
         batch = sample_replay(
             buffer, batch_size, gamma=p.gamma, n_step=p.n_step, device=policy.device, hooks=hooks
         )
         with torch.no_grad():
-            act_next = torch.tanh(self.target_actor.net(batch.obs_next))
-            q_next = critic_values(self.target_critic.net, batch.obs_next, act_next)[0]
+            act_next = torch.tanh(self.nets.actor_target.net(batch.obs_next))
+            q_next = critic_values(self.nets.target_critic.net, batch.obs_next, act_next)[0]
             target = batch.returns + batch.discounts * q_next
-        q_MN = critic_values(self.critic, batch.obs, batch.act)
+        q_MN = critic_values(self.nets.critic, batch.obs, batch.act)
         critic = td_loss(q_MN, target, batch.weight)
-        optimizer_step(self.critic_optim, "critic_optim", {"critic loss": critic.loss}, hooks)
+        self.nets.critic_step({"critic loss": critic.loss}, hooks)
 
-        with frozen(self._critic_params):
-            actor_loss = -critic_values(self.critic, batch.obs, policy.mean_actions(batch.obs))[0].mean()
-            optimizer_step(self.actor_optim, "actor_optim", {"actor loss": actor_loss}, hooks)
-        self.target_actor.update(p.tau)
-        self.target_critic.update(p.tau)
+        with self.nets.frozen_critic():
+            actor_loss = -critic_values(self.nets.critic, batch.obs, policy.mean_actions(batch.obs))[0].mean()
+            self.nets.actor_step({"actor loss": actor_loss}, hooks)
+        self.nets.update_targets(p.tau)
         stats = host_scalars(
             "DDPG",
             {"critic loss": critic.loss, "actor loss": actor_loss, "q_mean": q_MN.mean()},

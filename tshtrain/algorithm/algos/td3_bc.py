@@ -22,28 +22,24 @@ import torch.nn.functional as F
 from torch import nn
 from typing_extensions import override
 
+from tshtrain.algorithm.algos.td3 import smoothed_td_target
 from tshtrain.algorithm.base import (
     NO_UPDATE_HOOKS,
     OfflineAlgorithm,
-    Stateful,
     TrainingStats,
     UpdateHooks,
-    make_adam,
 )
-from tshtrain.algorithm.continuous import critic_values
-from tshtrain.algorithm.normalization import RunningObsNormalizer
-from tshtrain.algorithm.offpolicy import (
-    frozen,
+from tshtrain.algorithm.blocks.actor_critic_targets import ActorCriticTargets
+from tshtrain.algorithm.blocks.continuous import critic_values
+from tshtrain.algorithm.blocks.normalization import RunningObsNormalizer
+from tshtrain.algorithm.blocks.offpolicy import (
     host_scalars,
     require_in_range,
     require_int_at_least,
     sample_replay,
     td_loss,
 )
-from tshtrain.algorithm.optim import optimizer_step
-from tshtrain.algorithm.policies import DeterministicActorPolicy
-from tshtrain.algorithm.polyak import TargetNetwork
-from tshtrain.algorithm.td3 import smoothed_target_actions
+from tshtrain.algorithm.blocks.policies import DeterministicActorPolicy
 from tshtrain.data.buffer import BaseReplayBuffer
 from tshtrain.errors import ConfigurationError, UnsupportedSpaceError, require_positive
 
@@ -113,7 +109,7 @@ def td3_bc_actor_loss(
 
 
 @final
-class TD3BC(OfflineAlgorithm[DeterministicActorPolicy]):
+class TD3BC(OfflineAlgorithm[DeterministicActorPolicy, TD3BCTrainingStats]):
     """TD3+BC on a :class:`DeterministicActorPolicy` and a twin critic (``QEnsemble(..., num_critics=2)``).
 
     Pass the :class:`RunningObsNormalizer` that is the first layer of the policy's actor and of the
@@ -147,28 +143,19 @@ class TD3BC(OfflineAlgorithm[DeterministicActorPolicy]):
                 "first layer of the actor and the critic; pass it or set TD3BCParams(normalize_obs=False)."
             )
         self.obs_normalizer = obs_normalizer
-        self.critic = critic
-        self.target_actor = TargetNetwork(policy.actor)
-        self.target_critic = TargetNetwork(critic)
-        self._critic_params = [param for param in critic.parameters() if param.requires_grad]
-        self.actor_optim = make_adam(policy.actor.parameters(), lr=p.actor_lr)
-        self.critic_optim = make_adam(critic.parameters(), lr=p.critic_lr)
+        self.nets = ActorCriticTargets(
+            actor=policy.actor,
+            critic=critic,
+            actor_lr=p.actor_lr,
+            critic_lr=p.critic_lr,
+            target_actor=True,
+        )
         self.generator = torch.Generator().manual_seed(int(np.random.SeedSequence(seed).generate_state(1)[0]))
         """draws the target policy noise"""
         self.num_gradient_steps = 0
         self._actor_loss = torch.zeros(())
         self._bc_loss = torch.zeros(())
-
-    @override
-    def components(self) -> dict[str, Stateful]:
-        return {
-            "policy": self.policy,
-            "critic": self.critic,
-            "target_actor": self.target_actor,
-            "target_critic": self.target_critic,
-            "actor_optim": self.actor_optim,
-            "critic_optim": self.critic_optim,
-        }
+        self.register_components(self.nets.components())
 
     @override
     def extra_state(self) -> dict[str, Any]:
@@ -198,38 +185,29 @@ class TD3BC(OfflineAlgorithm[DeterministicActorPolicy]):
             normalizer.var.fill_(1.0)
             normalizer.count.fill_(0.0)
         normalizer.update(torch.as_tensor(obs, device=normalizer.mean.device))
-        self.target_actor.hard_update()  # copies the statistics (buffers) into the targets too
-        self.target_critic.hard_update()
+        self.nets.hard_update_targets()  # copies the statistics (buffers) into the targets too
 
     @override
     def update(
         self, buffer: BaseReplayBuffer, batch_size: int, *, hooks: UpdateHooks = NO_UPDATE_HOOKS
-    ) -> TrainingStats:
+    ) -> TD3BCTrainingStats:
         p, policy = self.params, self.policy
         batch = sample_replay(buffer, batch_size, gamma=p.gamma, n_step=1, device=policy.device, hooks=hooks)
-        with torch.no_grad():
-            act_next = smoothed_target_actions(
-                self.target_actor.net,
-                batch.obs_next,
-                noise_std=p.policy_noise,
-                noise_clip=p.noise_clip,
-                generator=self.generator,
-            )
-            q_next = critic_values(self.target_critic.net, batch.obs_next, act_next).min(dim=0).values
-            target = batch.returns + batch.discounts * q_next
-        q_MN = critic_values(self.critic, batch.obs, batch.act)
+        target = smoothed_td_target(
+            self.nets, batch, noise_std=p.policy_noise, noise_clip=p.noise_clip, generator=self.generator
+        )
+        q_MN = critic_values(self.nets.critic, batch.obs, batch.act)
         critic = td_loss(q_MN, target, batch.weight)
-        optimizer_step(self.critic_optim, "critic_optim", {"critic loss": critic.loss}, hooks)
+        self.nets.critic_step({"critic loss": critic.loss}, hooks)
         self.num_gradient_steps += 1
 
         if self.num_gradient_steps % p.policy_delay == 0:
-            with frozen(self._critic_params):
+            with self.nets.frozen_critic():
                 act_pi = policy.mean_actions(batch.obs)
-                q_N = critic_values(self.critic, batch.obs, act_pi)[0]
+                q_N = critic_values(self.nets.critic, batch.obs, act_pi)[0]
                 actor_loss, bc_loss = td3_bc_actor_loss(q_N, act_pi, batch.act.float(), p.alpha)
-                optimizer_step(self.actor_optim, "actor_optim", {"actor loss": actor_loss}, hooks)
-            self.target_actor.update(p.tau)
-            self.target_critic.update(p.tau)
+                self.nets.actor_step({"actor loss": actor_loss}, hooks)
+            self.nets.update_targets(p.tau)
             self._actor_loss, self._bc_loss = actor_loss.detach(), bc_loss.detach()
         stats = host_scalars(
             "TD3BC",

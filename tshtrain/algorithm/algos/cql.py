@@ -21,25 +21,25 @@ import torch
 from torch import nn
 from typing_extensions import override
 
+from tshtrain.algorithm.algos.sac import soft_actor_step, soft_td_target
 from tshtrain.algorithm.base import (
     NO_UPDATE_HOOKS,
     OfflineAlgorithm,
-    Stateful,
     TrainingStats,
     UpdateHooks,
     make_adam,
 )
-from tshtrain.algorithm.continuous import TanhGaussianPolicy, critic_values
-from tshtrain.algorithm.offpolicy import (
-    frozen,
+from tshtrain.algorithm.blocks.actor_critic_targets import ActorCriticTargets
+from tshtrain.algorithm.blocks.continuous import TanhGaussianPolicy, critic_values
+from tshtrain.algorithm.blocks.offpolicy import (
     host_scalars,
     require_in_range,
     require_int_at_least,
     sample_replay,
     td_loss,
 )
-from tshtrain.algorithm.optim import optimizer_step
-from tshtrain.algorithm.polyak import TargetNetwork
+from tshtrain.algorithm.blocks.optim import optimizer_step
+from tshtrain.algorithm.blocks.temperature import EntropyTemperature
 from tshtrain.data.batch import ObsTensor
 from tshtrain.data.buffer import BaseReplayBuffer
 from tshtrain.errors import ConfigurationError, UnsupportedSpaceError, require_positive
@@ -139,7 +139,7 @@ def _repeat(obs: ObsTensor, num: int) -> torch.Tensor:
 
 
 @final
-class CQL(OfflineAlgorithm[TanhGaussianPolicy]):
+class CQL(OfflineAlgorithm[TanhGaussianPolicy, CQLTrainingStats]):
     """CQL(H) with SAC's actor, twin critics and (optional) automatic entropy tuning.
 
     Each :meth:`update` is one gradient step of the critics on ``TD loss + cql_weight * penalty`` (see
@@ -156,43 +156,43 @@ class CQL(OfflineAlgorithm[TanhGaussianPolicy]):
         """
         super().__init__(policy=policy)
         self.params = p = params or CQLParams()
-        self.critic = critic
-        self.target_critic = TargetNetwork(critic)
-        self._critic_params = [param for param in critic.parameters() if param.requires_grad]
-        self.actor_optim = make_adam(policy.actor.parameters(), lr=p.actor_lr)
-        self.critic_optim = make_adam(critic.parameters(), lr=p.critic_lr)
-        self.target_entropy = -float(policy.act_dim) if p.target_entropy is None else p.target_entropy
-        self.log_alpha = nn.Parameter(torch.tensor(math.log(p.alpha), device=policy.device))
-        self.log_alpha.requires_grad_(p.auto_alpha)
-        self.alpha_optim = make_adam([self.log_alpha], lr=p.alpha_lr)
+        self.nets = ActorCriticTargets(
+            actor=policy.actor,
+            critic=critic,
+            actor_lr=p.actor_lr,
+            critic_lr=p.critic_lr,
+            target_actor=False,
+        )
+        self.temperature = EntropyTemperature(
+            alpha=p.alpha,
+            learned=p.auto_alpha,
+            lr=p.alpha_lr,
+            target_entropy=-float(policy.act_dim) if p.target_entropy is None else p.target_entropy,
+            device=policy.device,
+        )
         initial_weight = math.log(p.cql_weight) if p.with_lagrange else 0.0
         self.log_cql_weight = nn.Parameter(torch.tensor(initial_weight, device=policy.device))
         self.log_cql_weight.requires_grad_(p.with_lagrange)
         self.cql_weight_optim = make_adam([self.log_cql_weight], lr=p.cql_weight_lr)
-
-    @override
-    def components(self) -> dict[str, Stateful]:
-        return {
-            "policy": self.policy,
-            "critic": self.critic,
-            "target_critic": self.target_critic,
-            "actor_optim": self.actor_optim,
-            "critic_optim": self.critic_optim,
-            "alpha_optim": self.alpha_optim,
-            "cql_weight_optim": self.cql_weight_optim,
-        }
+        self.register_components(
+            {
+                **self.nets.components(),
+                "alpha_optim": self.temperature.optim,
+                "cql_weight_optim": self.cql_weight_optim,
+            }
+        )
 
     @override
     def extra_state(self) -> dict[str, Any]:
         return {
-            "log_alpha": self.log_alpha.detach().clone(),
+            "log_alpha": self.temperature.state(),
             "log_cql_weight": self.log_cql_weight.detach().clone(),
         }
 
     @override
     def load_extra_state(self, state: Any) -> None:
+        self.temperature.load_state(state["log_alpha"])
         with torch.no_grad():
-            self.log_alpha.copy_(state["log_alpha"])
             self.log_cql_weight.copy_(state["log_cql_weight"])
 
     def _cql_weight(self) -> torch.Tensor:
@@ -211,9 +211,9 @@ class CQL(OfflineAlgorithm[TanhGaussianPolicy]):
         act_rand = torch.rand(act_cur.shape, generator=policy.generator, dtype=act_cur.dtype) * 2.0 - 1.0
         log_density_rand = policy.act_dim * math.log(0.5)
         parts = [
-            critic_values(self.critic, obs_NK, act_rand.to(act_cur.device)) - log_density_rand,
-            critic_values(self.critic, obs_NK, act_cur) - log_prob_cur,
-            critic_values(self.critic, obs_NK, act_next) - log_prob_next,
+            critic_values(self.nets.critic, obs_NK, act_rand.to(act_cur.device)) - log_density_rand,
+            critic_values(self.nets.critic, obs_NK, act_cur) - log_prob_cur,
+            critic_values(self.nets.critic, obs_NK, act_next) - log_prob_next,
         ]
         q_MNK = torch.cat([part.reshape(part.shape[0], n, num) for part in parts], dim=-1)
         return q_MNK
@@ -221,15 +221,12 @@ class CQL(OfflineAlgorithm[TanhGaussianPolicy]):
     @override
     def update(
         self, buffer: BaseReplayBuffer, batch_size: int, *, hooks: UpdateHooks = NO_UPDATE_HOOKS
-    ) -> TrainingStats:
+    ) -> CQLTrainingStats:
         p, policy = self.params, self.policy
-        alpha = self.log_alpha.detach().exp()
+        alpha = self.temperature.value()
         batch = sample_replay(buffer, batch_size, gamma=p.gamma, n_step=1, device=policy.device, hooks=hooks)
-        with torch.no_grad():
-            act_next, log_prob_next = policy.sample(batch.obs_next)
-            q_next = critic_values(self.target_critic.net, batch.obs_next, act_next).min(dim=0).values
-            target = batch.returns + batch.discounts * (q_next - alpha * log_prob_next)
-        q_MN = critic_values(self.critic, batch.obs, batch.act)
+        target = soft_td_target(policy, self.nets, batch, alpha)
+        q_MN = critic_values(self.nets.critic, batch.obs, batch.act)
         td = td_loss(q_MN, target, batch.weight)
         penalty_M = conservative_penalty(q_MN, self._sampled_values(batch.obs, batch.obs_next), p.temperature)
         cql_weight = self._cql_weight()
@@ -237,18 +234,17 @@ class CQL(OfflineAlgorithm[TanhGaussianPolicy]):
         if p.with_lagrange:
             penalty_M = penalty_M - p.lagrange_threshold
         critic_loss = td.loss + (cql_weight.detach() * penalty_M).sum()
-        optimizer_step(self.critic_optim, "critic_optim", {"critic loss": critic_loss}, hooks)
+        self.nets.critic_step({"critic loss": critic_loss}, hooks)
 
         weight_loss = torch.zeros(())
         if p.with_lagrange:
             weight_loss = -(cql_weight * penalty_M.detach()).sum()
             optimizer_step(self.cql_weight_optim, "cql_weight_optim", {"cql weight loss": weight_loss}, hooks)
 
-        actor_loss, log_prob = self._actor_step(batch.obs, alpha, hooks)
-        if p.auto_alpha:
-            alpha_loss = -(self.log_alpha * (log_prob.detach() + self.target_entropy)).mean()
-            optimizer_step(self.alpha_optim, "alpha_optim", {"alpha loss": alpha_loss}, hooks)
-        self.target_critic.update(p.tau)
+        actor_loss, log_prob = soft_actor_step(policy, self.nets, batch.obs, alpha, hooks)
+        if self.temperature.learned:
+            self.temperature.step(self.temperature.loss_from_log_prob(log_prob), hooks)
+        self.nets.update_targets(p.tau)
         stats = host_scalars(
             "CQL",
             {
@@ -272,14 +268,3 @@ class CQL(OfflineAlgorithm[TanhGaussianPolicy]):
             alpha=stats["alpha"],
             q_mean=stats["q_mean"],
         )
-
-    def _actor_step(
-        self, obs: ObsTensor, alpha: torch.Tensor, hooks: UpdateHooks
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        """SAC's actor step; returns the actor loss and log pi of the fresh actions."""
-        with frozen(self._critic_params):
-            act, log_prob = self.policy.sample(obs)
-            q_new = critic_values(self.critic, obs, act).min(dim=0).values
-            actor_loss = (alpha * log_prob - q_new).mean()
-            optimizer_step(self.actor_optim, "actor_optim", {"actor loss": actor_loss}, hooks)
-        return actor_loss, log_prob

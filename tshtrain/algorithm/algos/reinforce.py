@@ -12,14 +12,14 @@ from typing_extensions import override
 from tshtrain.algorithm.base import (
     NO_UPDATE_HOOKS,
     OnPolicyAlgorithm,
-    Stateful,
     TrainingStats,
     UpdateHooks,
     check_finite_loss,
     make_adam,
 )
-from tshtrain.algorithm.optim import optimizer_step
-from tshtrain.algorithm.policies import CategoricalPolicy
+from tshtrain.algorithm.blocks.onpolicy import minibatches
+from tshtrain.algorithm.blocks.optim import optimizer_step
+from tshtrain.algorithm.blocks.policies import CategoricalPolicy
 from tshtrain.data.batch import ObsArray, RolloutBatch
 from tshtrain.errors import ConfigurationError, require_positive
 from tshtrain.functional.returns import discounted_returns
@@ -51,7 +51,7 @@ class ReinforceTrainingStats(TrainingStats):
 
 
 @final
-class Reinforce(OnPolicyAlgorithm[CategoricalPolicy]):
+class Reinforce(OnPolicyAlgorithm[CategoricalPolicy, ReinforceTrainingStats]):
     """REINFORCE for Discrete actions.
 
     Returns are computed over the rollout without bootstrapping: the last step of an unfinished episode
@@ -66,10 +66,7 @@ class Reinforce(OnPolicyAlgorithm[CategoricalPolicy]):
         self.params = params or ReinforceParams()
         self.optim = make_adam(policy.parameters(), lr=self.params.lr)
         self.rng = torch.Generator().manual_seed(int(np.random.SeedSequence(seed).generate_state(1)[0]))
-
-    @override
-    def components(self) -> dict[str, Stateful]:
-        return {"policy": self.policy, "optim": self.optim}
+        self.register_components({"optim": self.optim})
 
     @override
     def update(
@@ -79,7 +76,7 @@ class Reinforce(OnPolicyAlgorithm[CategoricalPolicy]):
         batch_size: int | None,
         num_repetitions: int,
         hooks: UpdateHooks = NO_UPDATE_HOOKS,
-    ) -> TrainingStats:
+    ) -> ReinforceTrainingStats:
         returns_TE = discounted_returns(rollout.rew, rollout.terminated, rollout.boundary, self.params.gamma)
         valid = rollout.valid
         returns_N = torch.from_numpy(returns_TE[valid])
@@ -87,18 +84,13 @@ class Reinforce(OnPolicyAlgorithm[CategoricalPolicy]):
             returns_N = (returns_N - returns_N.mean()) / (returns_N.std() + 1e-8)
         obs_N = torch.as_tensor(_flat_valid(rollout.obs, valid), device=self.policy.device)
         act_N = torch.as_tensor(rollout.act[valid], device=self.policy.device)
-        num = len(returns_N)
-        size = num if batch_size is None else min(batch_size, num)
         losses: list[torch.Tensor] = []
-        for _ in range(num_repetitions):
-            perm = torch.randperm(num, generator=self.rng)
-            for start in range(0, num, size):
-                idx = perm[start : start + size]
-                logp = torch.log_softmax(self.policy.logits(obs_N[idx]), dim=-1)
-                logp_act = logp.gather(1, act_N[idx].long().unsqueeze(-1)).squeeze(-1)
-                loss = -(logp_act * returns_N[idx]).mean()
-                optimizer_step(self.optim, "optim", {"policy loss": loss}, hooks, zero_grad_first=False)
-                losses.append(loss.detach())
+        for idx in minibatches(len(returns_N), batch_size, num_repetitions, self.rng):
+            logp = torch.log_softmax(self.policy.logits(obs_N[idx]), dim=-1)
+            logp_act = logp.gather(1, act_N[idx].long().unsqueeze(-1)).squeeze(-1)
+            loss = -(logp_act * returns_N[idx]).mean()
+            optimizer_step(self.optim, "optim", {"policy loss": loss}, hooks, zero_grad_first=False)
+            losses.append(loss.detach())
         mean_loss = torch.stack(losses).mean()
         check_finite_loss("Reinforce", "policy loss", mean_loss)
         return ReinforceTrainingStats(loss=float(mean_loss), num_gradient_steps=len(losses))

@@ -18,11 +18,11 @@ import torch
 from torch import nn
 
 from tshtrain.algorithm.base import Stateful, UpdateHooks, make_adam
-from tshtrain.algorithm.gaussian import GaussianPolicy
-from tshtrain.algorithm.normalization import RunningObsNormalizer
-from tshtrain.algorithm.optim import optimizer_step
-from tshtrain.algorithm.policies import CategoricalPolicy
-from tshtrain.algorithm.schedules import Schedule
+from tshtrain.algorithm.blocks.gaussian import GaussianPolicy
+from tshtrain.algorithm.blocks.normalization import RunningObsNormalizer
+from tshtrain.algorithm.blocks.optim import optimizer_step
+from tshtrain.algorithm.blocks.policies import CategoricalPolicy
+from tshtrain.algorithm.blocks.schedules import Schedule
 from tshtrain.data.batch import RolloutBatch
 from tshtrain.errors import ConfigurationError, require_positive
 from tshtrain.functional.returns import gae_advantages
@@ -234,6 +234,17 @@ class RolloutTensors:
 
     def __len__(self) -> int:
         return len(self.advantages)
+
+    def select(self, idx: torch.Tensor) -> RolloutTensors:
+        """The steps at ``idx`` (a mini-batch)."""
+        return RolloutTensors(
+            obs=self.obs[idx],
+            act=self.act[idx],
+            logp_old=self.logp_old[idx],
+            value_old=self.value_old[idx],
+            advantages=self.advantages[idx],
+            returns=self.returns[idx],
+        )
 
 
 def _flat(array: np.ndarray, num: int) -> np.ndarray:

@@ -12,25 +12,21 @@ from typing_extensions import override
 from tshtrain.algorithm.base import (
     NO_UPDATE_HOOKS,
     OnPolicyAlgorithm,
-    Stateful,
     TrainingStats,
     UpdateHooks,
-    check_finite_loss,
 )
-from tshtrain.algorithm.normalization import RunningObsNormalizer
-from tshtrain.algorithm.onpolicy import (
+from tshtrain.algorithm.blocks.normalization import RunningObsNormalizer
+from tshtrain.algorithm.blocks.onpolicy import (
     ActorCritic,
     ActorCriticParams,
     ActorPolicy,
     RolloutTensors,
-    explained_variance,
     log_prob_entropy,
-    minibatches,
     normalize_advantages,
-    prepare_rollout,
     value_loss,
 )
-from tshtrain.algorithm.schedules import Schedule, schedule_factor
+from tshtrain.algorithm.blocks.onpolicy_update import LossTerms, actor_critic_update
+from tshtrain.algorithm.blocks.schedules import Schedule, schedule_factor
 from tshtrain.data.batch import RolloutBatch
 from tshtrain.errors import ConfigurationError
 
@@ -96,7 +92,7 @@ class PPOTrainingStats(TrainingStats):
 
 
 @final
-class PPO(OnPolicyAlgorithm[ActorPolicy]):
+class PPO(OnPolicyAlgorithm[ActorPolicy, PPOTrainingStats]):
     """Proximal policy optimisation with a separate critic, for a :class:`CategoricalPolicy` (Discrete
     actions) or a :class:`GaussianPolicy` (Box actions).
 
@@ -133,10 +129,7 @@ class PPO(OnPolicyAlgorithm[ActorPolicy]):
             obs_normalizer=obs_normalizer,
             seed=seed,
         )
-
-    @override
-    def components(self) -> dict[str, Stateful]:
-        return self.ac.components()
+        self.register_components(self.ac.components())
 
     @override
     def extra_state(self) -> dict[str, Any]:
@@ -154,60 +147,55 @@ class PPO(OnPolicyAlgorithm[ActorPolicy]):
         batch_size: int | None,
         num_repetitions: int,
         hooks: UpdateHooks = NO_UPDATE_HOOKS,
-    ) -> TrainingStats:
+    ) -> PPOTrainingStats:
         params = self.params
-        lr = params.lr * schedule_factor(params.lr_schedule, self.ac.num_update_steps)
         clip = params.clip_range * schedule_factor(params.clip_schedule, self.ac.num_update_steps)
-        self.ac.set_lr(lr)
-        data = prepare_rollout(self.ac, rollout, gamma=params.gamma, gae_lambda=params.gae_lambda)
-        rows = [
-            self._gradient_step(data, idx, clip, hooks)
-            for idx in minibatches(len(data), batch_size, num_repetitions, self.ac.rng)
-        ]
-        means = torch.stack(rows).mean(dim=0)
-        check_finite_loss("PPO", "policy loss", means[1])
-        check_finite_loss("PPO", "value loss", means[2])
-        self.ac.finish_update(data.obs)
-        ev = explained_variance(data.value_old, data.returns)
-        loss, policy_loss, value_loss_, entropy, approx_kl, clip_fraction, grad_norm, explained_var = (
-            torch.cat([means, ev.reshape(1)]).tolist()
+        r = actor_critic_update(
+            self.ac,
+            params,
+            rollout,
+            lambda batch: self.minibatch_loss(batch, clip),
+            batch_size=batch_size,
+            num_repetitions=num_repetitions,
+            hooks=hooks,
         )
+        assert r.clip_fraction is not None  # reported by _loss
         return PPOTrainingStats(
-            num_gradient_steps=len(rows),
-            loss=loss,
-            policy_loss=policy_loss,
-            value_loss=value_loss_,
-            entropy=entropy,
-            approx_kl=approx_kl,
-            clip_fraction=clip_fraction,
-            explained_variance=explained_var,
-            grad_norm=grad_norm,
-            lr=lr,
+            num_gradient_steps=r.num_gradient_steps,
+            loss=r.loss,
+            policy_loss=r.policy_loss,
+            value_loss=r.value_loss,
+            entropy=r.entropy,
+            approx_kl=r.approx_kl,
+            clip_fraction=r.clip_fraction,
+            explained_variance=r.explained_variance,
+            grad_norm=r.grad_norm,
+            lr=r.lr,
             clip_range=clip,
         )
 
-    def _gradient_step(
-        self, data: RolloutTensors, idx: torch.Tensor, clip: float, hooks: UpdateHooks
-    ) -> torch.Tensor:
-        """One Adam step on a mini-batch; returns its detached statistics
-        (loss, policy loss, value loss, entropy, approx KL, clip fraction, grad norm)."""
+    def minibatch_loss(self, batch: RolloutTensors, clip: float) -> LossTerms:
+        """The clipped surrogate loss of a mini-batch, with the value loss and entropy bonus."""
         params = self.params
-        logp, entropy = log_prob_entropy(self.policy, data.obs[idx], data.act[idx])
-        adv = data.advantages[idx]
+        logp, entropy = log_prob_entropy(self.policy, batch.obs, batch.act)
+        adv = batch.advantages
         if params.advantage_normalization:
             adv = normalize_advantages(adv)
-        log_ratio = logp - data.logp_old[idx]
+        log_ratio = logp - batch.logp_old
         ratio = torch.exp(log_ratio)
         policy_loss = torch.maximum(-adv * ratio, -adv * ratio.clamp(1.0 - clip, 1.0 + clip)).mean()
-        value = self.ac.values(data.obs[idx])
-        v_loss = value_loss(value, data.value_old[idx], data.returns[idx], params.value_clip_range)
+        value = self.ac.values(batch.obs)
+        v_loss = value_loss(value, batch.value_old, batch.returns, params.value_clip_range)
         mean_entropy = entropy.mean()
         loss = policy_loss + params.vf_coef * v_loss - params.ent_coef * mean_entropy
-        reported = {"loss": loss, "policy loss": policy_loss, "value loss": v_loss}
-        grad_norm = self.ac.gradient_step(loss, reported, hooks, params.max_grad_norm)
         with torch.no_grad():
             approx_kl = ((ratio - 1.0) - log_ratio).mean()
             clip_fraction = ((ratio - 1.0).abs() > clip).float().mean()
-            return torch.stack(
-                [loss, policy_loss, v_loss, mean_entropy, approx_kl, clip_fraction, grad_norm]
-            ).detach()
+        return LossTerms(
+            loss=loss,
+            policy_loss=policy_loss,
+            value_loss=v_loss,
+            entropy=mean_entropy,
+            approx_kl=approx_kl,
+            clip_fraction=clip_fraction,
+        )

@@ -13,14 +13,13 @@ from typing_extensions import override
 from tshtrain.algorithm.base import (
     NO_UPDATE_HOOKS,
     OffPolicyAlgorithm,
-    Stateful,
     TrainingStats,
     UpdateHooks,
-    make_adam,
 )
-from tshtrain.algorithm.continuous import TanhGaussianPolicy, critic_values
-from tshtrain.algorithm.offpolicy import (
-    frozen,
+from tshtrain.algorithm.blocks.actor_critic_targets import ActorCriticTargets
+from tshtrain.algorithm.blocks.continuous import TanhGaussianPolicy, critic_values
+from tshtrain.algorithm.blocks.offpolicy import (
+    ReplaySample,
     host_scalars,
     require_in_range,
     require_int_at_least,
@@ -28,8 +27,8 @@ from tshtrain.algorithm.offpolicy import (
     td_loss,
     update_priorities,
 )
-from tshtrain.algorithm.optim import optimizer_step
-from tshtrain.algorithm.polyak import TargetNetwork
+from tshtrain.algorithm.blocks.temperature import EntropyTemperature
+from tshtrain.data.batch import ObsTensor
 from tshtrain.data.buffer import BaseReplayBuffer
 from tshtrain.errors import ConfigurationError, require_positive
 
@@ -88,8 +87,35 @@ class SACTrainingStats(TrainingStats):
     """-mean log pi(a|o) of the fresh actions (a single-sample entropy estimate)"""
 
 
+@torch.no_grad()
+def soft_td_target(
+    policy: TanhGaussianPolicy, nets: ActorCriticTargets, sample: ReplaySample, alpha: torch.Tensor
+) -> torch.Tensor:
+    """``R + D * (min_i Q_targ_i(o', a') - alpha * log pi(a'|o'))`` with ``a' ~ pi(.|o')`` (SAC, CQL)."""
+    act_next, log_prob_next = policy.sample(sample.obs_next)
+    q_next = critic_values(nets.target_critic.net, sample.obs_next, act_next).min(dim=0).values
+    return sample.returns + sample.discounts * (q_next - alpha * log_prob_next)
+
+
+def soft_actor_step(
+    policy: TanhGaussianPolicy,
+    nets: ActorCriticTargets,
+    obs: ObsTensor,
+    alpha: torch.Tensor,
+    hooks: UpdateHooks,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """One actor step on ``mean(alpha * log pi(a|o) - min_i Q_i(o, a))``, ``a ~ pi(.|o)``
+    reparameterised, the critics' weights frozen (SAC, CQL); returns the loss and the log pi."""
+    with nets.frozen_critic():
+        act, log_prob = policy.sample(obs)
+        q_new = critic_values(nets.critic, obs, act).min(dim=0).values
+        actor_loss = (alpha * log_prob - q_new).mean()
+        nets.actor_step({"actor loss": actor_loss}, hooks)
+    return actor_loss, log_prob
+
+
 @final
-class SAC(OffPolicyAlgorithm[TanhGaussianPolicy]):
+class SAC(OffPolicyAlgorithm[TanhGaussianPolicy, SACTrainingStats]):
     """Soft actor-critic with clipped double-Q targets and (optionally) automatic entropy tuning.
 
     Each :meth:`update` is one gradient step of the critics, the actor and ``log(alpha)``, in this
@@ -114,70 +140,57 @@ class SAC(OffPolicyAlgorithm[TanhGaussianPolicy]):
         super().__init__(policy=policy)
         self.params = params or SACParams()
         p = self.params
-        self.critic = critic
-        self.target_critic = TargetNetwork(critic)
-        self._critic_params = [param for param in critic.parameters() if param.requires_grad]
-        self.actor_optim = make_adam(policy.actor.parameters(), lr=p.actor_lr)
-        self.critic_optim = make_adam(critic.parameters(), lr=p.critic_lr)
-        self.target_entropy = -float(policy.act_dim) if p.target_entropy is None else p.target_entropy
-        self.log_alpha = nn.Parameter(torch.tensor(math.log(p.alpha), device=policy.device))
-        self.log_alpha.requires_grad_(p.auto_alpha)
-        self.alpha_optim = make_adam([self.log_alpha], lr=p.alpha_lr)
-
-    @override
-    def components(self) -> dict[str, Stateful]:
-        return {
-            "policy": self.policy,
-            "critic": self.critic,
-            "target_critic": self.target_critic,
-            "actor_optim": self.actor_optim,
-            "critic_optim": self.critic_optim,
-            "alpha_optim": self.alpha_optim,
-        }
+        self.nets = ActorCriticTargets(
+            actor=policy.actor,
+            critic=critic,
+            actor_lr=p.actor_lr,
+            critic_lr=p.critic_lr,
+            target_actor=False,
+        )
+        self.temperature = EntropyTemperature(
+            alpha=p.alpha,
+            learned=p.auto_alpha,
+            lr=p.alpha_lr,
+            target_entropy=-float(policy.act_dim) if p.target_entropy is None else p.target_entropy,
+            device=policy.device,
+        )
+        self.register_components({**self.nets.components(), "alpha_optim": self.temperature.optim})
 
     @override
     def extra_state(self) -> dict[str, Any]:
-        return {"log_alpha": self.log_alpha.detach().clone(), "generator": self.policy.generator.get_state()}
+        return {"log_alpha": self.temperature.state(), "generator": self.policy.generator.get_state()}
 
     @override
     def load_extra_state(self, state: Any) -> None:
-        with torch.no_grad():
-            self.log_alpha.copy_(state["log_alpha"])
+        self.temperature.load_state(state["log_alpha"])
         self.policy.generator.set_state(state["generator"])
 
     @property
     def alpha(self) -> float:
         """The current entropy coefficient."""
-        return float(self.log_alpha.detach().exp())
+        return self.temperature.alpha
 
     @override
     def update(
         self, buffer: BaseReplayBuffer, batch_size: int, *, hooks: UpdateHooks = NO_UPDATE_HOOKS
-    ) -> TrainingStats:
+    ) -> SACTrainingStats:
         p, policy = self.params, self.policy
-        alpha = self.log_alpha.detach().exp()
+        alpha = self.temperature.value()
         batch = sample_replay(
             buffer, batch_size, gamma=p.gamma, n_step=p.n_step, device=policy.device, hooks=hooks
         )
-        with torch.no_grad():
-            act_next, log_prob_next = policy.sample(batch.obs_next)
-            q_next = critic_values(self.target_critic.net, batch.obs_next, act_next).min(dim=0).values
-            target = batch.returns + batch.discounts * (q_next - alpha * log_prob_next)
-        q_MN = critic_values(self.critic, batch.obs, batch.act)
+        target = soft_td_target(policy, self.nets, batch, alpha)
+        q_MN = critic_values(self.nets.critic, batch.obs, batch.act)
         critic = td_loss(q_MN, target, batch.weight)
-        optimizer_step(self.critic_optim, "critic_optim", {"critic loss": critic.loss}, hooks)
+        self.nets.critic_step({"critic loss": critic.loss}, hooks)
 
-        with frozen(self._critic_params):
-            act, log_prob = policy.sample(batch.obs)
-            q_new = critic_values(self.critic, batch.obs, act).min(dim=0).values
-            actor_loss = (alpha * log_prob - q_new).mean()
-            optimizer_step(self.actor_optim, "actor_optim", {"actor loss": actor_loss}, hooks)
+        actor_loss, log_prob = soft_actor_step(policy, self.nets, batch.obs, alpha, hooks)
 
         alpha_loss = torch.zeros(())
-        if p.auto_alpha:
-            alpha_loss = -(self.log_alpha * (log_prob.detach() + self.target_entropy)).mean()
-            optimizer_step(self.alpha_optim, "alpha_optim", {"alpha loss": alpha_loss}, hooks)
-        self.target_critic.update(p.tau)
+        if self.temperature.learned:
+            alpha_loss = self.temperature.loss_from_log_prob(log_prob)
+            self.temperature.step(alpha_loss, hooks)
+        self.nets.update_targets(p.tau)
         stats = host_scalars(
             "SAC",
             {

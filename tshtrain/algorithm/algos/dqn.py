@@ -16,21 +16,21 @@ from typing_extensions import override
 from tshtrain.algorithm.base import (
     NO_UPDATE_HOOKS,
     OffPolicyAlgorithm,
-    Stateful,
     TrainingStats,
     UpdateHooks,
     make_adam,
 )
-from tshtrain.algorithm.offpolicy import (
+from tshtrain.algorithm.blocks.offpolicy import (
+    ReplaySample,
     host_scalars,
     require_in_range,
     require_int_at_least,
     sample_replay,
     update_priorities,
 )
-from tshtrain.algorithm.optim import optimizer_step
-from tshtrain.algorithm.policies import QValuePolicy
-from tshtrain.algorithm.polyak import TargetNetwork
+from tshtrain.algorithm.blocks.optim import optimizer_step
+from tshtrain.algorithm.blocks.policies import QValuePolicy
+from tshtrain.algorithm.blocks.polyak import TargetNetwork
 from tshtrain.data.buffer import BaseReplayBuffer
 from tshtrain.errors import ConfigurationError, require_positive
 
@@ -127,8 +127,20 @@ def dueling_mlp(
     return DuelingQNet(trunk, value, advantage)
 
 
+@torch.no_grad()
+def q_learning_target(
+    policy: QValuePolicy, target_q_net: TargetNetwork, sample: ReplaySample, *, is_double: bool
+) -> torch.Tensor:
+    """``R + D * Q_targ(o', a')`` with ``a' = argmax Q(o', .)`` of the online network (double
+    Q-learning) or of the target network (DQN, discrete CQL)."""
+    q_next_target: torch.Tensor = target_q_net.net(sample.obs_next)
+    chooser = policy.q_values(sample.obs_next) if is_double else q_next_target
+    next_act = chooser.argmax(dim=-1, keepdim=True)
+    return sample.returns + sample.discounts * q_next_target.gather(1, next_act).squeeze(-1)
+
+
 @final
-class DQN(OffPolicyAlgorithm[QValuePolicy]):
+class DQN(OffPolicyAlgorithm[QValuePolicy, DQNTrainingStats]):
     """Deep Q-learning on a :class:`QValuePolicy` (epsilon-greedy exploration through the collector's
     ``exploration_noise=True``). With a prioritized buffer, TD errors update the priorities and the
     loss is weighted by the importance weights."""
@@ -140,10 +152,7 @@ class DQN(OffPolicyAlgorithm[QValuePolicy]):
         self._q_params = list(policy.q_net.parameters())
         self.optim = make_adam(self._q_params, lr=self.params.lr)
         self.num_gradient_steps = 0
-
-    @override
-    def components(self) -> dict[str, Stateful]:
-        return {"policy": self.policy, "target_q_net": self.target_q_net, "optim": self.optim}
+        self.register_components({"target_q_net": self.target_q_net, "optim": self.optim})
 
     @override
     def extra_state(self) -> dict[str, Any]:
@@ -153,19 +162,10 @@ class DQN(OffPolicyAlgorithm[QValuePolicy]):
     def load_extra_state(self, state: Any) -> None:
         self.num_gradient_steps = int(state.get("num_gradient_steps", 0))
 
-    def _target(self, obs_next: Any, returns: torch.Tensor, discounts: torch.Tensor) -> torch.Tensor:
-        with torch.no_grad():
-            q_next_target: torch.Tensor = self.target_q_net.net(obs_next)
-            if self.params.is_double:
-                next_act = self.policy.q_values(obs_next).argmax(dim=-1, keepdim=True)
-            else:
-                next_act = q_next_target.argmax(dim=-1, keepdim=True)
-            return returns + discounts * q_next_target.gather(1, next_act).squeeze(-1)
-
     @override
     def update(
         self, buffer: BaseReplayBuffer, batch_size: int, *, hooks: UpdateHooks = NO_UPDATE_HOOKS
-    ) -> TrainingStats:
+    ) -> DQNTrainingStats:
         p = self.params
         batch = sample_replay(
             buffer,
@@ -176,7 +176,7 @@ class DQN(OffPolicyAlgorithm[QValuePolicy]):
             hooks=hooks,
         )
         q = self.policy.q_values(batch.obs).gather(1, batch.act.long().unsqueeze(-1)).squeeze(-1)
-        target = self._target(batch.obs_next, batch.returns, batch.discounts)
+        target = q_learning_target(self.policy, self.target_q_net, batch, is_double=p.is_double)
         td_error = q - target
         per_sample = F.smooth_l1_loss(q, target, reduction="none") if p.huber_loss else td_error.pow(2)
         loss = per_sample.mean() if batch.weight is None else (per_sample * batch.weight).mean()

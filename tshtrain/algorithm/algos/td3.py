@@ -13,14 +13,13 @@ from typing_extensions import override
 from tshtrain.algorithm.base import (
     NO_UPDATE_HOOKS,
     OffPolicyAlgorithm,
-    Stateful,
     TrainingStats,
     UpdateHooks,
-    make_adam,
 )
-from tshtrain.algorithm.continuous import critic_values
-from tshtrain.algorithm.offpolicy import (
-    frozen,
+from tshtrain.algorithm.blocks.actor_critic_targets import ActorCriticTargets
+from tshtrain.algorithm.blocks.continuous import critic_values
+from tshtrain.algorithm.blocks.offpolicy import (
+    ReplaySample,
     host_scalars,
     require_in_range,
     require_int_at_least,
@@ -28,9 +27,7 @@ from tshtrain.algorithm.offpolicy import (
     td_loss,
     update_priorities,
 )
-from tshtrain.algorithm.optim import optimizer_step
-from tshtrain.algorithm.policies import DeterministicActorPolicy
-from tshtrain.algorithm.polyak import TargetNetwork
+from tshtrain.algorithm.blocks.policies import DeterministicActorPolicy
 from tshtrain.data.buffer import BaseReplayBuffer
 from tshtrain.errors import ConfigurationError, require_positive
 
@@ -91,8 +88,29 @@ def smoothed_target_actions(
     return (mean + (noise * noise_std).clamp(-noise_clip, noise_clip)).clamp(-1.0, 1.0)
 
 
+@torch.no_grad()
+def smoothed_td_target(
+    nets: ActorCriticTargets,
+    sample: ReplaySample,
+    *,
+    noise_std: float,
+    noise_clip: float,
+    generator: torch.Generator,
+) -> torch.Tensor:
+    """``R + D * min_i Q_targ_i(o', a~')`` with ``a~'`` the target actor's smoothed action (TD3, TD3+BC)."""
+    act_next = smoothed_target_actions(
+        nets.actor_target.net,
+        sample.obs_next,
+        noise_std=noise_std,
+        noise_clip=noise_clip,
+        generator=generator,
+    )
+    q_next = critic_values(nets.target_critic.net, sample.obs_next, act_next).min(dim=0).values
+    return sample.returns + sample.discounts * q_next
+
+
 @final
-class TD3(OffPolicyAlgorithm[DeterministicActorPolicy]):
+class TD3(OffPolicyAlgorithm[DeterministicActorPolicy, TD3TrainingStats]):
     """TD3 on a :class:`DeterministicActorPolicy` (exploration: its Gaussian ``noise_std`` through the
     collector's ``exploration_noise=True``) and a twin critic (``QEnsemble(..., num_critics=2)``).
 
@@ -118,27 +136,18 @@ class TD3(OffPolicyAlgorithm[DeterministicActorPolicy]):
         """
         super().__init__(policy=policy)
         self.params = params or TD3Params()
-        self.critic = critic
-        self.target_actor = TargetNetwork(policy.actor)
-        self.target_critic = TargetNetwork(critic)
-        self._critic_params = [param for param in critic.parameters() if param.requires_grad]
-        self.actor_optim = make_adam(policy.actor.parameters(), lr=self.params.actor_lr)
-        self.critic_optim = make_adam(critic.parameters(), lr=self.params.critic_lr)
+        self.nets = ActorCriticTargets(
+            actor=policy.actor,
+            critic=critic,
+            actor_lr=self.params.actor_lr,
+            critic_lr=self.params.critic_lr,
+            target_actor=True,
+        )
         self.generator = torch.Generator().manual_seed(int(np.random.SeedSequence(seed).generate_state(1)[0]))
         """draws the target policy noise"""
         self.num_gradient_steps = 0
         self._actor_loss = torch.zeros(())
-
-    @override
-    def components(self) -> dict[str, Stateful]:
-        return {
-            "policy": self.policy,
-            "critic": self.critic,
-            "target_actor": self.target_actor,
-            "target_critic": self.target_critic,
-            "actor_optim": self.actor_optim,
-            "critic_optim": self.critic_optim,
-        }
+        self.register_components(self.nets.components())
 
     @override
     def extra_state(self) -> dict[str, Any]:
@@ -157,32 +166,26 @@ class TD3(OffPolicyAlgorithm[DeterministicActorPolicy]):
     @override
     def update(
         self, buffer: BaseReplayBuffer, batch_size: int, *, hooks: UpdateHooks = NO_UPDATE_HOOKS
-    ) -> TrainingStats:
+    ) -> TD3TrainingStats:
         p, policy = self.params, self.policy
         batch = sample_replay(
             buffer, batch_size, gamma=p.gamma, n_step=p.n_step, device=policy.device, hooks=hooks
         )
-        with torch.no_grad():
-            act_next = smoothed_target_actions(
-                self.target_actor.net,
-                batch.obs_next,
-                noise_std=p.policy_noise,
-                noise_clip=p.noise_clip,
-                generator=self.generator,
-            )
-            q_next = critic_values(self.target_critic.net, batch.obs_next, act_next).min(dim=0).values
-            target = batch.returns + batch.discounts * q_next
-        q_MN = critic_values(self.critic, batch.obs, batch.act)
+        target = smoothed_td_target(
+            self.nets, batch, noise_std=p.policy_noise, noise_clip=p.noise_clip, generator=self.generator
+        )
+        q_MN = critic_values(self.nets.critic, batch.obs, batch.act)
         critic = td_loss(q_MN, target, batch.weight)
-        optimizer_step(self.critic_optim, "critic_optim", {"critic loss": critic.loss}, hooks)
+        self.nets.critic_step({"critic loss": critic.loss}, hooks)
         self.num_gradient_steps += 1
 
         if self.num_gradient_steps % p.policy_delay == 0:
-            with frozen(self._critic_params):
-                actor_loss = -critic_values(self.critic, batch.obs, policy.mean_actions(batch.obs))[0].mean()
-                optimizer_step(self.actor_optim, "actor_optim", {"actor loss": actor_loss}, hooks)
-            self.target_actor.update(p.tau)
-            self.target_critic.update(p.tau)
+            with self.nets.frozen_critic():
+                actor_loss = -critic_values(self.nets.critic, batch.obs, policy.mean_actions(batch.obs))[
+                    0
+                ].mean()
+                self.nets.actor_step({"actor loss": actor_loss}, hooks)
+            self.nets.update_targets(p.tau)
             self._actor_loss = actor_loss.detach()
         stats = host_scalars(
             "TD3",

@@ -15,18 +15,23 @@ import torch
 import torch.nn.functional as F
 from typing_extensions import override
 
+from tshtrain.algorithm.algos.dqn import q_learning_target
 from tshtrain.algorithm.base import (
     NO_UPDATE_HOOKS,
     OfflineAlgorithm,
-    Stateful,
     TrainingStats,
     UpdateHooks,
     make_adam,
 )
-from tshtrain.algorithm.offpolicy import host_scalars, require_in_range, require_int_at_least, sample_replay
-from tshtrain.algorithm.optim import optimizer_step
-from tshtrain.algorithm.policies import QValuePolicy
-from tshtrain.algorithm.polyak import TargetNetwork
+from tshtrain.algorithm.blocks.offpolicy import (
+    host_scalars,
+    require_in_range,
+    require_int_at_least,
+    sample_replay,
+)
+from tshtrain.algorithm.blocks.optim import optimizer_step
+from tshtrain.algorithm.blocks.policies import QValuePolicy
+from tshtrain.algorithm.blocks.polyak import TargetNetwork
 from tshtrain.data.buffer import BaseReplayBuffer
 from tshtrain.errors import ConfigurationError, require_positive
 
@@ -83,7 +88,7 @@ def discrete_conservative_penalty(q_NA: torch.Tensor, act_N: torch.Tensor) -> to
 
 
 @final
-class DiscreteCQL(OfflineAlgorithm[QValuePolicy]):
+class DiscreteCQL(OfflineAlgorithm[QValuePolicy, DiscreteCQLTrainingStats]):
     """CQL(H) on a :class:`QValuePolicy`: a (double) DQN update plus the conservative penalty (see the
     module docstring); the target network is a hard copy every ``target_update_freq`` steps."""
 
@@ -93,10 +98,7 @@ class DiscreteCQL(OfflineAlgorithm[QValuePolicy]):
         self.target_q_net = TargetNetwork(policy.q_net)
         self.optim = make_adam(policy.q_net.parameters(), lr=self.params.lr)
         self.num_gradient_steps = 0
-
-    @override
-    def components(self) -> dict[str, Stateful]:
-        return {"policy": self.policy, "target_q_net": self.target_q_net, "optim": self.optim}
+        self.register_components({"target_q_net": self.target_q_net, "optim": self.optim})
 
     @override
     def extra_state(self) -> dict[str, Any]:
@@ -106,17 +108,10 @@ class DiscreteCQL(OfflineAlgorithm[QValuePolicy]):
     def load_extra_state(self, state: Any) -> None:
         self.num_gradient_steps = int(state["num_gradient_steps"])
 
-    def _target(self, obs_next: Any, returns: torch.Tensor, discounts: torch.Tensor) -> torch.Tensor:
-        with torch.no_grad():
-            q_next_target: torch.Tensor = self.target_q_net.net(obs_next)
-            chooser = self.policy.q_values(obs_next) if self.params.is_double else q_next_target
-            next_act = chooser.argmax(dim=-1, keepdim=True)
-            return returns + discounts * q_next_target.gather(1, next_act).squeeze(-1)
-
     @override
     def update(
         self, buffer: BaseReplayBuffer, batch_size: int, *, hooks: UpdateHooks = NO_UPDATE_HOOKS
-    ) -> TrainingStats:
+    ) -> DiscreteCQLTrainingStats:
         p = self.params
         batch = sample_replay(
             buffer,
@@ -128,7 +123,7 @@ class DiscreteCQL(OfflineAlgorithm[QValuePolicy]):
         )
         q_NA = self.policy.q_values(batch.obs)
         q = q_NA.gather(1, batch.act.long().unsqueeze(-1)).squeeze(-1)
-        target = self._target(batch.obs_next, batch.returns, batch.discounts)
+        target = q_learning_target(self.policy, self.target_q_net, batch, is_double=p.is_double)
         td = F.smooth_l1_loss(q, target) if p.huber_loss else F.mse_loss(q, target)
         penalty = discrete_conservative_penalty(q_NA, batch.act)
         loss = td + p.cql_weight * penalty

@@ -19,11 +19,10 @@ import numpy as np
 import torch
 
 from tshtrain.algorithm.base import NO_UPDATE_HOOKS, UpdateHooks, check_finite_loss
-from tshtrain.data.batch import ObsArray, ObsTensor, obs_to_torch
+from tshtrain.data.batch import ObsTensor, obs_to_torch
 from tshtrain.data.buffer import BaseReplayBuffer
 from tshtrain.data.prioritized import BasePrioritizedBuffer
 from tshtrain.errors import ConfigurationError
-from tshtrain.functional.targets import nstep_indices, nstep_returns
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -46,24 +45,6 @@ class ReplaySample:
     """flat buffer indices of the sampled transitions (for priority updates)"""
 
 
-def _gather_obs_next(buffer: BaseReplayBuffer, idx: np.ndarray) -> ObsArray:
-    arrays = buffer.field_arrays()
-    if "obs_next" in arrays:
-        flat = arrays["obs_next"]
-        return np.asarray(flat.reshape(buffer.capacity, *flat.shape[2:])[idx])
-    prefix = "obs_next/"
-    return {
-        key[len(prefix) :]: arr.reshape(buffer.capacity, *arr.shape[2:])[idx]
-        for key, arr in arrays.items()
-        if key.startswith(prefix)
-    }
-
-
-def _flat_field(buffer: BaseReplayBuffer, name: str) -> np.ndarray:
-    arr = buffer.field_arrays()[name]
-    return arr.reshape(buffer.capacity, *arr.shape[2:])
-
-
 def sample_replay(
     buffer: BaseReplayBuffer,
     batch_size: int,
@@ -73,8 +54,8 @@ def sample_replay(
     device: torch.device,
     hooks: UpdateHooks = NO_UPDATE_HOOKS,
 ) -> ReplaySample:
-    """Sample ``batch_size`` transitions and compute their n-step returns and discounts (vectorised:
-    one ``buffer.next_index`` call per step along the chains, never a loop over samples).
+    """Sample ``batch_size`` transitions and compute their n-step returns and discounts
+    (:meth:`~tshtrain.data.buffer.BaseReplayBuffer.nstep_targets`, vectorised).
 
     The sample goes through ``hooks.process_optim_batch`` first (the algorithm's update hooks). With
     ``n_step > 1`` the following transitions of each chain are read from the buffer itself.
@@ -85,11 +66,8 @@ def sample_replay(
         discounts = (np.float32(gamma) * ~batch.terminated).astype(np.float32)
         obs_next = batch.obs_next
     else:
-        indices_KN, valid_KN = nstep_indices(batch.indices, buffer.next_index, n_step)
-        last_N = indices_KN[-1]
-        returns, gamma_pow = nstep_returns(_flat_field(buffer, "rew")[indices_KN], valid_KN, gamma)
-        discounts = gamma_pow * ~_flat_field(buffer, "terminated")[last_N]
-        obs_next = _gather_obs_next(buffer, last_N)
+        targets = buffer.nstep_targets(batch.indices, n_step=n_step, gamma=gamma)
+        returns, discounts, obs_next = targets.returns, targets.discounts, targets.obs_next
     return ReplaySample(
         obs=obs_to_torch(batch.obs, device),
         act=torch.as_tensor(batch.act, device=device),

@@ -1,0 +1,109 @@
+"""The update loop of A2C and PPO: they differ only in the loss of a mini-batch.
+
+One update: the learning rate from its schedule, values / GAE advantages / old log-probabilities of
+the rollout once (:func:`~tshtrain.algorithm.blocks.onpolicy.prepare_rollout`), ``num_repetitions`` shuffled
+passes of mini-batches with one gradient step each, then the statistics reduced in one host transfer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import NamedTuple
+
+import torch
+
+from tshtrain.algorithm.base import UpdateHooks, check_finite_loss
+from tshtrain.algorithm.blocks.onpolicy import (
+    ActorCritic,
+    ActorCriticParams,
+    RolloutTensors,
+    explained_variance,
+    minibatches,
+    prepare_rollout,
+)
+from tshtrain.algorithm.blocks.schedules import schedule_factor
+from tshtrain.data.batch import RolloutBatch
+
+
+class LossTerms(NamedTuple):
+    """The named terms of one mini-batch's loss (0-dim tensors)."""
+
+    loss: torch.Tensor
+    """the combined loss that is minimised: policy_loss + vf_coef * value_loss - ent_coef * entropy"""
+    policy_loss: torch.Tensor
+    value_loss: torch.Tensor
+    entropy: torch.Tensor
+    """mean entropy of the policy on the mini-batch"""
+    approx_kl: torch.Tensor
+    """estimate of KL(pi_old || pi) (no gradient)"""
+    clip_fraction: torch.Tensor | None = None
+    """PPO: fraction of ratios outside the clip range (no gradient); None for A2C"""
+
+
+class UpdateResult(NamedTuple):
+    """One update's statistics: means over its mini-batches, as floats."""
+
+    num_gradient_steps: int
+    lr: float
+    loss: float
+    policy_loss: float
+    value_loss: float
+    entropy: float
+    approx_kl: float
+    clip_fraction: float | None
+    """None when the loss function reports no clip fraction"""
+    grad_norm: float
+    explained_variance: float
+    """of the values before the update"""
+
+
+LossFunction = Callable[[RolloutTensors], LossTerms]
+"""the loss of a mini-batch (what distinguishes A2C and PPO)"""
+
+
+def _gradient_step(
+    ac: ActorCritic, terms: LossTerms, hooks: UpdateHooks, max_grad_norm: float | None
+) -> torch.Tensor:
+    """One Adam step on ``terms.loss``; the detached row of the statistics of the mini-batch."""
+    reported = {"loss": terms.loss, "policy loss": terms.policy_loss, "value loss": terms.value_loss}
+    grad_norm = ac.gradient_step(terms.loss, reported, hooks, max_grad_norm)
+    columns = [terms.loss, terms.policy_loss, terms.value_loss, terms.entropy, terms.approx_kl]
+    if terms.clip_fraction is not None:
+        columns.append(terms.clip_fraction)
+    return torch.stack([*columns, grad_norm]).detach()
+
+
+def actor_critic_update(
+    ac: ActorCritic,
+    params: ActorCriticParams,
+    rollout: RolloutBatch,
+    loss_fn: LossFunction,
+    *,
+    batch_size: int | None,
+    num_repetitions: int,
+    hooks: UpdateHooks,
+) -> UpdateResult:
+    """One A2C / PPO update of ``ac`` on ``rollout`` with the mini-batch loss ``loss_fn``."""
+    lr = params.lr * schedule_factor(params.lr_schedule, ac.num_update_steps)
+    ac.set_lr(lr)
+    data = prepare_rollout(ac, rollout, gamma=params.gamma, gae_lambda=params.gae_lambda)
+    rows = [
+        _gradient_step(ac, loss_fn(data.select(idx)), hooks, params.max_grad_norm)
+        for idx in minibatches(len(data), batch_size, num_repetitions, ac.rng)
+    ]
+    means = torch.stack(rows).mean(dim=0)
+    check_finite_loss(ac.owner, "policy loss", means[1])
+    check_finite_loss(ac.owner, "value loss", means[2])
+    ac.finish_update(data.obs)
+    ev = explained_variance(data.value_old, data.returns)
+    values: list[float] = torch.cat([means, ev.reshape(1)]).tolist()
+    named = dict(zip(_column_names(len(values)), values, strict=True))
+    return UpdateResult(
+        num_gradient_steps=len(rows), lr=lr, clip_fraction=named.pop("clip_fraction", None), **named
+    )
+
+
+def _column_names(num_columns: int) -> list[str]:
+    """The names of the columns of :func:`_gradient_step`'s rows, plus explained_variance."""
+    terms = [name for name in LossTerms._fields if name != "clip_fraction" or num_columns == 8]
+    return [*terms, "grad_norm", "explained_variance"]
