@@ -6,6 +6,9 @@ exceptions keeps working; their messages say what was given, what is allowed and
 
 from __future__ import annotations
 
+import reprlib
+from typing import Any
+
 
 class ConfigurationError(ValueError):
     """A parameter, or a combination of parameters, is not allowed."""
@@ -23,6 +26,20 @@ class PolicyOutputError(ValueError):
     """A policy returned actions of the wrong shape, or outside the action space."""
 
 
+class EnvStepError(RuntimeError):
+    """A sub-env's ``step`` raised, or returned a NaN / inf observation or reward (checked by
+    ``Collector(check_finite=True)``). The message names the sub-env and the collector's env step."""
+
+    def __init__(self, message: str, *, env_index: int | None, env_step: int, field: str | None = None):
+        super().__init__(message)
+        self.env_index = env_index
+        """the failing sub-env (None: a vector env that does not tell)"""
+        self.env_step = env_step
+        """env steps the collector had taken before the failing vector step"""
+        self.field = field
+        """``"obs"`` or ``"rew"`` for a non-finite value, None when ``step`` raised"""
+
+
 def require_positive(owner: str, field: str, value: int | float) -> None:
     """Raise ``ConfigurationError`` unless ``value`` > 0.
 
@@ -33,3 +50,36 @@ def require_positive(owner: str, field: str, value: int | float) -> None:
     """
     if isinstance(value, bool) or not value > 0:
         raise ConfigurationError(f"{owner}.{field} must be a positive number, got {value!r}.")
+
+
+_REPR = reprlib.Repr()
+_REPR.maxstring = _REPR.maxother = _REPR.maxlong = 200
+_REPR.maxlevel = 3
+
+
+def short_repr(value: Any, limit: int = 80) -> str:
+    """``repr(value)`` cut to at most ``limit`` characters, for error messages about user input.
+
+    Huge strings, lists and deeply nested values give a short prefix ending in ``...`` and the length
+    that was cut (``'aaaa...' (1000000 chars)``); a value whose ``repr`` raises gives its type name.
+    Never raises, never recurses without bound.
+    """
+    if isinstance(value, int) and value.bit_length() > 256:
+        return f"<int of {value.bit_length()} bits>"  # repr of a huge int is slow or refused
+    try:
+        text = _REPR.repr(value)
+    except Exception:  # a broken __repr__ must not hide the error being reported
+        text = f"<{type(value).__name__} object>"
+    if len(text) <= limit:
+        return text
+    size = _size_hint(value)
+    suffix = f"... ({size})" if size else "..."
+    return text[: max(limit - len(suffix), 1)] + suffix
+
+
+def _size_hint(value: Any) -> str:
+    if isinstance(value, str | bytes):
+        return f"{len(value)} chars" if isinstance(value, str) else f"{len(value)} bytes"
+    if isinstance(value, list | tuple | dict | set | frozenset):
+        return f"{len(value)} items"
+    return ""
