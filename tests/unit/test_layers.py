@@ -16,6 +16,7 @@ PACKAGE_DIR = Path(__file__).resolve().parents[2] / "tshtrain"
 LAYER_RANKS: dict[str, int] = {
     "": 0,  # tshtrain/__init__.py
     "errors": 0,
+    "rundir": 0,  # run directories: marker, lock, cleanup of interrupted writes (stdlib + errors only)
     "functional": 1,
     "env": 1,
     "data": 2,
