@@ -26,18 +26,20 @@ class PolicyOutputError(ValueError):
     """A policy returned actions of the wrong shape, or outside the action space."""
 
 
-class EnvStepError(RuntimeError):
-    """A sub-env's ``step`` raised, or returned a NaN / inf observation or reward (checked by
-    ``Collector(check_finite=True)``). The message names the sub-env and the collector's env step."""
+class EnvStepError(FloatingPointError):
+    """A sub-env returned a NaN / inf observation or reward (checked by ``Collector(check_finite=True)``).
 
-    def __init__(self, message: str, *, env_index: int | None, env_step: int, field: str | None = None):
+    The message names the sub-env, the collector's env step and the field. (An exception raised by a
+    sub-env's ``step`` keeps its type; the collector adds a note naming the sub-env.)"""
+
+    def __init__(self, message: str, *, env_index: int, env_step: int, field: str):
         super().__init__(message)
         self.env_index = env_index
-        """the failing sub-env (None: a vector env that does not tell)"""
+        """the sub-env that returned the value"""
         self.env_step = env_step
-        """env steps the collector had taken before the failing vector step"""
+        """env steps the collector had taken (since its stats reset) before that vector step"""
         self.field = field
-        """``"obs"`` or ``"rew"`` for a non-finite value, None when ``step`` raised"""
+        """``"obs"``, ``"obs/KEY"`` (dict observations) or ``"rew"``"""
 
 
 def require_positive(owner: str, field: str, value: int | float) -> None:

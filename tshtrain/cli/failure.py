@@ -21,13 +21,16 @@ _WITHOUT_TYPE_NAME = ("ConfigurationError", "ExperimentError")
 
 
 def describe_error(error: BaseException) -> str:
-    """One line describing ``error``: ``TypeName: message`` (tshtrain's configuration errors: the
-    message only), whitespace and newlines collapsed, cut to :data:`MAX_MESSAGE_CHARS`."""
+    """One line describing ``error``: ``TypeName: message (notes)`` (tshtrain's configuration errors:
+    the message only), whitespace and newlines collapsed, cut to :data:`MAX_MESSAGE_CHARS`."""
     if isinstance(error, RecursionError):
         return "RecursionError: the input is nested too deeply to process (maximum recursion depth)."
     if isinstance(error, MemoryError):
         return "MemoryError: out of memory (is the input too large?)."
     message = _message(error)
+    notes = [" ".join(str(note).split()) for note in getattr(error, "__notes__", ())]
+    if notes:  # e.g. the collector's note naming the sub-env whose step raised
+        message = f"{message} ({'; '.join(notes)[:MAX_MESSAGE_CHARS]})"
     if not any(cls.__name__ in _WITHOUT_TYPE_NAME for cls in type(error).__mro__):
         message = f"{type(error).__name__}: {message}" if message else type(error).__name__
     return message
