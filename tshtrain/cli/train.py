@@ -14,6 +14,7 @@ from tshtrain.cli.failure import EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_USAGE, rep
 
 CONFIG_FILE = "config.yaml"
 INFO_FILE = "info_stats.json"
+_MAX_KEY_CHARS = 200
 
 
 def add_parser(subparsers: Any) -> None:
@@ -71,6 +72,7 @@ def run(args: argparse.Namespace) -> int:
     from tshtrain.config import load_experiment
     from tshtrain.rundir import RunDirectory
 
+    _check_override_keys(args.overrides)
     experiment = load_experiment(args.config, args.overrides)
     output_dir = Path(args.output_dir or experiment.output_dir or _default_output_dir(experiment))
     experiment = experiment.model_copy(update={"output_dir": str(output_dir)})
@@ -94,6 +96,7 @@ def _resume(directory: Path, overrides: list[str], *, debug: bool) -> int:
     from tshtrain.rundir import RunDirectory
     from tshtrain.trainer.checkpoint import CheckpointManager
 
+    _check_override_keys(overrides)
     run_dir, cleaned = RunDirectory.open_existing(directory)
     with run_dir:
         if cleaned:
@@ -178,6 +181,22 @@ def _train(built: Run, resumed_from: Path | None, *, debug: bool) -> int:
         f"{info.timing.total_time:.1f} s, stop: {info.stop_reason}; results in {built.output_dir}"
     )
     return 0
+
+
+def _check_override_keys(overrides: list[str]) -> None:
+    """Refuse ``--set`` keys that cannot name a setting, before the value is parsed (short messages
+    for huge or binary arguments)."""
+    import re
+
+    from tshtrain.errors import ConfigurationError, short_repr
+
+    for text in overrides:
+        key = text.partition("=")[0].strip()
+        if len(key) > _MAX_KEY_CHARS or not re.fullmatch(r"[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*", key):
+            raise ConfigurationError(
+                f"--set {short_repr(text)}: expected KEY.PATH=VALUE with a dotted key of at most "
+                f"{_MAX_KEY_CHARS} characters, e.g. --set trainer.max_epochs=5."
+            )
 
 
 def _interrupted_message(built: Run) -> str:
