@@ -72,10 +72,13 @@ class RunDirectory:
             path.mkdir(parents=True, exist_ok=True)
         except OSError as error:
             raise RunDirectoryError(f"{path}: cannot create the output directory ({error}).") from None
-        lock_fd = _lock(path)
-        claimed = cls(path, lock_fd, created=created)
+        claimed = cls(path, _lock(path), created=created)
         try:
-            _check_fresh(path)  # again under the lock: another process may have started meanwhile
+            _check_fresh(path)  # again under the lock: another process may have written meanwhile
+        except BaseException:
+            claimed.release()  # what is there now is not ours: touch nothing
+            raise
+        try:
             _write_marker(path)
         except BaseException:
             claimed.abandon()

@@ -359,3 +359,24 @@ def test_ctrl_c_during_training_names_the_checkpoint_and_the_resume_command(tmp_
     assert (checkpoint / "manifest.json").is_file()
     fd = _hold_lock(run_dir)  # the lock was released
     os.close(fd)
+
+
+def test_content_appearing_before_the_lock_is_taken_is_left_alone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The race between the first emptiness check and the lock: the second check refuses, and deletes
+    nothing that appeared meanwhile."""
+    import tshtrain.rundir
+
+    run_dir = tmp_path / "run"
+    real_lock = tshtrain.rundir._lock
+
+    def lock(path: Path) -> int:
+        (path / "written-by-someone-else.txt").write_text("keep me")
+        return real_lock(path)
+
+    monkeypatch.setattr(tshtrain.rundir, "_lock", lock)
+    assert main(["train", *TINY, "-o", str(run_dir)]) == 1
+    assert_one_line_error(capsys.readouterr().err, "train", "is not a tshtrain run directory")
+    assert (run_dir / "written-by-someone-else.txt").read_text() == "keep me"
+    assert not (run_dir / RUN_MARKER).exists()
