@@ -34,6 +34,7 @@ BUFFER_FORMAT_VERSION = 1
 _MANIFEST = "manifest.json"
 _PRIORITIES = "priorities"  # manifest key and file stem (field files never clash: see _field_file)
 _CORE_FIELDS = ("act", "rew", "terminated", "truncated")
+_MAX_PATH_REPR = 300  # paths from a manifest are shown whole up to this length, cut beyond
 _FIELD_NAMES = "act, rew, terminated, truncated, obs[/KEY] and obs_next[/KEY]"
 _FIELD_NAME = re.compile(r"^(act|rew|terminated|truncated|(obs|obs_next)(/[^\x00]+)?)$")
 
@@ -195,16 +196,15 @@ def _field_spec(directory: Path, name: Any, spec: Any, layout: BufferLayout) -> 
 def _check_file_name(directory: Path, given: Any, expected: str) -> None:
     """Raise unless the manifest names exactly the expected file, which stays inside ``directory``."""
     if given != expected:
+        shown = short_repr(given, limit=_MAX_PATH_REPR)
         raise BufferFormatError(
-            f"{directory / _MANIFEST}: names the file {short_repr(given)} where {expected!r} belongs; "
-            f"a buffer only reads its own files inside its directory (no '..', no absolute path)."
+            f"{directory / _MANIFEST}: names the file {shown} where {expected!r} belongs; a buffer only "
+            f"reads its own files inside its directory (no '..', no absolute path)."
         )
     file = directory / expected
     if file.is_symlink() and not file.resolve().is_relative_to(directory.resolve()):
-        raise BufferFormatError(
-            f"{file}: a symbolic link to {short_repr(str(file.resolve()))} outside the buffer directory; "
-            f"refused."
-        )
+        shown = short_repr(str(file.resolve()), limit=_MAX_PATH_REPR)
+        raise BufferFormatError(f"{file}: a symbolic link to {shown} outside the buffer directory; refused.")
 
 
 def _checked_manifest(path: str | os.PathLike[str]) -> tuple[dict[str, Any], BufferLayout]:

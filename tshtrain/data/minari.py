@@ -107,9 +107,9 @@ def check_local_dataset(dataset_id: str, datasets_root: Path) -> Path:
         )
     data_dir = datasets_root / dataset_id / "data"
     if not data_dir.resolve().is_relative_to(datasets_root.resolve()):
+        shown = short_repr(str(data_dir.resolve()), limit=300)
         raise BufferFormatError(
-            f"{data_dir}: leads to {short_repr(str(data_dir.resolve()))}, outside the Minari datasets "
-            f"directory {datasets_root}; refused."
+            f"{data_dir}: leads to {shown}, outside the Minari datasets directory {datasets_root}; refused."
         )
     metadata_file = data_dir / "metadata.json"
     if not metadata_file.is_file():
