@@ -234,3 +234,51 @@ def test_an_env_step_error_names_the_sub_env_in_the_line(
     assert_one_line_error(
         capsys.readouterr().err, "train", "ValueError: physics exploded (raised by the step of sub-env 5 "
     )
+
+
+def test_ctrl_c_before_the_first_checkpoint_says_there_is_nothing_to_resume(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr("tshtrain.trainer.base.Trainer.run", _raise(KeyboardInterrupt))
+    run_dir = tmp_path / "run"
+    assert main(["train", *TINY, "-o", str(run_dir)]) == 130
+    assert_one_line_error(
+        capsys.readouterr().err,
+        "train",
+        f"interrupted (Ctrl-C) before the first periodic checkpoint; nothing to resume in {run_dir}",
+    )
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        ("a" * 1_000_000, "'" + "a" * 60 + "... (1000000 chars)"),
+        (b"x" * 5000, "b'" + "x" * 62 + "... (5000 bytes)"),
+        (list(range(10**6)), "[0, 1, 2, 3, 4, 5, ...]"),
+        (10**5000, "<int of 16610 bits>"),
+        ({"k": [1, 2]}, "{'k': [1, 2]}"),
+    ],
+    ids=["str", "bytes", "list", "int", "small-dict"],
+)
+def test_short_repr_keeps_huge_values_short(value: object, expected: str) -> None:
+    from tshtrain.errors import short_repr
+
+    assert short_repr(value) == expected
+    assert len(short_repr(value)) <= 80
+
+
+def test_short_repr_survives_deep_nesting_and_broken_reprs() -> None:
+    from tshtrain.errors import short_repr
+
+    nested: list[object] = []
+    inner = nested
+    for _ in range(100_000):
+        inner.append([])
+        inner = inner[0]  # type: ignore[assignment]
+    assert short_repr(nested) == "[[[[...]]]]"
+
+    class Broken:
+        def __repr__(self) -> str:
+            raise RuntimeError("no repr")
+
+    assert short_repr(Broken()).startswith("<Broken instance at 0x")
