@@ -31,7 +31,7 @@ import typing
 from dataclasses import dataclass, fields
 from typing import Annotated, Any
 
-from tshtrain.errors import ConfigurationError
+from tshtrain.errors import ConfigurationError, short_repr
 
 __all__ = [
     "Constraint",
@@ -45,11 +45,8 @@ __all__ = [
     "UnitFloat",
     "describe_type",
     "field_checks",
-    "short_repr",
     "validate_fields",
 ]
-
-_REPR_LIMIT = 80
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -129,12 +126,6 @@ class FieldCheck:
         elif not isinstance(value, int):
             return False
         return self.constraint is None or self.constraint.holds(value)
-
-
-def short_repr(value: object, limit: int = _REPR_LIMIT) -> str:
-    """``repr(value)`` cut to about ``limit`` characters (an error message must stay one readable line)."""
-    text = repr(value)
-    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def describe_type(hint: Any) -> FieldCheck | None:

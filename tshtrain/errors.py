@@ -7,6 +7,8 @@ exceptions keeps working; their messages say what was given, what is allowed and
 from __future__ import annotations
 
 import math
+import reprlib
+from typing import Any
 
 
 class ConfigurationError(ValueError):
@@ -25,6 +27,22 @@ class PolicyOutputError(ValueError):
     """A policy returned actions of the wrong shape, or outside the action space."""
 
 
+class EnvStepError(FloatingPointError):
+    """A sub-env returned a NaN / inf observation or reward (checked by ``Collector(check_finite=True)``).
+
+    The message names the sub-env, the collector's env step and the field. (An exception raised by a
+    sub-env's ``step`` keeps its type; the collector adds a note naming the sub-env.)"""
+
+    def __init__(self, message: str, *, env_index: int, env_step: int, field: str):
+        super().__init__(message)
+        self.env_index = env_index
+        """the sub-env that returned the value"""
+        self.env_step = env_step
+        """env steps the collector had taken (since its stats reset) before that vector step"""
+        self.field = field
+        """``"obs"``, ``"obs/KEY"`` (dict observations) or ``"rew"``"""
+
+
 def require_positive(owner: str, field: str, value: int | float) -> None:
     """Raise ``ConfigurationError`` unless ``value`` is a finite number > 0 (not a bool).
 
@@ -41,6 +59,37 @@ def require_positive(owner: str, field: str, value: int | float) -> None:
     except TypeError:  # not a number at all
         allowed = False
     if not allowed:
-        text = repr(value)
-        text = text if len(text) <= 80 else text[:77] + "..."
-        raise ConfigurationError(f"{owner}.{field} must be a positive number, got {text}.")
+        raise ConfigurationError(f"{owner}.{field} must be a positive number, got {short_repr(value)}.")
+
+
+_REPR = reprlib.Repr()
+_REPR.maxstring = _REPR.maxother = _REPR.maxlong = 200
+_REPR.maxlevel = 3
+
+
+def short_repr(value: Any, limit: int = 80) -> str:
+    """``repr(value)`` cut to at most ``limit`` characters, for error messages about user input.
+
+    Huge strings, lists and deeply nested values give a short prefix ending in ``...`` and the length
+    that was cut (``'aaaa...' (1000000 chars)``); a value whose ``repr`` raises gives its type name.
+    Never raises, never recurses without bound.
+    """
+    if isinstance(value, int) and value.bit_length() > 256:
+        return f"<int of {value.bit_length()} bits>"  # repr of a huge int is slow or refused
+    try:
+        text = _REPR.repr(value)
+    except Exception:  # a broken __repr__ must not hide the error being reported
+        text = f"<{type(value).__name__} object>"
+    if len(text) <= limit:
+        return text
+    size = _size_hint(value)
+    suffix = f"... ({size})" if size else "..."
+    return text[: max(limit - len(suffix), 1)] + suffix
+
+
+def _size_hint(value: Any) -> str:
+    if isinstance(value, str | bytes):
+        return f"{len(value)} chars" if isinstance(value, str) else f"{len(value)} bytes"
+    if isinstance(value, list | tuple | dict | set | frozenset):
+        return f"{len(value)} items"
+    return ""

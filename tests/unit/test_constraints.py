@@ -20,10 +20,9 @@ from tshtrain.constraints import (
     UnitFloat,
     describe_type,
     field_checks,
-    short_repr,
     validate_fields,
 )
-from tshtrain.errors import ConfigurationError, require_positive
+from tshtrain.errors import ConfigurationError, require_positive, short_repr
 from tshtrain.logger import LogIntervals
 from tshtrain.trainer import TrainerOptions
 
@@ -119,9 +118,9 @@ def test_long_values_are_cut_in_the_message() -> None:
     with pytest.raises(ConfigurationError) as info:
         Sample(count="x" * 500)  # type: ignore[arg-type]  # the wrong type is the point
     assert len(str(info.value)) < 150
-    assert str(info.value).endswith("...'.") or str(info.value).endswith("....")
+    assert str(info.value).endswith("... (500 chars).")  # errors.short_repr names what was cut
     assert short_repr("abc") == "'abc'"
-    assert len(short_repr(list(range(1000)))) == 80
+    assert len(short_repr(list(range(1000)))) <= 80
 
 
 def test_checks_are_resolved_once_per_class_and_skip_non_numbers() -> None:

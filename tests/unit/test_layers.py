@@ -18,6 +18,7 @@ LAYER_RANKS: dict[str, int] = {
     "errors": 0,
     "counters": 0,  # the run's counters: standard library only, read by the logger and the trainer
     "constraints": 0,  # tshtrain/constraints.py: constrained number types (stdlib + errors only)
+    "rundir": 0,  # run directories: marker, lock, cleanup of interrupted writes (stdlib + errors only)
     "functional": 1,
     "env": 1,
     "data": 2,

@@ -10,8 +10,11 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from tshtrain.config import Experiment, Run
 
+from tshtrain.cli.failure import EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_USAGE, report_failure
+
 CONFIG_FILE = "config.yaml"
 INFO_FILE = "info_stats.json"
+_MAX_KEY_CHARS = 200
 
 
 def add_parser(subparsers: Any) -> None:
@@ -62,7 +65,7 @@ def add_parser(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Train (or resume); 0 on success, 1 on a bad experiment or a failed run."""
+    """Train (or resume); 0 on success, 1 on a bad experiment or a failed run, 130 on Ctrl-C."""
     if args.resume is not None:
         if args.config is not None or args.output_dir is not None:
             print(
@@ -70,65 +73,77 @@ def run(args: argparse.Namespace) -> int:
                 "drop CONFIG and --output-dir.",
                 file=sys.stderr,
             )
-            return 2
-        return _resume(Path(args.resume), args.overrides, trusted=args.trust)
+            return EXIT_USAGE
+        return _resume(Path(args.resume), args.overrides, debug=args.debug, trusted=args.trust)
     from tshtrain.config import load_experiment
+    from tshtrain.rundir import RunDirectory
 
+    _check_override_keys(args.overrides)
     experiment = load_experiment(args.config, args.overrides)
     output_dir = Path(args.output_dir or experiment.output_dir or _default_output_dir(experiment))
-    if (output_dir / CONFIG_FILE).exists():
-        print(
-            f"tshtrain train: error: {output_dir} holds a run already ({CONFIG_FILE}); continue it "
-            f"with `tshtrain train --resume {output_dir}` or choose another --output-dir.",
-            file=sys.stderr,
-        )
-        return 1
     experiment = experiment.model_copy(update={"output_dir": str(output_dir)})
+    run_dir = RunDirectory.create(output_dir)  # the marker first, then the lock is held until the end
+    with run_dir:
+        try:
+            built = _build(args.config or "the default experiment", experiment, output_dir, prefill=True)
+            try:
+                _write_config(experiment, output_dir)
+            except BaseException:
+                built.close()
+                raise
+        except BaseException:
+            run_dir.abandon()  # nothing was trained: leave no half-made run directory behind
+            raise
+        return _train(built, resumed_from=None, debug=args.debug)
 
-    built = _build(args.config or "the default experiment", experiment, output_dir, prefill=True)
-    try:
-        _write_config(experiment, output_dir)
-    except BaseException:
-        built.close()
-        raise
-    return _train(built, resumed_from=None)
 
-
-def _resume(directory: Path, overrides: list[str], *, trusted: bool) -> int:
+def _resume(directory: Path, overrides: list[str], *, debug: bool, trusted: bool) -> int:
     from tshtrain.config import load_experiment
+    from tshtrain.rundir import RunDirectory
     from tshtrain.trainer.checkpoint import CheckpointManager
 
-    config = directory / CONFIG_FILE
-    if not config.is_file():
-        print(
-            f"tshtrain train: error: --resume {directory}: no {CONFIG_FILE} there; give the output dir of a "
-            f"`tshtrain train` run.",
-            file=sys.stderr,
-        )
-        return 1
-    experiment = load_experiment(str(config), overrides)
-    if overrides:
-        _write_config(experiment, directory)
-    built = _build(str(config), experiment, directory, prefill=False)
-    params = built.trainer.params.checkpoint
-    latest = CheckpointManager(params).latest() if params is not None else None
-    if latest is None:
-        built.close()
-        print(
-            f"tshtrain train: error: --resume {directory}: no complete periodic checkpoint under "
-            f"{directory / 'checkpoints'}; the run stopped before its first checkpoint, so start it again.",
-            file=sys.stderr,
-        )
-        return 1
-    built.trainer.load_checkpoint(latest, trusted=trusted)
-    if built.trainer.done:
-        built.close()
-        print(
-            f"{directory}: the run already finished ({built.trainer.stop_reason}); nothing to resume. "
-            f"Start a new run to train longer."
-        )
-        return 0
-    return _train(built, resumed_from=latest)
+    _check_override_keys(overrides)
+    run_dir, cleaned = RunDirectory.open_existing(directory)
+    with run_dir:
+        if cleaned:
+            print(f"{directory}: removed {len(cleaned)} leftover(s) of writes interrupted by a killed run")
+        config = directory / CONFIG_FILE
+        if not config.is_file():
+            print(
+                f"tshtrain train: error: --resume {directory}: no {CONFIG_FILE} there; the run stopped "
+                f"before it started training, so start it again in a new directory.",
+                file=sys.stderr,
+            )
+            return EXIT_FAILURE
+        experiment = load_experiment(str(config), overrides)
+        built = _build(str(config), experiment, directory, prefill=False)
+        try:
+            params = built.trainer.params.checkpoint
+            latest = CheckpointManager(params).latest() if params is not None else None
+            if latest is None:
+                print(
+                    f"tshtrain train: error: --resume {directory}: no complete periodic checkpoint under "
+                    f"{directory / 'checkpoints'}; the run stopped before its first checkpoint, so start "
+                    f"it again in a new directory.",
+                    file=sys.stderr,
+                )
+                built.close()
+                return EXIT_FAILURE
+            built.trainer.load_checkpoint(latest, trusted=trusted)
+            # only now: an override that does not fit the checkpoint leaves config.yaml as it was
+            if overrides:
+                _write_config(experiment, directory)
+        except BaseException:
+            built.close()
+            raise
+        if built.trainer.done:
+            built.close()
+            print(
+                f"{directory}: the run already finished ({built.trainer.stop_reason}); nothing to resume. "
+                f"Start a new run to train longer."
+            )
+            return 0
+        return _train(built, resumed_from=latest, debug=debug)
 
 
 def _build(source: str, experiment: Experiment, output_dir: Path, *, prefill: bool) -> Run:
@@ -141,7 +156,7 @@ def _build(source: str, experiment: Experiment, output_dir: Path, *, prefill: bo
         raise ExperimentError(f"{source}: {error}") from None
 
 
-def _train(built: Run, resumed_from: Path | None) -> int:
+def _train(built: Run, resumed_from: Path | None, *, debug: bool) -> int:
     import dataclasses
     import json
 
@@ -158,6 +173,9 @@ def _train(built: Run, resumed_from: Path | None) -> int:
         info = built.trainer.run()
         if experiment.buffer.save_on_exit and built.training_buffer is not None:
             save_buffer(built.training_buffer, built.output_dir / "buffer")
+    except KeyboardInterrupt:
+        report_failure("train", _interrupted_message(built), debug=debug)
+        return EXIT_INTERRUPTED
     finally:
         built.close()
     write_atomic(
@@ -169,6 +187,41 @@ def _train(built: Run, resumed_from: Path | None) -> int:
         f"{info.timing.total_time:.1f} s, stop: {info.stop_reason}; results in {built.output_dir}"
     )
     return 0
+
+
+def _check_override_keys(overrides: list[str]) -> None:
+    """Refuse ``--set`` keys that cannot name a setting, before the value is parsed (short messages
+    for huge or binary arguments)."""
+    import re
+
+    from tshtrain.errors import ConfigurationError, short_repr
+
+    for text in overrides:
+        key = text.partition("=")[0].strip()
+        if len(key) > _MAX_KEY_CHARS or not re.fullmatch(r"[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*", key):
+            raise ConfigurationError(
+                f"--set {short_repr(text)}: expected KEY.PATH=VALUE with a dotted key of at most "
+                f"{_MAX_KEY_CHARS} characters, e.g. --set trainer.max_epochs=5."
+            )
+
+
+def _interrupted_message(built: Run) -> str:
+    """Where the run stopped and the command that continues it."""
+    import shlex
+
+    from tshtrain.trainer.checkpoint import CheckpointManager
+
+    params = built.trainer.params.checkpoint
+    latest = CheckpointManager(params).latest() if params is not None else None
+    if latest is None:
+        return (
+            f"interrupted (Ctrl-C) before the first periodic checkpoint; nothing to resume in "
+            f"{built.output_dir}: start the run again in a new directory."
+        )
+    return (
+        f"interrupted (Ctrl-C); the last checkpoint is {latest}; continue the run with: "
+        f"tshtrain train --resume {shlex.quote(str(built.output_dir))}"
+    )
 
 
 def _write_config(experiment: Experiment, output_dir: Path) -> None:

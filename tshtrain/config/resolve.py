@@ -18,8 +18,8 @@ from tshtrain.config.files import ExperimentError, apply_overrides, merge_data, 
 from tshtrain.config.models import Experiment, Section
 from tshtrain.config.registry import DEFAULT_ALGORITHM, AlgorithmSpec, Family, did_you_mean, get_spec
 from tshtrain.config.schema import adapter, expected, value_fields
-from tshtrain.constraints import FiniteFloat, short_repr
-from tshtrain.errors import ConfigurationError
+from tshtrain.constraints import FiniteFloat
+from tshtrain.errors import ConfigurationError, short_repr
 from tshtrain.trainer import OfflineTrainerParams, OffPolicyTrainerParams, OnPolicyTrainerParams
 
 TRAINER_PARAMS: dict[Family, type] = {

@@ -6,26 +6,37 @@ goes to a temporary directory that is renamed into place only when complete (fsy
 leaves nothing behind, and an existing buffer directory of the same name is replaced only at the end.
 Prioritized buffers add ``priorities.npy`` and their exponents to the manifest, so that a loaded buffer
 samples exactly as the saved one did.
+
+A saved buffer is untrusted input: loading never unpickles (object arrays are refused, ``np.save`` is
+called with ``allow_pickle=False``), every file the manifest names must be the field's own file inside
+the buffer directory (no ``..``, no absolute path, no symbolic link leading out), and sizes, shapes and
+write positions are checked against the files before anything is allocated or changed.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import os
+import re
 import shutil
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard
 
 import numpy as np
 
 from tshtrain.data import prioritized
 from tshtrain.data.buffer import BaseReplayBuffer, BufferLayout, ReplayBuffer, VectorReplayBuffer
-from tshtrain.errors import BufferFormatError
+from tshtrain.errors import BufferFormatError, short_repr
 
 BUFFER_FORMAT = "tshtrain-buffer"
 BUFFER_FORMAT_VERSION = 1
 _MANIFEST = "manifest.json"
 _PRIORITIES = "priorities"  # manifest key and file stem (field files never clash: see _field_file)
+_CORE_FIELDS = ("act", "rew", "terminated", "truncated")
+_MAX_PATH_REPR = 300  # paths from a manifest are shown whole up to this length, cut beyond
+_FIELD_NAMES = "act, rew, terminated, truncated, obs[/KEY] and obs_next[/KEY]"
+_FIELD_NAME = re.compile(r"^(act|rew|terminated|truncated|(obs|obs_next)(/[^\x00]+)?)$")
 
 
 def _field_file(name: str) -> str:
@@ -128,18 +139,104 @@ def read_manifest(path: str | os.PathLike[str]) -> dict[str, Any]:
     return manifest
 
 
+def _checked_layout(manifest: dict[str, Any], where: Path) -> BufferLayout:
+    """The manifest's sizes and write positions, checked for type and range."""
+    raw_cap, raw_cols = manifest.get("column_capacity"), manifest.get("num_columns")
+    if not (_is_int(raw_cap) and _is_int(raw_cols) and raw_cap >= 1 and raw_cols >= 1):
+        raise BufferFormatError(
+            f"{where}: column_capacity and num_columns must be positive integers, got "
+            f"{short_repr(raw_cap)} and {short_repr(raw_cols)}."
+        )
+    cap, cols = raw_cap, raw_cols
+    positions: dict[str, tuple[int, ...]] = {}
+    for key in ("ptr", "length"):
+        values = manifest.get(key)
+        if not (isinstance(values, list) and len(values) == cols and all(_is_int(v) for v in values)):
+            raise BufferFormatError(
+                f"{where}: {key} must be a list of {cols} integers, got {short_repr(values)}."
+            )
+        if not all(0 <= v <= cap for v in values):
+            raise BufferFormatError(f"{where}: {key} {short_repr(values)} outside 0..{cap}.")
+        positions[key] = tuple(int(v) for v in values)
+    if not isinstance(manifest.get("fields"), dict):
+        raise BufferFormatError(f"{where}: fields must be a mapping of field names to files.")
+    return BufferLayout(
+        column_capacity=cap, num_columns=cols, ptr=positions["ptr"], length=positions["length"]
+    )
+
+
+def _is_int(value: object) -> TypeGuard[int]:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _field_spec(directory: Path, name: Any, spec: Any, layout: BufferLayout) -> dict[str, Any]:
+    """The manifest entry of field ``name``, checked: a known field name, its own file, and a shape of
+    (column_capacity, num_columns, ...)."""
+    where = directory / _MANIFEST
+    if not isinstance(name, str) or not _FIELD_NAME.match(name):
+        raise BufferFormatError(f"{where}: unknown field {short_repr(name)}; a buffer stores {_FIELD_NAMES}.")
+    if not isinstance(spec, dict):
+        raise BufferFormatError(f"{where}: the entry of field {name!r} is not a mapping.")
+    _check_file_name(directory, spec.get("file"), _field_file(name))
+    if not isinstance(spec.get("dtype"), str) or len(spec["dtype"]) > 64:
+        raise BufferFormatError(
+            f"{where}: field {name!r} has the invalid dtype {short_repr(spec.get('dtype'))}."
+        )
+    shape = spec.get("shape")
+    if not (isinstance(shape, list) and len(shape) >= 2 and all(_is_int(n) and n >= 0 for n in shape)):
+        raise BufferFormatError(f"{where}: field {name!r} has the invalid shape {short_repr(shape)}.")
+    if tuple(shape[:2]) != (layout.column_capacity, layout.num_columns):
+        raise BufferFormatError(
+            f"{where}: field {name!r} has shape {shape}, the buffer is {layout.column_capacity} rows x "
+            f"{layout.num_columns} columns."
+        )
+    return spec
+
+
+def _check_file_name(directory: Path, given: Any, expected: str) -> None:
+    """Raise unless the manifest names exactly the expected file, which stays inside ``directory``."""
+    if given != expected:
+        shown = short_repr(given, limit=_MAX_PATH_REPR)
+        raise BufferFormatError(
+            f"{directory / _MANIFEST}: names the file {shown} where {expected!r} belongs; a buffer only "
+            f"reads its own files inside its directory (no '..', no absolute path)."
+        )
+    file = directory / expected
+    if file.is_symlink() and not file.resolve().is_relative_to(directory.resolve()):
+        shown = short_repr(str(file.resolve()), limit=_MAX_PATH_REPR)
+        raise BufferFormatError(f"{file}: a symbolic link to {shown} outside the buffer directory; refused.")
+
+
+def _checked_manifest(path: str | os.PathLike[str]) -> tuple[dict[str, Any], BufferLayout]:
+    """The manifest and its layout, with every field entry (and the priorities entry) checked."""
+    manifest = read_manifest(path)
+    directory = Path(path)
+    layout = _checked_layout(manifest, directory / _MANIFEST)
+    for name, spec in manifest["fields"].items():
+        _field_spec(directory, name, spec, layout)
+    missing = [name for name in _CORE_FIELDS if name not in manifest["fields"]]
+    if manifest["fields"] and missing:  # an empty buffer has no fields at all
+        raise BufferFormatError(f"{directory / _MANIFEST}: the fields {missing} are missing.")
+    per = manifest.get(_PRIORITIES)
+    if per is not None:
+        if not isinstance(per, dict):
+            raise BufferFormatError(f"{directory / _MANIFEST}: {_PRIORITIES} is not a mapping.")
+        _check_file_name(directory, per.get("file"), _PRIORITIES + ".npy")
+        for key in ("alpha", "beta", "max_priority"):
+            if not isinstance(per.get(key), int | float) or isinstance(per.get(key), bool):
+                raise BufferFormatError(
+                    f"{directory / _MANIFEST}: {_PRIORITIES}.{key} must be a number, got "
+                    f"{short_repr(per.get(key))}."
+                )
+    return manifest, layout
+
+
 def load_buffer_into(buffer: BaseReplayBuffer, path: str | os.PathLike[str]) -> BaseReplayBuffer:
     """Fill ``buffer`` (which must have the saved sizes) from the directory ``path``.
 
     Every file is checked before the buffer changes, so a failed load leaves it as it was.
     """
-    manifest = read_manifest(path)
-    layout = BufferLayout(
-        column_capacity=int(manifest["column_capacity"]),
-        num_columns=int(manifest["num_columns"]),
-        ptr=tuple(int(p) for p in manifest["ptr"]),
-        length=tuple(int(n) for n in manifest["length"]),
-    )
+    manifest, layout = _checked_manifest(path)
     if (layout.column_capacity, layout.num_columns) != (buffer.column_capacity, buffer.num_columns):
         raise BufferFormatError(
             f"{path}: saved buffer has {layout.num_columns} sub-buffers of {layout.column_capacity} rows; "
@@ -164,7 +261,11 @@ def load_buffer_into(buffer: BaseReplayBuffer, path: str | os.PathLike[str]) -> 
 
 
 def _read_array(directory: Path, spec: dict[str, Any]) -> np.ndarray:
-    """Read one array file described by a manifest entry, checked against it."""
+    """Read one array file described by a (checked) manifest entry, checked against it.
+
+    The header is parsed without unpickling; object arrays are refused, and the file must hold
+    exactly the bytes its header promises before the array is allocated.
+    """
     file = directory / spec["file"]
     try:
         with open(file, "rb") as fh:
@@ -173,10 +274,22 @@ def _read_array(directory: Path, spec: dict[str, Any]) -> np.ndarray:
                 shape, fortran, dtype = np.lib.format.read_array_header_1_0(fh)
             else:
                 shape, fortran, dtype = np.lib.format.read_array_header_2_0(fh)
-            if list(shape) != spec["shape"] or dtype.str != spec["dtype"] or fortran:
+            if dtype.hasobject:
+                raise BufferFormatError(
+                    f"{file}: holds Python objects (dtype {dtype}), which only unpickling could read; "
+                    f"tshtrain never unpickles a buffer. Save numeric arrays."
+                )
+            if list(shape) != spec["shape"] or dtype.str != spec.get("dtype") or fortran:
                 raise BufferFormatError(
                     f"{file}: holds {dtype.str}{list(shape)}, the manifest says "
                     f"{spec['dtype']}{spec['shape']}."
+                )
+            num_bytes = math.prod(shape) * dtype.itemsize
+            present = os.fstat(fh.fileno()).st_size - fh.tell()
+            if present != num_bytes:
+                raise BufferFormatError(
+                    f"{file}: unreadable or truncated field file ({present} data bytes, the header "
+                    f"promises {num_bytes})."
                 )
             arr = np.empty(shape, dtype=dtype)
             _read_into(fh, arr, file)
@@ -205,8 +318,8 @@ def load_buffer(
 ) -> BaseReplayBuffer:
     """Load a saved buffer as a new :class:`ReplayBuffer` / :class:`VectorReplayBuffer` (or the
     prioritized variant it was saved from, with the saved alpha, beta and priorities)."""
-    manifest = read_manifest(path)
-    cap, cols = int(manifest["column_capacity"]), int(manifest["num_columns"])
+    manifest, layout = _checked_manifest(path)
+    cap, cols = layout.column_capacity, layout.num_columns
     kind = manifest.get("class")
     per = manifest.get(_PRIORITIES) or {}
     alpha, beta = float(per.get("alpha", 0.6)), float(per.get("beta", 0.4))

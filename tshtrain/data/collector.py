@@ -26,8 +26,8 @@ from tshtrain.data.batch import ObsArray
 from tshtrain.data.buffer import BaseReplayBuffer
 from tshtrain.data.stats import CollectStats
 from tshtrain.env.spaces import make_action_checker, sample_actions
-from tshtrain.env.vector import require_same_step_autoreset
-from tshtrain.errors import ConfigurationError, require_positive
+from tshtrain.env.vector import failing_sub_env, require_same_step_autoreset
+from tshtrain.errors import ConfigurationError, EnvStepError, require_positive
 
 
 class CollectorPolicy(Protocol):
@@ -153,6 +153,7 @@ class Collector:
         exploration_noise: bool = False,
         seed: int | None = None,
         check_actions: bool = True,
+        check_finite: bool = False,
         info_key: str | None = None,
     ):
         """Args:
@@ -164,6 +165,10 @@ class Collector:
         seed: seeds the envs (sub-env i gets seed + i) and the collector's generator (random actions,
             exploration noise). The envs are reset here.
         check_actions: check every action batch against the action space (O(N) per vector step).
+        check_finite: check the observations and rewards of every reset and vector step for NaN and
+            inf before they are stored (O(N * obs size) per vector step); the first one raises
+            :class:`~tshtrain.errors.EnvStepError` naming the sub-env, the collector's env step and
+            the field (``obs``, ``obs/KEY`` or ``rew``). Off: costs one bool test per vector step.
         info_key: report the numeric scalars the envs put in ``info[info_key]`` (skrl's
             ``environment_info``): their means over the collected env steps are
             ``CollectStats.env_info`` (see :class:`EnvInfoAccumulator`). None: info is not read.
@@ -180,6 +185,8 @@ class Collector:
         self.buffer = buffer
         self.exploration_noise = exploration_noise
         self.check_actions = check_actions
+        self.check_finite = check_finite
+        self._vector_steps_this_collect = 0  # counted only with check_finite, for its messages
         self.info_key = info_key
         self._env_info: EnvInfoAccumulator | None = None
         self.listener: CollectorListener | None = None
@@ -210,6 +217,8 @@ class Collector:
         if self.listener is not None:
             self.listener.on_env_reset(np.arange(self.num_envs))
         obs, _ = self.env.reset(seed=seed)
+        if self.check_finite:
+            self._require_finite(obs, None, "after a reset")
         self._obs = obs
         self._ep_return = np.zeros_like(self._ep_return)
         self._ep_len[:] = 0
@@ -248,6 +257,7 @@ class Collector:
         if reset_before_collect:
             self.reset_env()
         start = time.perf_counter()
+        self._vector_steps_this_collect = 0
         self._env_info = EnvInfoAccumulator(self.info_key) if self.info_key is not None else None
         if n_step is not None:
             require_positive("Collector.collect", "n_step", n_step)
@@ -301,7 +311,14 @@ class Collector:
             (indices of envs whose episode ended, their returns, their lengths)
         """
         act, env_act = self._actions(random, deterministic)
-        obs_next, rew, terminated, truncated, info = self.env.step(env_act)
+        try:
+            obs_next, rew, terminated, truncated, info = self.env.step(env_act)
+        except Exception as error:  # free unless raised: name the sub-env, keep the exception's type
+            error.add_note(self._step_error_note(error))
+            raise
+        if self.check_finite:
+            self._vector_steps_this_collect += 1
+            self._require_finite(obs_next, rew, "in the vector step")
         if self._env_info is not None:
             self._env_info.add(info, active)
         done = terminated | truncated
@@ -344,6 +361,41 @@ class Collector:
         if self.listener is not None:
             self.listener.on_vector_step(done_idx)
         return done_idx, returns, lens
+
+    def _env_step_count(self) -> int:
+        """Env steps this collector took (since its stats reset) before the current vector step."""
+        return self.num_collected_env_steps + max(self._vector_steps_this_collect - 1, 0) * self.num_envs
+
+    def _step_error_note(self, error: BaseException) -> str:
+        index = failing_sub_env(self.env, error)
+        who = f"sub-env {index}" if index is not None else "a sub-env (index unknown)"
+        return (
+            f"raised by the step of {who} of the vector env, in a collect that started after collector "
+            f"env step {self.num_collected_env_steps}"
+        )
+
+    def _require_finite(self, obs: ObsArray, rew: np.ndarray | None, when: str) -> None:
+        """Raise :class:`EnvStepError` at the first NaN / inf in ``obs`` or ``rew`` (None: not checked)."""
+        fields = {"obs": obs} if isinstance(obs, np.ndarray) else {f"obs/{k}": v for k, v in obs.items()}
+        if rew is not None:
+            fields["rew"] = rew
+        for field, values in fields.items():
+            arr = np.asarray(values)
+            if arr.dtype.kind not in "fc" or np.isfinite(arr).all():
+                continue
+            bad_rows = ~np.isfinite(arr.reshape(len(arr), -1)).all(axis=1)
+            index = int(np.flatnonzero(bad_rows)[0])
+            kind = "NaN" if np.isnan(arr[index]).any() else "inf"
+            step = self._env_step_count()
+            value = np.array2string(np.asarray(arr[index]), threshold=8)
+            raise EnvStepError(
+                f"Collector(check_finite=True): sub-env {index} returned {kind} in {field} {when} after "
+                f"collector env step {step} (value {value}); fix "
+                f"the env or wrap it (e.g. gymnasium.wrappers.TransformReward / TransformObservation).",
+                env_index=index,
+                env_step=step,
+                field=field,
+            )
 
     def _collect_steps(
         self, num_vector_steps: int, random: bool, deterministic: bool

@@ -12,19 +12,32 @@ action space ``[low, high]`` onto ``[-1, 1]`` (``action_scaling=True``, the defa
 :meth:`tshtrain.algorithm.Policy.map_action` inverts when the trained policy acts).
 
 Minari is an optional dependency: ``pip install 'tshtrain[minari]'``. It is imported on first use.
+
+A dataset named by id is untrusted input. The id must be a plain relative name (``name-v0``,
+``namespace/name-v0``) inside Minari's datasets directory, and the dataset's ``metadata.json`` must
+describe its observation and action spaces: Minari otherwise builds the env from the ``env_spec`` in
+the file, which imports and runs whatever entry point the file names, so such a dataset is refused.
+Minari stores arrays in HDF5 or Arrow files and never unpickles them.
 """
 
 from __future__ import annotations
 
 import importlib
+import json
+import re
 from collections.abc import Iterable, Mapping
+from pathlib import Path
 from typing import Any
 
 import gymnasium as gym
 import numpy as np
 
 from tshtrain.data.buffer import BufferLayout, ReplayBuffer
-from tshtrain.errors import ConfigurationError, UnsupportedSpaceError
+from tshtrain.errors import BufferFormatError, ConfigurationError, UnsupportedSpaceError, short_repr
+
+_DATASET_ID = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*(/[A-Za-z0-9_][A-Za-z0-9_.-]*)*$")
+"""a Minari dataset id: ``/``-separated names, none of them ``..`` or hidden, never absolute"""
+_MAX_METADATA_BYTES = 1 << 24
 
 
 def _import_minari() -> Any:
@@ -78,6 +91,55 @@ def episodes_to_fields(episodes: Iterable[Any]) -> dict[str, np.ndarray]:
     return {name: np.concatenate(values) for name, values in parts.items()}
 
 
+def check_local_dataset(dataset_id: str, datasets_root: Path) -> Path:
+    """Check a dataset id and the dataset's metadata before Minari opens it (see the module
+    docstring); the dataset's ``data`` directory.
+
+    Raises:
+        ConfigurationError: the id is not a plain relative name.
+        BufferFormatError: the dataset lies outside ``datasets_root`` (a symbolic link), or its
+            metadata would make Minari import code (no observation or action space).
+    """
+    if not _DATASET_ID.match(dataset_id) or any(part.startswith(".") for part in dataset_id.split("/")):
+        raise ConfigurationError(
+            f"minari_to_buffer: dataset id {short_repr(dataset_id)} is not a Minari id such as "
+            f"'namespace/name-v0' (no '..', no absolute path, no hidden names)."
+        )
+    data_dir = datasets_root / dataset_id / "data"
+    if not data_dir.resolve().is_relative_to(datasets_root.resolve()):
+        shown = short_repr(str(data_dir.resolve()), limit=300)
+        raise BufferFormatError(
+            f"{data_dir}: leads to {shown}, outside the Minari datasets directory {datasets_root}; refused."
+        )
+    metadata_file = data_dir / "metadata.json"
+    if not metadata_file.is_file():
+        return data_dir  # Minari reports the missing dataset itself
+    try:
+        with open(metadata_file, "rb") as handle:
+            metadata = json.loads(handle.read(_MAX_METADATA_BYTES + 1)[:_MAX_METADATA_BYTES])
+    except (OSError, ValueError, RecursionError) as error:
+        raise BufferFormatError(f"{metadata_file}: unreadable Minari metadata ({error}).") from None
+    if not isinstance(metadata, dict):
+        raise BufferFormatError(f"{metadata_file}: not a Minari metadata object.")
+    missing = [key for key in ("observation_space", "action_space") if not isinstance(metadata.get(key), str)]
+    if missing:
+        entry_point = _entry_point(metadata.get("env_spec"))
+        raise BufferFormatError(
+            f"{metadata_file}: no {' and no '.join(missing)}; Minari would build the env from the file's "
+            f"env_spec instead, importing and running its entry point {short_repr(entry_point)}. "
+            f"tshtrain refuses datasets that name code; record the dataset with its spaces."
+        )
+    return data_dir
+
+
+def _entry_point(env_spec: Any) -> Any:
+    try:
+        spec = json.loads(env_spec) if isinstance(env_spec, str) else None
+    except ValueError:
+        return None
+    return spec.get("entry_point") if isinstance(spec, dict) else None
+
+
 def minari_to_buffer(
     dataset: Any,
     *,
@@ -96,9 +158,13 @@ def minari_to_buffer(
 
     Raises:
         ImportError: minari is not installed (``pip install 'tshtrain[minari]'``).
+        ConfigurationError: a dataset id that is not a plain relative name.
+        BufferFormatError: a dataset outside the datasets directory, or one that names code (see
+            :func:`check_local_dataset`).
     """
     minari = _import_minari()
     if isinstance(dataset, str):
+        check_local_dataset(dataset, Path(minari.storage.get_dataset_path()))
         dataset = minari.load_dataset(dataset)
     space = dataset.action_space
     if not isinstance(space, gym.spaces.Box | gym.spaces.Discrete):

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import gymnasium as gym
 import numpy as np
 
-from tshtrain.errors import PolicyOutputError, UnsupportedSpaceError
+from tshtrain.errors import PolicyOutputError, UnsupportedSpaceError, short_repr
 
 _SUPPORTED = "Box, Discrete, MultiDiscrete or MultiBinary (and, for observations, a flat Dict of these)"
 
@@ -105,8 +105,8 @@ def _sample_box(space: gym.spaces.Box, num: int, rng: np.random.Generator) -> np
 def _require_integral(space: gym.Space[object], act: np.ndarray) -> None:
     if not np.issubdtype(act.dtype, np.integer) and np.any(act != np.round(act)):
         raise PolicyOutputError(
-            f"The policy returned non-integer actions {act.tolist()} for {space!r}; return integer "
-            f"indices (e.g. argmax) instead."
+            f"The policy returned non-integer actions {short_repr(act.tolist())} for {space!r}; return "
+            f"integer indices (e.g. argmax) instead."
         )
 
 
@@ -131,11 +131,14 @@ def check_actions(space: gym.Space[object], act: np.ndarray, num_envs: int) -> N
         low, high = int(space.start), int(space.start) + int(space.n) - 1
         if act.min() < low or act.max() > high:
             raise PolicyOutputError(
-                f"The policy returned discrete actions {act.tolist()}; {space!r} allows {low}..{high}."
+                f"The policy returned discrete actions {short_repr(act.tolist())}; {space!r} allows "
+                f"{low}..{high}."
             )
     elif isinstance(space, gym.spaces.Box):
         if not np.all(np.isfinite(act)):
-            raise PolicyOutputError(f"The policy returned non-finite actions {act.tolist()} for {space!r}.")
+            raise PolicyOutputError(
+                f"The policy returned non-finite actions {short_repr(act.tolist())} for {space!r}."
+            )
         if np.any(act < space.low) or np.any(act > space.high):
             raise PolicyOutputError(
                 f"The policy returned actions outside {space!r}: min {act.min()}, max {act.max()}. "
@@ -144,9 +147,11 @@ def check_actions(space: gym.Space[object], act: np.ndarray, num_envs: int) -> N
     elif isinstance(space, gym.spaces.MultiDiscrete):
         start = np.asarray(space.start)
         if np.any(act < start) or np.any(act >= start + np.asarray(space.nvec)):
-            raise PolicyOutputError(f"The policy returned actions {act.tolist()} outside {space!r}.")
+            raise PolicyOutputError(
+                f"The policy returned actions {short_repr(act.tolist())} outside {space!r}."
+            )
     elif isinstance(space, gym.spaces.MultiBinary) and np.any((act != 0) & (act != 1)):
-        raise PolicyOutputError(f"The policy returned actions {act.tolist()} outside {space!r}.")
+        raise PolicyOutputError(f"The policy returned actions {short_repr(act.tolist())} outside {space!r}.")
 
 
 _SMALL_BATCH = 32

@@ -84,6 +84,31 @@ def make_vector_env(
     return gym.vector.AsyncVectorEnv(factories, autoreset_mode=AutoresetMode.SAME_STEP)
 
 
+def failing_sub_env(env: gym.vector.VectorEnv[Any, Any, Any], error: BaseException) -> int | None:
+    """The index of the sub-env whose ``step`` raised ``error`` inside ``env.step``, or None if it
+    cannot be told (subprocess vector envs report the worker in their own log message).
+
+    Only Gymnasium's ``SyncVectorEnv`` is understood: its ``step`` loops over the sub-envs with the
+    index ``i``, which the traceback still holds. Costs nothing unless an error is being reported.
+    """
+    if not isinstance(env, gym.vector.SyncVectorEnv):
+        return None
+    tb = error.__traceback__
+    while tb is not None:
+        frame = tb.tb_frame
+        if frame.f_code is _SYNC_STEP_CODE:
+            below = tb.tb_next  # the call that raised must be the sub-env's step, not the batching after it
+            index = frame.f_locals.get("i")
+            if below is not None and below.tb_frame.f_code.co_name == "step" and isinstance(index, int):
+                return index
+            return None
+        tb = tb.tb_next
+    return None
+
+
+_SYNC_STEP_CODE = gym.vector.SyncVectorEnv.step.__code__
+
+
 def autoreset_mode(env: gym.vector.VectorEnv[Any, Any, Any]) -> AutoresetMode | None:
     """The autoreset mode a vector env declares in its metadata (None if it declares none)."""
     mode = env.metadata.get("autoreset_mode")
