@@ -334,6 +334,8 @@ class Trainer(ABC, Generic[TAlgorithm, TParams]):
         self._set_flush_denormal(True)  # every step: the flag is per thread
         if self.state.epoch is None:
             self._open_epoch()
+        self.callbacks.step_sink.scalars.clear()
+        self.callbacks.step_open = True
         self.callbacks.call("on_training_step_start")
 
     def _run_training_step(self, collected: CollectedSteps | None) -> TrainingStepResult:
@@ -341,7 +343,6 @@ class Trainer(ABC, Generic[TAlgorithm, TParams]):
         env step by env step), ``after_collect``, [test-in-training], ``before_update``, update,
         ``after_update``, ``on_training_step_end``, the training record, and the end of the epoch."""
         start = time.perf_counter()
-        self.callbacks.step_sink.scalars.clear()
         collect_stat: CollectStats | None = None
         training_stat: TrainingStats | None = None
         try:
@@ -367,6 +368,7 @@ class Trainer(ABC, Generic[TAlgorithm, TParams]):
         summary = StepSummary(collect_stat=collect_stat, training_stat=training_stat)
         self.callbacks.call("on_training_step_end", summary)
         self._write_training_record(collect_stat)
+        self.callbacks.step_open = False
         self.state.timing["train"] += time.perf_counter() - start + (collected.seconds if collected else 0.0)
         epoch_stats = self._close_epoch() if self.state.done or self._epoch_complete() else None
         if self._checkpoints is not None:
@@ -478,6 +480,7 @@ class Trainer(ABC, Generic[TAlgorithm, TParams]):
         """
         collector = self.params.test_collector
         assert collector is not None
+        self.callbacks.test_sink.scalars.clear()
         self.callbacks.call("on_test_start")
         deterministic = self.options.test_deterministic
         start = time.perf_counter()
@@ -507,9 +510,6 @@ class Trainer(ABC, Generic[TAlgorithm, TParams]):
                 self._checkpoints.best(self._state_view())
         window = s.windows[LogScope.TEST]
         window.add(stat)
-        if self._gate.due(LogScope.TEST, s.counters.env_step):
-            data = {**stat.as_scalars(), "score": float(score), **window.as_scalars()}
-            self._gate.write(LogScope.TEST, s.counters.env_step, data)
         if self.params.verbose:
             print(
                 f"Epoch #{s.counters.epoch}: test_reward: {stat.returns_stat.mean:.6f} ± "
@@ -519,6 +519,11 @@ class Trainer(ABC, Generic[TAlgorithm, TParams]):
             )
         result = TestResult(collect_stat=stat, score=float(score), is_best=is_best, initial=initial)
         self.callbacks.call("on_test_end", result)
+        if self._gate.due(LogScope.TEST, s.counters.env_step):  # with what callbacks logged
+            data = {**stat.as_scalars(), "score": float(score), **window.as_scalars()}
+            for key, value in self.callbacks.test_sink.scalars.items():
+                merge_scalar(data, key, value, "a callback")
+            self._gate.write(LogScope.TEST, s.counters.env_step, data)
         return stat
 
     # ================================================================== epochs

@@ -34,6 +34,7 @@ from tshtrain.algorithm.base import Algorithm
 from tshtrain.counters import Counters
 from tshtrain.data.buffer import BaseReplayBuffer
 from tshtrain.data.buffer_io import load_buffer_into, save_buffer
+from tshtrain.data.buffer_io import read_manifest as read_buffer_manifest
 from tshtrain.trainer.checkpoint_io import (
     CheckpointError,
     CheckpointManifest,
@@ -190,21 +191,38 @@ def load_checkpoint(
         target.check_state_dict(state)
     except (ValueError, KeyError, TypeError, AttributeError) as error:
         raise CheckpointError(f"{manifest.path}: does not fit this trainer: {error}.") from None
-    if load_buffers:
-        for name, buffer in target.buffers().items():
-            directory = manifest.path / "buffers" / name
-            if directory.is_dir():
-                try:
-                    load_buffer_into(buffer, directory)  # checks every file before the buffer changes
-                except ValueError as error:
-                    raise CheckpointError(f"{directory}: {error}") from None
+    buffers = _saved_buffers(manifest, target) if load_buffers else {}
     try:
         target.load_state_dict(state)
     except (ValueError, KeyError, TypeError, RuntimeError) as error:
         raise CheckpointError(f"{manifest.path}: could not be applied (nothing changed): {error}") from None
+    for directory, buffer in buffers.items():  # checked above: only I/O can fail here
+        load_buffer_into(buffer, directory)
     target.restore_envs(_env_snapshots(manifest, state, trusted=trusted))
     target.rewind_logger()
     return manifest
+
+
+def _saved_buffers(manifest: CheckpointManifest, target: Checkpointable) -> dict[Path, BaseReplayBuffer]:
+    """The saved buffers to load, each checked against its live buffer's sizes (nothing loaded yet)."""
+    found: dict[Path, BaseReplayBuffer] = {}
+    for name, buffer in target.buffers().items():
+        directory = manifest.path / "buffers" / name
+        if not directory.is_dir():
+            continue
+        try:
+            saved = read_buffer_manifest(directory)
+            sizes = (int(saved["column_capacity"]), int(saved["num_columns"]))
+        except (ValueError, KeyError, TypeError) as error:
+            raise CheckpointError(f"{directory}: {error}") from None
+        if sizes != (buffer.column_capacity, buffer.num_columns):
+            raise CheckpointError(
+                f"{directory}: the saved {name} buffer has {sizes[1]} sub-buffers of {sizes[0]} rows, this "
+                f"trainer's has {buffer.num_columns} of {buffer.column_capacity}; build it with the saved "
+                f"sizes (nothing changed)."
+            )
+        found[directory] = buffer
+    return found
 
 
 def _env_snapshots(
@@ -291,8 +309,10 @@ def _dcp_load(path: Path) -> dict[str, Any]:
     try:
         with tempfile.TemporaryDirectory() as tmp:
             dcp_to_torch_save(str(path), Path(tmp) / "state.pt")
-            tensors: dict[str, torch.Tensor] = torch.load(Path(tmp) / "state.pt", weights_only=True)
-        other: Any = torch.load(path / "non_tensor.pt", weights_only=True)
+            tensors: dict[str, torch.Tensor] = torch.load(
+                Path(tmp) / "state.pt", weights_only=True, map_location="cpu"
+            )
+        other: Any = torch.load(path / "non_tensor.pt", weights_only=True, map_location="cpu")
     except Exception as exc:
         raise CheckpointError(
             f"{path}: cannot be loaded with torch.distributed.checkpoint ({exc})."

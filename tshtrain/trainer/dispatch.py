@@ -24,6 +24,7 @@ from tshtrain.trainer.callbacks import (
     IN_UPDATE_POINTS,
     POINTS,
     Callback,
+    LogSink,
     OptimizerStep,
     RunContext,
     StatefulCallback,
@@ -79,6 +80,32 @@ def mean_scalars(records: list[dict[str, float]]) -> dict[str, float]:
     return {key: total / counts[key] for key, total in sums.items()}
 
 
+_TEST_POINTS = frozenset({"on_test_start", "on_test_end"})
+_COLLECTOR_POINTS = frozenset({"on_episodes_end", "on_envs_reset"})
+_STEP_POINTS = (
+    frozenset(
+        {"on_training_step_start", "after_collect", "before_update", "after_update", "on_training_step_end"}
+    )
+    | _COLLECTOR_POINTS
+)
+
+
+class _NoRecord:
+    """The sink of points at which nothing is recorded: ``ctx.log`` there is an error, not a silent
+    drop."""
+
+    def __init__(self, point: str):
+        self._point = point
+
+    def add(self, scalars: Mapping[str, float], progress: Collection[str], source: str) -> None:
+        del progress
+        raise RuntimeError(
+            f"{source} logs {sorted(scalars)[:5]} at {self._point}, where no record is written; log from "
+            f"a training-step point (the training record), a test-step point (the test record) or inside "
+            f"an update (the update record)."
+        )
+
+
 class CallbackSet:
     """The callbacks of one trainer (see the module docstring)."""
 
@@ -104,6 +131,10 @@ class CallbackSet:
         """the latest scalars marked for the progress bar"""
         self.step_sink = ScalarSink(self.progress)
         """the scalars of the current training step's ``training`` record"""
+        self.test_sink = ScalarSink(self.progress)
+        """the scalars of the current test step's ``test`` record"""
+        self.step_open = False
+        """True between the start of a training step and the writing of its ``training`` record"""
         self._update_sink: ScalarSink | None = None
 
     # ------------------------------------------------------------------ membership
@@ -146,7 +177,7 @@ class CallbackSet:
         return list(self._named)
 
     # ------------------------------------------------------------------ calling
-    def context(self, name: str, callback: Callback, sink: ScalarSink | None = None) -> RunContext:
+    def context(self, name: str, callback: Callback, sink: LogSink | None = None) -> RunContext:
         """The context a callback receives now."""
 
         def stop(reason: str) -> None:
@@ -179,9 +210,20 @@ class CallbackSet:
             data = cast(_T, result)
         return data
 
+    def _sink(self, point: str, payload: tuple[object, ...]) -> LogSink:
+        """Where ``ctx.log`` writes at ``point`` (see the module docstring of callbacks)."""
+        if point in IN_UPDATE_POINTS and self._update_sink is not None:
+            return self._update_sink
+        test = bool(payload and getattr(payload[0], "test", False))
+        if point in _TEST_POINTS or (point in _COLLECTOR_POINTS and test):
+            return self.test_sink
+        if point in _STEP_POINTS and self.step_open:
+            return self.step_sink
+        return _NoRecord(point)
+
     def _invoke(self, point: str, name: str, callback: Callback, payload: tuple[object, ...]) -> Any:
         method = getattr(callback, point)
-        ctx = self.context(name, callback, self._update_sink if point in IN_UPDATE_POINTS else None)
+        ctx = self.context(name, callback, self._sink(point, payload))
         try:
             return method(ctx, *payload)
         except StopTraining as signal:
