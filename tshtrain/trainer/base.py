@@ -43,7 +43,7 @@ import torch
 from tshtrain.algorithm.base import Algorithm, TrainingStats
 from tshtrain.counters import Counters
 from tshtrain.data.stats import CollectStats, merge_collect_stats
-from tshtrain.logger.base import Logger, LogScope, NoOpLogger
+from tshtrain.logger.base import Logger, NoOpLogger
 from tshtrain.trainer.callbacks import (
     Callback,
     CollectedBatch,
@@ -54,19 +54,19 @@ from tshtrain.trainer.callbacks import (
 )
 from tshtrain.trainer.checkpoint import Backend, CheckpointManager, load_checkpoint, save_checkpoint
 from tshtrain.trainer.collector_bridge import CollectorBridges
-from tshtrain.trainer.dispatch import CallbackSet, merge_scalar
+from tshtrain.trainer.dispatch import CallbackSet
 from tshtrain.trainer.events import EventManager
 from tshtrain.trainer.hook_registry import HookRegistry
 from tshtrain.trainer.options import TrainerOptions
 from tshtrain.trainer.params import TrainerParams
 from tshtrain.trainer.params_callbacks import ParamsCallbacks
 from tshtrain.trainer.progress import ProgressBar, format_info_table
-from tshtrain.trainer.records import LogGate, update_timing
+from tshtrain.trainer.recorder import RunRecorder
 from tshtrain.trainer.run_state import BestResult, OpenEpoch, RunState
 from tshtrain.trainer.state import TrainerState
 from tshtrain.trainer.stats import EpochStats, InfoStats, StopReason
 from tshtrain.trainer.stepping import CollectedSteps, TrainingStepResult
-from tshtrain.trainer.steps import StepStrategy, UpdatePart
+from tshtrain.trainer.steps import StepStrategy
 
 log = logging.getLogger(__name__)
 
@@ -115,7 +115,7 @@ class Trainer(ABC, Generic[TAlgorithm, TParams]):
         self.callbacks.add(self.events, "events")
         self.callbacks.add(self.eval_events, "eval_events")
         self._bridges = CollectorBridges(self.callbacks, self._strategy.collectors(), self.options)
-        self._gate = LogGate(self.logger, self.state)
+        self._recorder = RunRecorder(self.logger, self.state)
         self._bar: ProgressBar | None = None
         self._checkpoints = CheckpointManager(params.checkpoint) if params.checkpoint is not None else None
         self._started = False
@@ -351,7 +351,8 @@ class Trainer(ABC, Generic[TAlgorithm, TParams]):
                 raw, layout = (
                     (collected.stat, collected.layout_before) if collected else self._strategy.collect()
                 )
-                collect_stat = self._record_collect(raw)
+                collect_stat = self._reduce_returns(raw)
+                self._recorder.collection(collect_stat)
                 batch = self._strategy.batch(collect_stat, layout)
                 batch = self.callbacks.transform("after_collect", batch, CollectedBatch)
             stopped_by_test = False
@@ -367,7 +368,7 @@ class Trainer(ABC, Generic[TAlgorithm, TParams]):
         self.state.counters = self.state.counters.advanced(training_step=1)
         summary = StepSummary(collect_stat=collect_stat, training_stat=training_stat)
         self.callbacks.call("on_training_step_end", summary)
-        self._write_training_record(collect_stat)
+        self._recorder.training_record(collect_stat, self.callbacks.step_sink.scalars)
         self.callbacks.step_open = False
         self.state.timing["train"] += time.perf_counter() - start + (collected.seconds if collected else 0.0)
         epoch_stats = self._close_epoch() if self.state.done or self._epoch_complete() else None
@@ -391,7 +392,7 @@ class Trainer(ABC, Generic[TAlgorithm, TParams]):
         if parts:
             stats = [part.stat for part in parts]
             training_stat = stats[0] if len(stats) == 1 else type(stats[0]).aggregate(stats)
-            self._record_update(training_stat, time.perf_counter() - start, parts)
+            self._recorder.update(training_stat, time.perf_counter() - start, parts)
             self.callbacks.call("after_update", training_stat)
         self._advance(self._strategy.progress(collect_stat), training_stat)
         return training_stat
@@ -414,53 +415,6 @@ class Trainer(ABC, Generic[TAlgorithm, TParams]):
 
     def _epoch_total(self) -> int:
         return self.params.epoch_num_steps
-
-    # ================================================================== records
-    def _record_collect(self, stat: CollectStats) -> CollectStats:
-        """Count a training collection step and return its (reduced) stats."""
-        stat = self._reduce_returns(stat)
-        s = self.state
-        s.counters = s.counters.advanced(
-            env_step=stat.n_collected_steps, env_episode=stat.n_collected_episodes
-        )
-        s.timing["collect"] += stat.collect_time
-        assert s.epoch is not None
-        s.epoch.collect.append(stat)
-        s.windows[LogScope.TRAINING].add(stat)
-        return stat
-
-    def _write_training_record(self, stat: CollectStats | None) -> None:
-        """The ``training`` record of a training step, when due: its collection's statistics (online)
-        and what callbacks logged (offline the record has only these, and is skipped without)."""
-        scalars = self.callbacks.step_sink.scalars
-        env_step = self.state.counters.env_step
-        if (stat is None and not scalars) or not self._gate.due(LogScope.TRAINING, env_step):
-            return
-        data: dict[str, float] = {}
-        if stat is not None:
-            data = {**stat.as_scalars(), **self.state.windows[LogScope.TRAINING].as_scalars()}
-        for key, value in scalars.items():
-            merge_scalar(data, key, value, "a log hook")
-        self._gate.write(LogScope.TRAINING, env_step, data)
-
-    def _record_update(self, stat: TrainingStats, seconds: float, parts: list[UpdatePart]) -> None:
-        """Count an update step and log its parts: each part (off-policy: a gradient step) is a
-        candidate record of the update scope at the gradient_step it ends on."""
-        s = self.state
-        s.counters = s.counters.advanced(update_step=1)
-        s.timing["update"] += seconds
-        assert s.epoch is not None
-        s.epoch.training.extend(part.stat for part in parts)
-        timing: dict[str, float] | None = None
-        for part in parts:
-            s.counters = s.counters.advanced(gradient_step=part.stat.num_gradient_steps)
-            gradient_step = s.counters.gradient_step
-            if self._gate.due(LogScope.UPDATE, gradient_step):
-                timing = timing or update_timing(stat.num_gradient_steps, seconds)
-                data = {**part.stat.as_scalars(), **timing}
-                for key, value in part.scalars.items():
-                    merge_scalar(data, key, value, "a post_optim_log hook")
-                self._gate.write(LogScope.UPDATE, gradient_step, data)
 
     def _advance(self, amount: int, stat: TrainingStats | None) -> None:
         epoch = self.state.epoch
@@ -491,16 +445,13 @@ class Trainer(ABC, Generic[TAlgorithm, TParams]):
             else deterministic,
             reset_before_collect=True,
         )
-        s = self.state
-        s.timing["test"] += time.perf_counter() - start
         stat = self._reduce_returns(stat)
-        s.counters = s.counters.advanced(
-            test_step=stat.n_collected_steps, test_episode=stat.n_collected_episodes
-        )
+        self._recorder.test(stat, time.perf_counter() - start)
+        s = self.state
         score = self._score(stat)
         is_best = s.best.score is None or score > s.best.score
         if is_best:
-            s.best = type(s.best)(
+            s.best = BestResult(
                 score=float(score),
                 reward=stat.returns_stat.mean,
                 reward_std=stat.returns_stat.std,
@@ -508,8 +459,6 @@ class Trainer(ABC, Generic[TAlgorithm, TParams]):
             )
             if self._checkpoints is not None and s.is_reset:
                 self._checkpoints.best(self._state_view())
-        window = s.windows[LogScope.TEST]
-        window.add(stat)
         if self.params.verbose:
             print(
                 f"Epoch #{s.counters.epoch}: test_reward: {stat.returns_stat.mean:.6f} ± "
@@ -519,11 +468,7 @@ class Trainer(ABC, Generic[TAlgorithm, TParams]):
             )
         result = TestResult(collect_stat=stat, score=float(score), is_best=is_best, initial=initial)
         self.callbacks.call("on_test_end", result)
-        if self._gate.due(LogScope.TEST, s.counters.env_step):  # with what callbacks logged
-            data = {**stat.as_scalars(), "score": float(score), **window.as_scalars()}
-            for key, value in self.callbacks.test_sink.scalars.items():
-                merge_scalar(data, key, value, "a callback")
-            self._gate.write(LogScope.TEST, s.counters.env_step, data)
+        self._recorder.test_record(stat, float(score), self.callbacks.test_sink.scalars)
         return stat
 
     # ================================================================== epochs
@@ -547,8 +492,7 @@ class Trainer(ABC, Generic[TAlgorithm, TParams]):
         assert epoch is not None
         s.epoch = None
         info = self.info_stats()
-        if self._gate.due(LogScope.INFO, s.counters.epoch):
-            self._gate.write(LogScope.INFO, s.counters.epoch, info.as_scalars())
+        self._recorder.info_record(info)
         training = type(epoch.training[0]).aggregate(epoch.training) if epoch.training else None
         epoch_stats = EpochStats(
             epoch=s.counters.epoch,

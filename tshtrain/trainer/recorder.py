@@ -1,0 +1,92 @@
+"""Counting and logging what a run did: :class:`RunRecorder` advances the run state's counters and
+timers and writes the records of ``tshtrain.trainer.records`` (training, update, test, info), each when
+its interval gating says it is due."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from tshtrain.algorithm.base import TrainingStats
+from tshtrain.data.stats import CollectStats
+from tshtrain.logger.base import Logger, LogScope
+from tshtrain.trainer.dispatch import merge_scalar
+from tshtrain.trainer.records import LogGate, update_timing
+from tshtrain.trainer.run_state import RunState
+from tshtrain.trainer.stats import InfoStats
+from tshtrain.trainer.steps import UpdatePart
+
+
+class RunRecorder:
+    """The trainer's bookkeeping of one run (see the module docstring)."""
+
+    def __init__(self, logger: Logger, state: RunState):
+        self.state = state
+        self.gate = LogGate(logger, state)
+
+    def collection(self, stat: CollectStats) -> None:
+        """Count a training collection step (``stat`` already reduced to one return per episode)."""
+        s = self.state
+        s.counters = s.counters.advanced(
+            env_step=stat.n_collected_steps, env_episode=stat.n_collected_episodes
+        )
+        s.timing["collect"] += stat.collect_time
+        assert s.epoch is not None
+        s.epoch.collect.append(stat)
+        s.windows[LogScope.TRAINING].add(stat)
+
+    def training_record(self, stat: CollectStats | None, scalars: Mapping[str, float]) -> None:
+        """The ``training`` record of a training step, when due: its collection's statistics (online)
+        and what callbacks logged (offline the record has only these, and is skipped without)."""
+        env_step = self.state.counters.env_step
+        if (stat is None and not scalars) or not self.gate.due(LogScope.TRAINING, env_step):
+            return
+        data: dict[str, float] = {}
+        if stat is not None:
+            data = {**stat.as_scalars(), **self.state.windows[LogScope.TRAINING].as_scalars()}
+        for key, value in scalars.items():
+            merge_scalar(data, key, value, "a log hook")
+        self.gate.write(LogScope.TRAINING, env_step, data)
+
+    def update(self, stat: TrainingStats, seconds: float, parts: Sequence[UpdatePart]) -> None:
+        """Count an update step and log its parts: each part (off-policy: a gradient step) is a
+        candidate record of the update scope at the gradient_step it ends on."""
+        s = self.state
+        s.counters = s.counters.advanced(update_step=1)
+        s.timing["update"] += seconds
+        assert s.epoch is not None
+        s.epoch.training.extend(part.stat for part in parts)
+        timing: dict[str, float] | None = None
+        for part in parts:
+            s.counters = s.counters.advanced(gradient_step=part.stat.num_gradient_steps)
+            gradient_step = s.counters.gradient_step
+            if self.gate.due(LogScope.UPDATE, gradient_step):
+                timing = timing or update_timing(stat.num_gradient_steps, seconds)
+                data = {**part.stat.as_scalars(), **timing}
+                for key, value in part.scalars.items():
+                    merge_scalar(data, key, value, "a post_optim_log hook")
+                self.gate.write(LogScope.UPDATE, gradient_step, data)
+
+    def test(self, stat: CollectStats, seconds: float) -> None:
+        """Count a test step (``stat`` already reduced) and add its episodes to the test window."""
+        s = self.state
+        s.timing["test"] += seconds
+        s.counters = s.counters.advanced(
+            test_step=stat.n_collected_steps, test_episode=stat.n_collected_episodes
+        )
+        s.windows[LogScope.TEST].add(stat)
+
+    def test_record(self, stat: CollectStats, score: float, scalars: Mapping[str, float]) -> None:
+        """The ``test`` record of a test step, when due, with what callbacks logged."""
+        env_step = self.state.counters.env_step
+        if not self.gate.due(LogScope.TEST, env_step):
+            return
+        data = {**stat.as_scalars(), "score": score, **self.state.windows[LogScope.TEST].as_scalars()}
+        for key, value in scalars.items():
+            merge_scalar(data, key, value, "a callback")
+        self.gate.write(LogScope.TEST, env_step, data)
+
+    def info_record(self, info: InfoStats) -> None:
+        """The ``info`` record at the end of an epoch, when due."""
+        epoch = self.state.counters.epoch
+        if self.gate.due(LogScope.INFO, epoch):
+            self.gate.write(LogScope.INFO, epoch, info.as_scalars())
