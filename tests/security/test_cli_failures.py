@@ -184,7 +184,7 @@ def test_resume_with_config_exits_2(tmp_path: Path, capsys: pytest.CaptureFixtur
 def test_deeply_nested_value_is_one_line(tmp_path: Path) -> None:
     result = cli("train", "--set", "trainer.max_epochs=" + "[" * 100_000, "-o", str(tmp_path / "run"))
     assert result.returncode == 1
-    assert_one_line_error(result.stderr, "train", "RecursionError: the input is nested too deeply")
+    assert_one_line_error(result.stderr, "train", "nested too deeply")
     assert not (tmp_path / "run").exists()
 
 

@@ -39,6 +39,15 @@ def add_parser(subparsers: Any) -> None:
         help="record every episode as MP4 into DIR (needs moviepy: pip install 'tshtrain[video]')",
     )
     parser.add_argument(
+        "--allow-module",
+        dest="allowed_modules",
+        action="append",
+        default=[],
+        metavar="MODULE",
+        help="let the run's experiment import MODULE for env wrappers or a 'module:EnvId' env id "
+        "(repeatable)",
+    )
+    parser.add_argument(
         "--trust",
         action="store_true",
         help="the checkpoint comes from a source you trust (needed for 'dcp' checkpoints, whose metadata "
@@ -65,10 +74,14 @@ def run(args: argparse.Namespace) -> int:
     experiment = load_experiment(str(run_dir / CONFIG_FILE))
     if args.video is not None:
         envs = make_envs(
-            experiment.env, 1, render_mode="rgb_array", extra_wrappers=[_recorder(Path(args.video))]
+            experiment.env,
+            1,
+            render_mode="rgb_array",
+            extra_wrappers=[_recorder(Path(args.video))],
+            allowed_modules=args.allowed_modules,
         )
     else:
-        envs = make_envs(experiment.env, experiment.env.num_test_envs)
+        envs = make_envs(experiment.env, experiment.env.num_test_envs, allowed_modules=args.allowed_modules)
     try:
         algorithm = build_algorithm(experiment, envs.single_observation_space, envs.single_action_space)
         load_algorithm_checkpoint(algorithm, checkpoint, trusted=args.trust)

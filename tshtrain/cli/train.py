@@ -56,6 +56,22 @@ def add_parser(subparsers: Any) -> None:
         help="continue the stopped run in DIR from its newest checkpoint",
     )
     parser.add_argument(
+        "--allow-module",
+        dest="allowed_modules",
+        action="append",
+        default=[],
+        metavar="MODULE",
+        help="let the experiment import MODULE (and its submodules) for env wrappers or a 'module:EnvId' "
+        "env id; only gymnasium.wrappers and tshtrain.env are allowed otherwise (repeatable)",
+    )
+    parser.add_argument(
+        "--no-check-finite",
+        dest="check_finite",
+        action="store_false",
+        help="do not check observations and rewards for NaN/inf after every vector step (about 5%% faster "
+        "collection; a NaN then surfaces later, as a NaN loss)",
+    )
+    parser.add_argument(
         "--trust",
         action="store_true",
         help="with --resume: DIR comes from a source you trust, so also unpickle the envs' snapshots, which "
@@ -74,7 +90,7 @@ def run(args: argparse.Namespace) -> int:
                 file=sys.stderr,
             )
             return EXIT_USAGE
-        return _resume(Path(args.resume), args.overrides, debug=args.debug, trusted=args.trust)
+        return _resume(Path(args.resume), args)
     from tshtrain.config import load_experiment
     from tshtrain.rundir import RunDirectory
 
@@ -85,7 +101,9 @@ def run(args: argparse.Namespace) -> int:
     run_dir = RunDirectory.create(output_dir)  # the marker first, then the lock is held until the end
     with run_dir:
         try:
-            built = _build(args.config or "the default experiment", experiment, output_dir, prefill=True)
+            built = _build(
+                args.config or "the default experiment", experiment, output_dir, prefill=True, args=args
+            )
             try:
                 _write_config(experiment, output_dir)
             except BaseException:
@@ -97,7 +115,10 @@ def run(args: argparse.Namespace) -> int:
         return _train(built, resumed_from=None, debug=args.debug)
 
 
-def _resume(directory: Path, overrides: list[str], *, debug: bool, trusted: bool) -> int:
+def _resume(directory: Path, args: argparse.Namespace) -> int:
+    overrides: list[str] = args.overrides
+    debug: bool = args.debug
+    trusted: bool = args.trust
     from tshtrain.config import load_experiment
     from tshtrain.rundir import RunDirectory
     from tshtrain.trainer.checkpoint import CheckpointManager
@@ -116,7 +137,7 @@ def _resume(directory: Path, overrides: list[str], *, debug: bool, trusted: bool
             )
             return EXIT_FAILURE
         experiment = load_experiment(str(config), overrides)
-        built = _build(str(config), experiment, directory, prefill=False)
+        built = _build(str(config), experiment, directory, prefill=False, args=args)
         try:
             params = built.trainer.params.checkpoint
             latest = CheckpointManager(params).latest() if params is not None else None
@@ -146,12 +167,20 @@ def _resume(directory: Path, overrides: list[str], *, debug: bool, trusted: bool
         return _train(built, resumed_from=latest, debug=debug)
 
 
-def _build(source: str, experiment: Experiment, output_dir: Path, *, prefill: bool) -> Run:
+def _build(
+    source: str, experiment: Experiment, output_dir: Path, *, prefill: bool, args: argparse.Namespace
+) -> Run:
     """Build the run (this checks everything before anything is written), naming ``source`` in errors."""
     from tshtrain.config import ExperimentError, build_run
 
     try:
-        return build_run(experiment, output_dir, prefill=prefill)
+        return build_run(
+            experiment,
+            output_dir,
+            prefill=prefill,
+            allowed_modules=args.allowed_modules,
+            check_finite=args.check_finite,
+        )
     except ExperimentError as error:
         raise ExperimentError(f"{source}: {error}") from None
 

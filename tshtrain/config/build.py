@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import importlib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -23,6 +23,7 @@ import torch
 from tshtrain.algorithm.base import Algorithm
 from tshtrain.algorithm.blocks.schedules import num_update_steps_for
 from tshtrain.config.builders import BuildContext
+from tshtrain.config.entry_points import env_id_module, require_allowed, wrapper_module
 from tshtrain.config.files import ExperimentError
 from tshtrain.config.models import EnvConfig, Experiment, NoExploration, WrapperConfig
 from tshtrain.config.registry import AlgorithmSpec, Family, get_spec
@@ -68,13 +69,19 @@ def make_envs(
     *,
     render_mode: str | None = None,
     extra_wrappers: Sequence[Callable[[gym.Env[Any, Any]], gym.Env[Any, Any]]] = (),
+    allowed_modules: Collection[str] = (),
 ) -> gym.vector.VectorEnv[Any, Any, Any]:
     """A vector env of the experiment's env section; ``render_mode`` and ``extra_wrappers`` (applied after
-    the experiment's own) are for videos."""
+    the experiment's own) are for videos. Modules the section names (wrappers, a ``module:`` env id) are
+    imported only when allowed (:mod:`tshtrain.config.entry_points`): Gymnasium's wrappers, tshtrain's
+    env helpers and ``allowed_modules``."""
+    module = env_id_module(env.id)
+    if module is not None:
+        require_allowed(module, where="env.id", name=env.id, allowed_modules=allowed_modules)
     kwargs = dict(env.kwargs)
     if render_mode is not None:
         kwargs["render_mode"] = render_mode
-    wrappers = [*(_wrapper(w) for w in env.wrappers), *extra_wrappers]
+    wrappers = [*(_wrapper(w, allowed_modules) for w in env.wrappers), *extra_wrappers]
     return make_vector_env(env.id, num_envs, mode=env.vector, env_kwargs=kwargs, wrappers=wrappers)
 
 
@@ -102,21 +109,40 @@ def build_algorithm(
         raise ExperimentError(f"algorithm {spec.name} on {experiment.env.id}: {error}") from None
 
 
-def build_run(experiment: Experiment, output_dir: str | Path, *, prefill: bool = True) -> Run:
-    """Everything ``tshtrain train`` runs (see the module docstring); ``prefill=False`` skips the random
-    prefill of the buffer (a resumed run restores the buffer from its checkpoint)."""
+def build_run(
+    experiment: Experiment,
+    output_dir: str | Path,
+    *,
+    prefill: bool = True,
+    allowed_modules: Collection[str] = (),
+    check_finite: bool = True,
+) -> Run:
+    """Everything ``tshtrain train`` runs (see the module docstring).
+
+    Args:
+        experiment: the resolved experiment.
+        output_dir: where the run writes.
+        prefill: fill the off-policy buffer with random steps first (a resumed run restores the buffer
+            from its checkpoint instead).
+        allowed_modules: modules besides the built-in ones that the experiment may name (wrappers, a
+            ``module:`` env id); see :mod:`tshtrain.config.entry_points`.
+        check_finite: the collectors check observations and rewards for NaN / inf after every vector
+            step and name the sub-env, step and field (``Collector(check_finite=...)``).
+    """
     spec = get_spec(experiment.algorithm.name)
     output_dir = Path(output_dir)
     if experiment.torch_threads is not None:
         torch.set_num_threads(experiment.torch_threads)
     env = experiment.env
-    test_envs = make_envs(env, env.num_test_envs)
+    test_envs = make_envs(env, env.num_test_envs, allowed_modules=allowed_modules)
     envs = [test_envs]
     try:
         algorithm = build_algorithm(
             experiment, test_envs.single_observation_space, test_envs.single_action_space
         )
-        test_collector = Collector(algorithm.policy, test_envs, seed=experiment.seed + TEST_SEED_OFFSET)
+        test_collector = Collector(
+            algorithm.policy, test_envs, seed=experiment.seed + TEST_SEED_OFFSET, check_finite=check_finite
+        )
         common: dict[str, Any] = {
             "test_collector": test_collector,
             "checkpoint": _checkpoint(experiment, output_dir),
@@ -129,7 +155,7 @@ def build_run(experiment: Experiment, output_dir: str | Path, *, prefill: bool =
                 spec, algorithm, common | {"buffer": _dataset(experiment)}, experiment, output_dir
             )
         else:
-            training_envs = make_envs(env, env.num_training_envs)
+            training_envs = make_envs(env, env.num_training_envs, allowed_modules=allowed_modules)
             envs.append(training_envs)
             buffer = _training_buffer(experiment, spec)
             collector = Collector(
@@ -138,6 +164,7 @@ def build_run(experiment: Experiment, output_dir: str | Path, *, prefill: bool =
                 buffer,
                 exploration_noise=spec.exploration_model is not NoExploration,
                 seed=experiment.seed,
+                check_finite=check_finite,
             )
             if prefill and spec.family is Family.OFF_POLICY and experiment.buffer.prefill_env_steps:
                 collector.collect(n_step=experiment.buffer.prefill_env_steps, random=True)
@@ -290,10 +317,11 @@ def _logger(experiment: Experiment, output_dir: Path) -> Logger | None:
     return loggers[0] if len(loggers) == 1 else CompositeLogger(loggers)
 
 
-def _wrapper(config: WrapperConfig) -> Callable[[gym.Env[Any, Any]], gym.Env[Any, Any]]:
-    module_name, sep, attr = config.name.partition(":")
-    if not sep:
-        module_name, _, attr = config.name.rpartition(".")
+def _wrapper(
+    config: WrapperConfig, allowed_modules: Collection[str]
+) -> Callable[[gym.Env[Any, Any]], gym.Env[Any, Any]]:
+    module_name, attr = wrapper_module(config.name)
+    require_allowed(module_name, where="env.wrappers", name=config.name, allowed_modules=allowed_modules)
     try:
         wrapper = getattr(importlib.import_module(module_name), attr)
     except (ImportError, AttributeError, ValueError):

@@ -15,7 +15,7 @@ from typing import Any
 
 import yaml
 
-from tshtrain.errors import ConfigurationError
+from tshtrain.errors import ConfigurationError, short_repr
 from tshtrain.logger._files import atomic_write_bytes
 
 SUFFIXES: dict[str, str] = {".yaml": "yaml", ".yml": "yaml", ".toml": "toml", ".json": "json"}
@@ -37,29 +37,114 @@ def file_format(path: Path) -> str:
         ) from None
 
 
+MAX_FILE_BYTES = 1 << 20
+"""experiment files larger than this (1 MiB) are refused"""
+MAX_DEPTH = 32
+"""deeper nesting of mappings and lists is refused"""
+MAX_ALIASES = 100
+"""YAML files with more aliases (``*name``) than this are refused (alias expansion bombs)"""
+
+
+class _StrictLoader(yaml.SafeLoader):
+    """PyYAML's safe loader that refuses duplicate keys and more than :data:`MAX_ALIASES` aliases."""
+
+    def __init__(self, stream: str):
+        super().__init__(stream)
+        self.num_aliases = 0
+
+    def compose_node(self, parent: Any, index: Any) -> Any:  # counts aliases as they are resolved
+        if self.check_event(yaml.AliasEvent):
+            self.num_aliases += 1
+            if self.num_aliases > MAX_ALIASES:
+                raise ExperimentError(f"more than {MAX_ALIASES} YAML aliases (*name); expand them by hand")
+        return super().compose_node(parent, index)
+
+    def construct_mapping(self, node: Any, deep: bool = False) -> dict[Any, Any]:
+        seen: set[Any] = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            if key in seen:
+                line = key_node.start_mark.line + 1
+                raise ExperimentError(f"line {line}: key {short_repr(key)} appears twice in one mapping")
+            seen.add(key)
+        return dict(super().construct_mapping(node, deep=deep))
+
+
+def load_yaml(text: str) -> Any:
+    """YAML text as plain data: safe types only, no duplicate keys, at most :data:`MAX_ALIASES` aliases.
+
+    Raises:
+        ExperimentError: a duplicate key or too many aliases (the message names the line).
+        yaml.YAMLError: malformed YAML.
+    """
+    loader = _StrictLoader(text)
+    try:
+        return loader.get_single_data()
+    finally:
+        loader.dispose()
+
+
+def _refuse_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    data: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in data:
+            raise ExperimentError(f"key {short_repr(key)} appears twice in one object")
+        data[key] = value
+    return data
+
+
+def _check_depth(data: Any, where: Path) -> None:
+    """Refuse nesting deeper than :data:`MAX_DEPTH` (iteratively: no recursion on hostile input)."""
+    pending: list[tuple[Any, int]] = [(data, 0)]
+    while pending:
+        value, depth = pending.pop()
+        if depth > MAX_DEPTH:
+            raise ExperimentError(f"{where}: nested more than {MAX_DEPTH} levels deep.")
+        if isinstance(value, dict):
+            pending.extend((v, depth + 1) for v in value.values())
+        elif isinstance(value, list):
+            pending.extend((v, depth + 1) for v in value)
+
+
 def read_file(path: str | os.PathLike[str]) -> dict[str, Any]:
     """The top-level mapping of an experiment file.
 
+    Files over :data:`MAX_FILE_BYTES`, nested over :data:`MAX_DEPTH` levels, with a key twice in one
+    mapping, or (YAML) with more than :data:`MAX_ALIASES` aliases are refused.
+
     Raises:
-        ExperimentError: the file is missing, unreadable, malformed, or its top level is not a mapping.
+        ExperimentError: the file is missing, unreadable, too large, malformed, has duplicate keys, is
+            nested too deeply, or its top level is not a mapping.
     """
     path = Path(path)
     kind = file_format(path)
     try:
+        size = path.stat().st_size
+        if size > MAX_FILE_BYTES:
+            raise ExperimentError(
+                f"{path}: {size} bytes; experiment files are limited to {MAX_FILE_BYTES} bytes."
+            )
         text = path.read_text(encoding="utf-8")
     except OSError as error:
         raise ExperimentError(
             f"{path}: cannot read the experiment file ({error.strerror or error})."
         ) from None
+    except UnicodeDecodeError as error:
+        raise ExperimentError(f"{path}: not UTF-8 text ({error.reason} at byte {error.start}).") from None
     try:
         if kind == "yaml":
-            data = yaml.safe_load(text)
+            data = load_yaml(text)
         elif kind == "toml":
             data = tomllib.loads(text)
         else:
-            data = json.loads(text)
+            data = json.loads(text, object_pairs_hook=_refuse_duplicate_keys)
+    except ExperimentError as error:
+        raise ExperimentError(f"{path}: {error}") from None
+    except RecursionError:
+        raise ExperimentError(f"{path}: nested more than {MAX_DEPTH} levels deep.") from None
     except (yaml.YAMLError, tomllib.TOMLDecodeError, json.JSONDecodeError) as error:
         raise ExperimentError(f"{path}: not valid {kind.upper()}: {error}") from None
+    _check_depth(data, path)
     if data is None:
         data = {}
     if not isinstance(data, dict):
@@ -76,13 +161,17 @@ def parse_override(text: str) -> tuple[list[str], Any]:
     path = key.strip().split(".")
     if not sep or not all(path):
         raise ExperimentError(
-            f"--set {text!r}: expected KEY.PATH=VALUE, e.g. --set trainer.max_epochs=5 or "
+            f"--set {short_repr(text)}: expected KEY.PATH=VALUE, e.g. --set trainer.max_epochs=5 or "
             f"--set algorithm.params.lr=3e-4."
         )
     try:
-        value = yaml.safe_load(raw) if raw.strip() else ""
+        value = load_yaml(raw) if raw.strip() else ""
+    except ExperimentError as error:
+        raise ExperimentError(f"--set {short_repr(text)}: {error}") from None
+    except RecursionError:
+        raise ExperimentError(f"--set {short_repr(text)}: nested too deeply.") from None
     except yaml.YAMLError as error:
-        raise ExperimentError(f"--set {text!r}: the value is not valid YAML: {error}") from None
+        raise ExperimentError(f"--set {short_repr(text)}: the value is not valid YAML: {error}") from None
     return path, value
 
 
