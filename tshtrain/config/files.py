@@ -15,8 +15,8 @@ from typing import Any
 
 import yaml
 
+from tshtrain.atomic import atomic_write_bytes
 from tshtrain.errors import ConfigurationError
-from tshtrain.logger._files import atomic_write_bytes
 
 SUFFIXES: dict[str, str] = {".yaml": "yaml", ".yml": "yaml", ".toml": "toml", ".json": "json"}
 """the file suffixes an experiment file may have, and their formats"""
