@@ -26,7 +26,7 @@ from types import TracebackType
 from typing import final
 
 from tshtrain.atomic import remove_entry, remove_interrupted_writes
-from tshtrain.errors import ConfigurationError
+from tshtrain.errors import RunDirectoryError
 
 RUN_MARKER = ".tshtrain-run"
 """the marker file of a run directory"""
@@ -35,10 +35,6 @@ LOCK_FILE = ".tshtrain-lock"
 RUN_FORMAT = "tshtrain-run"
 RUN_FORMAT_VERSION = 1
 _MAX_MARKER_BYTES = 4096
-
-
-class RunDirectoryError(ConfigurationError):
-    """An output directory that a run may not use: foreign content, no marker, or locked by a run."""
 
 
 @final
@@ -233,6 +229,5 @@ __all__ = [
     "LOCK_FILE",
     "RUN_MARKER",
     "RunDirectory",
-    "RunDirectoryError",
     "read_marker",
 ]

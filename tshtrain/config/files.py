@@ -16,14 +16,10 @@ from typing import Any
 import yaml
 
 from tshtrain.atomic import atomic_write_bytes
-from tshtrain.errors import ConfigurationError
+from tshtrain.errors import ExperimentError
 
 SUFFIXES: dict[str, str] = {".yaml": "yaml", ".yml": "yaml", ".toml": "toml", ".json": "json"}
 """the file suffixes an experiment file may have, and their formats"""
-
-
-class ExperimentError(ConfigurationError):
-    """An experiment file, a ``--set`` override or the experiment they make is not valid."""
 
 
 def file_format(path: Path) -> str:

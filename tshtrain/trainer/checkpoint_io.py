@@ -12,8 +12,8 @@ A checkpoint directory holds
 Writing goes through :func:`tshtrain.atomic.atomic_directory`: a hidden temporary directory next to
 the target, every file fsync'ed, the manifest written last, the directory renamed into place. A reader
 checks the manifest, the version, and every file's size and hash *before* it loads anything, so a
-truncated, corrupted or foreign checkpoint raises :class:`CheckpointError` naming the file and the
-problem and never loads half a state.
+truncated, corrupted or foreign checkpoint raises :class:`~tshtrain.errors.CheckpointError` naming the
+file and the problem and never loads half a state.
 """
 
 from __future__ import annotations
@@ -28,14 +28,11 @@ from pathlib import Path
 from typing import Any
 
 from tshtrain.atomic import atomic_directory
+from tshtrain.errors import CheckpointError
 
 CHECKPOINT_FORMAT = "tshtrain-checkpoint"
 CHECKPOINT_FORMAT_VERSION = 2
 MANIFEST = "manifest.json"
-
-
-class CheckpointError(ValueError):
-    """A checkpoint that cannot be read: missing, truncated, corrupted, or of another format version."""
 
 
 FileWriter = Callable[[Path], None]
