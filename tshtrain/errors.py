@@ -1,7 +1,30 @@
-"""The few exception classes of tshtrain.
+"""The exception classes of tshtrain, all of them in this module (standard library only).
 
 User input errors are ``ValueError`` / ``TypeError`` subclasses so that code catching the built-in
 exceptions keeps working; their messages say what was given, what is allowed and how to fix it.
+
+* :class:`ConfigurationError` (``ValueError``): a parameter, or a combination of parameters, is not
+  allowed; raised when params classes, components and functions are built or called.
+* :class:`ExperimentError` (a ``ConfigurationError``): an experiment file, a ``--set`` override or the
+  experiment they make is not valid (:mod:`tshtrain.config`, ``tshtrain train``).
+* :class:`RunDirectoryError` (a ``ConfigurationError``): an output directory a run may not use: foreign
+  content, no run marker, or locked by a running process (:mod:`tshtrain.rundir`).
+* :class:`UnsupportedSpaceError` (``TypeError``): a Gymnasium space tshtrain cannot store or act in
+  (building buffers, collectors, policies).
+* :class:`BufferFormatError` (``ValueError``): a saved buffer or dataset that cannot be read: wrong
+  format version, truncated, corrupt or hostile (``load_buffer``, ``load_buffer_into``, Minari import).
+* :class:`CheckpointError` (``ValueError``): a checkpoint that cannot be read (missing, truncated,
+  corrupted, another format version, hostile) or does not fit the trainer (``load_checkpoint``).
+* :class:`PolicyOutputError` (``ValueError``): a policy returned actions of the wrong shape or outside
+  the action space (``Collector(check_actions=True)``).
+* :class:`EnvStepError` (``FloatingPointError``): a sub-env returned a NaN / inf observation or reward
+  (``Collector(check_finite=True)``).
+* :class:`NonFiniteLossError` (``FloatingPointError``): a loss became NaN or infinite in an algorithm's
+  ``update``.
+* :class:`LoggerError` (``RuntimeError``): a logger failed while training ran.
+
+Not here: :class:`tshtrain.trainer.StopTraining`, which callbacks raise to end training cleanly, is a
+control-flow signal, not an error.
 """
 
 from __future__ import annotations
@@ -15,12 +38,24 @@ class ConfigurationError(ValueError):
     """A parameter, or a combination of parameters, is not allowed."""
 
 
+class ExperimentError(ConfigurationError):
+    """An experiment file, a ``--set`` override or the experiment they make is not valid."""
+
+
+class RunDirectoryError(ConfigurationError):
+    """An output directory that a run may not use: foreign content, no marker, or locked by a run."""
+
+
 class UnsupportedSpaceError(TypeError):
     """A Gymnasium space that tshtrain cannot store or act in."""
 
 
 class BufferFormatError(ValueError):
     """A buffer or checkpoint file that cannot be read: wrong format version, truncated or corrupt."""
+
+
+class CheckpointError(ValueError):
+    """A checkpoint that cannot be read: missing, truncated, corrupted, or of another format version."""
 
 
 class PolicyOutputError(ValueError):
@@ -41,6 +76,18 @@ class EnvStepError(FloatingPointError):
         """env steps the collector had taken (since its stats reset) before that vector step"""
         self.field = field
         """``"obs"``, ``"obs/KEY"`` (dict observations) or ``"rew"``"""
+
+
+class NonFiniteLossError(FloatingPointError):
+    """A loss became NaN or infinite; the message names the algorithm and the loss."""
+
+
+class LoggerError(RuntimeError):
+    """A logger failed while training ran (disk full, a closed file, a writer's own error).
+
+    The trainer stops with this error after closing the logger; checkpoints written so far are intact,
+    and the run can be resumed with ``resume_from_log=True``.
+    """
 
 
 def require_positive(owner: str, field: str, value: int | float) -> None:

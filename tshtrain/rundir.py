@@ -9,11 +9,9 @@ when it is killed, so a stale lock never blocks a later run. Hence:
   instead), and a non-empty directory without the marker (foreign content) is refused;
 * ``--resume`` only opens a directory with a valid marker;
 * two processes never train in one directory at once: the second is refused with a lock message;
-* when a run (re)starts, the leftovers of writes that a killed process left half done are removed:
-  the hidden ``.NAME.tmp-PID`` directories of the checkpoint and buffer writers, the
-  ``.tshtrain-rewrite-*.tmp`` files of the atomic file writer and ``.write-check-*`` probes; a
-  ``.NAME.old-PID`` directory is put back as ``NAME`` if the write that was replacing it died before
-  the new ``NAME`` was in place, and removed otherwise.
+* when a run (re)starts, the leftovers of writes that a killed process left half done are removed with
+  :func:`tshtrain.atomic.remove_interrupted_writes` (the hidden temporary directories and files of the
+  atomic writers; a replaced directory whose replacement died half way is put back).
 """
 
 from __future__ import annotations
@@ -22,14 +20,13 @@ import errno
 import fcntl
 import json
 import os
-import re
-import shutil
 import time
 from pathlib import Path
 from types import TracebackType
 from typing import final
 
-from tshtrain.errors import ConfigurationError
+from tshtrain.atomic import remove_entry, remove_interrupted_writes
+from tshtrain.errors import RunDirectoryError
 
 RUN_MARKER = ".tshtrain-run"
 """the marker file of a run directory"""
@@ -38,15 +35,6 @@ LOCK_FILE = ".tshtrain-lock"
 RUN_FORMAT = "tshtrain-run"
 RUN_FORMAT_VERSION = 1
 _MAX_MARKER_BYTES = 4096
-
-_TEMP_DIR = re.compile(r"^\.(?P<name>.+)\.(?P<kind>tmp|old)-\d+$")
-"""``.NAME.tmp-PID`` / ``.NAME.old-PID`` of ``checkpoint_io`` and ``buffer_io``'s atomic directory writes"""
-_TEMP_FILE = re.compile(r"^(\.tshtrain-rewrite-.*\.tmp|\.write-check-.*)$")
-"""temporary files of ``logger._files.atomic_write_bytes`` and ``prepare_log_dir``"""
-
-
-class RunDirectoryError(ConfigurationError):
-    """An output directory that a run may not use: foreign content, no marker, or locked by a run."""
 
 
 @final
@@ -115,7 +103,7 @@ class RunDirectory:
         try:
             for entry in list(self.path.iterdir()):
                 if entry.name != LOCK_FILE:
-                    _remove(entry)
+                    remove_entry(entry)
             if self._created:
                 (self.path / LOCK_FILE).unlink(missing_ok=True)
                 self.path.rmdir()
@@ -164,30 +152,6 @@ def read_marker(path: Path) -> dict[str, object]:
             f"version {RUN_FORMAT_VERSION}."
         )
     return data
-
-
-def remove_interrupted_writes(root: Path) -> list[Path]:
-    """Remove (or put back, see the module docstring) what interrupted atomic writes left under
-    ``root``; symbolic links are not followed. Returns the paths removed or restored."""
-    done: list[Path] = []
-    for dirpath, dirnames, filenames in os.walk(root):
-        here = Path(dirpath)
-        for name in list(dirnames):
-            match = _TEMP_DIR.match(name)
-            if match is None:
-                continue
-            dirnames.remove(name)  # do not descend into it
-            target = here / match["name"]
-            if match["kind"] == "old" and not os.path.lexists(target):
-                (here / name).rename(target)  # the replacement died before the new one was in place
-            else:
-                _remove(here / name)
-            done.append(here / name)
-        for name in filenames:
-            if _TEMP_FILE.match(name) or _TEMP_DIR.match(name):
-                (here / name).unlink(missing_ok=True)
-                done.append(here / name)
-    return done
 
 
 def _check_fresh(path: Path) -> None:
@@ -261,18 +225,9 @@ def _write_marker(path: Path) -> None:
         os.fsync(handle.fileno())
 
 
-def _remove(entry: Path) -> None:
-    if entry.is_dir() and not entry.is_symlink():
-        shutil.rmtree(entry)
-    else:
-        entry.unlink(missing_ok=True)
-
-
 __all__ = [
     "LOCK_FILE",
     "RUN_MARKER",
     "RunDirectory",
-    "RunDirectoryError",
     "read_marker",
-    "remove_interrupted_writes",
 ]

@@ -97,15 +97,15 @@ def on_policy(
 if __name__ == "__main__":  # child process of the SIGKILL test: a slow-writing checkpointed run
     import time
 
-    from tshtrain.trainer import checkpoint_io
+    from tshtrain import atomic
 
-    original = checkpoint_io._fsync_tree
+    original = atomic.fsync_tree
 
     def slow_fsync(root: Path) -> None:
         time.sleep(0.5)  # widen the window in which the parent kills us mid-write
         original(root)
 
-    checkpoint_io._fsync_tree = slow_fsync
+    atomic.fsync_tree = slow_fsync
     trainer = off_policy(Path(sys.argv[1]))
     if len(sys.argv) > 2:
         trainer.load_checkpoint(sys.argv[2], trusted=True)

@@ -16,10 +16,11 @@ import pytest
 import torch
 
 from tests.contract import _checkpoint_runs as runs
+from tshtrain.errors import CheckpointError
 from tshtrain.logger import read_csv_log
 from tshtrain.trainer import Trainer
 from tshtrain.trainer.checkpoint import CheckpointManager, CheckpointParams
-from tshtrain.trainer.checkpoint_io import CheckpointError, read_manifest
+from tshtrain.trainer.checkpoint_io import read_manifest
 
 Build = Callable[..., Trainer[Any, Any]]
 UNTIMED = ("time", "speed")

@@ -21,8 +21,8 @@ import pytest
 import torch
 
 from tests.contract._hook_setups import off_policy_trainer
+from tshtrain.errors import CheckpointError
 from tshtrain.trainer import Trainer
-from tshtrain.trainer.checkpoint_io import CheckpointError
 
 
 class _MakesDirectory:

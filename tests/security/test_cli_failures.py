@@ -16,12 +16,16 @@ import numpy as np
 import pytest
 import torch
 
-from tshtrain.algorithm.base import NonFiniteLossError
 from tshtrain.cli import main
 from tshtrain.cli.failure import MAX_MESSAGE_CHARS
-from tshtrain.errors import BufferFormatError, EnvStepError, PolicyOutputError
-from tshtrain.logger.base import LoggerError
-from tshtrain.trainer.checkpoint_io import CheckpointError
+from tshtrain.errors import (
+    BufferFormatError,
+    CheckpointError,
+    EnvStepError,
+    LoggerError,
+    NonFiniteLossError,
+    PolicyOutputError,
+)
 
 from .conftest import TINY, assert_one_line_error, cli
 

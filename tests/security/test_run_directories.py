@@ -16,8 +16,10 @@ from pathlib import Path
 
 import pytest
 
+from tshtrain.atomic import remove_interrupted_writes
 from tshtrain.cli import main
-from tshtrain.rundir import LOCK_FILE, RUN_MARKER, RunDirectory, RunDirectoryError, remove_interrupted_writes
+from tshtrain.errors import RunDirectoryError
+from tshtrain.rundir import LOCK_FILE, RUN_MARKER, RunDirectory
 
 from .conftest import TINY, assert_one_line_error, cli_env, snapshot
 

@@ -16,6 +16,7 @@ PACKAGE_DIR = Path(__file__).resolve().parents[2] / "tshtrain"
 LAYER_RANKS: dict[str, int] = {
     "": 0,  # tshtrain/__init__.py
     "errors": 0,
+    "atomic": 0,  # atomic file and directory writes, cleanup of interrupted ones (standard library only)
     "counters": 0,  # the run's counters: standard library only, read by the logger and the trainer
     "constraints": 0,  # tshtrain/constraints.py: constrained number types (stdlib + errors only)
     "rundir": 0,  # run directories: marker, lock, cleanup of interrupted writes (stdlib + errors only)

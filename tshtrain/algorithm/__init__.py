@@ -18,7 +18,6 @@ from tshtrain.algorithm.algos.td3 import TD3, TD3Params, TD3TrainingStats
 from tshtrain.algorithm.base import (
     NO_UPDATE_HOOKS,
     Algorithm,
-    NonFiniteLossError,
     NoUpdateHooks,
     OfflineAlgorithm,
     OffPolicyAlgorithm,
@@ -46,6 +45,7 @@ from tshtrain.algorithm.blocks.policies import (
 from tshtrain.algorithm.blocks.polyak import TargetNetwork
 from tshtrain.algorithm.blocks.schedules import LinearSchedule, Schedule, num_update_steps_for
 from tshtrain.algorithm.blocks.temperature import EntropyTemperature
+from tshtrain.errors import NonFiniteLossError
 
 __all__ = [
     "A2C",

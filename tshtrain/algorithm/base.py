@@ -35,11 +35,7 @@ from typing_extensions import TypeVar as DefaultTypeVar
 from tshtrain.data.batch import ObsArray, ObsTensor, RolloutBatch, TransitionBatch, obs_to_torch
 from tshtrain.data.buffer import BaseReplayBuffer
 from tshtrain.env.spaces import action_spec
-from tshtrain.errors import ConfigurationError
-
-
-class NonFiniteLossError(FloatingPointError):
-    """A loss became NaN or infinite; the message names the algorithm and the loss."""
+from tshtrain.errors import ConfigurationError, NonFiniteLossError
 
 
 def check_finite_loss(algorithm: str, name: str, loss: torch.Tensor) -> None:

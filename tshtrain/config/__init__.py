@@ -6,7 +6,7 @@ write an experiment file, which :func:`load_experiment` turns into a complete :c
 """
 
 from tshtrain.config.build import Run, build_algorithm, build_run, make_envs
-from tshtrain.config.files import ExperimentError, apply_overrides, dumps, read_file, write_atomic
+from tshtrain.config.files import apply_overrides, dumps, read_file, write_atomic
 from tshtrain.config.models import Experiment
 from tshtrain.config.registry import SPECS, AlgorithmSpec, Family, get_spec
 from tshtrain.config.resolve import (
@@ -17,6 +17,7 @@ from tshtrain.config.resolve import (
     load_experiment,
     resolve_experiment,
 )
+from tshtrain.errors import ExperimentError
 
 __all__ = [
     "SPECS",

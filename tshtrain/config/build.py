@@ -24,7 +24,6 @@ from tshtrain.algorithm.base import Algorithm
 from tshtrain.algorithm.blocks.schedules import num_update_steps_for
 from tshtrain.config.builders import BuildContext
 from tshtrain.config.entry_points import env_id_module, require_allowed, wrapper_module
-from tshtrain.config.files import ExperimentError
 from tshtrain.config.models import EnvConfig, Experiment, NoExploration, WrapperConfig
 from tshtrain.config.registry import AlgorithmSpec, Family, get_spec
 from tshtrain.config.resolve import STOP_SCORE, TRAINER_PARAMS, build_params, experiment_data
@@ -32,7 +31,7 @@ from tshtrain.data import Collector, ReplayBuffer, VectorReplayBuffer, load_buff
 from tshtrain.data.buffer import BaseReplayBuffer
 from tshtrain.data.prioritized import PrioritizedReplayBuffer, PrioritizedVectorReplayBuffer
 from tshtrain.env import make_vector_env
-from tshtrain.errors import ConfigurationError
+from tshtrain.errors import ConfigurationError, ExperimentError
 from tshtrain.logger.base import Logger
 from tshtrain.trainer import OfflineTrainer, OffPolicyTrainer, OnPolicyTrainer
 from tshtrain.trainer.base import Trainer

@@ -13,8 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Collection
 
-from tshtrain.config.files import ExperimentError
-from tshtrain.errors import short_repr
+from tshtrain.errors import ExperimentError, short_repr
 
 BUILTIN_MODULES: tuple[str, ...] = ("gymnasium.wrappers", "tshtrain.env")
 """modules any experiment file may name"""

@@ -15,15 +15,11 @@ from typing import Any
 
 import yaml
 
-from tshtrain.errors import ConfigurationError, short_repr
-from tshtrain.logger._files import atomic_write_bytes
+from tshtrain.atomic import atomic_write_bytes
+from tshtrain.errors import ExperimentError, short_repr
 
 SUFFIXES: dict[str, str] = {".yaml": "yaml", ".yml": "yaml", ".toml": "toml", ".json": "json"}
 """the file suffixes an experiment file may have, and their formats"""
-
-
-class ExperimentError(ConfigurationError):
-    """An experiment file, a ``--set`` override or the experiment they make is not valid."""
 
 
 def file_format(path: Path) -> str:

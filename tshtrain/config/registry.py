@@ -30,7 +30,6 @@ from tshtrain.algorithm.algos.td3_bc import TD3BCParams
 from tshtrain.algorithm.base import Algorithm
 from tshtrain.config import builders
 from tshtrain.config.defaults import DEFAULTS, EXAMPLE_EXTRAS
-from tshtrain.config.files import ExperimentError
 from tshtrain.config.models import (
     ActorCriticNetwork,
     ActorCriticsNetwork,
@@ -41,6 +40,7 @@ from tshtrain.config.models import (
     QNetwork,
     Section,
 )
+from tshtrain.errors import ExperimentError
 
 
 class Family(StrEnum):

@@ -14,12 +14,12 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from tshtrain.algorithm.blocks.schedules import LinearSchedule
-from tshtrain.config.files import ExperimentError, apply_overrides, merge_data, read_file
+from tshtrain.config.files import apply_overrides, merge_data, read_file
 from tshtrain.config.models import Experiment, Section
 from tshtrain.config.registry import DEFAULT_ALGORITHM, AlgorithmSpec, Family, did_you_mean, get_spec
 from tshtrain.config.schema import adapter, expected, value_fields
 from tshtrain.constraints import FiniteFloat
-from tshtrain.errors import ConfigurationError, short_repr
+from tshtrain.errors import ConfigurationError, ExperimentError, short_repr
 from tshtrain.trainer import OfflineTrainerParams, OffPolicyTrainerParams, OnPolicyTrainerParams
 
 TRAINER_PARAMS: dict[Family, type] = {

@@ -2,8 +2,9 @@
 
 The format streams: arrays are written straight from the buffer's storage and read back through a
 memory map into freshly allocated arrays, so neither direction needs twice the buffer's RAM. A save
-goes to a temporary directory that is renamed into place only when complete (fsync'ed); a failed save
-leaves nothing behind, and an existing buffer directory of the same name is replaced only at the end.
+goes through :func:`tshtrain.atomic.atomic_directory`: a temporary directory that is renamed into place
+only when complete (fsync'ed); a failed save leaves nothing behind, and an existing buffer directory of
+the same name is replaced only at the end.
 Prioritized buffers add ``priorities.npy`` and their exponents to the manifest, so that a loaded buffer
 samples exactly as the saved one did.
 
@@ -19,12 +20,12 @@ import json
 import math
 import os
 import re
-import shutil
 from pathlib import Path
 from typing import Any, TypeGuard
 
 import numpy as np
 
+from tshtrain.atomic import atomic_directory
 from tshtrain.data import prioritized
 from tshtrain.data.buffer import BaseReplayBuffer, BufferLayout, ReplayBuffer, VectorReplayBuffer
 from tshtrain.errors import BufferFormatError, short_repr
@@ -43,37 +44,11 @@ def _field_file(name: str) -> str:
     return name.replace("/", "__") + ".npy"
 
 
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 def _write_array(directory: Path, file: str, arr: np.ndarray) -> dict[str, Any]:
-    """Write ``arr`` to ``directory/file`` (fsync'ed); its manifest entry."""
+    """Write ``arr`` to ``directory/file``; its manifest entry."""
     with open(directory / file, "wb") as fh:
         np.save(fh, arr, allow_pickle=False)
-        fh.flush()
-        os.fsync(fh.fileno())
     return {"file": file, "shape": list(arr.shape), "dtype": arr.dtype.str}
-
-
-def _replace_dir(tmp: Path, target: Path) -> None:
-    """Move the finished ``tmp`` to ``target``, replacing an existing ``target`` only on success."""
-    if not target.exists():
-        tmp.rename(target)
-        return
-    old = target.with_name(f".{target.name}.old-{os.getpid()}")
-    shutil.rmtree(old, ignore_errors=True)  # left over by a crashed save
-    target.rename(old)
-    try:
-        tmp.rename(target)
-    except BaseException:
-        old.rename(target)
-        raise
-    shutil.rmtree(old, ignore_errors=True)
 
 
 def save_buffer(buffer: BaseReplayBuffer, path: str | os.PathLike[str]) -> Path:
@@ -82,10 +57,7 @@ def save_buffer(buffer: BaseReplayBuffer, path: str | os.PathLike[str]) -> Path:
     Prioritized buffers also store their priorities, ``alpha``, ``beta`` and max priority.
     """
     target = Path(path)
-    tmp = target.with_name(f".{target.name}.tmp-{os.getpid()}")
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
-    try:
+    with atomic_directory(target) as tmp:
         fields: dict[str, Any] = {}
         for name, arr in buffer.field_arrays().items():
             fields[name] = _write_array(tmp, _field_file(name), arr)
@@ -107,16 +79,7 @@ def save_buffer(buffer: BaseReplayBuffer, path: str | os.PathLike[str]) -> Path:
                 "beta": buffer.beta,
                 "max_priority": buffer.max_priority,
             }
-        with open(tmp / _MANIFEST, "w") as fh:
-            json.dump(manifest, fh, indent=1)
-            fh.flush()
-            os.fsync(fh.fileno())
-        _fsync_dir(tmp)
-        _replace_dir(tmp, target)
-        _fsync_dir(target.parent)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
+        (tmp / _MANIFEST).write_text(json.dumps(manifest, indent=1))
     return target
 
 

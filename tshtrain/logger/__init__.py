@@ -4,9 +4,9 @@ W&B and MLflow are optional extras (``pip install 'tshtrain[wandb]'`` / ``'tshtr
 packages are imported only when such a logger is built. See ``docs/logging.md``.
 """
 
+from tshtrain.errors import LoggerError
 from tshtrain.logger.base import (
     Logger,
-    LoggerError,
     LogIntervals,
     LogResumePoint,
     LogScope,

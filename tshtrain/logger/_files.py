@@ -1,11 +1,11 @@
-"""File helpers shared by the file-based writers: a checked log directory and atomic rewrites."""
+"""The checked log directory of the file-based writers (their atomic rewrites: :mod:`tshtrain.atomic`)."""
 
 from __future__ import annotations
 
 import os
-import tempfile
 from pathlib import Path
 
+from tshtrain.atomic import probe_writable
 from tshtrain.errors import ConfigurationError
 
 
@@ -18,29 +18,9 @@ def prepare_log_dir(log_dir: str | os.PathLike[str], owner: str) -> Path:
     path = Path(log_dir)
     try:
         path.mkdir(parents=True, exist_ok=True)
-        with tempfile.NamedTemporaryFile(dir=path, prefix=".write-check-", delete=True):
-            pass
+        probe_writable(path)
     except OSError as error:
         raise ConfigurationError(
             f"{owner}: cannot write to the log directory {str(path)!r} ({error}); pass a writable log_dir."
         ) from error
     return path
-
-
-def atomic_write_bytes(path: Path, data: bytes) -> None:
-    """Replace ``path`` by a file holding ``data``: readers see the old or the new file, never a mix.
-
-    The data go to a temporary file in the same directory, are flushed to disk, and the temporary file
-    is renamed over ``path``.
-    """
-    # the temporary name must not look like a log file (TensorBoard reads every "*tfevents*" file)
-    fd, tmp_name = tempfile.mkstemp(dir=path.parent, prefix=".tshtrain-rewrite-", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as tmp:
-            tmp.write(data)
-            tmp.flush()
-            os.fsync(tmp.fileno())
-        os.replace(tmp_name, path)
-    except BaseException:
-        Path(tmp_name).unlink(missing_ok=True)
-        raise

@@ -33,14 +33,6 @@ from tshtrain.constraints import PositiveInt, validate_fields
 from tshtrain.counters import Counters
 
 
-class LoggerError(RuntimeError):
-    """A logger failed while training ran (disk full, a closed file, a writer's own error).
-
-    The trainer stops with this error after closing the logger; checkpoints written so far are intact,
-    and the run can be resumed with ``resume_from_log=True``.
-    """
-
-
 class LogScope(StrEnum):
     """The scopes a trainer logs under (see the module docstring)."""
 

@@ -6,10 +6,9 @@ import logging
 from collections.abc import Mapping, Sequence
 from typing import final
 
-from tshtrain.errors import ConfigurationError
+from tshtrain.errors import ConfigurationError, LoggerError
 from tshtrain.logger.base import (
     Logger,
-    LoggerError,
     LogIntervals,
     LogResumePoint,
     LogScope,

@@ -29,7 +29,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import IO, final
 
-from tshtrain.logger._files import atomic_write_bytes, prepare_log_dir
+from tshtrain.atomic import atomic_write_bytes
+from tshtrain.logger._files import prepare_log_dir
 from tshtrain.logger.base import LogIntervals, LogResumePoint, LogScope, counters_from_info
 
 Record = tuple[int, dict[str, float]]

@@ -35,8 +35,8 @@ from tshtrain.counters import Counters
 from tshtrain.data.buffer import BaseReplayBuffer
 from tshtrain.data.buffer_io import load_buffer_into, save_buffer
 from tshtrain.data.buffer_io import read_manifest as read_buffer_manifest
+from tshtrain.errors import CheckpointError
 from tshtrain.trainer.checkpoint_io import (
-    CheckpointError,
     CheckpointManifest,
     FileWriter,
     verify_checkpoint_dir,

@@ -9,10 +9,11 @@ A checkpoint directory holds
 * ``buffers/<name>/``: replay buffers in the streaming buffer format (optional);
 * ``envs/<name>.pkl``: pickled sub-environments, where the env allows it (optional; trusted input).
 
-Writing goes to a hidden temporary directory next to the target, every file is fsync'ed, the manifest
-is written last, and the directory is renamed into place. A reader checks the manifest, the version,
-and every file's size and hash *before* it loads anything, so a truncated, corrupted or foreign
-checkpoint raises :class:`CheckpointError` naming the file and the problem and never loads half a state.
+Writing goes through :func:`tshtrain.atomic.atomic_directory`: a hidden temporary directory next to
+the target, every file fsync'ed, the manifest written last, the directory renamed into place. A reader
+checks the manifest, the version, and every file's size and hash *before* it loads anything, so a
+truncated, corrupted or foreign checkpoint raises :class:`~tshtrain.errors.CheckpointError` naming the
+file and the problem and never loads half a state.
 """
 
 from __future__ import annotations
@@ -20,20 +21,18 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import shutil
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tshtrain.atomic import atomic_directory
+from tshtrain.errors import CheckpointError
+
 CHECKPOINT_FORMAT = "tshtrain-checkpoint"
 CHECKPOINT_FORMAT_VERSION = 2
 MANIFEST = "manifest.json"
-
-
-class CheckpointError(ValueError):
-    """A checkpoint that cannot be read: missing, truncated, corrupted, or of another format version."""
 
 
 FileWriter = Callable[[Path], None]
@@ -64,18 +63,6 @@ def _sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
-def _fsync_tree(root: Path) -> None:
-    for dirpath, _, filenames in os.walk(root):
-        for name in filenames:
-            with open(Path(dirpath) / name, "rb") as fh:
-                os.fsync(fh.fileno())
-        fd = os.open(dirpath, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-
-
 def _files_of(root: Path) -> dict[str, dict[str, Any]]:
     files: dict[str, dict[str, Any]] = {}
     for dirpath, _, filenames in os.walk(root):
@@ -91,12 +78,7 @@ def write_checkpoint_dir(target: Path, entries: Mapping[str, FileWriter], info: 
 
     An existing directory at ``target`` is replaced only once the new one is complete.
     """
-    target = Path(target)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = target.with_name(f".{target.name}.tmp-{os.getpid()}")
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir()
-    try:
+    with atomic_directory(target) as tmp:
         for name, write in entries.items():
             (tmp / name).parent.mkdir(parents=True, exist_ok=True)
             write(tmp / name)
@@ -108,32 +90,7 @@ def write_checkpoint_dir(target: Path, entries: Mapping[str, FileWriter], info: 
             "files": _files_of(tmp),
         }
         (tmp / MANIFEST).write_text(json.dumps(manifest, indent=1, default=str))
-        _fsync_tree(tmp)
-        _replace_dir(tmp, target)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    return target
-
-
-def _replace_dir(tmp: Path, target: Path) -> None:
-    if not target.exists():
-        tmp.rename(target)
-    else:
-        old = target.with_name(f".{target.name}.old-{os.getpid()}")
-        shutil.rmtree(old, ignore_errors=True)
-        target.rename(old)
-        try:
-            tmp.rename(target)
-        except BaseException:
-            old.rename(target)
-            raise
-        shutil.rmtree(old, ignore_errors=True)
-    fd = os.open(target.parent, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    return Path(target)
 
 
 def read_manifest(path: str | os.PathLike[str]) -> CheckpointManifest:

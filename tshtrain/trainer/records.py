@@ -27,7 +27,8 @@ import numpy as np
 import torch
 
 from tshtrain.data.stats import CollectStats, SequenceSummaryStats
-from tshtrain.logger.base import Logger, LoggerError, LogScope
+from tshtrain.errors import LoggerError
+from tshtrain.logger.base import Logger, LogScope
 
 EPISODE_WINDOW = 100
 """episodes in the rolling window of the ``returns_window/*`` and ``lens_window/*`` scalars"""

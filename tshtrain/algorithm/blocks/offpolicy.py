@@ -83,7 +83,7 @@ def host_scalars(
     algorithm: str, scalars: Mapping[str, torch.Tensor], *, losses: Collection[str]
 ) -> dict[str, float]:
     """The scalars of one update as floats, in one host transfer. Raises
-    :class:`~tshtrain.algorithm.base.NonFiniteLossError` naming ``algorithm`` and the loss if one of
+    :class:`~tshtrain.errors.NonFiniteLossError` naming ``algorithm`` and the loss if one of
     ``losses`` (names in ``scalars``, e.g. ``"critic loss"``) is NaN or infinite."""
     values: list[float] = torch.stack([t.detach().float() for t in scalars.values()]).tolist()
     named = dict(zip(scalars, values, strict=True))
