@@ -39,6 +39,8 @@ MAX_DEPTH = 32
 """deeper nesting of mappings and lists is refused"""
 MAX_ALIASES = 100
 """YAML files with more aliases (``*name``) than this are refused (alias expansion bombs)"""
+MAX_NODES = 100_000
+"""files holding more values than this once aliases are expanded are refused"""
 
 
 class _StrictLoader(yaml.SafeLoader):
@@ -90,16 +92,32 @@ def _refuse_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 
 
 def _check_depth(data: Any, where: Path) -> None:
-    """Refuse nesting deeper than :data:`MAX_DEPTH` (iteratively: no recursion on hostile input)."""
-    pending: list[tuple[Any, int]] = [(data, 0)]
+    """Refuse nesting deeper than :data:`MAX_DEPTH` or more than :data:`MAX_NODES` values once aliases
+    are expanded. Iterative, and each shared (aliased) object is measured once, so hostile input costs
+    time linear in the file."""
+    sizes: dict[int, tuple[int, int]] = {}  # id of a dict / list -> (values when expanded, height)
+    pending: list[tuple[Any, int, bool]] = [(data, 0, False)]
     while pending:
-        value, depth = pending.pop()
+        value, depth, children_done = pending.pop()
+        if not isinstance(value, dict | list) or (not children_done and id(value) in sizes):
+            continue
+        children = list(value.values()) if isinstance(value, dict) else value
+        if children_done:
+            nested = [sizes.get(id(c), (1, 0)) for c in children]
+            size = 1 + sum(n for n, _ in nested)
+            height = 1 + max((h for _, h in nested), default=0)
+            if height > MAX_DEPTH:
+                raise ExperimentError(f"{where}: nested more than {MAX_DEPTH} levels deep.")
+            if size > MAX_NODES:
+                raise ExperimentError(
+                    f"{where}: more than {MAX_NODES} values once its YAML aliases are expanded."
+                )
+            sizes[id(value)] = (size, height)
+            continue
         if depth > MAX_DEPTH:
             raise ExperimentError(f"{where}: nested more than {MAX_DEPTH} levels deep.")
-        if isinstance(value, dict):
-            pending.extend((v, depth + 1) for v in value.values())
-        elif isinstance(value, list):
-            pending.extend((v, depth + 1) for v in value)
+        pending.append((value, depth, True))
+        pending.extend((c, depth + 1, False) for c in children)
 
 
 def read_file(path: str | os.PathLike[str]) -> dict[str, Any]:
