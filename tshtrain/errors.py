@@ -19,6 +19,8 @@ exceptions keeps working; their messages say what was given, what is allowed and
   the action space (``Collector(check_actions=True)``).
 * :class:`EnvStepError` (``FloatingPointError``): a sub-env returned a NaN / inf observation or reward
   (``Collector(check_finite=True)``).
+* :class:`EpisodeLimitError` (``RuntimeError``): episode collection (a test step) took its bound of env
+  steps without finishing its episodes (``Collector.collect(max_env_steps=...)``).
 * :class:`NonFiniteLossError` (``FloatingPointError``): a loss became NaN or infinite in an algorithm's
   ``update``.
 * :class:`LoggerError` (``RuntimeError``): a logger failed while training ran.
@@ -60,6 +62,12 @@ class CheckpointError(ValueError):
 
 class PolicyOutputError(ValueError):
     """A policy returned actions of the wrong shape, or outside the action space."""
+
+
+class EpisodeLimitError(RuntimeError):
+    """Episode collection took ``max_env_steps`` env steps without finishing its episodes (e.g. an env
+    that never terminates or truncates); raised by ``Collector.collect(n_episode=..., max_env_steps=...)``
+    and so by test steps (``TrainerParams.test_step_max_env_steps``)."""
 
 
 class EnvStepError(FloatingPointError):

@@ -27,7 +27,7 @@ from tshtrain.data.buffer import BaseReplayBuffer
 from tshtrain.data.stats import CollectStats
 from tshtrain.env.spaces import make_action_checker, sample_actions
 from tshtrain.env.vector import failing_sub_env, require_same_step_autoreset
-from tshtrain.errors import ConfigurationError, EnvStepError, require_positive
+from tshtrain.errors import ConfigurationError, EnvStepError, EpisodeLimitError, require_positive
 
 
 class CollectorPolicy(Protocol):
@@ -241,6 +241,7 @@ class Collector:
         random: bool = False,
         deterministic: bool = False,
         reset_before_collect: bool = False,
+        max_env_steps: int | None = None,
     ) -> CollectStats:
         """Collect ``n_step`` env steps or ``n_episode`` episodes (exactly one of the two).
 
@@ -248,6 +249,9 @@ class Collector:
             random: take uniformly random actions instead of the policy's.
             deterministic: ask the policy for its deterministic (evaluation) actions.
             reset_before_collect: reset the envs first (discarding unfinished episodes).
+            max_env_steps: with ``n_episode``, raise :class:`~tshtrain.errors.EpisodeLimitError` once this
+                many env steps were taken without finishing the episodes (an env that never ends an
+                episode would otherwise hang the call); None: no bound.
         """
         if (n_step is None) == (n_episode is None):
             raise ConfigurationError(
@@ -267,7 +271,7 @@ class Collector:
         else:
             assert n_episode is not None
             require_positive("Collector.collect", "n_episode", n_episode)
-            stored, returns, lens = self._collect_episodes(n_episode, random, deterministic)
+            stored, returns, lens = self._collect_episodes(n_episode, random, deterministic, max_env_steps)
             self.reset_env()
         self.num_collected_env_steps += stored
         self.num_collected_episodes += len(lens)
@@ -414,7 +418,7 @@ class Collector:
         )
 
     def _collect_episodes(
-        self, n_episode: int, random: bool, deterministic: bool
+        self, n_episode: int, random: bool, deterministic: bool, max_env_steps: int | None
     ) -> tuple[int, np.ndarray, np.ndarray]:
         if np.any(self._ep_len):  # unfinished episodes from step-based collection: start afresh
             self.reset_env()
@@ -440,7 +444,22 @@ class Collector:
                     started += 1
                 else:
                     active_mask[env_id] = False
+            if max_env_steps is not None and stored >= max_env_steps and active_mask.any():
+                self._episode_limit(n_episode, stored, max_env_steps, active_mask)
         return stored, self._concat(returns), np.concatenate(lens or [np.zeros(0, np.int64)])
+
+    def _episode_limit(
+        self, n_episode: int, stored: int, max_env_steps: int, active_mask: np.ndarray
+    ) -> None:
+        """Raise EpisodeLimitError: ``max_env_steps`` were taken and episodes are still running."""
+        still = active_mask
+        longest = int(self._ep_len[still].max())
+        raise EpisodeLimitError(
+            f"Collector.collect: {stored} env steps without finishing {n_episode} episodes (max_env_steps="
+            f"{max_env_steps}); sub-envs {np.flatnonzero(still)[:8].tolist()} are {longest} steps into their "
+            f"episode. An env that never terminates or truncates needs a time limit (e.g. "
+            f"gymnasium.wrappers.TimeLimit); or raise the bound."
+        )
 
     def _concat(self, returns: list[np.ndarray]) -> np.ndarray:
         if returns:

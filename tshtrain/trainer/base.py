@@ -444,6 +444,7 @@ class Trainer(ABC, Generic[TAlgorithm, TParams]):
             if deterministic is None
             else deterministic,
             reset_before_collect=True,
+            max_env_steps=self.params.test_step_max_env_steps,
         )
         stat = self._reduce_returns(stat)
         self._recorder.test(stat, time.perf_counter() - start)

@@ -61,6 +61,10 @@ class TrainerParams:
     """the collector for test steps; None: no test steps (and no stop_fn / test_fn / save_best_fn)"""
     test_step_num_episodes: PositiveInt = 1
     """episodes per test step"""
+    test_step_max_env_steps: PositiveInt | None = 1_000_000
+    """a test step that has taken this many env steps without finishing its episodes raises
+    ``EpisodeLimitError`` (an env that never terminates or truncates would hang it otherwise); None:
+    no bound"""
     training_fn: Callable[[int, int], None] | None = None
     """called at the beginning of each training step as ``training_fn(epoch, env_step)``"""
     test_fn: Callable[[int, int | None], None] | None = None
