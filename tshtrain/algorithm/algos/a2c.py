@@ -34,6 +34,10 @@ from tshtrain.data.batch import RolloutBatch
 class A2CParams(ActorCriticParams):
     """Hyperparameters of :class:`A2C` (all in :class:`ActorCriticParams`)."""
 
+    @override
+    def __post_init__(self) -> None:
+        super().__post_init__()
+
 
 @final
 @dataclass(frozen=True, kw_only=True)

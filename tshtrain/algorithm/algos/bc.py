@@ -19,19 +19,19 @@ from tshtrain.algorithm.base import (
 )
 from tshtrain.algorithm.blocks.optim import optimizer_step
 from tshtrain.algorithm.blocks.policies import CategoricalPolicy, DeterministicActorPolicy
+from tshtrain.constraints import PositiveFloat, validate_fields
 from tshtrain.data.buffer import BaseReplayBuffer
-from tshtrain.errors import require_positive
 
 
 @dataclass(frozen=True, kw_only=True)
 class BCParams:
     """Hyperparameters of :class:`BehaviorCloning`."""
 
-    lr: float = 1e-3
+    lr: PositiveFloat = 1e-3
     """Adam learning rate"""
 
     def __post_init__(self) -> None:
-        require_positive("BCParams", "lr", self.lr)
+        validate_fields(self)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -19,39 +19,32 @@ from tshtrain.algorithm.blocks.actor_critic_targets import ActorCriticTargets
 from tshtrain.algorithm.blocks.continuous import critic_values
 from tshtrain.algorithm.blocks.offpolicy import (
     host_scalars,
-    require_in_range,
-    require_int_at_least,
     sample_replay,
     td_loss,
     update_priorities,
 )
 from tshtrain.algorithm.blocks.policies import DeterministicActorPolicy
+from tshtrain.constraints import OpenUnitFloat, PositiveFloat, PositiveInt, UnitFloat, validate_fields
 from tshtrain.data.buffer import BaseReplayBuffer
-from tshtrain.errors import ConfigurationError, require_positive
 
 
 @dataclass(frozen=True, kw_only=True)
 class DDPGParams:
     """Hyperparameters of :class:`DDPG`."""
 
-    actor_lr: float = 1e-3
+    actor_lr: PositiveFloat = 1e-3
     """Adam learning rate of the actor"""
-    critic_lr: float = 1e-3
+    critic_lr: PositiveFloat = 1e-3
     """Adam learning rate of the critic"""
-    gamma: float = 0.99
+    gamma: UnitFloat = 0.99
     """discount factor in [0, 1]"""
-    tau: float = 0.005
+    tau: OpenUnitFloat = 0.005
     """Polyak rate of the target actor and critic, in (0, 1]"""
-    n_step: int = 1
+    n_step: PositiveInt = 1
     """transitions summed in the TD target before bootstrapping (stops early at episode ends)"""
 
     def __post_init__(self) -> None:
-        require_positive("DDPGParams", "actor_lr", self.actor_lr)
-        require_positive("DDPGParams", "critic_lr", self.critic_lr)
-        require_in_range("DDPGParams", "gamma", self.gamma, 0.0, 1.0)
-        if isinstance(self.tau, bool) or not 0.0 < self.tau <= 1.0:
-            raise ConfigurationError(f"DDPGParams.tau must lie in (0, 1], got {self.tau!r}.")
-        require_int_at_least("DDPGParams", "n_step", self.n_step, 1)
+        validate_fields(self)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -25,46 +25,37 @@ from tshtrain.algorithm.base import (
 )
 from tshtrain.algorithm.blocks.offpolicy import (
     host_scalars,
-    require_in_range,
-    require_int_at_least,
     sample_replay,
 )
 from tshtrain.algorithm.blocks.optim import optimizer_step
 from tshtrain.algorithm.blocks.policies import QValuePolicy
 from tshtrain.algorithm.blocks.polyak import TargetNetwork
+from tshtrain.constraints import NonNegativeFloat, PositiveFloat, PositiveInt, UnitFloat, validate_fields
 from tshtrain.data.buffer import BaseReplayBuffer
-from tshtrain.errors import ConfigurationError, require_positive
 
 
 @dataclass(frozen=True, kw_only=True)
 class DiscreteCQLParams:
     """Hyperparameters of :class:`DiscreteCQL`."""
 
-    lr: float = 1e-3
+    lr: PositiveFloat = 1e-3
     """Adam learning rate"""
-    gamma: float = 0.99
+    gamma: UnitFloat = 0.99
     """discount factor in [0, 1]"""
-    target_update_freq: int = 500
+    target_update_freq: PositiveInt = 500
     """gradient steps between two hard copies of the online network into the target network"""
     is_double: bool = True
     """double Q-learning: the online network picks the next action, the target network values it"""
     huber_loss: bool = True
     """Huber (smooth L1) instead of squared TD error"""
-    cql_weight: float = 1.0
-    """weight of the conservative penalty logsumexp_a Q(o, a) - Q(o, a_data)"""
-    n_step: int = 1
+    cql_weight: NonNegativeFloat = 1.0
+    """weight of the conservative penalty logsumexp_a Q(o, a) - Q(o, a_data); 0 is plain DQN on the
+    dataset, 0.5 to 4 is usual"""
+    n_step: PositiveInt = 1
     """transitions summed in the TD target before bootstrapping (stops early at episode ends)"""
 
     def __post_init__(self) -> None:
-        require_positive("DiscreteCQLParams", "lr", self.lr)
-        require_in_range("DiscreteCQLParams", "gamma", self.gamma, 0.0, 1.0)
-        require_int_at_least("DiscreteCQLParams", "target_update_freq", self.target_update_freq, 1)
-        if isinstance(self.cql_weight, bool) or not self.cql_weight >= 0:
-            raise ConfigurationError(
-                f"DiscreteCQLParams.cql_weight must be >= 0, got {self.cql_weight!r}; 0 is plain DQN "
-                f"on the dataset, 0.5 to 4 is usual."
-            )
-        require_int_at_least("DiscreteCQLParams", "n_step", self.n_step, 1)
+        validate_fields(self)
 
 
 @dataclass(frozen=True, kw_only=True)

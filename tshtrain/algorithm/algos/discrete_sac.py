@@ -22,53 +22,41 @@ from tshtrain.algorithm.blocks.actor_critic_targets import ActorCriticTargets
 from tshtrain.algorithm.blocks.continuous import ensemble_mlp
 from tshtrain.algorithm.blocks.offpolicy import (
     host_scalars,
-    require_in_range,
-    require_int_at_least,
     sample_replay,
     td_loss,
     update_priorities,
 )
 from tshtrain.algorithm.blocks.policies import CategoricalPolicy
 from tshtrain.algorithm.blocks.temperature import EntropyTemperature
+from tshtrain.constraints import OpenUnitFloat, PositiveFloat, PositiveInt, UnitFloat, validate_fields
 from tshtrain.data.buffer import BaseReplayBuffer
-from tshtrain.errors import ConfigurationError, require_positive
 
 
 @dataclass(frozen=True, kw_only=True)
 class DiscreteSACParams:
     """Hyperparameters of :class:`DiscreteSAC`."""
 
-    actor_lr: float = 3e-4
+    actor_lr: PositiveFloat = 3e-4
     """Adam learning rate of the actor"""
-    critic_lr: float = 3e-4
+    critic_lr: PositiveFloat = 3e-4
     """Adam learning rate of the critics"""
-    alpha_lr: float = 3e-4
+    alpha_lr: PositiveFloat = 3e-4
     """Adam learning rate of log(alpha) (auto_alpha=True only)"""
-    gamma: float = 0.99
+    gamma: UnitFloat = 0.99
     """discount factor in [0, 1]"""
-    tau: float = 0.005
+    tau: OpenUnitFloat = 0.005
     """Polyak rate of the target critics, in (0, 1]"""
-    alpha: float = 1.0
+    alpha: PositiveFloat = 1.0
     """entropy coefficient: constant with auto_alpha=False, the starting value with auto_alpha=True"""
     auto_alpha: bool = True
     """tune alpha so that the policy's entropy tracks target_entropy"""
-    target_entropy_ratio: float = 0.98
+    target_entropy_ratio: OpenUnitFloat = 0.98
     """auto_alpha's entropy target, as a fraction in (0, 1] of the maximum entropy log(num_actions)"""
-    n_step: int = 1
+    n_step: PositiveInt = 1
     """transitions summed in the TD target before bootstrapping (stops early at episode ends)"""
 
     def __post_init__(self) -> None:
-        for name in ("actor_lr", "critic_lr", "alpha_lr", "alpha"):
-            require_positive("DiscreteSACParams", name, getattr(self, name))
-        require_in_range("DiscreteSACParams", "gamma", self.gamma, 0.0, 1.0)
-        if isinstance(self.tau, bool) or not 0.0 < self.tau <= 1.0:
-            raise ConfigurationError(f"DiscreteSACParams.tau must lie in (0, 1], got {self.tau!r}.")
-        if isinstance(self.target_entropy_ratio, bool) or not 0.0 < self.target_entropy_ratio <= 1.0:
-            raise ConfigurationError(
-                f"DiscreteSACParams.target_entropy_ratio must lie in (0, 1], got "
-                f"{self.target_entropy_ratio!r}."
-            )
-        require_int_at_least("DiscreteSACParams", "n_step", self.n_step, 1)
+        validate_fields(self)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -23,44 +23,38 @@ from tshtrain.algorithm.base import (
 from tshtrain.algorithm.blocks.offpolicy import (
     ReplaySample,
     host_scalars,
-    require_in_range,
-    require_int_at_least,
     sample_replay,
     update_priorities,
 )
 from tshtrain.algorithm.blocks.optim import optimizer_step
 from tshtrain.algorithm.blocks.policies import QValuePolicy
 from tshtrain.algorithm.blocks.polyak import TargetNetwork
+from tshtrain.constraints import PositiveFloat, PositiveInt, UnitFloat, validate_fields
 from tshtrain.data.buffer import BaseReplayBuffer
-from tshtrain.errors import ConfigurationError, require_positive
+from tshtrain.errors import ConfigurationError
 
 
 @dataclass(frozen=True, kw_only=True)
 class DQNParams:
     """Hyperparameters of :class:`DQN`."""
 
-    lr: float = 1e-3
+    lr: PositiveFloat = 1e-3
     """Adam learning rate"""
-    gamma: float = 0.99
+    gamma: UnitFloat = 0.99
     """discount factor in [0, 1]"""
-    target_update_freq: int = 500
+    target_update_freq: PositiveInt = 500
     """gradient steps between two hard copies of the online network into the target network"""
     is_double: bool = True
     """double Q-learning: the online network picks the next action, the target network values it"""
     huber_loss: bool = True
     """Huber (smooth L1) instead of squared TD error"""
-    max_grad_norm: float | None = None
+    max_grad_norm: PositiveFloat | None = None
     """clip the gradient norm to this value (None: no clipping)"""
-    n_step: int = 1
+    n_step: PositiveInt = 1
     """transitions summed in the TD target before bootstrapping (stops early at episode ends)"""
 
     def __post_init__(self) -> None:
-        require_positive("DQNParams", "lr", self.lr)
-        require_int_at_least("DQNParams", "target_update_freq", self.target_update_freq, 1)
-        require_in_range("DQNParams", "gamma", self.gamma, 0.0, 1.0)
-        if self.max_grad_norm is not None:
-            require_positive("DQNParams", "max_grad_norm", self.max_grad_norm)
-        require_int_at_least("DQNParams", "n_step", self.n_step, 1)
+        validate_fields(self)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -20,8 +20,8 @@ from tshtrain.algorithm.base import (
 from tshtrain.algorithm.blocks.onpolicy import minibatches
 from tshtrain.algorithm.blocks.optim import optimizer_step
 from tshtrain.algorithm.blocks.policies import CategoricalPolicy
+from tshtrain.constraints import PositiveFloat, UnitFloat, validate_fields
 from tshtrain.data.batch import ObsArray, RolloutBatch
-from tshtrain.errors import ConfigurationError, require_positive
 from tshtrain.functional.returns import discounted_returns
 
 
@@ -29,17 +29,15 @@ from tshtrain.functional.returns import discounted_returns
 class ReinforceParams:
     """Hyperparameters of :class:`Reinforce`."""
 
-    lr: float = 1e-3
+    lr: PositiveFloat = 1e-3
     """Adam learning rate"""
-    gamma: float = 0.99
+    gamma: UnitFloat = 0.99
     """discount factor in [0, 1]"""
     return_standardization: bool = True
     """standardise the returns of each rollout to mean 0, std 1 (a baseline that lowers variance)"""
 
     def __post_init__(self) -> None:
-        require_positive("ReinforceParams", "lr", self.lr)
-        if not 0.0 <= self.gamma <= 1.0:
-            raise ConfigurationError(f"ReinforceParams.gamma must lie in [0, 1], got {self.gamma!r}.")
+        validate_fields(self)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Any, final
 
@@ -21,52 +20,48 @@ from tshtrain.algorithm.blocks.continuous import TanhGaussianPolicy, critic_valu
 from tshtrain.algorithm.blocks.offpolicy import (
     ReplaySample,
     host_scalars,
-    require_in_range,
-    require_int_at_least,
     sample_replay,
     td_loss,
     update_priorities,
 )
 from tshtrain.algorithm.blocks.temperature import EntropyTemperature
+from tshtrain.constraints import (
+    FiniteFloat,
+    OpenUnitFloat,
+    PositiveFloat,
+    PositiveInt,
+    UnitFloat,
+    validate_fields,
+)
 from tshtrain.data.batch import ObsTensor
 from tshtrain.data.buffer import BaseReplayBuffer
-from tshtrain.errors import ConfigurationError, require_positive
 
 
 @dataclass(frozen=True, kw_only=True)
 class SACParams:
     """Hyperparameters of :class:`SAC`."""
 
-    actor_lr: float = 1e-3
+    actor_lr: PositiveFloat = 1e-3
     """Adam learning rate of the actor"""
-    critic_lr: float = 1e-3
+    critic_lr: PositiveFloat = 1e-3
     """Adam learning rate of the critics"""
-    alpha_lr: float = 1e-3
+    alpha_lr: PositiveFloat = 1e-3
     """Adam learning rate of log(alpha) (auto_alpha=True only)"""
-    gamma: float = 0.99
+    gamma: UnitFloat = 0.99
     """discount factor in [0, 1]"""
-    tau: float = 0.005
+    tau: OpenUnitFloat = 0.005
     """Polyak rate of the target critics, in (0, 1]"""
-    alpha: float = 1.0
+    alpha: PositiveFloat = 1.0
     """entropy coefficient: constant with auto_alpha=False, the starting value with auto_alpha=True"""
     auto_alpha: bool = True
     """tune alpha so that the policy's entropy tracks target_entropy"""
-    target_entropy: float | None = None
+    target_entropy: FiniteFloat | None = None
     """entropy target of auto_alpha; None: -(number of action dimensions)"""
-    n_step: int = 1
+    n_step: PositiveInt = 1
     """transitions summed in the TD target before bootstrapping (stops early at episode ends)"""
 
     def __post_init__(self) -> None:
-        for name in ("actor_lr", "critic_lr", "alpha_lr", "alpha"):
-            require_positive("SACParams", name, getattr(self, name))
-        require_in_range("SACParams", "gamma", self.gamma, 0.0, 1.0)
-        if isinstance(self.tau, bool) or not 0.0 < self.tau <= 1.0:
-            raise ConfigurationError(f"SACParams.tau must lie in (0, 1], got {self.tau!r}.")
-        if self.target_entropy is not None and not math.isfinite(self.target_entropy):
-            raise ConfigurationError(
-                f"SACParams.target_entropy must be a finite number or None, got {self.target_entropy!r}."
-            )
-        require_int_at_least("SACParams", "n_step", self.n_step, 1)
+        validate_fields(self)
 
 
 @dataclass(frozen=True, kw_only=True)

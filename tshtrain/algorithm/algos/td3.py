@@ -21,48 +21,45 @@ from tshtrain.algorithm.blocks.continuous import critic_values
 from tshtrain.algorithm.blocks.offpolicy import (
     ReplaySample,
     host_scalars,
-    require_in_range,
-    require_int_at_least,
     sample_replay,
     td_loss,
     update_priorities,
 )
 from tshtrain.algorithm.blocks.policies import DeterministicActorPolicy
+from tshtrain.constraints import (
+    NonNegativeFloat,
+    OpenUnitFloat,
+    PositiveFloat,
+    PositiveInt,
+    UnitFloat,
+    validate_fields,
+)
 from tshtrain.data.buffer import BaseReplayBuffer
-from tshtrain.errors import ConfigurationError, require_positive
 
 
 @dataclass(frozen=True, kw_only=True)
 class TD3Params:
     """Hyperparameters of :class:`TD3`. Noise scales are in the policy's [-1, 1] action space."""
 
-    actor_lr: float = 1e-3
+    actor_lr: PositiveFloat = 1e-3
     """Adam learning rate of the actor"""
-    critic_lr: float = 1e-3
+    critic_lr: PositiveFloat = 1e-3
     """Adam learning rate of the twin critics"""
-    gamma: float = 0.99
+    gamma: UnitFloat = 0.99
     """discount factor in [0, 1]"""
-    tau: float = 0.005
+    tau: OpenUnitFloat = 0.005
     """Polyak rate of the target actor and critics, in (0, 1]"""
-    policy_noise: float = 0.2
+    policy_noise: NonNegativeFloat = 0.2
     """std of the Gaussian noise added to the target actor's actions (target policy smoothing)"""
-    noise_clip: float = 0.5
+    noise_clip: NonNegativeFloat = 0.5
     """the target policy noise is clipped to [-noise_clip, noise_clip]"""
-    policy_delay: int = 2
+    policy_delay: PositiveInt = 2
     """gradient steps of the critics per step of the actor and the target networks"""
-    n_step: int = 1
+    n_step: PositiveInt = 1
     """transitions summed in the TD target before bootstrapping (stops early at episode ends)"""
 
     def __post_init__(self) -> None:
-        require_positive("TD3Params", "actor_lr", self.actor_lr)
-        require_positive("TD3Params", "critic_lr", self.critic_lr)
-        require_in_range("TD3Params", "gamma", self.gamma, 0.0, 1.0)
-        if isinstance(self.tau, bool) or not 0.0 < self.tau <= 1.0:
-            raise ConfigurationError(f"TD3Params.tau must lie in (0, 1], got {self.tau!r}.")
-        require_in_range("TD3Params", "policy_noise", self.policy_noise, 0.0, float("inf"))
-        require_in_range("TD3Params", "noise_clip", self.noise_clip, 0.0, float("inf"))
-        require_int_at_least("TD3Params", "policy_delay", self.policy_delay, 1)
-        require_int_at_least("TD3Params", "n_step", self.n_step, 1)
+        validate_fields(self)
 
 
 @dataclass(frozen=True, kw_only=True)

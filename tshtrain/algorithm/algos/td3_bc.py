@@ -34,14 +34,20 @@ from tshtrain.algorithm.blocks.continuous import critic_values
 from tshtrain.algorithm.blocks.normalization import RunningObsNormalizer
 from tshtrain.algorithm.blocks.offpolicy import (
     host_scalars,
-    require_in_range,
-    require_int_at_least,
     sample_replay,
     td_loss,
 )
 from tshtrain.algorithm.blocks.policies import DeterministicActorPolicy
+from tshtrain.constraints import (
+    NonNegativeFloat,
+    OpenUnitFloat,
+    PositiveFloat,
+    PositiveInt,
+    UnitFloat,
+    validate_fields,
+)
 from tshtrain.data.buffer import BaseReplayBuffer
-from tshtrain.errors import ConfigurationError, UnsupportedSpaceError, require_positive
+from tshtrain.errors import ConfigurationError, UnsupportedSpaceError
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -49,39 +55,28 @@ class TD3BCParams:
     """Hyperparameters of :class:`TD3BC` (the paper's defaults). Noise scales are in the policy's
     [-1, 1] action space."""
 
-    actor_lr: float = 3e-4
+    actor_lr: PositiveFloat = 3e-4
     """Adam learning rate of the actor"""
-    critic_lr: float = 3e-4
+    critic_lr: PositiveFloat = 3e-4
     """Adam learning rate of the twin critics"""
-    gamma: float = 0.99
+    gamma: UnitFloat = 0.99
     """discount factor in [0, 1]"""
-    tau: float = 0.005
-    """Polyak rate of the target actor and critics, in (0, 1]"""
-    policy_noise: float = 0.2
+    tau: OpenUnitFloat = 0.005
+    """Polyak rate of the target actor and critics, in (0, 1]; 0.005 is usual"""
+    policy_noise: NonNegativeFloat = 0.2
     """std of the Gaussian noise added to the target actor's actions (target policy smoothing)"""
-    noise_clip: float = 0.5
+    noise_clip: NonNegativeFloat = 0.5
     """the target policy noise is clipped to [-noise_clip, noise_clip]"""
-    policy_delay: int = 2
+    policy_delay: PositiveInt = 2
     """gradient steps of the critics per step of the actor and the target networks"""
-    alpha: float = 2.5
-    """weight of the Q term relative to behaviour cloning (lambda = alpha / mean |Q|)"""
+    alpha: NonNegativeFloat = 2.5
+    """weight of the Q term relative to behaviour cloning (lambda = alpha / mean |Q|); 0 is pure
+    behaviour cloning, the paper uses 2.5"""
     normalize_obs: bool = True
     """standardise observations with the dataset's statistics in process_buffer"""
 
     def __post_init__(self) -> None:
-        require_positive("TD3BCParams", "actor_lr", self.actor_lr)
-        require_positive("TD3BCParams", "critic_lr", self.critic_lr)
-        require_in_range("TD3BCParams", "gamma", self.gamma, 0.0, 1.0)
-        if isinstance(self.tau, bool) or not 0.0 < self.tau <= 1.0:
-            raise ConfigurationError(f"TD3BCParams.tau must lie in (0, 1], got {self.tau!r}; 0.005 is usual.")
-        require_in_range("TD3BCParams", "policy_noise", self.policy_noise, 0.0, float("inf"))
-        require_in_range("TD3BCParams", "noise_clip", self.noise_clip, 0.0, float("inf"))
-        require_int_at_least("TD3BCParams", "policy_delay", self.policy_delay, 1)
-        if isinstance(self.alpha, bool) or not self.alpha >= 0:
-            raise ConfigurationError(
-                f"TD3BCParams.alpha must be >= 0, got {self.alpha!r}; 0 is pure behaviour cloning, the "
-                f"paper uses 2.5."
-            )
+        validate_fields(self)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeAlias, final
@@ -22,67 +23,44 @@ from tshtrain.algorithm.blocks.gaussian import GaussianPolicy
 from tshtrain.algorithm.blocks.normalization import RunningObsNormalizer
 from tshtrain.algorithm.blocks.optim import optimizer_step
 from tshtrain.algorithm.blocks.policies import CategoricalPolicy
-from tshtrain.algorithm.blocks.schedules import Schedule
+from tshtrain.algorithm.blocks.schedules import Schedule, check_schedule
+from tshtrain.constraints import NonNegativeFloat, PositiveFloat, UnitFloat, validate_fields
 from tshtrain.data.batch import RolloutBatch
-from tshtrain.errors import ConfigurationError, require_positive
+from tshtrain.errors import ConfigurationError
 from tshtrain.functional.returns import gae_advantages
 
 ActorPolicy: TypeAlias = CategoricalPolicy | GaussianPolicy
 """The policies A2C and PPO train: categorical (Discrete actions) or Gaussian (Box actions)."""
 
 
-def require_unit_interval(owner: str, field: str, value: float) -> None:
-    """Raise ``ConfigurationError`` unless 0 <= ``value`` <= 1."""
-    if isinstance(value, bool) or not isinstance(value, int | float) or not 0.0 <= value <= 1.0:
-        raise ConfigurationError(f"{owner}.{field} must lie in [0, 1], got {value!r}.")
-
-
-def require_non_negative(owner: str, field: str, value: float, hint: str = "") -> None:
-    """Raise ``ConfigurationError`` unless ``value`` >= 0 (``hint`` is appended to the message)."""
-    if isinstance(value, bool) or not isinstance(value, int | float) or not value >= 0:
-        raise ConfigurationError(f"{owner}.{field} must be a number >= 0, got {value!r}.{hint}")
-
-
 @dataclass(frozen=True, kw_only=True)
-class ActorCriticParams:
+class ActorCriticParams(ABC):
     """Hyperparameters shared by :class:`~tshtrain.algorithm.A2CParams` and
-    :class:`~tshtrain.algorithm.PPOParams` (use those)."""
+    :class:`~tshtrain.algorithm.PPOParams` (use those; this base is abstract)."""
 
-    lr: float = 3e-4
+    lr: PositiveFloat = 3e-4
     """Adam learning rate (the base value that lr_schedule multiplies)"""
     lr_schedule: Schedule | None = None
-    """multiplies lr by schedule.factor(k) in the update after k update steps; None: constant lr"""
-    gamma: float = 0.99
+    """multiplies lr by schedule.factor(k) in the update after k update steps (e.g.
+    ``LinearSchedule(num_update_steps=...)``); None: constant lr"""
+    gamma: UnitFloat = 0.99
     """discount factor in [0, 1]"""
-    gae_lambda: float = 0.95
+    gae_lambda: UnitFloat = 0.95
     """GAE's lambda in [0, 1]: 1 gives Monte-Carlo advantages, 0 one-step TD errors"""
-    vf_coef: float = 0.5
+    vf_coef: NonNegativeFloat = 0.5
     """weight of the value loss (mean squared error) in the combined loss"""
-    ent_coef: float = 0.0
-    """weight of the entropy bonus (subtracted from the combined loss)"""
-    max_grad_norm: float | None = 0.5
+    ent_coef: NonNegativeFloat = 0.0
+    """weight of the entropy bonus (subtracted from the combined loss); 0: no entropy bonus"""
+    max_grad_norm: PositiveFloat | None = 0.5
     """clip the gradient norm over the actor's and the critic's parameters; None: no clipping"""
     advantage_normalization: bool = True
     """standardise the advantages of each mini-batch to mean 0, std 1"""
 
+    @abstractmethod
     def __post_init__(self) -> None:
-        owner = type(self).__name__
-        require_positive(owner, "lr", self.lr)
-        require_unit_interval(owner, "gamma", self.gamma)
-        require_unit_interval(owner, "gae_lambda", self.gae_lambda)
-        require_non_negative(owner, "vf_coef", self.vf_coef)
-        require_non_negative(owner, "ent_coef", self.ent_coef, " Use 0 for no entropy bonus.")
-        if self.max_grad_norm is not None and (
-            isinstance(self.max_grad_norm, bool) or not self.max_grad_norm > 0
-        ):
-            raise ConfigurationError(
-                f"{owner}.max_grad_norm must be > 0 or None (no clipping), got {self.max_grad_norm!r}."
-            )
-        if self.lr_schedule is not None and not isinstance(self.lr_schedule, Schedule):
-            raise ConfigurationError(
-                f"{owner}.lr_schedule must be a tshtrain.algorithm.Schedule (e.g. "
-                f"LinearSchedule(num_update_steps=...)) or None, got {self.lr_schedule!r}."
-            )
+        """Check the fields (each subclass calls this through ``super().__post_init__()``)."""
+        validate_fields(self)
+        check_schedule(self, "lr_schedule", self.lr_schedule)
 
 
 def log_prob_entropy(
