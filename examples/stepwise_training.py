@@ -89,7 +89,7 @@ def train(seed: int = 0, max_epochs: int = 5, epoch_num_steps: int = 2000, verbo
     LRSchedulerStep(torch.optim.lr_scheduler.StepLR(algorithm.optim, step_size=200, gamma=0.5)).register(
         trainer
     )
-    EarlyStopping("test/score", patience=3).register(trainer)
+    trainer.add_callback(EarlyStopping("test/score", patience=3))
     rng = np.random.default_rng(seed)
     trainer.events.register("randomize", randomize_pole_length(rng), trigger=OnEpisodeEnd())
     snapshots: list[int] = []

@@ -14,12 +14,15 @@ from typing import Any, overload
 from tshtrain.algorithm.base import OfflineAlgorithm, OffPolicyAlgorithm, OnPolicyAlgorithm
 from tshtrain.counters import Counters
 from tshtrain.trainer.base import Trainer
-from tshtrain.trainer.builtin_hooks import (
+from tshtrain.trainer.builtin_callbacks import (
     BatchSubSampler,
+    ClearCudaCache,
     CountFramesLog,
-    ObservationNormalizer,
+    EarlyStopping,
+    GradientNormLog,
     RewardNormalizer,
 )
+from tshtrain.trainer.builtin_hooks import ObservationNormalizer
 from tshtrain.trainer.callbacks import (
     Callback,
     CollectedBatch,
@@ -33,13 +36,7 @@ from tshtrain.trainer.callbacks import (
     StopTraining,
     TestResult,
 )
-from tshtrain.trainer.control_hooks import (
-    ClearCudaCache,
-    EarlyStopping,
-    GradientNormLog,
-    LRSchedulerStep,
-    TargetNetworkUpdate,
-)
+from tshtrain.trainer.control_hooks import LRSchedulerStep, TargetNetworkUpdate
 from tshtrain.trainer.events import (
     EventContext,
     EventManager,

@@ -1,12 +1,10 @@
-"""Built-in hooks that steer training: learning-rate schedulers, target networks, early stopping,
-gradient-norm logging, emptying the CUDA cache. Data hooks are in :mod:`tshtrain.trainer.builtin_hooks`.
-"""
+"""Built-in hooks that steer training: learning-rate schedulers, target networks (the other
+built-ins are callbacks: :mod:`tshtrain.trainer.builtin_callbacks`)."""
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, Literal, final
+from typing import TYPE_CHECKING, Any, final
 
 import torch
 
@@ -15,12 +13,8 @@ from tshtrain.algorithm.blocks.polyak import TargetNetwork
 from tshtrain.errors import ConfigurationError
 from tshtrain.trainer.hooks import (
     HookContext,
-    HookScalars,
     HookStage,
     OptimizerStep,
-    StepSummary,
-    StopTraining,
-    TestResult,
 )
 
 if TYPE_CHECKING:
@@ -107,180 +101,3 @@ class TargetNetworkUpdate:
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         self.num_steps = int(state["num_steps"])
-
-
-_METRIC_SCOPES = ("test", "update", "training")
-
-
-@final
-class EarlyStopping:
-    """Stops training when a logged metric stops improving, and on a NaN or infinite loss.
-
-    ``metric`` is ``"<scope>/<name>"`` as logged: ``test/...`` (checked after every test step, e.g.
-    ``test/score``, ``test/returns/mean``), ``update/...`` (after every update step, e.g.
-    ``update/loss``) or ``training/...`` (after every training step, e.g. ``training/returns/mean``;
-    checked only when the collection step has it). After ``patience`` checks in a row without an
-    improvement of more than ``min_delta`` over the best value, training stops with stop reason
-    ``hook`` and a ``stop_detail`` that says so. The initial test step (epoch 0) is a check too.
-
-    With ``stop_on_non_finite_loss``, a loss an algorithm reports at ``post_loss`` that is NaN or
-    infinite stops training at once, before its optimizer step (the weights stay finite); for
-    algorithms that do not report losses, loss fields of the update's statistics are checked.
-    """
-
-    def __init__(
-        self,
-        metric: str,
-        *,
-        mode: Literal["max", "min"] = "max",
-        patience: int = 5,
-        min_delta: float = 0.0,
-        stop_on_non_finite_loss: bool = True,
-    ):
-        scope, _, name = metric.partition("/")
-        if scope not in _METRIC_SCOPES or not name:
-            raise ConfigurationError(
-                f"EarlyStopping.metric must be '<scope>/<name>' with scope test, update or training (e.g. "
-                f"'test/score', 'update/loss'), got {metric!r}."
-            )
-        if mode not in ("max", "min"):
-            raise ConfigurationError(f"EarlyStopping.mode must be 'max' or 'min', got {mode!r}.")
-        _require_int("EarlyStopping", "patience", patience)
-        if isinstance(min_delta, bool) or not min_delta >= 0:
-            raise ConfigurationError(f"EarlyStopping.min_delta must be >= 0, got {min_delta!r}.")
-        self.metric = metric
-        self.scope, self.name = scope, name
-        self.mode = mode
-        self.patience = patience
-        self.min_delta = float(min_delta)
-        self.stop_on_non_finite_loss = stop_on_non_finite_loss
-        self.best: float | None = None
-        self.num_bad_checks = 0
-
-    def register(self, trainer: Trainer[Any, Any], *, name: str = "early_stopping") -> None:
-        """Register at the stage of the metric's scope (post_test, post_update or post_steps_log) and,
-        with stop_on_non_finite_loss, at post_loss and post_update."""
-        if self.scope == "test":
-            trainer.register_hook(HookStage.POST_TEST, self.after_test, name=name)
-        elif self.scope == "training":
-            trainer.register_hook(HookStage.POST_STEPS_LOG, self.after_training_step, name=name)
-        if self.scope == "update" or self.stop_on_non_finite_loss:
-            trainer.register_hook(HookStage.POST_UPDATE, self.after_update, name=name)
-        if self.stop_on_non_finite_loss:
-            trainer.register_hook(HookStage.POST_LOSS, self.check_losses, name=name)
-
-    def after_test(self, ctx: HookContext[TestResult]) -> None:
-        scalars = {**ctx.data.collect_stat.as_scalars(), "score": ctx.data.score}
-        self._check(scalars.get(self.name), ctx)
-
-    def after_training_step(self, ctx: HookContext[StepSummary]) -> None:
-        stat = ctx.data.collect_stat
-        if stat is not None:
-            self._check(stat.as_scalars().get(self.name), ctx)
-
-    def after_update(self, ctx: HookContext[TrainingStats]) -> None:
-        scalars = ctx.data.as_scalars()
-        if self.stop_on_non_finite_loss:
-            for key, value in scalars.items():
-                if "loss" in key and not math.isfinite(value):
-                    ctx.request_stop(f"the update step reported {key} = {value}")
-                    return
-        if self.scope == "update":
-            self._check(scalars.get(self.name), ctx)
-
-    def check_losses(self, ctx: HookContext[Mapping[str, torch.Tensor]]) -> None:
-        losses = {key: loss.detach() for key, loss in ctx.data.items()}
-        if not losses or bool(torch.isfinite(torch.cat([v.reshape(-1) for v in losses.values()])).all()):
-            return  # one host sync when all is well
-        for key, loss in losses.items():
-            if not bool(torch.isfinite(loss).all()):
-                raise StopTraining(
-                    f"the {key} is {loss.cpu().numpy()} after gradient step "
-                    f"{ctx.counters.gradient_step} (update step {ctx.counters.update_step + 1}); the "
-                    f"optimizer step was not taken"
-                )
-
-    def _check(self, value: float | None, ctx: HookContext[Any]) -> None:
-        if value is None:
-            return
-        improved = math.isfinite(value) and (
-            self.best is None
-            or (
-                value > self.best + self.min_delta
-                if self.mode == "max"
-                else value < self.best - self.min_delta
-            )
-        )
-        if improved:
-            self.best, self.num_bad_checks = float(value), 0
-            return
-        self.num_bad_checks += 1
-        if self.num_bad_checks >= self.patience:
-            ctx.request_stop(
-                f"{self.metric} did not improve on its best value {self.best} for {self.patience} checks "
-                f"(last {value})"
-            )
-
-    def state_dict(self) -> dict[str, Any]:
-        return {"best": self.best, "num_bad_checks": self.num_bad_checks}
-
-    def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        best = state["best"]
-        self.best = None if best is None else float(best)
-        self.num_bad_checks = int(state["num_bad_checks"])
-
-
-@final
-class GradientNormLog:
-    """Logs the norm of the gradients each optimizer applied, as ``grad_norm/<optimizer name>`` in the
-    ``update`` records (averaged over the optimizer steps of a record). The gradients are read after
-    the step, so these are the clipped gradients where the algorithm clips. Stage: ``post_optim_log``
-    (one host sync per optimizer step)."""
-
-    def __init__(self, *, norm_type: float = 2.0, progress_bar: bool = False):
-        self.norm_type = norm_type
-        self.progress_bar = progress_bar
-
-    def register(self, trainer: Trainer[Any, Any], *, name: str = "gradient_norm") -> None:
-        """Register at post_optim_log."""
-        trainer.register_hook(HookStage.POST_OPTIM_LOG, self, name=name)
-
-    def __call__(self, ctx: HookContext[OptimizerStep]) -> HookScalars | None:
-        grads = [
-            p.grad.detach()
-            for group in ctx.data.optimizer.param_groups
-            for p in group["params"]
-            if p.grad is not None
-        ]
-        if not grads:
-            return None
-        norms = torch.stack([torch.linalg.vector_norm(g, self.norm_type) for g in grads])
-        key = f"grad_norm/{ctx.data.name}"
-        value = float(torch.linalg.vector_norm(norms, self.norm_type))
-        return HookScalars({key: value}, progress_bar=(key,) if self.progress_bar else ())
-
-
-@final
-class ClearCudaCache:
-    """``torch.cuda.empty_cache()`` every ``every_num_update_steps`` update steps (when CUDA is
-    available). Stage: ``post_update``."""
-
-    def __init__(self, *, every_num_update_steps: int = 1):
-        _require_int("ClearCudaCache", "every_num_update_steps", every_num_update_steps)
-        self.every_num_update_steps = every_num_update_steps
-        self.num_update_steps = 0
-
-    def register(self, trainer: Trainer[Any, Any], *, name: str = "clear_cuda_cache") -> None:
-        """Register at post_update."""
-        trainer.register_hook(HookStage.POST_UPDATE, self, name=name)
-
-    def __call__(self, ctx: HookContext[TrainingStats]) -> None:
-        self.num_update_steps += 1
-        if self.num_update_steps % self.every_num_update_steps == 0 and torch.cuda.is_available():
-            torch.cuda.empty_cache()
-
-    def state_dict(self) -> dict[str, Any]:
-        return {"num_update_steps": self.num_update_steps}
-
-    def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        self.num_update_steps = int(state["num_update_steps"])
