@@ -32,7 +32,6 @@ from tshtrain.trainer import (
     GradientNormLog,
     HookContext,
     HookStage,
-    LRSchedulerStep,
     ObservationNormalizer,
     OptimizerStep,
     RewardNormalizer,
@@ -188,23 +187,6 @@ def test_observation_normalizer_offline_uses_the_dataset() -> None:
     ObservationNormalizer(normalizer).register(trainer)
     trainer.reset()
     assert int(normalizer.count) == 200
-
-
-# ====================================================================== LRSchedulerStep
-
-
-@pytest.mark.parametrize(("every", "halvings"), [(1, 4), (2, 2)])
-def test_lr_scheduler_steps_every_n_update_steps(every: int, halvings: int, tmp_path: Path) -> None:
-    trainer = reinforce_trainer()  # 4 update steps
-    optim = trainer.algorithm.optim
-    hook = LRSchedulerStep(
-        torch.optim.lr_scheduler.StepLR(optim, step_size=1, gamma=0.5), every_num_update_steps=every
-    )
-    hook.register(trainer)
-    trainer.run()
-    assert optim.param_groups[0]["lr"] == pytest.approx(1e-2 * 0.5**halvings)
-    state = _weights_only_round_trip(trainer.extension_state(), tmp_path)
-    assert state["hooks"]["lr_scheduler"]["num_update_steps"] == 4
 
 
 # ====================================================================== TargetNetworkUpdate
@@ -425,7 +407,6 @@ def test_builtin_callbacks_and_hooks_together_in_one_run() -> None:
     ):
         trainer.add_callback(callback)
     TargetNetworkUpdate(TargetNetwork(algorithm.net)).register(trainer)
-    LRSchedulerStep(torch.optim.lr_scheduler.StepLR(algorithm.optim, step_size=1)).register(trainer)
     trainer.run()
     assert trainer.callbacks.names()[-6:] == [
         "RewardNormalizer",

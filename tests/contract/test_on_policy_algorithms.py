@@ -365,7 +365,13 @@ class FirstCoordinate(nn.Module):
 def test_bootstrapping_uses_v_of_obs_next_at_truncation_and_rollout_end() -> None:
     policy = CategoricalPolicy(mlp(1, 2, (4,)), gym.spaces.Discrete(2), seed=0)
     ac = ActorCritic(
-        owner="PPO", policy=policy, critic=FirstCoordinate(), lr=1e-3, obs_normalizer=None, seed=0
+        owner="PPO",
+        policy=policy,
+        critic=FirstCoordinate(),
+        lr=1e-3,
+        lr_schedule=None,
+        obs_normalizer=None,
+        seed=0,
     )
     # one column: t=0 continues, t=1 is truncated (its true final obs is 7), t=2 terminates,
     # t=3 is the last collected step (bootstraps from its obs_next, 9)
@@ -397,7 +403,13 @@ def test_bootstrapping_uses_v_of_obs_next_at_truncation_and_rollout_end() -> Non
 def test_padding_is_excluded_from_the_update_data() -> None:
     policy = CategoricalPolicy(mlp(1, 2, (4,)), gym.spaces.Discrete(2), seed=0)
     ac = ActorCritic(
-        owner="PPO", policy=policy, critic=FirstCoordinate(), lr=1e-3, obs_normalizer=None, seed=0
+        owner="PPO",
+        policy=policy,
+        critic=FirstCoordinate(),
+        lr=1e-3,
+        lr_schedule=None,
+        obs_normalizer=None,
+        seed=0,
     )
     valid = np.array([[True, True], [True, False], [True, False]])
     obs = np.arange(6, dtype=np.float32).reshape(3, 2, 1)

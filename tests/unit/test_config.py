@@ -335,3 +335,17 @@ def test_the_schema_comes_from_the_resolved_type_hints() -> None:
     assert "test_collector" not in fields and "resume_from_log" not in fields and "logger" not in fields
     assert value_fields(PPOParams)["lr_schedule"] == (SCHEDULE_TYPE, None)
     assert value_fields(PPOParams)["lr"] == (PositiveFloat, 3e-4)
+
+
+def test_off_policy_lr_schedules_in_files_are_constant_or_refused() -> None:
+    import gymnasium as gym
+
+    from tshtrain.config.build import build_algorithm
+
+    space = gym.spaces.Box(-1.0, 1.0, (4,))
+    actions = gym.spaces.Discrete(2)
+    constant = resolve_experiment({"algorithm": {"name": "dqn", "params": {"lr_schedule": "constant"}}})
+    assert build_algorithm(constant, space, actions).params.lr_schedule is None  # type: ignore[attr-defined]
+    linear = resolve_experiment({"algorithm": {"name": "dqn", "params": {"lr_schedule": "linear"}}})
+    with pytest.raises(ExperimentError, match=r"a 'linear' schedule in an experiment file is for on-policy"):
+        build_algorithm(linear, space, actions)

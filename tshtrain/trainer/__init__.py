@@ -36,7 +36,7 @@ from tshtrain.trainer.callbacks import (
     StopTraining,
     TestResult,
 )
-from tshtrain.trainer.control_hooks import LRSchedulerStep, TargetNetworkUpdate
+from tshtrain.trainer.control_hooks import TargetNetworkUpdate
 from tshtrain.trainer.events import (
     EventContext,
     EventManager,
@@ -118,7 +118,6 @@ __all__ = [
     "HookScalars",
     "HookStage",
     "InfoStats",
-    "LRSchedulerStep",
     "LogOutput",
     "Manual",
     "ObservationNormalizer",

@@ -1,14 +1,10 @@
-"""Built-in hooks that steer training: learning-rate schedulers, target networks (the other
-built-ins are callbacks: :mod:`tshtrain.trainer.builtin_callbacks`)."""
+"""The target-network hook (the other built-ins are callbacks: :mod:`tshtrain.trainer.builtin_callbacks`)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, final
 
-import torch
-
-from tshtrain.algorithm.base import TrainingStats
 from tshtrain.algorithm.blocks.polyak import TargetNetwork
 from tshtrain.errors import ConfigurationError
 from tshtrain.trainer.hooks import (
@@ -24,34 +20,6 @@ if TYPE_CHECKING:
 def _require_int(owner: str, name: str, value: object) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise ConfigurationError(f"{owner}.{name} must be an int >= 1, got {value!r}.")
-
-
-@final
-class LRSchedulerStep:
-    """Steps a ``torch.optim.lr_scheduler`` once every ``every_num_update_steps`` update steps.
-    Stage: ``post_update``. The scheduler's state is saved with checkpoints."""
-
-    def __init__(self, scheduler: torch.optim.lr_scheduler.LRScheduler, *, every_num_update_steps: int = 1):
-        _require_int("LRSchedulerStep", "every_num_update_steps", every_num_update_steps)
-        self.scheduler = scheduler
-        self.every_num_update_steps = every_num_update_steps
-        self.num_update_steps = 0
-
-    def register(self, trainer: Trainer[Any, Any], *, name: str = "lr_scheduler") -> None:
-        """Register at post_update."""
-        trainer.register_hook(HookStage.POST_UPDATE, self, name=name)
-
-    def __call__(self, ctx: HookContext[TrainingStats]) -> None:
-        self.num_update_steps += 1
-        if self.num_update_steps % self.every_num_update_steps == 0:
-            self.scheduler.step()
-
-    def state_dict(self) -> dict[str, Any]:
-        return {"scheduler": self.scheduler.state_dict(), "num_update_steps": self.num_update_steps}
-
-    def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        self.scheduler.load_state_dict(dict(state["scheduler"]))
-        self.num_update_steps = int(state["num_update_steps"])
 
 
 @final

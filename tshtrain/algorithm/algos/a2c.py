@@ -97,6 +97,7 @@ class A2C(OnPolicyAlgorithm[ActorPolicy, A2CTrainingStats]):
             policy=policy,
             critic=critic,
             lr=self.params.lr,
+            lr_schedule=self.params.lr_schedule,
             obs_normalizer=obs_normalizer,
             seed=seed,
         )

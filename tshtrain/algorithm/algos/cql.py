@@ -31,12 +31,14 @@ from tshtrain.algorithm.base import (
 )
 from tshtrain.algorithm.blocks.actor_critic_targets import ActorCriticTargets
 from tshtrain.algorithm.blocks.continuous import TanhGaussianPolicy, critic_values
+from tshtrain.algorithm.blocks.lr_schedule import ScheduledLearningRates, optimizers_in
 from tshtrain.algorithm.blocks.offpolicy import (
     host_scalars,
     sample_replay,
     td_loss,
 )
 from tshtrain.algorithm.blocks.optim import optimizer_step
+from tshtrain.algorithm.blocks.schedules import Schedule, check_schedule
 from tshtrain.algorithm.blocks.temperature import EntropyTemperature
 from tshtrain.constraints import (
     FiniteFloat,
@@ -86,8 +88,13 @@ class CQLParams:
     cql_weight_lr: PositiveFloat = 3e-4
     """Adam learning rate of log(cql_weight) (with_lagrange=True only)"""
 
+    lr_schedule: Schedule | None = None
+    """multiplies every learning rate by schedule.factor(k) in the gradient step after k gradient steps (e.g.
+    ``LinearSchedule(num_update_steps=<gradient steps of the run>)``); None: constant learning rates"""
+
     def __post_init__(self) -> None:
         validate_fields(self)
+        check_schedule(self, "lr_schedule", self.lr_schedule)
         if self.with_lagrange and self.cql_weight == 0:
             raise ConfigurationError(
                 "CQLParams.cql_weight=0 cannot be tuned with with_lagrange=True (log(0)); start it at "
@@ -175,6 +182,8 @@ class CQL(OfflineAlgorithm[TanhGaussianPolicy, CQLTrainingStats]):
                 "cql_weight_optim": self.cql_weight_optim,
             }
         )
+        self.lrs = ScheduledLearningRates(self.params.lr_schedule, optimizers_in(self.components()))
+        self.register_components(self.lrs.components())
 
     @override
     def extra_state(self) -> dict[str, Any]:
@@ -216,6 +225,7 @@ class CQL(OfflineAlgorithm[TanhGaussianPolicy, CQLTrainingStats]):
     def update(
         self, buffer: BaseReplayBuffer, batch_size: int, *, hooks: UpdateHooks = NO_UPDATE_HOOKS
     ) -> CQLTrainingStats:
+        self.lrs.begin_update()
         p, policy = self.params, self.policy
         alpha = self.temperature.value()
         batch = sample_replay(buffer, batch_size, gamma=p.gamma, n_step=1, device=policy.device, hooks=hooks)

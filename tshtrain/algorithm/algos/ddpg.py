@@ -17,6 +17,7 @@ from tshtrain.algorithm.base import (
 )
 from tshtrain.algorithm.blocks.actor_critic_targets import ActorCriticTargets
 from tshtrain.algorithm.blocks.continuous import critic_values
+from tshtrain.algorithm.blocks.lr_schedule import ScheduledLearningRates, optimizers_in
 from tshtrain.algorithm.blocks.offpolicy import (
     host_scalars,
     sample_replay,
@@ -24,6 +25,7 @@ from tshtrain.algorithm.blocks.offpolicy import (
     update_priorities,
 )
 from tshtrain.algorithm.blocks.policies import DeterministicActorPolicy
+from tshtrain.algorithm.blocks.schedules import Schedule, check_schedule
 from tshtrain.constraints import OpenUnitFloat, PositiveFloat, PositiveInt, UnitFloat, validate_fields
 from tshtrain.data.buffer import BaseReplayBuffer
 
@@ -43,8 +45,13 @@ class DDPGParams:
     n_step: PositiveInt = 1
     """transitions summed in the TD target before bootstrapping (stops early at episode ends)"""
 
+    lr_schedule: Schedule | None = None
+    """multiplies every learning rate by schedule.factor(k) in the gradient step after k gradient steps (e.g.
+    ``LinearSchedule(num_update_steps=<gradient steps of the run>)``); None: constant learning rates"""
+
     def __post_init__(self) -> None:
         validate_fields(self)
+        check_schedule(self, "lr_schedule", self.lr_schedule)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -82,11 +89,14 @@ class DDPG(OffPolicyAlgorithm[DeterministicActorPolicy, DDPGTrainingStats]):
             target_actor=True,
         )
         self.register_components(self.nets.components())
+        self.lrs = ScheduledLearningRates(self.params.lr_schedule, optimizers_in(self.components()))
+        self.register_components(self.lrs.components())
 
     @override
     def update(
         self, buffer: BaseReplayBuffer, batch_size: int, *, hooks: UpdateHooks = NO_UPDATE_HOOKS
     ) -> DDPGTrainingStats:
+        self.lrs.begin_update()
         p, policy = self.params, self.policy
         batch = sample_replay(
             buffer, batch_size, gamma=p.gamma, n_step=p.n_step, device=policy.device, hooks=hooks

@@ -23,6 +23,7 @@ from tshtrain.algorithm.base import (
     UpdateHooks,
     make_adam,
 )
+from tshtrain.algorithm.blocks.lr_schedule import ScheduledLearningRates, optimizers_in
 from tshtrain.algorithm.blocks.offpolicy import (
     host_scalars,
     sample_replay,
@@ -30,6 +31,7 @@ from tshtrain.algorithm.blocks.offpolicy import (
 from tshtrain.algorithm.blocks.optim import optimizer_step
 from tshtrain.algorithm.blocks.policies import QValuePolicy
 from tshtrain.algorithm.blocks.polyak import TargetNetwork
+from tshtrain.algorithm.blocks.schedules import Schedule, check_schedule
 from tshtrain.constraints import NonNegativeFloat, PositiveFloat, PositiveInt, UnitFloat, validate_fields
 from tshtrain.data.buffer import BaseReplayBuffer
 
@@ -54,8 +56,13 @@ class DiscreteCQLParams:
     n_step: PositiveInt = 1
     """transitions summed in the TD target before bootstrapping (stops early at episode ends)"""
 
+    lr_schedule: Schedule | None = None
+    """multiplies every learning rate by schedule.factor(k) in the gradient step after k gradient steps (e.g.
+    ``LinearSchedule(num_update_steps=<gradient steps of the run>)``); None: constant learning rates"""
+
     def __post_init__(self) -> None:
         validate_fields(self)
+        check_schedule(self, "lr_schedule", self.lr_schedule)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -90,6 +97,8 @@ class DiscreteCQL(OfflineAlgorithm[QValuePolicy, DiscreteCQLTrainingStats]):
         self.optim = make_adam(policy.q_net.parameters(), lr=self.params.lr)
         self.num_gradient_steps = 0
         self.register_components({"target_q_net": self.target_q_net, "optim": self.optim})
+        self.lrs = ScheduledLearningRates(self.params.lr_schedule, optimizers_in(self.components()))
+        self.register_components(self.lrs.components())
 
     @override
     def extra_state(self) -> dict[str, Any]:
@@ -103,6 +112,7 @@ class DiscreteCQL(OfflineAlgorithm[QValuePolicy, DiscreteCQLTrainingStats]):
     def update(
         self, buffer: BaseReplayBuffer, batch_size: int, *, hooks: UpdateHooks = NO_UPDATE_HOOKS
     ) -> DiscreteCQLTrainingStats:
+        self.lrs.begin_update()
         p = self.params
         batch = sample_replay(
             buffer,

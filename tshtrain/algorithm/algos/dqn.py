@@ -20,6 +20,7 @@ from tshtrain.algorithm.base import (
     UpdateHooks,
     make_adam,
 )
+from tshtrain.algorithm.blocks.lr_schedule import ScheduledLearningRates, optimizers_in
 from tshtrain.algorithm.blocks.offpolicy import (
     ReplaySample,
     host_scalars,
@@ -29,6 +30,7 @@ from tshtrain.algorithm.blocks.offpolicy import (
 from tshtrain.algorithm.blocks.optim import optimizer_step
 from tshtrain.algorithm.blocks.policies import QValuePolicy
 from tshtrain.algorithm.blocks.polyak import TargetNetwork
+from tshtrain.algorithm.blocks.schedules import Schedule, check_schedule
 from tshtrain.constraints import PositiveFloat, PositiveInt, UnitFloat, validate_fields
 from tshtrain.data.buffer import BaseReplayBuffer
 from tshtrain.errors import ConfigurationError
@@ -53,8 +55,13 @@ class DQNParams:
     n_step: PositiveInt = 1
     """transitions summed in the TD target before bootstrapping (stops early at episode ends)"""
 
+    lr_schedule: Schedule | None = None
+    """multiplies every learning rate by schedule.factor(k) in the gradient step after k gradient steps (e.g.
+    ``LinearSchedule(num_update_steps=<gradient steps of the run>)``); None: constant learning rates"""
+
     def __post_init__(self) -> None:
         validate_fields(self)
+        check_schedule(self, "lr_schedule", self.lr_schedule)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -147,6 +154,8 @@ class DQN(OffPolicyAlgorithm[QValuePolicy, DQNTrainingStats]):
         self.optim = make_adam(self._q_params, lr=self.params.lr)
         self.num_gradient_steps = 0
         self.register_components({"target_q_net": self.target_q_net, "optim": self.optim})
+        self.lrs = ScheduledLearningRates(self.params.lr_schedule, optimizers_in(self.components()))
+        self.register_components(self.lrs.components())
 
     @override
     def extra_state(self) -> dict[str, Any]:
@@ -160,6 +169,7 @@ class DQN(OffPolicyAlgorithm[QValuePolicy, DQNTrainingStats]):
     def update(
         self, buffer: BaseReplayBuffer, batch_size: int, *, hooks: UpdateHooks = NO_UPDATE_HOOKS
     ) -> DQNTrainingStats:
+        self.lrs.begin_update()
         p = self.params
         batch = sample_replay(
             buffer,

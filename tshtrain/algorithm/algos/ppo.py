@@ -113,6 +113,7 @@ class PPO(OnPolicyAlgorithm[ActorPolicy, PPOTrainingStats]):
             policy=policy,
             critic=critic,
             lr=self.params.lr,
+            lr_schedule=self.params.lr_schedule,
             obs_normalizer=obs_normalizer,
             seed=seed,
         )

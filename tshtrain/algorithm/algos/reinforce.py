@@ -17,9 +17,11 @@ from tshtrain.algorithm.base import (
     check_finite_loss,
     make_adam,
 )
+from tshtrain.algorithm.blocks.lr_schedule import ScheduledLearningRates, optimizers_in
 from tshtrain.algorithm.blocks.onpolicy import minibatches
 from tshtrain.algorithm.blocks.optim import optimizer_step
 from tshtrain.algorithm.blocks.policies import CategoricalPolicy
+from tshtrain.algorithm.blocks.schedules import Schedule, check_schedule
 from tshtrain.constraints import PositiveFloat, UnitFloat, validate_fields
 from tshtrain.data.batch import ObsArray, RolloutBatch
 from tshtrain.functional.returns import discounted_returns
@@ -36,8 +38,13 @@ class ReinforceParams:
     return_standardization: bool = True
     """standardise the returns of each rollout to mean 0, std 1 (a baseline that lowers variance)"""
 
+    lr_schedule: Schedule | None = None
+    """multiplies every learning rate by schedule.factor(k) in the update step after k update steps (e.g.
+    ``LinearSchedule(num_update_steps=<update steps of the run>)``); None: constant learning rates"""
+
     def __post_init__(self) -> None:
         validate_fields(self)
+        check_schedule(self, "lr_schedule", self.lr_schedule)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -65,6 +72,8 @@ class Reinforce(OnPolicyAlgorithm[CategoricalPolicy, ReinforceTrainingStats]):
         self.optim = make_adam(policy.parameters(), lr=self.params.lr)
         self.rng = torch.Generator().manual_seed(int(np.random.SeedSequence(seed).generate_state(1)[0]))
         self.register_components({"optim": self.optim})
+        self.lrs = ScheduledLearningRates(self.params.lr_schedule, optimizers_in(self.components()))
+        self.register_components(self.lrs.components())
 
     @override
     def update(
@@ -75,6 +84,7 @@ class Reinforce(OnPolicyAlgorithm[CategoricalPolicy, ReinforceTrainingStats]):
         num_repetitions: int,
         hooks: UpdateHooks = NO_UPDATE_HOOKS,
     ) -> ReinforceTrainingStats:
+        self.lrs.begin_update()
         returns_TE = discounted_returns(rollout.rew, rollout.terminated, rollout.boundary, self.params.gamma)
         valid = rollout.valid
         returns_N = torch.from_numpy(returns_TE[valid])

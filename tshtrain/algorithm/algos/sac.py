@@ -17,6 +17,7 @@ from tshtrain.algorithm.base import (
 )
 from tshtrain.algorithm.blocks.actor_critic_targets import ActorCriticTargets
 from tshtrain.algorithm.blocks.continuous import TanhGaussianPolicy, critic_values
+from tshtrain.algorithm.blocks.lr_schedule import ScheduledLearningRates, optimizers_in
 from tshtrain.algorithm.blocks.offpolicy import (
     ReplaySample,
     host_scalars,
@@ -24,6 +25,7 @@ from tshtrain.algorithm.blocks.offpolicy import (
     td_loss,
     update_priorities,
 )
+from tshtrain.algorithm.blocks.schedules import Schedule, check_schedule
 from tshtrain.algorithm.blocks.temperature import EntropyTemperature
 from tshtrain.constraints import (
     FiniteFloat,
@@ -60,8 +62,13 @@ class SACParams:
     n_step: PositiveInt = 1
     """transitions summed in the TD target before bootstrapping (stops early at episode ends)"""
 
+    lr_schedule: Schedule | None = None
+    """multiplies every learning rate by schedule.factor(k) in the gradient step after k gradient steps (e.g.
+    ``LinearSchedule(num_update_steps=<gradient steps of the run>)``); None: constant learning rates"""
+
     def __post_init__(self) -> None:
         validate_fields(self)
+        check_schedule(self, "lr_schedule", self.lr_schedule)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -150,6 +157,8 @@ class SAC(OffPolicyAlgorithm[TanhGaussianPolicy, SACTrainingStats]):
             device=policy.device,
         )
         self.register_components({**self.nets.components(), "alpha_optim": self.temperature.optim})
+        self.lrs = ScheduledLearningRates(self.params.lr_schedule, optimizers_in(self.components()))
+        self.register_components(self.lrs.components())
 
     @override
     def extra_state(self) -> dict[str, Any]:
@@ -169,6 +178,7 @@ class SAC(OffPolicyAlgorithm[TanhGaussianPolicy, SACTrainingStats]):
     def update(
         self, buffer: BaseReplayBuffer, batch_size: int, *, hooks: UpdateHooks = NO_UPDATE_HOOKS
     ) -> SACTrainingStats:
+        self.lrs.begin_update()
         p, policy = self.params, self.policy
         alpha = self.temperature.value()
         batch = sample_replay(

@@ -18,6 +18,7 @@ from tshtrain.algorithm.base import (
 )
 from tshtrain.algorithm.blocks.actor_critic_targets import ActorCriticTargets
 from tshtrain.algorithm.blocks.continuous import critic_values
+from tshtrain.algorithm.blocks.lr_schedule import ScheduledLearningRates, optimizers_in
 from tshtrain.algorithm.blocks.offpolicy import (
     ReplaySample,
     host_scalars,
@@ -26,6 +27,7 @@ from tshtrain.algorithm.blocks.offpolicy import (
     update_priorities,
 )
 from tshtrain.algorithm.blocks.policies import DeterministicActorPolicy
+from tshtrain.algorithm.blocks.schedules import Schedule, check_schedule
 from tshtrain.constraints import (
     NonNegativeFloat,
     OpenUnitFloat,
@@ -58,8 +60,13 @@ class TD3Params:
     n_step: PositiveInt = 1
     """transitions summed in the TD target before bootstrapping (stops early at episode ends)"""
 
+    lr_schedule: Schedule | None = None
+    """multiplies every learning rate by schedule.factor(k) in the gradient step after k gradient steps (e.g.
+    ``LinearSchedule(num_update_steps=<gradient steps of the run>)``); None: constant learning rates"""
+
     def __post_init__(self) -> None:
         validate_fields(self)
+        check_schedule(self, "lr_schedule", self.lr_schedule)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -145,6 +152,8 @@ class TD3(OffPolicyAlgorithm[DeterministicActorPolicy, TD3TrainingStats]):
         self.num_gradient_steps = 0
         self._actor_loss = torch.zeros(())
         self.register_components(self.nets.components())
+        self.lrs = ScheduledLearningRates(self.params.lr_schedule, optimizers_in(self.components()))
+        self.register_components(self.lrs.components())
 
     @override
     def extra_state(self) -> dict[str, Any]:
@@ -164,6 +173,7 @@ class TD3(OffPolicyAlgorithm[DeterministicActorPolicy, TD3TrainingStats]):
     def update(
         self, buffer: BaseReplayBuffer, batch_size: int, *, hooks: UpdateHooks = NO_UPDATE_HOOKS
     ) -> TD3TrainingStats:
+        self.lrs.begin_update()
         p, policy = self.params, self.policy
         batch = sample_replay(
             buffer, batch_size, gamma=p.gamma, n_step=p.n_step, device=policy.device, hooks=hooks

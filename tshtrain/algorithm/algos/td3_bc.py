@@ -31,6 +31,7 @@ from tshtrain.algorithm.base import (
 )
 from tshtrain.algorithm.blocks.actor_critic_targets import ActorCriticTargets
 from tshtrain.algorithm.blocks.continuous import critic_values
+from tshtrain.algorithm.blocks.lr_schedule import ScheduledLearningRates, optimizers_in
 from tshtrain.algorithm.blocks.normalization import RunningObsNormalizer
 from tshtrain.algorithm.blocks.offpolicy import (
     host_scalars,
@@ -38,6 +39,7 @@ from tshtrain.algorithm.blocks.offpolicy import (
     td_loss,
 )
 from tshtrain.algorithm.blocks.policies import DeterministicActorPolicy
+from tshtrain.algorithm.blocks.schedules import Schedule, check_schedule
 from tshtrain.constraints import (
     NonNegativeFloat,
     OpenUnitFloat,
@@ -75,8 +77,13 @@ class TD3BCParams:
     normalize_obs: bool = True
     """standardise observations with the dataset's statistics in process_buffer"""
 
+    lr_schedule: Schedule | None = None
+    """multiplies every learning rate by schedule.factor(k) in the gradient step after k gradient steps (e.g.
+    ``LinearSchedule(num_update_steps=<gradient steps of the run>)``); None: constant learning rates"""
+
     def __post_init__(self) -> None:
         validate_fields(self)
+        check_schedule(self, "lr_schedule", self.lr_schedule)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -151,6 +158,8 @@ class TD3BC(OfflineAlgorithm[DeterministicActorPolicy, TD3BCTrainingStats]):
         self._actor_loss = torch.zeros(())
         self._bc_loss = torch.zeros(())
         self.register_components(self.nets.components())
+        self.lrs = ScheduledLearningRates(self.params.lr_schedule, optimizers_in(self.components()))
+        self.register_components(self.lrs.components())
 
     @override
     def extra_state(self) -> dict[str, Any]:
@@ -186,6 +195,7 @@ class TD3BC(OfflineAlgorithm[DeterministicActorPolicy, TD3BCTrainingStats]):
     def update(
         self, buffer: BaseReplayBuffer, batch_size: int, *, hooks: UpdateHooks = NO_UPDATE_HOOKS
     ) -> TD3BCTrainingStats:
+        self.lrs.begin_update()
         p, policy = self.params, self.policy
         batch = sample_replay(buffer, batch_size, gamma=p.gamma, n_step=1, device=policy.device, hooks=hooks)
         target = smoothed_td_target(

@@ -20,6 +20,7 @@ from torch import nn
 
 from tshtrain.algorithm.base import Stateful, UpdateHooks, make_adam
 from tshtrain.algorithm.blocks.gaussian import GaussianPolicy
+from tshtrain.algorithm.blocks.lr_schedule import ScheduledLearningRates
 from tshtrain.algorithm.blocks.normalization import RunningObsNormalizer
 from tshtrain.algorithm.blocks.optim import optimizer_step
 from tshtrain.algorithm.blocks.policies import CategoricalPolicy
@@ -114,6 +115,7 @@ class ActorCritic:
         policy: ActorPolicy,
         critic: nn.Module,
         lr: float,
+        lr_schedule: Schedule | None,
         obs_normalizer: RunningObsNormalizer | None,
         seed: int | None,
     ):
@@ -124,6 +126,8 @@ class ActorCritic:
         self.obs_normalizer = obs_normalizer
         self.parameters = _unique_parameters(policy, critic)
         self.optim = make_adam(self.parameters, lr=lr)
+        self.lrs = ScheduledLearningRates(lr_schedule, [self.optim])
+        """the learning rate on its schedule, set from :attr:`num_update_steps` at each update"""
         self.rng = torch.Generator().manual_seed(int(np.random.SeedSequence(seed).generate_state(1)[0]))
         """shuffles the mini-batches"""
         self.num_update_steps = 0
@@ -145,11 +149,6 @@ class ActorCritic:
         self.num_update_steps = int(state.get("num_update_steps", 0))
         if "rng_state" in state:
             self.rng.set_state(state["rng_state"])
-
-    def set_lr(self, lr: float) -> None:
-        """Set the optimizer's learning rate."""
-        for group in self.optim.param_groups:
-            group["lr"] = lr
 
     def values(self, obs: torch.Tensor) -> torch.Tensor:
         """V(obs), shape (N,); the critic may return (N,) or (N, 1)."""
