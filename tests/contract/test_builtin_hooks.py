@@ -18,7 +18,7 @@ from tests.contract._hook_setups import (
     recording_on_policy_trainer,
     reinforce_trainer,
 )
-from tshtrain.algorithm import CategoricalPolicy, RunningObsNormalizer, TargetNetwork
+from tshtrain.algorithm import CategoricalPolicy, RunningObsNormalizer
 from tshtrain.data import TransitionBatch
 from tshtrain.errors import ConfigurationError
 from tshtrain.logger import LogScope, MemoryLogger
@@ -37,7 +37,6 @@ from tshtrain.trainer import (
     RewardNormalizer,
     RunContext,
     StopReason,
-    TargetNetworkUpdate,
 )
 
 ZERO = Counters(
@@ -187,53 +186,6 @@ def test_observation_normalizer_offline_uses_the_dataset() -> None:
     ObservationNormalizer(normalizer).register(trainer)
     trainer.reset()
     assert int(normalizer.count) == 200
-
-
-# ====================================================================== TargetNetworkUpdate
-
-
-def test_target_network_hard_update_every_n_gradient_steps() -> None:
-    trainer = off_policy_trainer()  # 8 gradient steps
-    algorithm: LinearOffPolicy = trainer.algorithm  # type: ignore[assignment]
-    target = TargetNetwork(algorithm.net)
-    TargetNetworkUpdate(target, every_num_gradient_steps=2).register(trainer)
-    synced: list[bool] = []
-
-    def check(ctx: HookContext[OptimizerStep]) -> None:
-        synced.append(torch.equal(target.net.weight, algorithm.net.weight))
-
-    trainer.register_hook(HookStage.POST_OPTIM, check)  # after the target update: registered later
-    trainer.run()
-    assert synced == [False, True] * 4
-
-
-def test_target_network_polyak_update() -> None:
-    trainer = off_policy_trainer(max_epochs=1)
-    algorithm: LinearOffPolicy = trainer.algorithm  # type: ignore[assignment]
-    target = TargetNetwork(algorithm.net)
-    start = target.net.weight.detach().clone()
-    TargetNetworkUpdate(target, tau=0.25).register(trainer)
-    sources: list[torch.Tensor] = []
-    trainer.register_hook(
-        HookStage.POST_OPTIM, lambda ctx: sources.append(algorithm.net.weight.detach().clone()), name="src"
-    )
-    trainer.run()
-    expected = start
-    for source in sources:
-        expected = 0.75 * expected + 0.25 * source
-    torch.testing.assert_close(target.net.weight, expected)
-
-
-def test_target_network_update_counts_only_the_named_optimizer() -> None:
-    trainer = off_policy_trainer(max_epochs=1)
-    algorithm: LinearOffPolicy = trainer.algorithm  # type: ignore[assignment]
-    target = TargetNetwork(algorithm.net)
-    hook = TargetNetworkUpdate(target, optimizer="critic_optim")
-    hook.register(trainer)
-    trainer.run()
-    assert hook.num_steps == 0
-    with pytest.raises(ConfigurationError, match=r"tau must lie in \(0, 1\]"):
-        TargetNetworkUpdate(target, tau=0.0)
 
 
 # ====================================================================== EarlyStopping
@@ -394,9 +346,8 @@ def test_batch_sub_sampler_leaves_small_data_alone_and_keeps_its_state(tmp_path:
         BatchSubSampler(0)
 
 
-def test_builtin_callbacks_and_hooks_together_in_one_run() -> None:
+def test_builtin_callbacks_together_in_one_run() -> None:
     trainer = off_policy_trainer()
-    algorithm: LinearOffPolicy = trainer.algorithm  # type: ignore[assignment]
     for callback in (
         RewardNormalizer(),
         BatchSubSampler(4),
@@ -406,7 +357,6 @@ def test_builtin_callbacks_and_hooks_together_in_one_run() -> None:
         ClearCudaCache(),
     ):
         trainer.add_callback(callback)
-    TargetNetworkUpdate(TargetNetwork(algorithm.net)).register(trainer)
     trainer.run()
     assert trainer.callbacks.names()[-6:] == [
         "RewardNormalizer",

@@ -267,6 +267,29 @@ def test_td3_delays_the_actor_and_the_targets() -> None:
     )
 
 
+def test_dqn_copies_its_target_every_target_update_freq_gradient_steps() -> None:
+    algorithm = _dqn(0)  # target_update_freq=3: the one way to refresh its target network
+    buffer = _buffer("CartPole-v1", 0)
+    synced = []
+    for _ in range(6):
+        algorithm.update(buffer, 16)
+        online, target = algorithm.policy.q_net.state_dict(), algorithm.target_q_net.net.state_dict()
+        synced.append(all(torch.equal(online[k], target[k]) for k in online))
+    assert synced == [False, False, True] * 2
+
+
+def test_ddpg_polyak_averages_its_targets_by_tau() -> None:
+    algorithm = _ddpg(0, tau=0.25)  # tau: the one way to set the target networks' rate
+    buffer = _buffer("Pendulum-v1", 0)
+    _updates(algorithm, buffer, 1)
+    before = [p.detach().clone() for p in algorithm.nets.target_critic.net.parameters()]
+    _updates(algorithm, buffer, 1)
+    online = [p.detach() for p in algorithm.nets.critic.parameters()]
+    expected = [0.75 * b + 0.25 * o for b, o in zip(before, online, strict=True)]
+    for got, want in zip(algorithm.nets.target_critic.net.parameters(), expected, strict=True):
+        torch.testing.assert_close(got.detach(), want)
+
+
 def test_tanh_gaussian_log_prob_matches_the_change_of_variables() -> None:
     torch.manual_seed(0)
     box = gym.spaces.Box(-2.0, 2.0, shape=(2,), dtype=np.float32)

@@ -36,7 +36,6 @@ from tshtrain.trainer.callbacks import (
     StopTraining,
     TestResult,
 )
-from tshtrain.trainer.control_hooks import TargetNetworkUpdate
 from tshtrain.trainer.events import (
     EventContext,
     EventManager,
@@ -143,7 +142,6 @@ __all__ = [
     "StepSummary",
     "StopReason",
     "StopTraining",
-    "TargetNetworkUpdate",
     "TestResult",
     "TimingStats",
     "Trainer",
