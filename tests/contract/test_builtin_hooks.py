@@ -32,7 +32,8 @@ from tshtrain.trainer import (
     GradientNormLog,
     HookContext,
     HookStage,
-    ObservationNormalizer,
+    OfflineTrainer,
+    OnPolicyTrainer,
     OptimizerStep,
     RewardNormalizer,
     RunContext,
@@ -143,48 +144,58 @@ def test_reward_normalizer_state(tmp_path: Path) -> None:
     assert restored.state_dict() == normalizer.state_dict()
 
 
-# ====================================================================== ObservationNormalizer
+# ====================================================================== obs_normalizer (the one way)
 
 
-def _normalised_reinforce(**overrides: Any) -> tuple[Any, RunningObsNormalizer]:
-    trainer = reinforce_trainer(**overrides)
+def _normalised_reinforce() -> tuple[Any, RunningObsNormalizer]:
+    from tshtrain.algorithm import Reinforce, ReinforceParams
+
+    trainer = reinforce_trainer()
     normalizer = RunningObsNormalizer(4)
     policy: CategoricalPolicy = trainer.algorithm.policy
     policy.actor = nn.Sequential(normalizer, policy.actor)  # the first layer of the policy's network
-    return trainer, normalizer
+    algorithm = Reinforce(policy=policy, params=ReinforceParams(lr=1e-2), obs_normalizer=normalizer, seed=0)
+    return OnPolicyTrainer(algorithm, trainer.params), normalizer
 
 
-def test_observation_normalizer_updates_after_each_update_step() -> None:
+class _Counts(Callback):
+    def __init__(self, normalizer: RunningObsNormalizer):
+        self.normalizer, self.before, self.after = normalizer, list[int](), list[int]()
+
+    def before_update(self, ctx: RunContext, batch: Any) -> None:
+        self.before.append(int(self.normalizer.count))
+
+    def after_update(self, ctx: RunContext, stats: Any) -> None:
+        self.after.append(int(self.normalizer.count))
+
+
+def test_an_online_algorithm_updates_its_obs_normalizer_after_each_update_step() -> None:
     trainer, normalizer = _normalised_reinforce()
-    ObservationNormalizer(normalizer).register(trainer)
-    before: list[int] = []
-    after: list[int] = []
-    trainer.register_hook(
-        HookStage.PRE_UPDATE, lambda ctx: before.append(int(normalizer.count)), name="before"
-    )
-    trainer.register_hook(
-        HookStage.POST_UPDATE, lambda ctx: after.append(int(normalizer.count)), name="after"
-    )
+    counts = _Counts(normalizer)
+    trainer.add_callback(counts)
     trainer.run()
-    assert before == [0, 32, 64, 96]  # an update sees the statistics the acting policy used
-    assert after == [32, 64, 96, 128]
+    assert counts.before == [0, 32, 64, 96]  # an update sees the statistics the acting policy used
+    assert counts.after == [32, 64, 96, 128]
     assert not torch.allclose(normalizer.mean, torch.zeros(4, dtype=torch.float64))
 
 
-def test_observation_normalizer_must_sit_in_the_policy() -> None:
-    trainer = reinforce_trainer()
-    ObservationNormalizer(RunningObsNormalizer(4)).register(trainer)
-    with pytest.raises(ConfigurationError, match="not a layer of the policy"):
-        trainer.reset()
+def test_the_obs_normalizer_must_sit_in_the_policy() -> None:
+    from tshtrain.algorithm import Reinforce
+
+    policy = reinforce_trainer().algorithm.policy
+    with pytest.raises(ConfigurationError, match=r"^Reinforce: obs_normalizer is not a layer of the policy"):
+        Reinforce(policy=policy, obs_normalizer=RunningObsNormalizer(4))
 
 
-def test_observation_normalizer_offline_uses_the_dataset() -> None:
+def test_an_offline_algorithm_fits_its_obs_normalizer_to_the_dataset() -> None:
+    from tshtrain.algorithm import BCParams, BehaviorCloning
+
     trainer = bc_trainer()
     normalizer = RunningObsNormalizer(4)
     policy: CategoricalPolicy = trainer.algorithm.policy
     policy.actor = nn.Sequential(normalizer, policy.actor)
-    ObservationNormalizer(normalizer).register(trainer)
-    trainer.reset()
+    bc = BehaviorCloning(policy=policy, params=BCParams(lr=1e-2), obs_normalizer=normalizer)
+    OfflineTrainer(bc, trainer.params).reset()
     assert int(normalizer.count) == 200
 
 

@@ -290,6 +290,19 @@ def test_ddpg_polyak_averages_its_targets_by_tau() -> None:
         torch.testing.assert_close(got.detach(), want)
 
 
+def test_off_policy_obs_normalizer_merges_every_sampled_batch() -> None:
+    from tshtrain.algorithm import RunningObsNormalizer
+
+    normalizer = RunningObsNormalizer(4)
+    space = make_vector_env("CartPole-v1", 1).single_action_space
+    policy = QValuePolicy(nn.Sequential(normalizer, mlp(4, 2, HIDDEN)), space, seed=0)
+    algorithm = DQN(policy=policy, obs_normalizer=normalizer)
+    _updates(algorithm, _buffer("CartPole-v1", 0), 2)
+    assert int(normalizer.count) == 32  # two batches of 16, merged after their gradient steps
+    with pytest.raises(ConfigurationError, match=r"^DDPG: obs_normalizer is not a layer of the policy"):
+        DDPG(policy=_ddpg(0).policy, critic=QEnsemble(3, 1, HIDDEN), obs_normalizer=normalizer)
+
+
 def test_tanh_gaussian_log_prob_matches_the_change_of_variables() -> None:
     torch.manual_seed(0)
     box = gym.spaces.Box(-2.0, 2.0, shape=(2,), dtype=np.float32)

@@ -22,7 +22,6 @@ from tshtrain.trainer.builtin_callbacks import (
     GradientNormLog,
     RewardNormalizer,
 )
-from tshtrain.trainer.builtin_hooks import ObservationNormalizer
 from tshtrain.trainer.callbacks import (
     Callback,
     CollectedBatch,
@@ -119,7 +118,6 @@ __all__ = [
     "InfoStats",
     "LogOutput",
     "Manual",
-    "ObservationNormalizer",
     "OffPolicyTrainer",
     "OffPolicyTrainerParams",
     "OfflineTrainer",

@@ -18,6 +18,7 @@ from tshtrain.algorithm.base import (
     make_adam,
 )
 from tshtrain.algorithm.blocks.lr_schedule import ScheduledLearningRates, optimizers_in
+from tshtrain.algorithm.blocks.normalization import ObsNormalization, RunningObsNormalizer
 from tshtrain.algorithm.blocks.optim import optimizer_step
 from tshtrain.algorithm.blocks.policies import CategoricalPolicy, DeterministicActorPolicy
 from tshtrain.algorithm.blocks.schedules import Schedule, check_schedule
@@ -56,14 +57,24 @@ class BehaviorCloning(OfflineAlgorithm[Policy, BCTrainingStats]):
     space, i.e. on the stored actions)."""
 
     def __init__(
-        self, *, policy: CategoricalPolicy | DeterministicActorPolicy, params: BCParams | None = None
+        self,
+        *,
+        policy: CategoricalPolicy | DeterministicActorPolicy,
+        params: BCParams | None = None,
+        obs_normalizer: RunningObsNormalizer | None = None,
     ):
         super().__init__(policy=policy)
+        self.obs_normalization = ObsNormalization("BehaviorCloning", obs_normalizer, {"policy": policy})
         self.params = params or BCParams()
         self.optim = make_adam(policy.parameters(), lr=self.params.lr)
         self.register_components({"optim": self.optim})
         self.lrs = ScheduledLearningRates(self.params.lr_schedule, optimizers_in(self.components()))
         self.register_components(self.lrs.components())
+
+    @override
+    def process_buffer(self, buffer: BaseReplayBuffer) -> None:
+        """Fit the observation normaliser (if any) to the dataset's observations."""
+        self.obs_normalization.fit(buffer)
 
     @override
     def update(

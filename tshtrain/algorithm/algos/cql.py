@@ -32,6 +32,7 @@ from tshtrain.algorithm.base import (
 from tshtrain.algorithm.blocks.actor_critic_targets import ActorCriticTargets
 from tshtrain.algorithm.blocks.continuous import TanhGaussianPolicy, critic_values
 from tshtrain.algorithm.blocks.lr_schedule import ScheduledLearningRates, optimizers_in
+from tshtrain.algorithm.blocks.normalization import ObsNormalization, RunningObsNormalizer
 from tshtrain.algorithm.blocks.offpolicy import (
     host_scalars,
     sample_replay,
@@ -149,13 +150,23 @@ class CQL(OfflineAlgorithm[TanhGaussianPolicy, CQLTrainingStats]):
     update of the target critics. Samples come from the policy's generator, saved with the algorithm.
     """
 
-    def __init__(self, *, policy: TanhGaussianPolicy, critic: nn.Module, params: CQLParams | None = None):
+    def __init__(
+        self,
+        *,
+        policy: TanhGaussianPolicy,
+        critic: nn.Module,
+        params: CQLParams | None = None,
+        obs_normalizer: RunningObsNormalizer | None = None,
+    ):
         """Args:
         policy: the actor.
         critic: ``critic(obs, act)`` -> (num_critics, N), e.g. ``QEnsemble(obs_dim, act_dim)``.
         params: hyperparameters.
+        obs_normalizer: the :class:`RunningObsNormalizer` that is the first layer of every network
+            reading observations; fitted to the dataset in :meth:`process_buffer`.
         """
         super().__init__(policy=policy)
+        self.obs_normalization = ObsNormalization("CQL", obs_normalizer, {"policy": policy, "critic": critic})
         self.params = p = params or CQLParams()
         self.nets = ActorCriticTargets(
             actor=policy.actor,
@@ -220,6 +231,12 @@ class CQL(OfflineAlgorithm[TanhGaussianPolicy, CQLTrainingStats]):
         ]
         q_MNK = torch.cat([part.reshape(part.shape[0], n, num) for part in parts], dim=-1)
         return q_MNK
+
+    @override
+    def process_buffer(self, buffer: BaseReplayBuffer) -> None:
+        """Fit the observation normaliser (if any) to the dataset's observations."""
+        if self.obs_normalization.fit(buffer):
+            self.nets.hard_update_targets()  # the targets take the statistics too
 
     @override
     def update(

@@ -18,6 +18,7 @@ from tshtrain.algorithm.base import (
 from tshtrain.algorithm.blocks.actor_critic_targets import ActorCriticTargets
 from tshtrain.algorithm.blocks.continuous import critic_values
 from tshtrain.algorithm.blocks.lr_schedule import ScheduledLearningRates, optimizers_in
+from tshtrain.algorithm.blocks.normalization import ObsNormalization, RunningObsNormalizer
 from tshtrain.algorithm.blocks.offpolicy import (
     host_scalars,
     sample_replay,
@@ -77,9 +78,17 @@ class DDPG(OffPolicyAlgorithm[DeterministicActorPolicy, DDPGTrainingStats]):
     """
 
     def __init__(
-        self, *, policy: DeterministicActorPolicy, critic: nn.Module, params: DDPGParams | None = None
+        self,
+        *,
+        policy: DeterministicActorPolicy,
+        critic: nn.Module,
+        params: DDPGParams | None = None,
+        obs_normalizer: RunningObsNormalizer | None = None,
     ):
         super().__init__(policy=policy)
+        self.obs_normalization = ObsNormalization(
+            "DDPG", obs_normalizer, {"policy": policy, "critic": critic}
+        )
         self.params = params or DDPGParams()
         self.nets = ActorCriticTargets(
             actor=policy.actor,
@@ -119,6 +128,7 @@ class DDPG(OffPolicyAlgorithm[DeterministicActorPolicy, DDPGTrainingStats]):
             losses=("critic loss", "actor loss"),
         )
         update_priorities(buffer, batch.indices, critic.td_errors)
+        self.obs_normalization.update(batch.obs)
         return DDPGTrainingStats(
             critic_loss=stats["critic loss"], actor_loss=stats["actor loss"], q_mean=stats["q_mean"]
         )

@@ -24,6 +24,7 @@ from tshtrain.algorithm.base import (
     make_adam,
 )
 from tshtrain.algorithm.blocks.lr_schedule import ScheduledLearningRates, optimizers_in
+from tshtrain.algorithm.blocks.normalization import ObsNormalization, RunningObsNormalizer
 from tshtrain.algorithm.blocks.offpolicy import (
     host_scalars,
     sample_replay,
@@ -90,8 +91,15 @@ class DiscreteCQL(OfflineAlgorithm[QValuePolicy, DiscreteCQLTrainingStats]):
     """CQL(H) on a :class:`QValuePolicy`: a (double) DQN update plus the conservative penalty (see the
     module docstring); the target network is a hard copy every ``target_update_freq`` steps."""
 
-    def __init__(self, *, policy: QValuePolicy, params: DiscreteCQLParams | None = None):
+    def __init__(
+        self,
+        *,
+        policy: QValuePolicy,
+        params: DiscreteCQLParams | None = None,
+        obs_normalizer: RunningObsNormalizer | None = None,
+    ):
         super().__init__(policy=policy)
+        self.obs_normalization = ObsNormalization("DiscreteCQL", obs_normalizer, {"policy": policy})
         self.params = params or DiscreteCQLParams()
         self.target_q_net = TargetNetwork(policy.q_net)
         self.optim = make_adam(policy.q_net.parameters(), lr=self.params.lr)
@@ -107,6 +115,12 @@ class DiscreteCQL(OfflineAlgorithm[QValuePolicy, DiscreteCQLTrainingStats]):
     @override
     def load_extra_state(self, state: Any) -> None:
         self.num_gradient_steps = int(state["num_gradient_steps"])
+
+    @override
+    def process_buffer(self, buffer: BaseReplayBuffer) -> None:
+        """Fit the observation normaliser (if any) to the dataset's observations."""
+        if self.obs_normalization.fit(buffer):
+            self.target_q_net.hard_update()  # the targets take the statistics too
 
     @override
     def update(

@@ -21,6 +21,7 @@ from tshtrain.algorithm.base import (
 from tshtrain.algorithm.blocks.actor_critic_targets import ActorCriticTargets
 from tshtrain.algorithm.blocks.continuous import ensemble_mlp
 from tshtrain.algorithm.blocks.lr_schedule import ScheduledLearningRates, optimizers_in
+from tshtrain.algorithm.blocks.normalization import ObsNormalization, RunningObsNormalizer
 from tshtrain.algorithm.blocks.offpolicy import (
     host_scalars,
     sample_replay,
@@ -126,9 +127,17 @@ class DiscreteSAC(OffPolicyAlgorithm[CategoricalPolicy, DiscreteSACTrainingStats
     """
 
     def __init__(
-        self, *, policy: CategoricalPolicy, critic: nn.Module, params: DiscreteSACParams | None = None
+        self,
+        *,
+        policy: CategoricalPolicy,
+        critic: nn.Module,
+        params: DiscreteSACParams | None = None,
+        obs_normalizer: RunningObsNormalizer | None = None,
     ):
         super().__init__(policy=policy)
+        self.obs_normalization = ObsNormalization(
+            "DiscreteSAC", obs_normalizer, {"policy": policy, "critic": critic}
+        )
         self.params = params or DiscreteSACParams()
         p = self.params
         self.nets = ActorCriticTargets(
@@ -211,6 +220,7 @@ class DiscreteSAC(OffPolicyAlgorithm[CategoricalPolicy, DiscreteSACTrainingStats
             losses=("critic loss", "actor loss", "alpha loss"),
         )
         update_priorities(buffer, batch.indices, critic.td_errors)
+        self.obs_normalization.update(batch.obs)
         return DiscreteSACTrainingStats(
             critic_loss=stats["critic loss"],
             actor_loss=stats["actor loss"],

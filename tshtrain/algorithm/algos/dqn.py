@@ -21,6 +21,7 @@ from tshtrain.algorithm.base import (
     make_adam,
 )
 from tshtrain.algorithm.blocks.lr_schedule import ScheduledLearningRates, optimizers_in
+from tshtrain.algorithm.blocks.normalization import ObsNormalization, RunningObsNormalizer
 from tshtrain.algorithm.blocks.offpolicy import (
     ReplaySample,
     host_scalars,
@@ -146,8 +147,15 @@ class DQN(OffPolicyAlgorithm[QValuePolicy, DQNTrainingStats]):
     ``exploration_noise=True``). With a prioritized buffer, TD errors update the priorities and the
     loss is weighted by the importance weights."""
 
-    def __init__(self, *, policy: QValuePolicy, params: DQNParams | None = None):
+    def __init__(
+        self,
+        *,
+        policy: QValuePolicy,
+        params: DQNParams | None = None,
+        obs_normalizer: RunningObsNormalizer | None = None,
+    ):
         super().__init__(policy=policy)
+        self.obs_normalization = ObsNormalization("DQN", obs_normalizer, {"policy": policy})
         self.params = params or DQNParams()
         self.target_q_net = TargetNetwork(policy.q_net)
         self._q_params = list(policy.q_net.parameters())
@@ -201,6 +209,7 @@ class DQN(OffPolicyAlgorithm[QValuePolicy, DQNTrainingStats]):
             "DQN", {"TD loss": loss, "q_mean": q.mean(), "grad_norm": grad_norm}, losses=("TD loss",)
         )
         update_priorities(buffer, batch.indices, td_error.unsqueeze(0))
+        self.obs_normalization.update(batch.obs)
         return DQNTrainingStats(
             loss=stats["TD loss"],
             q_mean=stats["q_mean"],

@@ -18,6 +18,7 @@ from tshtrain.algorithm.base import (
     make_adam,
 )
 from tshtrain.algorithm.blocks.lr_schedule import ScheduledLearningRates, optimizers_in
+from tshtrain.algorithm.blocks.normalization import ObsNormalization, RunningObsNormalizer
 from tshtrain.algorithm.blocks.onpolicy import minibatches
 from tshtrain.algorithm.blocks.optim import optimizer_step
 from tshtrain.algorithm.blocks.policies import CategoricalPolicy
@@ -65,9 +66,15 @@ class Reinforce(OnPolicyAlgorithm[CategoricalPolicy, ReinforceTrainingStats]):
     """
 
     def __init__(
-        self, *, policy: CategoricalPolicy, params: ReinforceParams | None = None, seed: int | None = None
+        self,
+        *,
+        policy: CategoricalPolicy,
+        params: ReinforceParams | None = None,
+        obs_normalizer: RunningObsNormalizer | None = None,
+        seed: int | None = None,
     ):
         super().__init__(policy=policy)
+        self.obs_normalization = ObsNormalization("Reinforce", obs_normalizer, {"policy": policy})
         self.params = params or ReinforceParams()
         self.optim = make_adam(policy.parameters(), lr=self.params.lr)
         self.rng = torch.Generator().manual_seed(int(np.random.SeedSequence(seed).generate_state(1)[0]))
@@ -101,6 +108,7 @@ class Reinforce(OnPolicyAlgorithm[CategoricalPolicy, ReinforceTrainingStats]):
             losses.append(loss.detach())
         mean_loss = torch.stack(losses).mean()
         check_finite_loss("Reinforce", "policy loss", mean_loss)
+        self.obs_normalization.update(obs_N)
         return ReinforceTrainingStats(loss=float(mean_loss), num_gradient_steps=len(losses))
 
 

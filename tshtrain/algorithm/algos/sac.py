@@ -18,6 +18,7 @@ from tshtrain.algorithm.base import (
 from tshtrain.algorithm.blocks.actor_critic_targets import ActorCriticTargets
 from tshtrain.algorithm.blocks.continuous import TanhGaussianPolicy, critic_values
 from tshtrain.algorithm.blocks.lr_schedule import ScheduledLearningRates, optimizers_in
+from tshtrain.algorithm.blocks.normalization import ObsNormalization, RunningObsNormalizer
 from tshtrain.algorithm.blocks.offpolicy import (
     ReplaySample,
     host_scalars,
@@ -133,13 +134,23 @@ class SAC(OffPolicyAlgorithm[TanhGaussianPolicy, SACTrainingStats]):
     Samples come from the policy's generator; its state is saved with the algorithm.
     """
 
-    def __init__(self, *, policy: TanhGaussianPolicy, critic: nn.Module, params: SACParams | None = None):
+    def __init__(
+        self,
+        *,
+        policy: TanhGaussianPolicy,
+        critic: nn.Module,
+        params: SACParams | None = None,
+        obs_normalizer: RunningObsNormalizer | None = None,
+    ):
         """Args:
         policy: the actor.
         critic: ``critic(obs, act)`` -> (num_critics, N), e.g. ``QEnsemble(obs_dim, act_dim)``.
         params: hyperparameters.
+        obs_normalizer: the :class:`RunningObsNormalizer` that is the first layer of every network
+            reading observations; updated after every update with its batch's observations.
         """
         super().__init__(policy=policy)
+        self.obs_normalization = ObsNormalization("SAC", obs_normalizer, {"policy": policy, "critic": critic})
         self.params = params or SACParams()
         p = self.params
         self.nets = ActorCriticTargets(
@@ -209,6 +220,7 @@ class SAC(OffPolicyAlgorithm[TanhGaussianPolicy, SACTrainingStats]):
             losses=("critic loss", "actor loss", "alpha loss"),
         )
         update_priorities(buffer, batch.indices, critic.td_errors)
+        self.obs_normalization.update(batch.obs)
         return SACTrainingStats(
             critic_loss=stats["critic loss"],
             actor_loss=stats["actor loss"],

@@ -19,6 +19,7 @@ from tshtrain.algorithm.base import (
 from tshtrain.algorithm.blocks.actor_critic_targets import ActorCriticTargets
 from tshtrain.algorithm.blocks.continuous import critic_values
 from tshtrain.algorithm.blocks.lr_schedule import ScheduledLearningRates, optimizers_in
+from tshtrain.algorithm.blocks.normalization import ObsNormalization, RunningObsNormalizer
 from tshtrain.algorithm.blocks.offpolicy import (
     ReplaySample,
     host_scalars,
@@ -130,15 +131,19 @@ class TD3(OffPolicyAlgorithm[DeterministicActorPolicy, TD3TrainingStats]):
         policy: DeterministicActorPolicy,
         critic: nn.Module,
         params: TD3Params | None = None,
+        obs_normalizer: RunningObsNormalizer | None = None,
         seed: int | None = None,
     ):
         """Args:
         policy: the actor, ``tanh(actor(obs))`` in [-1, 1].
         critic: ``critic(obs, act)`` -> (num_critics, N) with 2 critics, e.g. ``QEnsemble(o, a)``.
         params: hyperparameters.
+        obs_normalizer: the :class:`RunningObsNormalizer` that is the first layer of every network
+            reading observations; updated after every update with its batch's observations.
         seed: seeds the generator of the target policy noise.
         """
         super().__init__(policy=policy)
+        self.obs_normalization = ObsNormalization("TD3", obs_normalizer, {"policy": policy, "critic": critic})
         self.params = params or TD3Params()
         self.nets = ActorCriticTargets(
             actor=policy.actor,
@@ -200,6 +205,7 @@ class TD3(OffPolicyAlgorithm[DeterministicActorPolicy, TD3TrainingStats]):
             losses=("critic loss", "actor loss"),
         )
         update_priorities(buffer, batch.indices, critic.td_errors)
+        self.obs_normalization.update(batch.obs)
         return TD3TrainingStats(
             critic_loss=stats["critic loss"], actor_loss=stats["actor loss"], q_mean=stats["q_mean"]
         )

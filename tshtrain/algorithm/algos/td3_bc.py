@@ -32,7 +32,7 @@ from tshtrain.algorithm.base import (
 from tshtrain.algorithm.blocks.actor_critic_targets import ActorCriticTargets
 from tshtrain.algorithm.blocks.continuous import critic_values
 from tshtrain.algorithm.blocks.lr_schedule import ScheduledLearningRates, optimizers_in
-from tshtrain.algorithm.blocks.normalization import RunningObsNormalizer
+from tshtrain.algorithm.blocks.normalization import ObsNormalization, RunningObsNormalizer
 from tshtrain.algorithm.blocks.offpolicy import (
     host_scalars,
     sample_replay,
@@ -49,7 +49,6 @@ from tshtrain.constraints import (
     validate_fields,
 )
 from tshtrain.data.buffer import BaseReplayBuffer
-from tshtrain.errors import ConfigurationError, UnsupportedSpaceError
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -74,8 +73,6 @@ class TD3BCParams:
     alpha: NonNegativeFloat = 2.5
     """weight of the Q term relative to behaviour cloning (lambda = alpha / mean |Q|); 0 is pure
     behaviour cloning, the paper uses 2.5"""
-    normalize_obs: bool = True
-    """standardise observations with the dataset's statistics in process_buffer"""
 
     lr_schedule: Schedule | None = None
     """multiplies every learning rate by schedule.factor(k) in the gradient step after k gradient steps (e.g.
@@ -116,7 +113,7 @@ class TD3BC(OfflineAlgorithm[DeterministicActorPolicy, TD3BCTrainingStats]):
 
     Pass the :class:`RunningObsNormalizer` that is the first layer of the policy's actor and of the
     critic; :meth:`process_buffer` (called by the :class:`~tshtrain.trainer.OfflineTrainer` before
-    training) replaces its statistics by the dataset's (``normalize_obs=True``). Each :meth:`update`
+    training) replaces its statistics by the dataset's. Each :meth:`update`
     is one critic step as in TD3; every ``policy_delay``-th step also steps the actor on the TD3+BC
     loss and Polyak-updates the target networks.
     """
@@ -133,18 +130,16 @@ class TD3BC(OfflineAlgorithm[DeterministicActorPolicy, TD3BCTrainingStats]):
         """Args:
         policy: the actor, ``tanh(actor(obs))`` in [-1, 1].
         critic: ``critic(obs, act)`` -> (num_critics, N) with 2 critics, e.g. ``QEnsemble(o, a)``.
-        obs_normalizer: the first layer of actor and critic; required with ``normalize_obs=True``.
+        obs_normalizer: the first layer of actor and critic, fitted to the dataset in
+            :meth:`process_buffer` (the paper's state normalisation); None: raw observations.
         params: hyperparameters.
         seed: seeds the generator of the target policy noise.
         """
         super().__init__(policy=policy)
         self.params = p = params or TD3BCParams()
-        if p.normalize_obs and obs_normalizer is None:
-            raise ConfigurationError(
-                "TD3BC: normalize_obs=True needs obs_normalizer, the RunningObsNormalizer placed as the "
-                "first layer of the actor and the critic; pass it or set TD3BCParams(normalize_obs=False)."
-            )
-        self.obs_normalizer = obs_normalizer
+        self.obs_normalization = ObsNormalization(
+            "TD3BC", obs_normalizer, {"policy": policy, "critic": critic}
+        )
         self.nets = ActorCriticTargets(
             actor=policy.actor,
             critic=critic,
@@ -177,19 +172,9 @@ class TD3BC(OfflineAlgorithm[DeterministicActorPolicy, TD3BCTrainingStats]):
 
     @override
     def process_buffer(self, buffer: BaseReplayBuffer) -> None:
-        """Set the observation normaliser to the mean and variance of the dataset's observations."""
-        if not self.params.normalize_obs or self.obs_normalizer is None:
-            return
-        obs = buffer.sample_all().obs
-        if not isinstance(obs, np.ndarray):
-            raise UnsupportedSpaceError("TD3BC normalises array observations; set normalize_obs=False.")
-        normalizer = self.obs_normalizer
-        with torch.no_grad():
-            normalizer.mean.fill_(0.0)
-            normalizer.var.fill_(1.0)
-            normalizer.count.fill_(0.0)
-        normalizer.update(torch.as_tensor(obs, device=normalizer.mean.device))
-        self.nets.hard_update_targets()  # copies the statistics (buffers) into the targets too
+        """Fit the observation normaliser (if any) to the dataset's observations."""
+        if self.obs_normalization.fit(buffer):
+            self.nets.hard_update_targets()  # the targets take the statistics too
 
     @override
     def update(

@@ -21,7 +21,7 @@ from torch import nn
 from tshtrain.algorithm.base import Stateful, UpdateHooks, make_adam
 from tshtrain.algorithm.blocks.gaussian import GaussianPolicy
 from tshtrain.algorithm.blocks.lr_schedule import ScheduledLearningRates
-from tshtrain.algorithm.blocks.normalization import RunningObsNormalizer
+from tshtrain.algorithm.blocks.normalization import RunningObsNormalizer, check_obs_normalizer
 from tshtrain.algorithm.blocks.optim import optimizer_step
 from tshtrain.algorithm.blocks.policies import CategoricalPolicy
 from tshtrain.algorithm.blocks.schedules import Schedule, check_schedule
@@ -85,24 +85,6 @@ def _unique_parameters(*modules: nn.Module) -> list[nn.Parameter]:
     return list(unique.values())
 
 
-def _check_normalizer(
-    owner: str, policy: nn.Module, critic: nn.Module, normalizer: RunningObsNormalizer | None
-) -> None:
-    """The normaliser must sit in both networks, and a normaliser in a network must be passed."""
-    for name, net in (("policy", policy), ("critic", critic)):
-        found = [m for m in net.modules() if isinstance(m, RunningObsNormalizer)]
-        if normalizer is None and found:
-            raise ConfigurationError(
-                f"{owner}: the {name} contains a RunningObsNormalizer but obs_normalizer=None, so its "
-                f"statistics would never be updated; pass obs_normalizer=<that normaliser>."
-            )
-        if normalizer is not None and not any(m is normalizer for m in found):
-            raise ConfigurationError(
-                f"{owner}: obs_normalizer is not a layer of the {name}; put the same instance first in "
-                f"the actor and in the critic, e.g. nn.Sequential(obs_normalizer, mlp(...))."
-            )
-
-
 @final
 class ActorCritic:
     """Policy, critic, their Adam optimizer, the algorithm's generator (mini-batch shuffling), the
@@ -119,7 +101,7 @@ class ActorCritic:
         obs_normalizer: RunningObsNormalizer | None,
         seed: int | None,
     ):
-        _check_normalizer(owner, policy, critic, obs_normalizer)
+        check_obs_normalizer(owner, {"policy": policy, "critic": critic}, obs_normalizer)
         self.owner = owner
         self.policy = policy
         self.critic = critic
