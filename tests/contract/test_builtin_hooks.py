@@ -18,7 +18,7 @@ from tests.contract._hook_setups import (
     recording_on_policy_trainer,
     reinforce_trainer,
 )
-from tshtrain.algorithm import CategoricalPolicy, RunningObsNormalizer
+from tshtrain.algorithm import CategoricalPolicy, NonFiniteLossError, RunningObsNormalizer
 from tshtrain.data import TransitionBatch
 from tshtrain.errors import ConfigurationError
 from tshtrain.logger import LogScope, MemoryLogger
@@ -228,24 +228,12 @@ def test_early_stopping_min_mode_on_an_update_metric(kit: Any) -> None:
     assert info.stop_reason == StopReason.HOOK and info.update_step == 4
 
 
-def test_early_stopping_on_a_nan_loss_stops_before_the_optimizer_step() -> None:
-    trainer = off_policy_trainer(max_epochs=5, nan_at=3)
-    algorithm: LinearOffPolicy = trainer.algorithm  # type: ignore[assignment]
-    trainer.add_callback(EarlyStopping("test/score"))
-    info = trainer.run()
-    assert info.stop_reason == StopReason.HOOK
-    assert (
-        info.stop_detail is not None
-        and "the regression loss is nan after gradient step 2" in info.stop_detail
-    )
-    assert torch.isfinite(algorithm.net.weight).all() and info.gradient_step == 2
-
-
-def test_early_stopping_checks_reported_losses_when_the_algorithm_has_no_post_loss(kit: Any) -> None:
-    stops: list[str] = []
-    hook = EarlyStopping("update/loss", patience=100)
-    hook.after_update(_ctx(stops), kit.FakeStats(loss=math.nan))
-    assert stops == ["the update step reported loss = nan"]
+def test_a_nan_loss_ends_the_run_with_the_algorithms_non_finite_loss_error() -> None:
+    trainer = off_policy_trainer(max_epochs=5, nan_at=3)  # the one way: NonFiniteLossError, always on
+    trainer.add_callback(EarlyStopping("test/score"))  # no loss checks of its own
+    with pytest.raises(NonFiniteLossError, match=r"^LinearOffPolicy: the regression loss is nan"):
+        trainer.run()
+    assert trainer.counters.gradient_step == 2  # the failed update step is not counted
 
 
 def test_early_stopping_state_and_bad_input(tmp_path: Path) -> None:

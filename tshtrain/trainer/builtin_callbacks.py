@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Mapping
 from dataclasses import KW_ONLY, dataclass, field
 from typing import Any, Literal, final
 
@@ -31,7 +30,6 @@ from tshtrain.trainer.callbacks import (
     RunContext,
     SetupInfo,
     StepSummary,
-    StopTraining,
     TestResult,
 )
 
@@ -316,13 +314,14 @@ class ClearCudaCache(Callback):
         self.num_update_steps = int(state["num_update_steps"])
 
 
-_METRIC_SCOPES = ("test", "update", "training")
+_SCOPE_POINTS = {"test": "on_test_end", "update": "after_update", "training": "on_training_step_end"}
+"""the scope of an EarlyStopping metric -> the point where it is checked"""
 
 
 @final
 @dataclass(eq=False)
 class EarlyStopping(Callback):
-    """Stops training when a logged metric stops improving, and on a NaN or infinite loss.
+    """Stops training when a logged metric stops improving.
 
     ``metric`` is ``"<scope>/<name>"`` as logged: ``test/...`` (checked after every test step, e.g.
     ``test/score``, ``test/returns/mean``), ``update/...`` (after every update step, e.g.
@@ -330,10 +329,8 @@ class EarlyStopping(Callback):
     checked only when the collection step has it). After ``patience`` checks in a row without an
     improvement of more than ``min_delta`` over the best value, training stops with stop reason
     ``hook`` and a ``stop_detail`` that says so. The initial test step (epoch 0) is a check too.
-
-    With ``stop_on_non_finite_loss``, a loss an algorithm reports at ``on_loss`` that is NaN or
-    infinite stops training at once, before its optimizer step (the weights stay finite); for
-    algorithms that do not report losses, loss fields of the update's statistics are checked.
+    A NaN or infinite value never counts as an improvement. (NaN or infinite *losses* are not this
+    callback's business: the algorithms raise :class:`~tshtrain.algorithm.NonFiniteLossError`.)
     """
 
     metric: str
@@ -345,8 +342,6 @@ class EarlyStopping(Callback):
     """checks in a row without improvement before training stops"""
     min_delta: NonNegativeFloat = 0.0
     """an improvement must exceed the best value by more than this"""
-    stop_on_non_finite_loss: bool = True
-    """stop before the optimizer step of a NaN or infinite loss"""
     best: float | None = field(default=None, init=False)
     """the best value so far"""
     num_bad_checks: int = field(default=0, init=False)
@@ -359,7 +354,7 @@ class EarlyStopping(Callback):
     def __post_init__(self) -> None:
         validate_fields(self)
         scope, _, name = self.metric.partition("/")
-        if scope not in _METRIC_SCOPES or not name:
+        if scope not in _SCOPE_POINTS or not name:
             raise ConfigurationError(
                 f"EarlyStopping.metric must be '<scope>/<name>' with scope test, update or training (e.g. "
                 f"'test/score', 'update/loss'), got {short_repr(self.metric)}."
@@ -372,14 +367,7 @@ class EarlyStopping(Callback):
 
     @override
     def points(self) -> frozenset[str]:
-        points = {"on_test_end"} if self.scope == "test" else set()
-        if self.scope == "training":
-            points.add("on_training_step_end")
-        if self.scope == "update" or self.stop_on_non_finite_loss:
-            points.add("after_update")
-        if self.stop_on_non_finite_loss:
-            points.add("on_loss")
-        return frozenset(points)
+        return frozenset({_SCOPE_POINTS[self.scope]})
 
     @override
     def on_test_end(self, ctx: RunContext, result: TestResult) -> None:
@@ -394,27 +382,7 @@ class EarlyStopping(Callback):
 
     @override
     def after_update(self, ctx: RunContext, stats: TrainingStats) -> None:
-        scalars = stats.as_scalars()
-        if self.stop_on_non_finite_loss:
-            for key, value in scalars.items():
-                if "loss" in key and not math.isfinite(value):
-                    ctx.request_stop(f"the update step reported {key} = {value}")
-                    return
-        if self.scope == "update":
-            self._check(scalars.get(self.name), ctx)
-
-    @override
-    def on_loss(self, ctx: RunContext, losses: Mapping[str, torch.Tensor]) -> None:
-        detached = {key: loss.detach() for key, loss in losses.items()}
-        if not detached or bool(torch.isfinite(torch.cat([v.reshape(-1) for v in detached.values()])).all()):
-            return  # one host sync when all is well
-        for key, loss in detached.items():
-            if not bool(torch.isfinite(loss).all()):
-                raise StopTraining(
-                    f"the {key} is {loss.cpu().numpy()} after gradient step "
-                    f"{ctx.counters.gradient_step} (update step {ctx.counters.update_step + 1}); the "
-                    f"optimizer step was not taken"
-                )
+        self._check(stats.as_scalars().get(self.name), ctx)
 
     def _check(self, value: float | None, ctx: RunContext) -> None:
         if value is None:
