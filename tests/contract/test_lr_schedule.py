@@ -61,16 +61,21 @@ def test_without_a_schedule_the_rates_and_the_state_are_untouched(spec: Any, mak
 
 
 def test_reinforce_and_bc_in_a_real_run() -> None:
-    trainer = reinforce_trainer()  # 4 update steps
-    algorithm = trainer.algorithm
-    algorithm.lrs.schedule = LinearSchedule(num_update_steps=8)  # as if built with the param
-    trainer.run()
-    assert algorithm.optim.param_groups[0]["lr"] == pytest.approx(1e-2 * (1 - 3 / 8))
+    from tshtrain.algorithm import BCParams, BehaviorCloning, Reinforce, ReinforceParams
+    from tshtrain.trainer import OfflineTrainer, OnPolicyTrainer
 
-    offline_trainer = bc_trainer()  # 6 gradient steps
-    bc = offline_trainer.algorithm
-    bc.lrs.schedule = LinearSchedule(num_update_steps=12, end_factor=0.5)
-    offline_trainer.run()
+    setup = reinforce_trainer()  # 4 update steps
+    params = ReinforceParams(lr=1e-2, lr_schedule=LinearSchedule(num_update_steps=8))
+    reinforce = Reinforce(policy=setup.algorithm.policy, params=params, seed=0)
+    OnPolicyTrainer(reinforce, setup.params).run()
+    assert reinforce.optim.param_groups[0]["lr"] == pytest.approx(1e-2 * (1 - 3 / 8))
+
+    offline_setup = bc_trainer()  # 6 gradient steps
+    schedule = LinearSchedule(num_update_steps=12, end_factor=0.5)
+    bc = BehaviorCloning(
+        policy=offline_setup.algorithm.policy, params=BCParams(lr=1e-2, lr_schedule=schedule)
+    )
+    OfflineTrainer(bc, offline_setup.params).run()
     assert bc.optim.param_groups[0]["lr"] == pytest.approx(1e-2 * (1 - 0.5 * 5 / 12))
 
 

@@ -349,3 +349,15 @@ def test_off_policy_lr_schedules_in_files_are_constant_or_refused() -> None:
     linear = resolve_experiment({"algorithm": {"name": "dqn", "params": {"lr_schedule": "linear"}}})
     with pytest.raises(ExperimentError, match=r"a 'linear' schedule in an experiment file is for on-policy"):
         build_algorithm(linear, space, actions)
+
+
+def test_td3_bc_normalises_observations_by_its_network_section() -> None:
+    import gymnasium as gym
+
+    from tshtrain.config.build import build_algorithm
+
+    obs, act = gym.spaces.Box(-1.0, 1.0, (3,)), gym.spaces.Box(-2.0, 2.0, (1,))
+    default = build_algorithm(resolve_experiment({"algorithm": {"name": "td3_bc"}}), obs, act)
+    assert default.obs_normalization.normalizer is not None  # type: ignore[attr-defined]
+    raw = resolve_experiment({"algorithm": {"name": "td3_bc", "network": {"normalize_obs": False}}})
+    assert build_algorithm(raw, obs, act).obs_normalization.normalizer is None  # type: ignore[attr-defined]
