@@ -7,8 +7,9 @@ What it shows:
   step also runs the rest of the training step (update, logs, hooks, events, checkpoint callback, the
   epoch's test step). A run driven so equals ``run()`` with the same seeds (a contract test checks it).
 * custom code between env steps (here: episode lengths as episodes end), between training steps (a
-  manual event fired from your own code, a look at the epoch), and hooks / events that run inside the
-  loop (a learning-rate schedule, early stopping, episode-end domain randomisation of the pole length).
+  manual event fired from your own code, a look at the epoch), and callbacks / events that run inside
+  the loop (early stopping, episode-end domain randomisation of the pole length); the learning-rate
+  schedule is DQN's own ``lr_schedule``.
 * ``trainer.close()`` at the end: shutdown hooks and events, logger closed (``run()`` does this itself).
 
 Run: python examples/stepwise_training.py [--seed 0] [--max-epochs 5]
@@ -23,7 +24,7 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from tshtrain.algorithm import DQN, DQNParams, EpsilonSchedule, QValuePolicy, mlp
+from tshtrain.algorithm import DQN, DQNParams, EpsilonSchedule, LinearSchedule, QValuePolicy, mlp
 from tshtrain.data import Collector, VectorReplayBuffer
 from tshtrain.env import make_vector_env
 from tshtrain.trainer import (
@@ -32,7 +33,6 @@ from tshtrain.trainer import (
     EventUnit,
     Every,
     InfoStats,
-    LRSchedulerStep,
     Manual,
     OffPolicyTrainer,
     OffPolicyTrainerParams,
@@ -66,7 +66,11 @@ def train(seed: int = 0, max_epochs: int = 5, epoch_num_steps: int = 2000, verbo
         eps_schedule=EpsilonSchedule(start=1.0, end=0.05, num_env_steps=5_000),
         seed=seed,
     )
-    algorithm = DQN(policy=policy, params=DQNParams(lr=1e-3, target_update_freq=100))
+    # the learning rate decays linearly to a tenth over the run's gradient steps: collection steps of 16
+    # env steps, each followed by 16 * 0.25 = 4 gradient steps
+    num_gradient_steps = max_epochs * -(-epoch_num_steps // 16) * 4
+    schedule = LinearSchedule(num_update_steps=num_gradient_steps, end_factor=0.1)
+    algorithm = DQN(policy=policy, params=DQNParams(lr=1e-3, target_update_freq=100, lr_schedule=schedule))
     buffer = VectorReplayBuffer(20_000, 4, seed=seed)
     training = Collector(policy, train_envs, buffer, exploration_noise=True, seed=seed)
     training.collect(n_step=256, random=True)  # warm up the buffer before the run
@@ -85,11 +89,8 @@ def train(seed: int = 0, max_epochs: int = 5, epoch_num_steps: int = 2000, verbo
     )
     trainer = OffPolicyTrainer(algorithm, params, TrainerOptions(close_envs=True))
 
-    # hooks and events run at their points of the loop, whichever way it is driven
-    LRSchedulerStep(torch.optim.lr_scheduler.StepLR(algorithm.optim, step_size=200, gamma=0.5)).register(
-        trainer
-    )
-    EarlyStopping("test/score", patience=3).register(trainer)
+    # callbacks and events run at their points of the loop, whichever way it is driven
+    trainer.add_callback(EarlyStopping("test/score", patience=3))
     rng = np.random.default_rng(seed)
     trainer.events.register("randomize", randomize_pole_length(rng), trigger=OnEpisodeEnd())
     snapshots: list[int] = []

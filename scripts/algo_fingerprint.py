@@ -322,18 +322,15 @@ class _NormalisedCritic(nn.Module):
         return out
 
 
-def _td3_bc(**kw: Any) -> tuple[Algorithm[Any], Result]:
+def _td3_bc(*, raw_obs: bool = False) -> tuple[Algorithm[Any], Result]:
     torch.manual_seed(SEED)
-    normalizer = RunningObsNormalizer(3)
-    actor = nn.Sequential(normalizer, mlp(3, 1, HIDDEN, nn.ReLU))
+    if raw_obs:  # no obs_normalizer: observations as they are (TD3BCParams(normalize_obs=False) before)
+        actor, critic, normalizer = mlp(3, 1, HIDDEN, nn.ReLU), QEnsemble(3, 1, HIDDEN), None
+    else:
+        normalizer = RunningObsNormalizer(3)
+        actor, critic = nn.Sequential(normalizer, mlp(3, 1, HIDDEN, nn.ReLU)), _NormalisedCritic(normalizer)
     policy = DeterministicActorPolicy(actor, _space("Pendulum-v1"), seed=SEED)
-    algorithm = TD3BC(
-        policy=policy,
-        critic=_NormalisedCritic(normalizer),
-        obs_normalizer=normalizer,
-        params=TD3BCParams(**kw),
-        seed=SEED,
-    )
+    algorithm = TD3BC(policy=policy, critic=critic, obs_normalizer=normalizer, params=TD3BCParams(), seed=SEED)
     return algorithm, _offline(algorithm, "Pendulum-v1")
 
 
@@ -384,7 +381,7 @@ CASES = [
     Case("CQL", _cql),
     Case("CQL-lagrange-fixed-alpha", lambda: _cql(with_lagrange=True, auto_alpha=False)),
     Case("TD3BC", _td3_bc),
-    Case("TD3BC-raw-obs", lambda: _td3_bc(normalize_obs=False)),
+    Case("TD3BC-raw-obs", lambda: _td3_bc(raw_obs=True)),
     Case("DiscreteCQL", _discrete_cql),
     Case("DiscreteCQL-nstep-single", lambda: _discrete_cql(n_step=3, is_double=False, huber_loss=False)),
     Case("BC-discrete", lambda: _bc("discrete")),

@@ -22,6 +22,7 @@ from tshtrain.algorithm.base import (
     Policy,
     TrainingStats,
     UpdateHooks,
+    check_finite_loss,
 )
 from tshtrain.data import Collector, ObsTensor, RolloutBatch, TransitionBatch, VectorReplayBuffer
 from tshtrain.data.buffer import BaseReplayBuffer
@@ -62,7 +63,8 @@ class LossStats(TrainingStats):
 
 class LinearOffPolicy(OffPolicyAlgorithm[RandomPolicy]):
     """Regresses a linear function of the observation onto the reward with SGD, through the update
-    hooks (process_optim_batch, post_loss). ``nan_at``: the loss of that gradient step (1-based) is NaN."""
+    hooks (process_optim_batch, post_loss). ``nan_at``: the loss of that gradient step (1-based) is NaN,
+    and the update raises NonFiniteLossError after its optimizer step, as the built-in algorithms do."""
 
     def __init__(
         self, *, policy: RandomPolicy, obs_dim: int = 4, lr: float = 0.01, nan_at: int | None = None
@@ -94,6 +96,7 @@ class LinearOffPolicy(OffPolicyAlgorithm[RandomPolicy]):
         loss.backward()  # type: ignore[no-untyped-call]
         self.optim.step()
         hooks.post_optim("optim", self.optim)
+        check_finite_loss("LinearOffPolicy", "regression loss", loss)  # as the built-in algorithms do
         return LossStats(loss=float(loss.detach()))
 
 
@@ -138,6 +141,7 @@ class RecordingOnPolicy(OnPolicyAlgorithm[RandomPolicy]):
         loss.backward()  # type: ignore[no-untyped-call]
         self.optim.step()
         hooks.post_optim("optim", self.optim)
+        check_finite_loss("LinearOffPolicy", "regression loss", loss)  # as the built-in algorithms do
         return LossStats(loss=float(loss.detach()))
 
 

@@ -1,10 +1,10 @@
-"""Each built-in hook does what its docstring says, inside a real run, and keeps its state."""
+"""Each built-in callback (and hook) does what its docstring says, inside a real run, and keeps its state."""
 
 from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import pytest
@@ -18,12 +18,13 @@ from tests.contract._hook_setups import (
     recording_on_policy_trainer,
     reinforce_trainer,
 )
-from tshtrain.algorithm import CategoricalPolicy, RunningObsNormalizer, TargetNetwork
+from tshtrain.algorithm import CategoricalPolicy, NonFiniteLossError, RunningObsNormalizer
 from tshtrain.data import TransitionBatch
 from tshtrain.errors import ConfigurationError
 from tshtrain.logger import LogScope, MemoryLogger
 from tshtrain.trainer import (
     BatchSubSampler,
+    Callback,
     ClearCudaCache,
     Counters,
     CountFramesLog,
@@ -31,12 +32,12 @@ from tshtrain.trainer import (
     GradientNormLog,
     HookContext,
     HookStage,
-    LRSchedulerStep,
-    ObservationNormalizer,
+    OfflineTrainer,
+    OnPolicyTrainer,
     OptimizerStep,
     RewardNormalizer,
+    RunContext,
     StopReason,
-    TargetNetworkUpdate,
 )
 
 ZERO = Counters(
@@ -51,8 +52,19 @@ ZERO = Counters(
 )
 
 
-def _ctx(stage: HookStage, data: Any) -> HookContext[Any]:
-    return HookContext(stage=stage, name="test", counters=ZERO, data=data, stop=lambda reason: None)
+class _Sink:
+    def add(self, scalars: Any, progress: Any, source: str) -> None:
+        raise AssertionError(f"{source} logged {scalars}")
+
+
+def _ctx(stops: list[str] | None = None) -> RunContext:
+    return RunContext(
+        counters=ZERO,
+        algorithm=cast(Any, None),
+        name="test",
+        stop=(stops if stops is not None else []).append,
+        sink=_Sink(),
+    )
 
 
 def _transitions(rew: np.ndarray) -> TransitionBatch:
@@ -86,7 +98,7 @@ def test_reward_normalizer_statistics_are_those_of_all_rewards_seen() -> None:
     assert normalizer.mean == pytest.approx(everything.mean()) and normalizer.var == pytest.approx(
         everything.var()
     )
-    batch = normalizer.process_optim_batch(_ctx(HookStage.PROCESS_OPTIM_BATCH, _transitions(everything)))
+    batch = normalizer.on_sampled_batch(_ctx(), _transitions(everything))
     assert batch is not None
     np.testing.assert_allclose(batch.rew, (everything - everything.mean()) / everything.std(), rtol=1e-5)
 
@@ -95,7 +107,7 @@ def test_reward_normalizer_on_policy_hands_the_update_normalised_rewards(kit: An
     setup = kit.make_on_policy(env=lambda: kit.counting_vector_env([3, 3], ramp=True), test_env=None)
     trainer = setup.trainer()
     normalizer = RewardNormalizer()
-    normalizer.register(trainer)
+    trainer.add_callback(normalizer)
     trainer.run()
     raw = np.array([1.0, 2.0, 3.0, 1.0, 2.0] * 2)  # the first rollout: 5 vector steps of rewards 1, 2, 3, ...
     np.testing.assert_allclose(setup.algorithm.calls[0].rew.T.ravel(), raw / raw.std(), rtol=1e-5)
@@ -105,7 +117,7 @@ def test_reward_normalizer_on_policy_hands_the_update_normalised_rewards(kit: An
 def test_reward_normalizer_off_policy_normalises_every_sample(kit: Any) -> None:
     trainer = off_policy_trainer(env_factory=lambda: kit.counting_vector_env([3, 4], ramp=True))
     normalizer = RewardNormalizer()
-    normalizer.register(trainer)
+    trainer.add_callback(normalizer)
     trainer.run()
     assert normalizer.count == 40
     algorithm: LinearOffPolicy = trainer.algorithm  # type: ignore[assignment]
@@ -119,7 +131,7 @@ def test_reward_normalizer_off_policy_normalises_every_sample(kit: Any) -> None:
 def test_reward_normalizer_offline_uses_the_dataset_statistics() -> None:
     trainer = bc_trainer()
     normalizer = RewardNormalizer()
-    normalizer.register(trainer)
+    trainer.add_callback(normalizer)
     trainer.reset()
     assert normalizer.count == 200 and normalizer.mean == 1.0  # CartPole: every reward is 1
 
@@ -132,113 +144,59 @@ def test_reward_normalizer_state(tmp_path: Path) -> None:
     assert restored.state_dict() == normalizer.state_dict()
 
 
-# ====================================================================== ObservationNormalizer
+# ====================================================================== obs_normalizer (the one way)
 
 
-def _normalised_reinforce(**overrides: Any) -> tuple[Any, RunningObsNormalizer]:
-    trainer = reinforce_trainer(**overrides)
+def _normalised_reinforce() -> tuple[Any, RunningObsNormalizer]:
+    from tshtrain.algorithm import Reinforce, ReinforceParams
+
+    trainer = reinforce_trainer()
     normalizer = RunningObsNormalizer(4)
     policy: CategoricalPolicy = trainer.algorithm.policy
     policy.actor = nn.Sequential(normalizer, policy.actor)  # the first layer of the policy's network
-    return trainer, normalizer
+    algorithm = Reinforce(policy=policy, params=ReinforceParams(lr=1e-2), obs_normalizer=normalizer, seed=0)
+    return OnPolicyTrainer(algorithm, trainer.params), normalizer
 
 
-def test_observation_normalizer_updates_after_each_update_step() -> None:
+class _Counts(Callback):
+    def __init__(self, normalizer: RunningObsNormalizer):
+        self.normalizer, self.before, self.after = normalizer, list[int](), list[int]()
+
+    def before_update(self, ctx: RunContext, batch: Any) -> None:
+        self.before.append(int(self.normalizer.count))
+
+    def after_update(self, ctx: RunContext, stats: Any) -> None:
+        self.after.append(int(self.normalizer.count))
+
+
+def test_an_online_algorithm_updates_its_obs_normalizer_after_each_update_step() -> None:
     trainer, normalizer = _normalised_reinforce()
-    ObservationNormalizer(normalizer).register(trainer)
-    before: list[int] = []
-    after: list[int] = []
-    trainer.register_hook(
-        HookStage.PRE_UPDATE, lambda ctx: before.append(int(normalizer.count)), name="before"
-    )
-    trainer.register_hook(
-        HookStage.POST_UPDATE, lambda ctx: after.append(int(normalizer.count)), name="after"
-    )
+    counts = _Counts(normalizer)
+    trainer.add_callback(counts)
     trainer.run()
-    assert before == [0, 32, 64, 96]  # an update sees the statistics the acting policy used
-    assert after == [32, 64, 96, 128]
+    assert counts.before == [0, 32, 64, 96]  # an update sees the statistics the acting policy used
+    assert counts.after == [32, 64, 96, 128]
     assert not torch.allclose(normalizer.mean, torch.zeros(4, dtype=torch.float64))
 
 
-def test_observation_normalizer_must_sit_in_the_policy() -> None:
-    trainer = reinforce_trainer()
-    ObservationNormalizer(RunningObsNormalizer(4)).register(trainer)
-    with pytest.raises(ConfigurationError, match="not a layer of the policy"):
-        trainer.reset()
+def test_the_obs_normalizer_must_sit_in_the_policy() -> None:
+    from tshtrain.algorithm import Reinforce
+
+    policy = reinforce_trainer().algorithm.policy
+    with pytest.raises(ConfigurationError, match=r"^Reinforce: obs_normalizer is not a layer of the policy"):
+        Reinforce(policy=policy, obs_normalizer=RunningObsNormalizer(4))
 
 
-def test_observation_normalizer_offline_uses_the_dataset() -> None:
+def test_an_offline_algorithm_fits_its_obs_normalizer_to_the_dataset() -> None:
+    from tshtrain.algorithm import BCParams, BehaviorCloning
+
     trainer = bc_trainer()
     normalizer = RunningObsNormalizer(4)
     policy: CategoricalPolicy = trainer.algorithm.policy
     policy.actor = nn.Sequential(normalizer, policy.actor)
-    ObservationNormalizer(normalizer).register(trainer)
-    trainer.reset()
+    bc = BehaviorCloning(policy=policy, params=BCParams(lr=1e-2), obs_normalizer=normalizer)
+    OfflineTrainer(bc, trainer.params).reset()
     assert int(normalizer.count) == 200
-
-
-# ====================================================================== LRSchedulerStep
-
-
-@pytest.mark.parametrize(("every", "halvings"), [(1, 4), (2, 2)])
-def test_lr_scheduler_steps_every_n_update_steps(every: int, halvings: int, tmp_path: Path) -> None:
-    trainer = reinforce_trainer()  # 4 update steps
-    optim = trainer.algorithm.optim
-    hook = LRSchedulerStep(
-        torch.optim.lr_scheduler.StepLR(optim, step_size=1, gamma=0.5), every_num_update_steps=every
-    )
-    hook.register(trainer)
-    trainer.run()
-    assert optim.param_groups[0]["lr"] == pytest.approx(1e-2 * 0.5**halvings)
-    state = _weights_only_round_trip(trainer.extension_state(), tmp_path)
-    assert state["hooks"]["lr_scheduler"]["num_update_steps"] == 4
-
-
-# ====================================================================== TargetNetworkUpdate
-
-
-def test_target_network_hard_update_every_n_gradient_steps() -> None:
-    trainer = off_policy_trainer()  # 8 gradient steps
-    algorithm: LinearOffPolicy = trainer.algorithm  # type: ignore[assignment]
-    target = TargetNetwork(algorithm.net)
-    TargetNetworkUpdate(target, every_num_gradient_steps=2).register(trainer)
-    synced: list[bool] = []
-
-    def check(ctx: HookContext[OptimizerStep]) -> None:
-        synced.append(torch.equal(target.net.weight, algorithm.net.weight))
-
-    trainer.register_hook(HookStage.POST_OPTIM, check)  # after the target update: registered later
-    trainer.run()
-    assert synced == [False, True] * 4
-
-
-def test_target_network_polyak_update() -> None:
-    trainer = off_policy_trainer(max_epochs=1)
-    algorithm: LinearOffPolicy = trainer.algorithm  # type: ignore[assignment]
-    target = TargetNetwork(algorithm.net)
-    start = target.net.weight.detach().clone()
-    TargetNetworkUpdate(target, tau=0.25).register(trainer)
-    sources: list[torch.Tensor] = []
-    trainer.register_hook(
-        HookStage.POST_OPTIM, lambda ctx: sources.append(algorithm.net.weight.detach().clone()), name="src"
-    )
-    trainer.run()
-    expected = start
-    for source in sources:
-        expected = 0.75 * expected + 0.25 * source
-    torch.testing.assert_close(target.net.weight, expected)
-
-
-def test_target_network_update_counts_only_the_named_optimizer() -> None:
-    trainer = off_policy_trainer(max_epochs=1)
-    algorithm: LinearOffPolicy = trainer.algorithm  # type: ignore[assignment]
-    target = TargetNetwork(algorithm.net)
-    hook = TargetNetworkUpdate(target, optimizer="critic_optim")
-    hook.register(trainer)
-    trainer.run()
-    assert hook.num_steps == 0
-    with pytest.raises(ConfigurationError, match=r"tau must lie in \(0, 1\]"):
-        TargetNetworkUpdate(target, tau=0.0)
 
 
 # ====================================================================== EarlyStopping
@@ -254,48 +212,28 @@ def test_early_stopping_on_a_test_metric_with_patience(kit: Any) -> None:
         max_epochs=10, compute_score_fn=_scripted([0, 1, 2, 2, 1.5, 9, 9, 9, 9, 9, 9])
     )
     trainer = setup.trainer()
-    EarlyStopping("test/score", patience=2).register(trainer)
+    trainer.add_callback(EarlyStopping("test/score", patience=2))
     info = trainer.run()
     assert info.stop_reason == StopReason.HOOK
     assert info.stop_detail == (
-        "hook 'early_stopping' (post_test): test/score did not improve on its best value 2.0 for 2 checks "
-        "(last 1.5)"
+        "callback 'EarlyStopping': test/score did not improve on its best value 2.0 for 2 checks (last 1.5)"
     )
     assert info.best_epoch == 2 and trainer.counters.epoch == 4
 
 
 def test_early_stopping_min_mode_on_an_update_metric(kit: Any) -> None:
     trainer = kit.make_off_policy(max_epochs=10, test_env=None).trainer()  # FakeOffPolicy: the loss grows
-    EarlyStopping("update/loss", mode="min", patience=3).register(trainer)
+    trainer.add_callback(EarlyStopping("update/loss", mode="min", patience=3))
     info = trainer.run()
     assert info.stop_reason == StopReason.HOOK and info.update_step == 4
 
 
-def test_early_stopping_on_a_nan_loss_stops_before_the_optimizer_step() -> None:
-    trainer = off_policy_trainer(max_epochs=5, nan_at=3)
-    algorithm: LinearOffPolicy = trainer.algorithm  # type: ignore[assignment]
-    EarlyStopping("test/score").register(trainer)
-    info = trainer.run()
-    assert info.stop_reason == StopReason.HOOK
-    assert (
-        info.stop_detail is not None
-        and "the regression loss is nan after gradient step 2" in info.stop_detail
-    )
-    assert torch.isfinite(algorithm.net.weight).all() and info.gradient_step == 2
-
-
-def test_early_stopping_checks_reported_losses_when_the_algorithm_has_no_post_loss(kit: Any) -> None:
-    stops: list[str] = []
-    hook = EarlyStopping("update/loss", patience=100)
-    ctx = HookContext(
-        stage=HookStage.POST_UPDATE,
-        name="e",
-        counters=ZERO,
-        data=kit.FakeStats(loss=math.nan),
-        stop=stops.append,
-    )
-    hook.after_update(ctx)
-    assert stops == ["the update step reported loss = nan"]
+def test_a_nan_loss_ends_the_run_with_the_algorithms_non_finite_loss_error() -> None:
+    trainer = off_policy_trainer(max_epochs=5, nan_at=3)  # the one way: NonFiniteLossError, always on
+    trainer.add_callback(EarlyStopping("test/score"))  # no loss checks of its own
+    with pytest.raises(NonFiniteLossError, match=r"^LinearOffPolicy: the regression loss is nan"):
+        trainer.run()
+    assert trainer.counters.gradient_step == 2  # the failed update step is not counted
 
 
 def test_early_stopping_state_and_bad_input(tmp_path: Path) -> None:
@@ -308,7 +246,7 @@ def test_early_stopping_state_and_bad_input(tmp_path: Path) -> None:
         EarlyStopping("score")
     with pytest.raises(ConfigurationError, match="mode must be 'max' or 'min'"):
         EarlyStopping("test/score", mode="up")  # type: ignore[arg-type]
-    with pytest.raises(ConfigurationError, match="patience must be an int >= 1"):
+    with pytest.raises(ConfigurationError, match=r"^EarlyStopping\.patience must be an int >= 1, got 0\.$"):
         EarlyStopping("test/score", patience=0)
 
 
@@ -327,7 +265,7 @@ def test_gradient_norm_log_logs_the_applied_gradients_norm() -> None:
         expected.append(float(torch.sqrt(sum((g**2).sum() for g in grads))))  # type: ignore[arg-type]
 
     trainer.register_hook(HookStage.POST_OPTIM, norm)
-    GradientNormLog().register(trainer)
+    trainer.add_callback(GradientNormLog())
     trainer.run()
     logged = [d["grad_norm/optim"] for _, d in logger.records[LogScope.UPDATE]]
     np.testing.assert_allclose(logged, expected, rtol=1e-5)
@@ -339,7 +277,7 @@ def test_clear_cuda_cache_every_n_update_steps(monkeypatch: pytest.MonkeyPatch) 
     monkeypatch.setattr(torch.cuda, "empty_cache", lambda: calls.append(1))
     trainer = off_policy_trainer()  # 4 update steps
     hook = ClearCudaCache(every_num_update_steps=2)
-    hook.register(trainer)
+    trainer.add_callback(hook)
     trainer.run()
     assert len(calls) == 2 and hook.state_dict() == {"num_update_steps": 4}
 
@@ -350,7 +288,7 @@ def test_clear_cuda_cache_every_n_update_steps(monkeypatch: pytest.MonkeyPatch) 
 def test_count_frames_log(tmp_path: Path) -> None:
     logger = MemoryLogger()
     trainer = off_policy_trainer(logger=logger)
-    CountFramesLog(frame_skip=4).register(trainer)
+    trainer.add_callback(CountFramesLog(frame_skip=4))
     trainer.run()
     assert [(s, d["frames"]) for s, d in logger.records[LogScope.TRAINING]] == [
         (10, 40.0),
@@ -359,7 +297,7 @@ def test_count_frames_log(tmp_path: Path) -> None:
         (40, 160.0),
     ]
     state = _weights_only_round_trip(trainer.extension_state(), tmp_path)
-    assert state["hooks"]["count_frames"] == {"frames": 160}
+    assert state["CountFramesLog"] == {"frames": 160}
 
 
 # ====================================================================== BatchSubSampler
@@ -367,7 +305,7 @@ def test_count_frames_log(tmp_path: Path) -> None:
 
 def test_batch_sub_sampler_on_policy_keeps_windows_of_the_rollout() -> None:
     trainer = recording_on_policy_trainer()
-    BatchSubSampler(16, sub_traj_len=4, seed=1).register(trainer)
+    trainer.add_callback(BatchSubSampler(16, sub_traj_len=4, seed=1))
     trainer.run()
     for rollout in trainer.algorithm.rollouts:
         assert 4 <= int(rollout.valid.sum()) <= 16
@@ -380,7 +318,7 @@ def test_batch_sub_sampler_on_policy_keeps_windows_of_the_rollout() -> None:
 def test_batch_sub_sampler_off_policy_cuts_every_sample_and_is_reproducible() -> None:
     def run(seed: int) -> list[np.ndarray]:
         trainer = off_policy_trainer(max_epochs=1)
-        BatchSubSampler(3, seed=seed).register(trainer)
+        trainer.add_callback(BatchSubSampler(3, seed=seed))
         trainer.run()
         algorithm: LinearOffPolicy = trainer.algorithm  # type: ignore[assignment]
         assert all(len(b) == 3 for b in algorithm.batches)
@@ -393,33 +331,68 @@ def test_batch_sub_sampler_off_policy_cuts_every_sample_and_is_reproducible() ->
 def test_batch_sub_sampler_leaves_small_data_alone_and_keeps_its_state(tmp_path: Path) -> None:
     sampler = BatchSubSampler(10, seed=0)
     small = _transitions(np.ones(5))
-    assert sampler.process_optim_batch(_ctx(HookStage.PROCESS_OPTIM_BATCH, small)) is None
+    assert sampler.on_sampled_batch(_ctx(), small) is None
     state = _weights_only_round_trip(sampler.state_dict(), tmp_path)
     other = BatchSubSampler(10, seed=99)
     other.load_state_dict(state)
     big = _transitions(np.ones(50))
-    a = sampler.process_optim_batch(_ctx(HookStage.PROCESS_OPTIM_BATCH, big))
-    b = other.process_optim_batch(_ctx(HookStage.PROCESS_OPTIM_BATCH, big))
+    a = sampler.on_sampled_batch(_ctx(), big)
+    b = other.on_sampled_batch(_ctx(), big)
     assert a is not None and b is not None and np.array_equal(a.indices, b.indices)
-    with pytest.raises(ConfigurationError, match=r"BatchSubSampler\.batch_size must be an int >= 1"):
+    with pytest.raises(
+        ConfigurationError, match=r"^BatchSubSampler\.batch_size must be an int >= 1, got 0\.$"
+    ):
         BatchSubSampler(0)
 
 
-def test_builtin_hook_signatures_pass_the_registration_check() -> None:
+def test_builtin_callbacks_together_in_one_run() -> None:
     trainer = off_policy_trainer()
-    algorithm: LinearOffPolicy = trainer.algorithm  # type: ignore[assignment]
-    for hook in (
+    for callback in (
         RewardNormalizer(),
         BatchSubSampler(4),
         CountFramesLog(),
         EarlyStopping("training/returns/mean"),
         GradientNormLog(),
         ClearCudaCache(),
-        TargetNetworkUpdate(TargetNetwork(algorithm.net)),
-        LRSchedulerStep(torch.optim.lr_scheduler.StepLR(algorithm.optim, step_size=1)),
     ):
-        hook.register(trainer)  # type: ignore[attr-defined]
+        trainer.add_callback(callback)
     trainer.run()
+    assert trainer.callbacks.names()[-6:] == [
+        "RewardNormalizer",
+        "BatchSubSampler",
+        "CountFramesLog",
+        "EarlyStopping",
+        "GradientNormLog",
+        "ClearCudaCache",
+    ]
+
+
+def test_builtin_callbacks_refuse_bad_numbers() -> None:
+    for build, match in (
+        (
+            lambda: RewardNormalizer(eps=0.0),
+            r"^RewardNormalizer\.eps must be a finite number > 0, got 0\.0\.$",
+        ),
+        (
+            lambda: CountFramesLog(frame_skip=True),
+            r"^CountFramesLog\.frame_skip must be an int >= 1, got True\.$",
+        ),
+        (
+            lambda: GradientNormLog(norm_type=math.nan),
+            r"^GradientNormLog\.norm_type must be a finite number > 0",
+        ),
+        (
+            lambda: ClearCudaCache(every_num_update_steps=0),
+            r"^ClearCudaCache\.every_num_update_steps must be",
+        ),
+        (
+            lambda: EarlyStopping("test/score", min_delta=-1.0),
+            r"^EarlyStopping\.min_delta must be a finite number >= 0",
+        ),
+        (lambda: BatchSubSampler(4, sub_traj_len=2.0), r"^BatchSubSampler\.sub_traj_len must be an int >= 1"),  # type: ignore[arg-type]
+    ):
+        with pytest.raises(ConfigurationError, match=match):
+            build()
 
 
 def test_hooks_with_a_real_dqn(tmp_path: Path) -> None:
@@ -433,12 +406,16 @@ def test_hooks_with_a_real_dqn(tmp_path: Path) -> None:
     logger = MemoryLogger()
     trainer = off_policy_trainer(algorithm_factory=dqn, logger=logger)
     # the collectors act with the builder's random policy; the DQN learns from what they collect
-    GradientNormLog().register(trainer)
-    sampler = BatchSubSampler(4, seed=0)
-    sampler.register(trainer)
+    trainer.add_callback(GradientNormLog())
+    trainer.add_callback(BatchSubSampler(4, seed=0))
     seen: list[int] = []
-    trainer.register_hook(HookStage.PROCESS_OPTIM_BATCH, lambda ctx: seen.append(len(ctx.data)), name="size")
-    EarlyStopping("update/loss", mode="min", patience=100).register(trainer)
+
+    class Sizes(Callback):  # added after the sampler: sees its batches
+        def on_sampled_batch(self, ctx: RunContext, batch: TransitionBatch) -> None:
+            seen.append(len(batch))
+
+    trainer.add_callback(Sizes())
+    trainer.add_callback(EarlyStopping("update/loss", mode="min", patience=100))
     info = trainer.run()
     assert info.gradient_step == 8 and seen == [4] * 8
     assert all("grad_norm/optim" in d and "loss" in d for _, d in logger.records[LogScope.UPDATE])

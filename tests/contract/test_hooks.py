@@ -525,7 +525,7 @@ def test_hooks_and_events_continue_exactly_after_a_checkpoint(tmp_path: Path) ->
         trainer = off_policy_trainer(max_epochs=3)
         counter, frames = CountingHook(), CountFramesLog()
         trainer.register_hook(HookStage.POST_UPDATE, counter, name="counter")
-        frames.register(trainer)
+        trainer.add_callback(frames)
         setups: list[tuple[int, bool]] = []
         trainer.register_hook(
             HookStage.SETUP, lambda ctx: setups.append((ctx.counters.env_step, ctx.data.resumed)), name="s"

@@ -267,6 +267,42 @@ def test_td3_delays_the_actor_and_the_targets() -> None:
     )
 
 
+def test_dqn_copies_its_target_every_target_update_freq_gradient_steps() -> None:
+    algorithm = _dqn(0)  # target_update_freq=3: the one way to refresh its target network
+    buffer = _buffer("CartPole-v1", 0)
+    synced = []
+    for _ in range(6):
+        algorithm.update(buffer, 16)
+        online, target = algorithm.policy.q_net.state_dict(), algorithm.target_q_net.net.state_dict()
+        synced.append(all(torch.equal(online[k], target[k]) for k in online))
+    assert synced == [False, False, True] * 2
+
+
+def test_ddpg_polyak_averages_its_targets_by_tau() -> None:
+    algorithm = _ddpg(0, tau=0.25)  # tau: the one way to set the target networks' rate
+    buffer = _buffer("Pendulum-v1", 0)
+    _updates(algorithm, buffer, 1)
+    before = [p.detach().clone() for p in algorithm.nets.target_critic.net.parameters()]
+    _updates(algorithm, buffer, 1)
+    online = [p.detach() for p in algorithm.nets.critic.parameters()]
+    expected = [0.75 * b + 0.25 * o for b, o in zip(before, online, strict=True)]
+    for got, want in zip(algorithm.nets.target_critic.net.parameters(), expected, strict=True):
+        torch.testing.assert_close(got.detach(), want)
+
+
+def test_off_policy_obs_normalizer_merges_every_sampled_batch() -> None:
+    from tshtrain.algorithm import RunningObsNormalizer
+
+    normalizer = RunningObsNormalizer(4)
+    space = make_vector_env("CartPole-v1", 1).single_action_space
+    policy = QValuePolicy(nn.Sequential(normalizer, mlp(4, 2, HIDDEN)), space, seed=0)
+    algorithm = DQN(policy=policy, obs_normalizer=normalizer)
+    _updates(algorithm, _buffer("CartPole-v1", 0), 2)
+    assert int(normalizer.count) == 32  # two batches of 16, merged after their gradient steps
+    with pytest.raises(ConfigurationError, match=r"^DDPG: obs_normalizer is not a layer of the policy"):
+        DDPG(policy=_ddpg(0).policy, critic=QEnsemble(3, 1, HIDDEN), obs_normalizer=normalizer)
+
+
 def test_tanh_gaussian_log_prob_matches_the_change_of_variables() -> None:
     torch.manual_seed(0)
     box = gym.spaces.Box(-2.0, 2.0, shape=(2,), dtype=np.float32)
@@ -285,19 +321,19 @@ def test_tanh_gaussian_log_prob_matches_the_change_of_variables() -> None:
     ("build", "match"),
     [
         (lambda: DQNParams(n_step=0), r"DQNParams.n_step must be an int >= 1, got 0"),
-        (lambda: DQNParams(gamma=1.5), r"DQNParams.gamma must lie in \[0, 1\], got 1.5"),
+        (lambda: DQNParams(gamma=1.5), r"DQNParams.gamma must be a number in \[0, 1\], got 1.5"),
         (lambda: DQNParams(target_update_freq=0), r"DQNParams.target_update_freq must be an int >= 1, got 0"),
-        (lambda: DDPGParams(tau=0.0), r"DDPGParams.tau must lie in \(0, 1\], got 0.0"),
-        (lambda: DDPGParams(critic_lr=-1.0), r"DDPGParams.critic_lr must be a positive number, got -1.0"),
+        (lambda: DDPGParams(tau=0.0), r"DDPGParams.tau must be a number in \(0, 1\], got 0.0"),
+        (lambda: DDPGParams(critic_lr=-1.0), r"DDPGParams.critic_lr must be a finite number > 0, got -1.0"),
         (lambda: TD3Params(policy_delay=0), r"TD3Params.policy_delay must be an int >= 1, got 0"),
-        (lambda: TD3Params(noise_clip=-0.1), r"TD3Params.noise_clip must lie in \[0, inf\], got -0.1"),
+        (lambda: TD3Params(noise_clip=-0.1), r"TD3Params.noise_clip must be a finite number >= 0, got -0.1"),
         (lambda: TD3Params(n_step=2.5), r"TD3Params.n_step must be an int >= 1, got 2.5"),
-        (lambda: SACParams(alpha=0.0), r"SACParams.alpha must be a positive number, got 0.0"),
+        (lambda: SACParams(alpha=0.0), r"SACParams.alpha must be a finite number > 0, got 0.0"),
         (lambda: SACParams(target_entropy=float("nan")), r"SACParams.target_entropy must be a finite number"),
-        (lambda: SACParams(gamma=-0.1), r"SACParams.gamma must lie in \[0, 1\], got -0.1"),
+        (lambda: SACParams(gamma=-0.1), r"SACParams.gamma must be a number in \[0, 1\], got -0.1"),
         (
             lambda: DiscreteSACParams(target_entropy_ratio=0.0),
-            r"DiscreteSACParams.target_entropy_ratio must lie in \(0, 1\], got 0.0",
+            r"DiscreteSACParams.target_entropy_ratio must be a number in \(0, 1\], got 0.0",
         ),
     ],
 )

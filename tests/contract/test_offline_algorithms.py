@@ -66,8 +66,11 @@ class _NormalisedCritic(nn.Module):
         return out
 
 
-def _td3_bc(seed: int, **kw: Any) -> TD3BC:
+def _td3_bc(seed: int, raw_obs: bool = False, **kw: Any) -> TD3BC:
     torch.manual_seed(seed)
+    if raw_obs:  # no obs_normalizer: the observations as they are
+        policy = DeterministicActorPolicy(mlp(3, 1, HIDDEN, nn.ReLU), _space("Pendulum-v1"), seed=seed)
+        return TD3BC(policy=policy, critic=QEnsemble(3, 1, HIDDEN), params=TD3BCParams(**kw), seed=seed)
     normalizer = RunningObsNormalizer(3)
     actor = nn.Sequential(normalizer, mlp(3, 1, HIDDEN, nn.ReLU))
     policy = DeterministicActorPolicy(actor, _space("Pendulum-v1"), seed=seed)
@@ -104,7 +107,7 @@ SPECS = [
     Spec("CQL", "Pendulum-v1", _cql),
     Spec("CQL-lagrange-fixed-alpha", "Pendulum-v1", _cql, (("with_lagrange", True), ("auto_alpha", False))),
     Spec("TD3BC", "Pendulum-v1", _td3_bc),
-    Spec("TD3BC-raw-obs", "Pendulum-v1", _td3_bc, (("normalize_obs", False),)),
+    Spec("TD3BC-raw-obs", "Pendulum-v1", _td3_bc, (("raw_obs", True),)),
     Spec("DiscreteCQL", "CartPole-v1", _discrete_cql, loss_name="loss"),
     Spec("DiscreteCQL-nstep", "CartPole-v1", _discrete_cql, (("n_step", 3), ("is_double", False)), "loss"),
 ]
@@ -246,8 +249,9 @@ def test_td3_bc_process_buffer_standardises_with_the_dataset_statistics() -> Non
     buffer = _buffer("Pendulum-v1", 0)
     algorithm.process_buffer(buffer)
     obs = torch.as_tensor(buffer.sample_all().obs)
-    assert algorithm.obs_normalizer is not None
-    normalised = algorithm.obs_normalizer(obs)
+    normalizer = algorithm.obs_normalization.normalizer
+    assert normalizer is not None
+    normalised = normalizer(obs)
     torch.testing.assert_close(normalised.mean(0), torch.zeros(3), atol=1e-4, rtol=0)
     torch.testing.assert_close(normalised.std(0, unbiased=False), torch.ones(3), atol=1e-4, rtol=0)
     # the target actor holds the same statistics
@@ -295,10 +299,13 @@ def test_cql_lagrange_tunes_the_weight() -> None:
     assert stats[-1].as_scalars()["cql_weight"] != pytest.approx(1.0)
 
 
-def test_td3_bc_without_normalizer_is_a_configuration_error() -> None:
-    policy = DeterministicActorPolicy(mlp(3, 1, HIDDEN), _space("Pendulum-v1"))
-    with pytest.raises(ConfigurationError, match=r"TD3BC: normalize_obs=True needs obs_normalizer"):
-        TD3BC(policy=policy, critic=QEnsemble(3, 1, HIDDEN))
+def test_td3_bc_normalizer_must_be_passed_and_sit_in_both_networks() -> None:
+    normalizer = RunningObsNormalizer(3)
+    policy = DeterministicActorPolicy(nn.Sequential(normalizer, mlp(3, 1, HIDDEN)), _space("Pendulum-v1"))
+    with pytest.raises(ConfigurationError, match=r"^TD3BC: the policy contains a RunningObsNormalizer"):
+        TD3BC(policy=policy, critic=_NormalisedCritic(normalizer))
+    with pytest.raises(ConfigurationError, match=r"^TD3BC: obs_normalizer is not a layer of the critic"):
+        TD3BC(policy=policy, critic=QEnsemble(3, 1, HIDDEN), obs_normalizer=normalizer)
 
 
 @pytest.mark.parametrize(
@@ -306,24 +313,27 @@ def test_td3_bc_without_normalizer_is_a_configuration_error() -> None:
     [
         (
             lambda: CQLParams(cql_weight=-1.0),
-            r"CQLParams.cql_weight must be >= 0, got -1.0; 0 turns CQL into SAC",
+            r"CQLParams.cql_weight must be a finite number >= 0, got -1.0",
         ),
         (
             lambda: CQLParams(num_sampled_actions=0),
             r"CQLParams.num_sampled_actions must be an int >= 1, got 0",
         ),
-        (lambda: CQLParams(temperature=0.0), r"CQLParams.temperature must be a positive number, got 0.0"),
-        (lambda: CQLParams(tau=0.0), r"CQLParams.tau must lie in \(0, 1\], got 0.0; 0.005 is usual"),
+        (lambda: CQLParams(temperature=0.0), r"CQLParams.temperature must be a finite number > 0, got 0.0"),
+        (lambda: CQLParams(tau=0.0), r"CQLParams.tau must be a number in \(0, 1\], got 0.0"),
         (
             lambda: CQLParams(with_lagrange=True, cql_weight=0.0),
             r"CQLParams.cql_weight=0 cannot be tuned with with_lagrange=True",
         ),
         (lambda: CQLParams(target_entropy=float("inf")), r"CQLParams.target_entropy must be a finite number"),
-        (lambda: TD3BCParams(alpha=-2.5), r"TD3BCParams.alpha must be >= 0, got -2.5; 0 is pure behaviour"),
+        (lambda: TD3BCParams(alpha=-2.5), r"TD3BCParams.alpha must be a finite number >= 0, got -2.5"),
         (lambda: TD3BCParams(policy_delay=0), r"TD3BCParams.policy_delay must be an int >= 1, got 0"),
-        (lambda: TD3BCParams(gamma=1.5), r"TD3BCParams.gamma must lie in \[0, 1\], got 1.5"),
-        (lambda: DiscreteCQLParams(cql_weight=-0.5), r"DiscreteCQLParams.cql_weight must be >= 0, got -0.5"),
-        (lambda: DiscreteCQLParams(lr=0.0), r"DiscreteCQLParams.lr must be a positive number, got 0.0"),
+        (lambda: TD3BCParams(gamma=1.5), r"TD3BCParams.gamma must be a number in \[0, 1\], got 1.5"),
+        (
+            lambda: DiscreteCQLParams(cql_weight=-0.5),
+            r"DiscreteCQLParams.cql_weight must be a finite number >= 0, got -0.5",
+        ),
+        (lambda: DiscreteCQLParams(lr=0.0), r"DiscreteCQLParams.lr must be a finite number > 0, got 0.0"),
         (
             lambda: DiscreteCQLParams(target_update_freq=0),
             r"DiscreteCQLParams.target_update_freq must be an int >= 1, got 0",

@@ -365,7 +365,13 @@ class FirstCoordinate(nn.Module):
 def test_bootstrapping_uses_v_of_obs_next_at_truncation_and_rollout_end() -> None:
     policy = CategoricalPolicy(mlp(1, 2, (4,)), gym.spaces.Discrete(2), seed=0)
     ac = ActorCritic(
-        owner="PPO", policy=policy, critic=FirstCoordinate(), lr=1e-3, obs_normalizer=None, seed=0
+        owner="PPO",
+        policy=policy,
+        critic=FirstCoordinate(),
+        lr=1e-3,
+        lr_schedule=None,
+        obs_normalizer=None,
+        seed=0,
     )
     # one column: t=0 continues, t=1 is truncated (its true final obs is 7), t=2 terminates,
     # t=3 is the last collected step (bootstraps from its obs_next, 9)
@@ -397,7 +403,13 @@ def test_bootstrapping_uses_v_of_obs_next_at_truncation_and_rollout_end() -> Non
 def test_padding_is_excluded_from_the_update_data() -> None:
     policy = CategoricalPolicy(mlp(1, 2, (4,)), gym.spaces.Discrete(2), seed=0)
     ac = ActorCritic(
-        owner="PPO", policy=policy, critic=FirstCoordinate(), lr=1e-3, obs_normalizer=None, seed=0
+        owner="PPO",
+        policy=policy,
+        critic=FirstCoordinate(),
+        lr=1e-3,
+        lr_schedule=None,
+        obs_normalizer=None,
+        seed=0,
     )
     valid = np.array([[True, True], [True, False], [True, False]])
     obs = np.arange(6, dtype=np.float32).reshape(3, 2, 1)
@@ -472,25 +484,25 @@ def test_critic_must_return_one_value_per_observation() -> None:
 @pytest.mark.parametrize(
     ("kwargs", "match"),
     [
-        ({"lr": 0.0}, r"^PPOParams\.lr must be a positive number, got 0\.0\."),
-        ({"gamma": 1.5}, r"^PPOParams\.gamma must lie in \[0, 1\], got 1\.5\."),
-        ({"gae_lambda": -0.1}, r"^PPOParams\.gae_lambda must lie in \[0, 1\], got -0\.1\."),
-        ({"vf_coef": -1.0}, r"^PPOParams\.vf_coef must be a number >= 0, got -1\.0\."),
+        ({"lr": 0.0}, r"^PPOParams\.lr must be a finite number > 0, got 0\.0\."),
+        ({"gamma": 1.5}, r"^PPOParams\.gamma must be a number in \[0, 1\], got 1\.5\."),
+        ({"gae_lambda": -0.1}, r"^PPOParams\.gae_lambda must be a number in \[0, 1\], got -0\.1\."),
+        ({"vf_coef": -1.0}, r"^PPOParams\.vf_coef must be a finite number >= 0, got -1\.0\."),
         (
             {"ent_coef": -0.01},
-            r"^PPOParams\.ent_coef must be a number >= 0, got -0\.01\. Use 0 for no entropy",
+            r"^PPOParams\.ent_coef must be a finite number >= 0, got -0\.01\.$",
         ),
         (
             {"max_grad_norm": 0.0},
-            r"^PPOParams\.max_grad_norm must be > 0 or None \(no clipping\), got 0\.0\.",
+            r"^PPOParams\.max_grad_norm must be a finite number > 0 or None, got 0\.0\.",
         ),
         (
             {"clip_range": 0.0},
-            r"^PPOParams\.clip_range must be > 0, got 0\.0; 0\.1 to 0\.3 are usual values\.",
+            r"^PPOParams\.clip_range must be a finite number > 0, got 0\.0\.",
         ),
         (
             {"value_clip_range": -1.0},
-            r"^PPOParams\.value_clip_range must be > 0 or None \(no value clipping\)",
+            r"^PPOParams\.value_clip_range must be a finite number > 0 or None, got -1\.0\.",
         ),
         (
             {"lr_schedule": "linear"},
@@ -510,9 +522,9 @@ def test_ppo_params_validation(kwargs: dict[str, Any], match: str) -> None:
 @pytest.mark.parametrize(
     ("kwargs", "match"),
     [
-        ({"lr": -1e-3}, r"^A2CParams\.lr must be a positive number, got -0\.001\."),
-        ({"gae_lambda": 2}, r"^A2CParams\.gae_lambda must lie in \[0, 1\], got 2\."),
-        ({"max_grad_norm": -0.5}, r"^A2CParams\.max_grad_norm must be > 0 or None"),
+        ({"lr": -1e-3}, r"^A2CParams\.lr must be a finite number > 0, got -0\.001\."),
+        ({"gae_lambda": 2}, r"^A2CParams\.gae_lambda must be a number in \[0, 1\], got 2\."),
+        ({"max_grad_norm": -0.5}, r"^A2CParams\.max_grad_norm must be a finite number > 0 or None"),
     ],
 )
 def test_a2c_params_validation(kwargs: dict[str, Any], match: str) -> None:
@@ -525,9 +537,12 @@ def test_a2c_params_validation(kwargs: dict[str, Any], match: str) -> None:
     [
         (
             {"num_update_steps": 0},
-            r"^LinearSchedule\.num_update_steps must be an int >= 1, got 0; pass the num",
+            r"^LinearSchedule\.num_update_steps must be an int >= 1, got 0\.$",
         ),
-        ({"num_update_steps": 5, "end_factor": -0.1}, r"^LinearSchedule\.end_factor must be a number >= 0"),
+        (
+            {"num_update_steps": 5, "end_factor": -0.1},
+            r"^LinearSchedule\.end_factor must be a finite number >= 0",
+        ),
     ],
 )
 def test_linear_schedule_validation(kwargs: dict[str, Any], match: str) -> None:

@@ -38,7 +38,7 @@ def _instrument(trainer: Any) -> list[tuple[Any, ...]]:
             seen.append((stage.value, dataclasses.astuple(ctx.counters)))
 
         trainer.register_hook(stage, hook, name="recorder")
-    CountFramesLog().register(trainer)
+    trainer.add_callback(CountFramesLog())
 
     def event(ctx: EventContext) -> None:
         ids = None if ctx.env_ids is None else ctx.env_ids.tolist()

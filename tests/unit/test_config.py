@@ -103,11 +103,11 @@ def test_linear_schedules_become_linear_schedule_objects() -> None:
         ),
         (
             "algorithm: {name: ppo, params: {gamma: 2}}",
-            r"e\.yaml: algorithm\.params: PPOParams\.gamma must lie in \[0, 1\], got 2",
+            r"e\.yaml: algorithm\.params\.gamma: 2 is not allowed .*; expected a number in \[0, 1\]\.",
         ),
         (
             "algorithm: {name: ppo, params: {lr: fast}}",
-            r"algorithm\.params\.lr: 'fast' is not allowed .*expected float",
+            r"algorithm\.params\.lr: 'fast' is not allowed .*expected a finite number > 0",
         ),
         ("algorithm: {name: ppo, params: {lr_schedule: cosine}}", r"lr_schedule: 'cosine' is not allowed"),
         (
@@ -264,7 +264,7 @@ def test_every_algorithm_has_an_example_config_and_script() -> None:
         (
             "algorithm: {name: ppo, params: {lr: .nan}}",
             r"e\.yaml: algorithm\.params\.lr: nan is not allowed \(Input should be a finite number\); "
-            r"expected float\.",
+            r"expected a finite number > 0\.",
         ),
         ("algorithm: {name: ppo, params: {gamma: .inf}}", r"algorithm\.params\.gamma: inf is not allowed"),
         ("algorithm: {name: ppo, params: {max_grad_norm: -.inf}}", r"max_grad_norm: -inf is not allowed"),
@@ -334,4 +334,30 @@ def test_the_schema_comes_from_the_resolved_type_hints() -> None:
     assert fields["update_step_num_gradient_steps_per_sample"] == (PositiveFloat, 1.0)
     assert "test_collector" not in fields and "resume_from_log" not in fields and "logger" not in fields
     assert value_fields(PPOParams)["lr_schedule"] == (SCHEDULE_TYPE, None)
-    assert value_fields(PPOParams)["lr"] == (float, 3e-4)
+    assert value_fields(PPOParams)["lr"] == (PositiveFloat, 3e-4)
+
+
+def test_off_policy_lr_schedules_in_files_are_constant_or_refused() -> None:
+    import gymnasium as gym
+
+    from tshtrain.config.build import build_algorithm
+
+    space = gym.spaces.Box(-1.0, 1.0, (4,))
+    actions = gym.spaces.Discrete(2)
+    constant = resolve_experiment({"algorithm": {"name": "dqn", "params": {"lr_schedule": "constant"}}})
+    assert build_algorithm(constant, space, actions).params.lr_schedule is None  # type: ignore[attr-defined]
+    linear = resolve_experiment({"algorithm": {"name": "dqn", "params": {"lr_schedule": "linear"}}})
+    with pytest.raises(ExperimentError, match=r"a 'linear' schedule in an experiment file is for on-policy"):
+        build_algorithm(linear, space, actions)
+
+
+def test_td3_bc_normalises_observations_by_its_network_section() -> None:
+    import gymnasium as gym
+
+    from tshtrain.config.build import build_algorithm
+
+    obs, act = gym.spaces.Box(-1.0, 1.0, (3,)), gym.spaces.Box(-2.0, 2.0, (1,))
+    default = build_algorithm(resolve_experiment({"algorithm": {"name": "td3_bc"}}), obs, act)
+    assert default.obs_normalization.normalizer is not None  # type: ignore[attr-defined]
+    raw = resolve_experiment({"algorithm": {"name": "td3_bc", "network": {"normalize_obs": False}}})
+    assert build_algorithm(raw, obs, act).obs_normalization.normalizer is None  # type: ignore[attr-defined]

@@ -373,7 +373,7 @@ def test_td3_bc_actor_loss_is_lambda_weighted_q_plus_behaviour_cloning() -> None
     policy = DeterministicActorPolicy(linear([[0.5]], [0.0]), BOX, seed=0)
     critic = QEnsemble(1, 1, ())
     set_ensemble(critic, TWIN_WEIGHTS, TWIN_BIAS)
-    params = TD3BCParams(gamma=0.9, policy_delay=1, alpha=2.5, normalize_obs=False, critic_lr=TINY_LR)
+    params = TD3BCParams(gamma=0.9, policy_delay=1, alpha=2.5, critic_lr=TINY_LR)  # no obs_normalizer
     algorithm = TD3BC(policy=policy, critic=critic, params=params, seed=0)
     batch = _box_batch()
     hooks = Recorder(batch)

@@ -202,11 +202,18 @@ def _trainer(
 
 def _num_update_steps(experiment: Experiment, spec: AlgorithmSpec) -> int:
     """Update steps of the whole run, for ``"linear"`` schedules (on-policy algorithms)."""
+    uses_schedule = "linear" in experiment.algorithm.params.values()
     if spec.family is not Family.ON_POLICY:
+        if uses_schedule:
+            raise ExperimentError(
+                f"algorithm.params: a 'linear' schedule in an experiment file is for on-policy algorithms "
+                f"(it decays over the run's update steps); {spec.name} schedules its learning rates over "
+                f"gradient steps: use 'constant' here, or LinearSchedule(num_update_steps=<gradient steps>) "
+                f"in Python."
+            )
         return 1
     t = experiment.trainer
     per_step = t.get("collection_step_num_env_steps")
-    uses_schedule = "linear" in experiment.algorithm.params.values()
     if per_step is None:
         if uses_schedule:
             raise ExperimentError(

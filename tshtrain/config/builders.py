@@ -52,6 +52,7 @@ from tshtrain.config.models import (
     MlpNetwork,
     QNetwork,
     Section,
+    TD3BCNetwork,
 )
 from tshtrain.errors import UnsupportedSpaceError
 
@@ -242,7 +243,9 @@ def build_td3(ctx: BuildContext) -> Algorithm[Any]:
 
 
 def build_td3_bc(ctx: BuildContext) -> Algorithm[Any]:
-    normalizer = RunningObsNormalizer(ctx.obs_dim) if ctx.params.normalize_obs else None
+    network = ctx.network
+    assert isinstance(network, TD3BCNetwork)
+    normalizer = RunningObsNormalizer(ctx.obs_dim) if network.normalize_obs else None
     critic: nn.Module = _q_ensemble(ctx)
     if normalizer is not None:
         critic = NormalizedQCritic(normalizer, critic)

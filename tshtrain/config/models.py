@@ -83,6 +83,14 @@ class ActorCriticsNetwork(MlpNetwork):
     """critics in the ensemble (the algorithms take the minimum of two)"""
 
 
+class TD3BCNetwork(ActorCriticsNetwork):
+    """Actor and Q critics of TD3+BC."""
+
+    normalize_obs: bool = True
+    """a running observation normaliser as the first layer of actor and critics, fitted to the dataset
+    (the paper's state normalisation)"""
+
+
 class NoExploration(Section):
     """The algorithm explores by itself (a stochastic policy) or not at all (offline)."""
 

@@ -39,6 +39,7 @@ from tshtrain.config.models import (
     NoExploration,
     QNetwork,
     Section,
+    TD3BCNetwork,
 )
 from tshtrain.errors import ExperimentError
 
@@ -203,7 +204,7 @@ SPECS: dict[str, AlgorithmSpec] = {
             summary="TD3+BC: TD3 plus a behavior-cloning term, normalised obs (offline, Box actions)",
             family=Family.OFFLINE,
             params_cls=TD3BCParams,
-            network_model=ActorCriticsNetwork,
+            network_model=TD3BCNetwork,
             exploration_model=NoExploration,
             build=builders.build_td3_bc,
             example="examples/td3_bc_pendulum.py",

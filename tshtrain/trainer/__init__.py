@@ -14,10 +14,12 @@ from typing import Any, overload
 from tshtrain.algorithm.base import OfflineAlgorithm, OffPolicyAlgorithm, OnPolicyAlgorithm
 from tshtrain.counters import Counters
 from tshtrain.trainer.base import Trainer
-from tshtrain.trainer.builtin_hooks import (
+from tshtrain.trainer.builtin_callbacks import (
     BatchSubSampler,
+    ClearCudaCache,
     CountFramesLog,
-    ObservationNormalizer,
+    EarlyStopping,
+    GradientNormLog,
     RewardNormalizer,
 )
 from tshtrain.trainer.callbacks import (
@@ -32,13 +34,6 @@ from tshtrain.trainer.callbacks import (
     StepSummary,
     StopTraining,
     TestResult,
-)
-from tshtrain.trainer.control_hooks import (
-    ClearCudaCache,
-    EarlyStopping,
-    GradientNormLog,
-    LRSchedulerStep,
-    TargetNetworkUpdate,
 )
 from tshtrain.trainer.events import (
     EventContext,
@@ -121,10 +116,8 @@ __all__ = [
     "HookScalars",
     "HookStage",
     "InfoStats",
-    "LRSchedulerStep",
     "LogOutput",
     "Manual",
-    "ObservationNormalizer",
     "OffPolicyTrainer",
     "OffPolicyTrainerParams",
     "OfflineTrainer",
@@ -147,7 +140,6 @@ __all__ = [
     "StepSummary",
     "StopReason",
     "StopTraining",
-    "TargetNetworkUpdate",
     "TestResult",
     "TimingStats",
     "Trainer",

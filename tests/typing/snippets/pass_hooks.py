@@ -1,4 +1,4 @@
-"""Correct hooks for every stage, built-in hooks and events: mypy must accept all of it."""
+"""Correct hooks for every stage, built-in callbacks and events: mypy must accept all of it."""
 
 from collections.abc import Mapping
 
@@ -90,8 +90,8 @@ def register_all(trainer: OffPolicyTrainer) -> None:
     trainer.register_hook(HookStage.POST_UPDATE, StatefulPostUpdate(), name="stateful")
     trainer.register_hook(HookStage.POST_UPDATE, anything, name="anything")
     trainer.register_hook(HookStage.PRE_TEST, anything, name="anything")
-    trainer.register_hook(HookStage.PRE_STEPS_LOG, CountFramesLog())
-    EarlyStopping("test/score", patience=3).register(trainer)
+    trainer.add_callback(CountFramesLog())
+    trainer.add_callback(EarlyStopping("test/score", patience=3))
     trainer.events.register("randomize", randomize, trigger=OnEpisodeEnd())
     trainer.events.register("snapshot", randomize, trigger=Every(1000, unit=EventUnit.GRADIENT_STEP))
     trainer.eval_events.register("save", randomize, trigger=OnTestEnd())

@@ -34,6 +34,10 @@ from tshtrain.data.batch import RolloutBatch
 class A2CParams(ActorCriticParams):
     """Hyperparameters of :class:`A2C` (all in :class:`ActorCriticParams`)."""
 
+    @override
+    def __post_init__(self) -> None:
+        super().__post_init__()
+
 
 @final
 @dataclass(frozen=True, kw_only=True)
@@ -93,6 +97,7 @@ class A2C(OnPolicyAlgorithm[ActorPolicy, A2CTrainingStats]):
             policy=policy,
             critic=critic,
             lr=self.params.lr,
+            lr_schedule=self.params.lr_schedule,
             obs_normalizer=obs_normalizer,
             seed=seed,
         )

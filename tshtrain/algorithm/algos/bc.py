@@ -17,21 +17,29 @@ from tshtrain.algorithm.base import (
     check_finite_loss,
     make_adam,
 )
+from tshtrain.algorithm.blocks.lr_schedule import ScheduledLearningRates, optimizers_in
+from tshtrain.algorithm.blocks.normalization import ObsNormalization, RunningObsNormalizer
 from tshtrain.algorithm.blocks.optim import optimizer_step
 from tshtrain.algorithm.blocks.policies import CategoricalPolicy, DeterministicActorPolicy
+from tshtrain.algorithm.blocks.schedules import Schedule, check_schedule
+from tshtrain.constraints import PositiveFloat, validate_fields
 from tshtrain.data.buffer import BaseReplayBuffer
-from tshtrain.errors import require_positive
 
 
 @dataclass(frozen=True, kw_only=True)
 class BCParams:
     """Hyperparameters of :class:`BehaviorCloning`."""
 
-    lr: float = 1e-3
+    lr: PositiveFloat = 1e-3
     """Adam learning rate"""
 
+    lr_schedule: Schedule | None = None
+    """multiplies every learning rate by schedule.factor(k) in the gradient step after k gradient steps (e.g.
+    ``LinearSchedule(num_update_steps=<gradient steps of the run>)``); None: constant learning rates"""
+
     def __post_init__(self) -> None:
-        require_positive("BCParams", "lr", self.lr)
+        validate_fields(self)
+        check_schedule(self, "lr_schedule", self.lr_schedule)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -49,17 +57,30 @@ class BehaviorCloning(OfflineAlgorithm[Policy, BCTrainingStats]):
     space, i.e. on the stored actions)."""
 
     def __init__(
-        self, *, policy: CategoricalPolicy | DeterministicActorPolicy, params: BCParams | None = None
+        self,
+        *,
+        policy: CategoricalPolicy | DeterministicActorPolicy,
+        params: BCParams | None = None,
+        obs_normalizer: RunningObsNormalizer | None = None,
     ):
         super().__init__(policy=policy)
+        self.obs_normalization = ObsNormalization("BehaviorCloning", obs_normalizer, {"policy": policy})
         self.params = params or BCParams()
         self.optim = make_adam(policy.parameters(), lr=self.params.lr)
         self.register_components({"optim": self.optim})
+        self.lrs = ScheduledLearningRates(self.params.lr_schedule, optimizers_in(self.components()))
+        self.register_components(self.lrs.components())
+
+    @override
+    def process_buffer(self, buffer: BaseReplayBuffer) -> None:
+        """Fit the observation normaliser (if any) to the dataset's observations."""
+        self.obs_normalization.fit(buffer)
 
     @override
     def update(
         self, buffer: BaseReplayBuffer, batch_size: int, *, hooks: UpdateHooks = NO_UPDATE_HOOKS
     ) -> BCTrainingStats:
+        self.lrs.begin_update()
         batch = hooks.process_optim_batch(buffer.sample(batch_size)).to_torch(self.policy.device)
         policy = self.policy
         if isinstance(policy, CategoricalPolicy):

@@ -31,74 +31,76 @@ from tshtrain.algorithm.base import (
 )
 from tshtrain.algorithm.blocks.actor_critic_targets import ActorCriticTargets
 from tshtrain.algorithm.blocks.continuous import TanhGaussianPolicy, critic_values
+from tshtrain.algorithm.blocks.lr_schedule import ScheduledLearningRates, optimizers_in
+from tshtrain.algorithm.blocks.normalization import ObsNormalization, RunningObsNormalizer
 from tshtrain.algorithm.blocks.offpolicy import (
     host_scalars,
-    require_in_range,
-    require_int_at_least,
     sample_replay,
     td_loss,
 )
 from tshtrain.algorithm.blocks.optim import optimizer_step
+from tshtrain.algorithm.blocks.schedules import Schedule, check_schedule
 from tshtrain.algorithm.blocks.temperature import EntropyTemperature
+from tshtrain.constraints import (
+    FiniteFloat,
+    NonNegativeFloat,
+    OpenUnitFloat,
+    PositiveFloat,
+    PositiveInt,
+    UnitFloat,
+    validate_fields,
+)
 from tshtrain.data.batch import ObsTensor
 from tshtrain.data.buffer import BaseReplayBuffer
-from tshtrain.errors import ConfigurationError, UnsupportedSpaceError, require_positive
+from tshtrain.errors import ConfigurationError, UnsupportedSpaceError
 
 
 @dataclass(frozen=True, kw_only=True)
 class CQLParams:
     """Hyperparameters of :class:`CQL`."""
 
-    actor_lr: float = 1e-4
+    actor_lr: PositiveFloat = 1e-4
     """Adam learning rate of the actor"""
-    critic_lr: float = 3e-4
+    critic_lr: PositiveFloat = 3e-4
     """Adam learning rate of the critics"""
-    alpha_lr: float = 3e-4
+    alpha_lr: PositiveFloat = 3e-4
     """Adam learning rate of log(alpha), the entropy coefficient (auto_alpha=True only)"""
-    gamma: float = 0.99
+    gamma: UnitFloat = 0.99
     """discount factor in [0, 1]"""
-    tau: float = 0.005
-    """Polyak rate of the target critics, in (0, 1]"""
-    alpha: float = 0.2
+    tau: OpenUnitFloat = 0.005
+    """Polyak rate of the target critics, in (0, 1]; 0.005 is usual"""
+    alpha: PositiveFloat = 0.2
     """entropy coefficient: constant with auto_alpha=False, the starting value with auto_alpha=True"""
     auto_alpha: bool = True
     """tune alpha so that the policy's entropy tracks target_entropy"""
-    target_entropy: float | None = None
+    target_entropy: FiniteFloat | None = None
     """entropy target of auto_alpha; None: -(number of action dimensions)"""
-    cql_weight: float = 5.0
-    """weight of the conservative penalty (its starting value with with_lagrange=True)"""
-    temperature: float = 1.0
+    cql_weight: NonNegativeFloat = 5.0
+    """weight of the conservative penalty (its starting value with with_lagrange=True, which needs it
+    > 0); 0 turns CQL into SAC, 1 to 10 is usual"""
+    temperature: PositiveFloat = 1.0
     """temperature T of the log-sum-exp"""
-    num_sampled_actions: int = 10
+    num_sampled_actions: PositiveInt = 10
     """random actions, and policy actions at o and at o', sampled per transition for the log-sum-exp"""
     with_lagrange: bool = False
     """tune the penalty weight by dual gradient descent so that the penalty tracks lagrange_threshold"""
-    lagrange_threshold: float = 10.0
+    lagrange_threshold: FiniteFloat = 10.0
     """target of the (unweighted) penalty minus its threshold with with_lagrange=True"""
-    cql_weight_lr: float = 3e-4
+    cql_weight_lr: PositiveFloat = 3e-4
     """Adam learning rate of log(cql_weight) (with_lagrange=True only)"""
 
+    lr_schedule: Schedule | None = None
+    """multiplies every learning rate by schedule.factor(k) in the gradient step after k gradient steps (e.g.
+    ``LinearSchedule(num_update_steps=<gradient steps of the run>)``); None: constant learning rates"""
+
     def __post_init__(self) -> None:
-        for name in ("actor_lr", "critic_lr", "alpha_lr", "alpha", "temperature", "cql_weight_lr"):
-            require_positive("CQLParams", name, getattr(self, name))
-        require_in_range("CQLParams", "gamma", self.gamma, 0.0, 1.0)
-        if isinstance(self.tau, bool) or not 0.0 < self.tau <= 1.0:
-            raise ConfigurationError(f"CQLParams.tau must lie in (0, 1], got {self.tau!r}; 0.005 is usual.")
-        if self.target_entropy is not None and not math.isfinite(self.target_entropy):
-            raise ConfigurationError(
-                f"CQLParams.target_entropy must be a finite number or None, got {self.target_entropy!r}."
-            )
-        if isinstance(self.cql_weight, bool) or not self.cql_weight >= 0:
-            raise ConfigurationError(
-                f"CQLParams.cql_weight must be >= 0, got {self.cql_weight!r}; 0 turns CQL into SAC, "
-                f"1 to 10 is usual."
-            )
+        validate_fields(self)
+        check_schedule(self, "lr_schedule", self.lr_schedule)
         if self.with_lagrange and self.cql_weight == 0:
             raise ConfigurationError(
                 "CQLParams.cql_weight=0 cannot be tuned with with_lagrange=True (log(0)); start it at "
                 "a positive value, e.g. 1.0."
             )
-        require_int_at_least("CQLParams", "num_sampled_actions", self.num_sampled_actions, 1)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -148,13 +150,23 @@ class CQL(OfflineAlgorithm[TanhGaussianPolicy, CQLTrainingStats]):
     update of the target critics. Samples come from the policy's generator, saved with the algorithm.
     """
 
-    def __init__(self, *, policy: TanhGaussianPolicy, critic: nn.Module, params: CQLParams | None = None):
+    def __init__(
+        self,
+        *,
+        policy: TanhGaussianPolicy,
+        critic: nn.Module,
+        params: CQLParams | None = None,
+        obs_normalizer: RunningObsNormalizer | None = None,
+    ):
         """Args:
         policy: the actor.
         critic: ``critic(obs, act)`` -> (num_critics, N), e.g. ``QEnsemble(obs_dim, act_dim)``.
         params: hyperparameters.
+        obs_normalizer: the :class:`RunningObsNormalizer` that is the first layer of every network
+            reading observations; fitted to the dataset in :meth:`process_buffer`.
         """
         super().__init__(policy=policy)
+        self.obs_normalization = ObsNormalization("CQL", obs_normalizer, {"policy": policy, "critic": critic})
         self.params = p = params or CQLParams()
         self.nets = ActorCriticTargets(
             actor=policy.actor,
@@ -181,6 +193,8 @@ class CQL(OfflineAlgorithm[TanhGaussianPolicy, CQLTrainingStats]):
                 "cql_weight_optim": self.cql_weight_optim,
             }
         )
+        self.lrs = ScheduledLearningRates(self.params.lr_schedule, optimizers_in(self.components()))
+        self.register_components(self.lrs.components())
 
     @override
     def extra_state(self) -> dict[str, Any]:
@@ -219,9 +233,16 @@ class CQL(OfflineAlgorithm[TanhGaussianPolicy, CQLTrainingStats]):
         return q_MNK
 
     @override
+    def process_buffer(self, buffer: BaseReplayBuffer) -> None:
+        """Fit the observation normaliser (if any) to the dataset's observations."""
+        if self.obs_normalization.fit(buffer):
+            self.nets.hard_update_targets()  # the targets take the statistics too
+
+    @override
     def update(
         self, buffer: BaseReplayBuffer, batch_size: int, *, hooks: UpdateHooks = NO_UPDATE_HOOKS
     ) -> CQLTrainingStats:
+        self.lrs.begin_update()
         p, policy = self.params, self.policy
         alpha = self.temperature.value()
         batch = sample_replay(buffer, batch_size, gamma=p.gamma, n_step=1, device=policy.device, hooks=hooks)

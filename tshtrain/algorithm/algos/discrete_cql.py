@@ -23,48 +23,47 @@ from tshtrain.algorithm.base import (
     UpdateHooks,
     make_adam,
 )
+from tshtrain.algorithm.blocks.lr_schedule import ScheduledLearningRates, optimizers_in
+from tshtrain.algorithm.blocks.normalization import ObsNormalization, RunningObsNormalizer
 from tshtrain.algorithm.blocks.offpolicy import (
     host_scalars,
-    require_in_range,
-    require_int_at_least,
     sample_replay,
 )
 from tshtrain.algorithm.blocks.optim import optimizer_step
 from tshtrain.algorithm.blocks.policies import QValuePolicy
 from tshtrain.algorithm.blocks.polyak import TargetNetwork
+from tshtrain.algorithm.blocks.schedules import Schedule, check_schedule
+from tshtrain.constraints import NonNegativeFloat, PositiveFloat, PositiveInt, UnitFloat, validate_fields
 from tshtrain.data.buffer import BaseReplayBuffer
-from tshtrain.errors import ConfigurationError, require_positive
 
 
 @dataclass(frozen=True, kw_only=True)
 class DiscreteCQLParams:
     """Hyperparameters of :class:`DiscreteCQL`."""
 
-    lr: float = 1e-3
+    lr: PositiveFloat = 1e-3
     """Adam learning rate"""
-    gamma: float = 0.99
+    gamma: UnitFloat = 0.99
     """discount factor in [0, 1]"""
-    target_update_freq: int = 500
+    target_update_freq: PositiveInt = 500
     """gradient steps between two hard copies of the online network into the target network"""
     is_double: bool = True
     """double Q-learning: the online network picks the next action, the target network values it"""
     huber_loss: bool = True
     """Huber (smooth L1) instead of squared TD error"""
-    cql_weight: float = 1.0
-    """weight of the conservative penalty logsumexp_a Q(o, a) - Q(o, a_data)"""
-    n_step: int = 1
+    cql_weight: NonNegativeFloat = 1.0
+    """weight of the conservative penalty logsumexp_a Q(o, a) - Q(o, a_data); 0 is plain DQN on the
+    dataset, 0.5 to 4 is usual"""
+    n_step: PositiveInt = 1
     """transitions summed in the TD target before bootstrapping (stops early at episode ends)"""
 
+    lr_schedule: Schedule | None = None
+    """multiplies every learning rate by schedule.factor(k) in the gradient step after k gradient steps (e.g.
+    ``LinearSchedule(num_update_steps=<gradient steps of the run>)``); None: constant learning rates"""
+
     def __post_init__(self) -> None:
-        require_positive("DiscreteCQLParams", "lr", self.lr)
-        require_in_range("DiscreteCQLParams", "gamma", self.gamma, 0.0, 1.0)
-        require_int_at_least("DiscreteCQLParams", "target_update_freq", self.target_update_freq, 1)
-        if isinstance(self.cql_weight, bool) or not self.cql_weight >= 0:
-            raise ConfigurationError(
-                f"DiscreteCQLParams.cql_weight must be >= 0, got {self.cql_weight!r}; 0 is plain DQN "
-                f"on the dataset, 0.5 to 4 is usual."
-            )
-        require_int_at_least("DiscreteCQLParams", "n_step", self.n_step, 1)
+        validate_fields(self)
+        check_schedule(self, "lr_schedule", self.lr_schedule)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -92,13 +91,22 @@ class DiscreteCQL(OfflineAlgorithm[QValuePolicy, DiscreteCQLTrainingStats]):
     """CQL(H) on a :class:`QValuePolicy`: a (double) DQN update plus the conservative penalty (see the
     module docstring); the target network is a hard copy every ``target_update_freq`` steps."""
 
-    def __init__(self, *, policy: QValuePolicy, params: DiscreteCQLParams | None = None):
+    def __init__(
+        self,
+        *,
+        policy: QValuePolicy,
+        params: DiscreteCQLParams | None = None,
+        obs_normalizer: RunningObsNormalizer | None = None,
+    ):
         super().__init__(policy=policy)
+        self.obs_normalization = ObsNormalization("DiscreteCQL", obs_normalizer, {"policy": policy})
         self.params = params or DiscreteCQLParams()
         self.target_q_net = TargetNetwork(policy.q_net)
         self.optim = make_adam(policy.q_net.parameters(), lr=self.params.lr)
         self.num_gradient_steps = 0
         self.register_components({"target_q_net": self.target_q_net, "optim": self.optim})
+        self.lrs = ScheduledLearningRates(self.params.lr_schedule, optimizers_in(self.components()))
+        self.register_components(self.lrs.components())
 
     @override
     def extra_state(self) -> dict[str, Any]:
@@ -109,9 +117,16 @@ class DiscreteCQL(OfflineAlgorithm[QValuePolicy, DiscreteCQLTrainingStats]):
         self.num_gradient_steps = int(state["num_gradient_steps"])
 
     @override
+    def process_buffer(self, buffer: BaseReplayBuffer) -> None:
+        """Fit the observation normaliser (if any) to the dataset's observations."""
+        if self.obs_normalization.fit(buffer):
+            self.target_q_net.hard_update()  # the targets take the statistics too
+
+    @override
     def update(
         self, buffer: BaseReplayBuffer, batch_size: int, *, hooks: UpdateHooks = NO_UPDATE_HOOKS
     ) -> DiscreteCQLTrainingStats:
+        self.lrs.begin_update()
         p = self.params
         batch = sample_replay(
             buffer,

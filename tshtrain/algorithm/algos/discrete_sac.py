@@ -20,55 +20,51 @@ from tshtrain.algorithm.base import (
 )
 from tshtrain.algorithm.blocks.actor_critic_targets import ActorCriticTargets
 from tshtrain.algorithm.blocks.continuous import ensemble_mlp
+from tshtrain.algorithm.blocks.lr_schedule import ScheduledLearningRates, optimizers_in
+from tshtrain.algorithm.blocks.normalization import ObsNormalization, RunningObsNormalizer
 from tshtrain.algorithm.blocks.offpolicy import (
     host_scalars,
-    require_in_range,
-    require_int_at_least,
     sample_replay,
     td_loss,
     update_priorities,
 )
 from tshtrain.algorithm.blocks.policies import CategoricalPolicy
+from tshtrain.algorithm.blocks.schedules import Schedule, check_schedule
 from tshtrain.algorithm.blocks.temperature import EntropyTemperature
+from tshtrain.constraints import OpenUnitFloat, PositiveFloat, PositiveInt, UnitFloat, validate_fields
 from tshtrain.data.buffer import BaseReplayBuffer
-from tshtrain.errors import ConfigurationError, require_positive
 
 
 @dataclass(frozen=True, kw_only=True)
 class DiscreteSACParams:
     """Hyperparameters of :class:`DiscreteSAC`."""
 
-    actor_lr: float = 3e-4
+    actor_lr: PositiveFloat = 3e-4
     """Adam learning rate of the actor"""
-    critic_lr: float = 3e-4
+    critic_lr: PositiveFloat = 3e-4
     """Adam learning rate of the critics"""
-    alpha_lr: float = 3e-4
+    alpha_lr: PositiveFloat = 3e-4
     """Adam learning rate of log(alpha) (auto_alpha=True only)"""
-    gamma: float = 0.99
+    gamma: UnitFloat = 0.99
     """discount factor in [0, 1]"""
-    tau: float = 0.005
+    tau: OpenUnitFloat = 0.005
     """Polyak rate of the target critics, in (0, 1]"""
-    alpha: float = 1.0
+    alpha: PositiveFloat = 1.0
     """entropy coefficient: constant with auto_alpha=False, the starting value with auto_alpha=True"""
     auto_alpha: bool = True
     """tune alpha so that the policy's entropy tracks target_entropy"""
-    target_entropy_ratio: float = 0.98
+    target_entropy_ratio: OpenUnitFloat = 0.98
     """auto_alpha's entropy target, as a fraction in (0, 1] of the maximum entropy log(num_actions)"""
-    n_step: int = 1
+    n_step: PositiveInt = 1
     """transitions summed in the TD target before bootstrapping (stops early at episode ends)"""
 
+    lr_schedule: Schedule | None = None
+    """multiplies every learning rate by schedule.factor(k) in the gradient step after k gradient steps (e.g.
+    ``LinearSchedule(num_update_steps=<gradient steps of the run>)``); None: constant learning rates"""
+
     def __post_init__(self) -> None:
-        for name in ("actor_lr", "critic_lr", "alpha_lr", "alpha"):
-            require_positive("DiscreteSACParams", name, getattr(self, name))
-        require_in_range("DiscreteSACParams", "gamma", self.gamma, 0.0, 1.0)
-        if isinstance(self.tau, bool) or not 0.0 < self.tau <= 1.0:
-            raise ConfigurationError(f"DiscreteSACParams.tau must lie in (0, 1], got {self.tau!r}.")
-        if isinstance(self.target_entropy_ratio, bool) or not 0.0 < self.target_entropy_ratio <= 1.0:
-            raise ConfigurationError(
-                f"DiscreteSACParams.target_entropy_ratio must lie in (0, 1], got "
-                f"{self.target_entropy_ratio!r}."
-            )
-        require_int_at_least("DiscreteSACParams", "n_step", self.n_step, 1)
+        validate_fields(self)
+        check_schedule(self, "lr_schedule", self.lr_schedule)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -131,9 +127,17 @@ class DiscreteSAC(OffPolicyAlgorithm[CategoricalPolicy, DiscreteSACTrainingStats
     """
 
     def __init__(
-        self, *, policy: CategoricalPolicy, critic: nn.Module, params: DiscreteSACParams | None = None
+        self,
+        *,
+        policy: CategoricalPolicy,
+        critic: nn.Module,
+        params: DiscreteSACParams | None = None,
+        obs_normalizer: RunningObsNormalizer | None = None,
     ):
         super().__init__(policy=policy)
+        self.obs_normalization = ObsNormalization(
+            "DiscreteSAC", obs_normalizer, {"policy": policy, "critic": critic}
+        )
         self.params = params or DiscreteSACParams()
         p = self.params
         self.nets = ActorCriticTargets(
@@ -153,6 +157,8 @@ class DiscreteSAC(OffPolicyAlgorithm[CategoricalPolicy, DiscreteSACTrainingStats
             device=policy.device,
         )
         self.register_components({**self.nets.components(), "alpha_optim": self.temperature.optim})
+        self.lrs = ScheduledLearningRates(self.params.lr_schedule, optimizers_in(self.components()))
+        self.register_components(self.lrs.components())
 
     @override
     def extra_state(self) -> dict[str, Any]:
@@ -171,6 +177,7 @@ class DiscreteSAC(OffPolicyAlgorithm[CategoricalPolicy, DiscreteSACTrainingStats
     def update(
         self, buffer: BaseReplayBuffer, batch_size: int, *, hooks: UpdateHooks = NO_UPDATE_HOOKS
     ) -> DiscreteSACTrainingStats:
+        self.lrs.begin_update()
         p, policy = self.params, self.policy
         alpha = self.temperature.value()
         batch = sample_replay(
@@ -213,6 +220,7 @@ class DiscreteSAC(OffPolicyAlgorithm[CategoricalPolicy, DiscreteSACTrainingStats
             losses=("critic loss", "actor loss", "alpha loss"),
         )
         update_priorities(buffer, batch.indices, critic.td_errors)
+        self.obs_normalization.update(batch.obs)
         return DiscreteSACTrainingStats(
             critic_loss=stats["critic loss"],
             actor_loss=stats["actor loss"],

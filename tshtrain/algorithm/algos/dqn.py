@@ -20,47 +20,49 @@ from tshtrain.algorithm.base import (
     UpdateHooks,
     make_adam,
 )
+from tshtrain.algorithm.blocks.lr_schedule import ScheduledLearningRates, optimizers_in
+from tshtrain.algorithm.blocks.normalization import ObsNormalization, RunningObsNormalizer
 from tshtrain.algorithm.blocks.offpolicy import (
     ReplaySample,
     host_scalars,
-    require_in_range,
-    require_int_at_least,
     sample_replay,
     update_priorities,
 )
 from tshtrain.algorithm.blocks.optim import optimizer_step
 from tshtrain.algorithm.blocks.policies import QValuePolicy
 from tshtrain.algorithm.blocks.polyak import TargetNetwork
+from tshtrain.algorithm.blocks.schedules import Schedule, check_schedule
+from tshtrain.constraints import PositiveFloat, PositiveInt, UnitFloat, validate_fields
 from tshtrain.data.buffer import BaseReplayBuffer
-from tshtrain.errors import ConfigurationError, require_positive
+from tshtrain.errors import ConfigurationError
 
 
 @dataclass(frozen=True, kw_only=True)
 class DQNParams:
     """Hyperparameters of :class:`DQN`."""
 
-    lr: float = 1e-3
+    lr: PositiveFloat = 1e-3
     """Adam learning rate"""
-    gamma: float = 0.99
+    gamma: UnitFloat = 0.99
     """discount factor in [0, 1]"""
-    target_update_freq: int = 500
+    target_update_freq: PositiveInt = 500
     """gradient steps between two hard copies of the online network into the target network"""
     is_double: bool = True
     """double Q-learning: the online network picks the next action, the target network values it"""
     huber_loss: bool = True
     """Huber (smooth L1) instead of squared TD error"""
-    max_grad_norm: float | None = None
+    max_grad_norm: PositiveFloat | None = None
     """clip the gradient norm to this value (None: no clipping)"""
-    n_step: int = 1
+    n_step: PositiveInt = 1
     """transitions summed in the TD target before bootstrapping (stops early at episode ends)"""
 
+    lr_schedule: Schedule | None = None
+    """multiplies every learning rate by schedule.factor(k) in the gradient step after k gradient steps (e.g.
+    ``LinearSchedule(num_update_steps=<gradient steps of the run>)``); None: constant learning rates"""
+
     def __post_init__(self) -> None:
-        require_positive("DQNParams", "lr", self.lr)
-        require_int_at_least("DQNParams", "target_update_freq", self.target_update_freq, 1)
-        require_in_range("DQNParams", "gamma", self.gamma, 0.0, 1.0)
-        if self.max_grad_norm is not None:
-            require_positive("DQNParams", "max_grad_norm", self.max_grad_norm)
-        require_int_at_least("DQNParams", "n_step", self.n_step, 1)
+        validate_fields(self)
+        check_schedule(self, "lr_schedule", self.lr_schedule)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -145,14 +147,23 @@ class DQN(OffPolicyAlgorithm[QValuePolicy, DQNTrainingStats]):
     ``exploration_noise=True``). With a prioritized buffer, TD errors update the priorities and the
     loss is weighted by the importance weights."""
 
-    def __init__(self, *, policy: QValuePolicy, params: DQNParams | None = None):
+    def __init__(
+        self,
+        *,
+        policy: QValuePolicy,
+        params: DQNParams | None = None,
+        obs_normalizer: RunningObsNormalizer | None = None,
+    ):
         super().__init__(policy=policy)
+        self.obs_normalization = ObsNormalization("DQN", obs_normalizer, {"policy": policy})
         self.params = params or DQNParams()
         self.target_q_net = TargetNetwork(policy.q_net)
         self._q_params = list(policy.q_net.parameters())
         self.optim = make_adam(self._q_params, lr=self.params.lr)
         self.num_gradient_steps = 0
         self.register_components({"target_q_net": self.target_q_net, "optim": self.optim})
+        self.lrs = ScheduledLearningRates(self.params.lr_schedule, optimizers_in(self.components()))
+        self.register_components(self.lrs.components())
 
     @override
     def extra_state(self) -> dict[str, Any]:
@@ -166,6 +177,7 @@ class DQN(OffPolicyAlgorithm[QValuePolicy, DQNTrainingStats]):
     def update(
         self, buffer: BaseReplayBuffer, batch_size: int, *, hooks: UpdateHooks = NO_UPDATE_HOOKS
     ) -> DQNTrainingStats:
+        self.lrs.begin_update()
         p = self.params
         batch = sample_replay(
             buffer,
@@ -197,6 +209,7 @@ class DQN(OffPolicyAlgorithm[QValuePolicy, DQNTrainingStats]):
             "DQN", {"TD loss": loss, "q_mean": q.mean(), "grad_norm": grad_norm}, losses=("TD loss",)
         )
         update_priorities(buffer, batch.indices, td_error.unsqueeze(0))
+        self.obs_normalization.update(batch.obs)
         return DQNTrainingStats(
             loss=stats["TD loss"],
             q_mean=stats["q_mean"],

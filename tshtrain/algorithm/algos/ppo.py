@@ -26,9 +26,9 @@ from tshtrain.algorithm.blocks.onpolicy import (
     value_loss,
 )
 from tshtrain.algorithm.blocks.onpolicy_update import LossTerms, actor_critic_update
-from tshtrain.algorithm.blocks.schedules import Schedule, schedule_factor
+from tshtrain.algorithm.blocks.schedules import Schedule, check_schedule, schedule_factor
+from tshtrain.constraints import PositiveFloat
 from tshtrain.data.batch import RolloutBatch
-from tshtrain.errors import ConfigurationError
 
 
 @final
@@ -36,32 +36,19 @@ from tshtrain.errors import ConfigurationError
 class PPOParams(ActorCriticParams):
     """Hyperparameters of :class:`PPO` (besides those of :class:`ActorCriticParams`)."""
 
-    clip_range: float = 0.2
-    """epsilon of the clipped surrogate: the probability ratio is clipped to [1 - eps, 1 + eps]"""
+    clip_range: PositiveFloat = 0.2
+    """epsilon of the clipped surrogate: the probability ratio is clipped to [1 - eps, 1 + eps]; 0.1 to
+    0.3 are usual values"""
     clip_schedule: Schedule | None = None
     """multiplies clip_range by schedule.factor(k) in the update after k update steps; None: constant"""
-    value_clip_range: float | None = None
+    value_clip_range: PositiveFloat | None = None
     """clip the value change per update to +-value_clip_range around the old value (PPO2's value
     clipping; in the units of the returns); None: no value clipping"""
 
+    @override
     def __post_init__(self) -> None:
         super().__post_init__()
-        if isinstance(self.clip_range, bool) or not self.clip_range > 0:
-            raise ConfigurationError(
-                f"PPOParams.clip_range must be > 0, got {self.clip_range!r}; 0.1 to 0.3 are usual values."
-            )
-        if self.value_clip_range is not None and (
-            isinstance(self.value_clip_range, bool) or not self.value_clip_range > 0
-        ):
-            raise ConfigurationError(
-                f"PPOParams.value_clip_range must be > 0 or None (no value clipping), got "
-                f"{self.value_clip_range!r}."
-            )
-        if self.clip_schedule is not None and not isinstance(self.clip_schedule, Schedule):
-            raise ConfigurationError(
-                f"PPOParams.clip_schedule must be a tshtrain.algorithm.Schedule (e.g. "
-                f"LinearSchedule(num_update_steps=...)) or None, got {self.clip_schedule!r}."
-            )
+        check_schedule(self, "clip_schedule", self.clip_schedule)
 
 
 @final
@@ -126,6 +113,7 @@ class PPO(OnPolicyAlgorithm[ActorPolicy, PPOTrainingStats]):
             policy=policy,
             critic=critic,
             lr=self.params.lr,
+            lr_schedule=self.params.lr_schedule,
             obs_normalizer=obs_normalizer,
             seed=seed,
         )

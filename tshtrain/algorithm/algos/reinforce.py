@@ -17,11 +17,14 @@ from tshtrain.algorithm.base import (
     check_finite_loss,
     make_adam,
 )
+from tshtrain.algorithm.blocks.lr_schedule import ScheduledLearningRates, optimizers_in
+from tshtrain.algorithm.blocks.normalization import ObsNormalization, RunningObsNormalizer
 from tshtrain.algorithm.blocks.onpolicy import minibatches
 from tshtrain.algorithm.blocks.optim import optimizer_step
 from tshtrain.algorithm.blocks.policies import CategoricalPolicy
+from tshtrain.algorithm.blocks.schedules import Schedule, check_schedule
+from tshtrain.constraints import PositiveFloat, UnitFloat, validate_fields
 from tshtrain.data.batch import ObsArray, RolloutBatch
-from tshtrain.errors import ConfigurationError, require_positive
 from tshtrain.functional.returns import discounted_returns
 
 
@@ -29,17 +32,20 @@ from tshtrain.functional.returns import discounted_returns
 class ReinforceParams:
     """Hyperparameters of :class:`Reinforce`."""
 
-    lr: float = 1e-3
+    lr: PositiveFloat = 1e-3
     """Adam learning rate"""
-    gamma: float = 0.99
+    gamma: UnitFloat = 0.99
     """discount factor in [0, 1]"""
     return_standardization: bool = True
     """standardise the returns of each rollout to mean 0, std 1 (a baseline that lowers variance)"""
 
+    lr_schedule: Schedule | None = None
+    """multiplies every learning rate by schedule.factor(k) in the update step after k update steps (e.g.
+    ``LinearSchedule(num_update_steps=<update steps of the run>)``); None: constant learning rates"""
+
     def __post_init__(self) -> None:
-        require_positive("ReinforceParams", "lr", self.lr)
-        if not 0.0 <= self.gamma <= 1.0:
-            raise ConfigurationError(f"ReinforceParams.gamma must lie in [0, 1], got {self.gamma!r}.")
+        validate_fields(self)
+        check_schedule(self, "lr_schedule", self.lr_schedule)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -60,13 +66,21 @@ class Reinforce(OnPolicyAlgorithm[CategoricalPolicy, ReinforceTrainingStats]):
     """
 
     def __init__(
-        self, *, policy: CategoricalPolicy, params: ReinforceParams | None = None, seed: int | None = None
+        self,
+        *,
+        policy: CategoricalPolicy,
+        params: ReinforceParams | None = None,
+        obs_normalizer: RunningObsNormalizer | None = None,
+        seed: int | None = None,
     ):
         super().__init__(policy=policy)
+        self.obs_normalization = ObsNormalization("Reinforce", obs_normalizer, {"policy": policy})
         self.params = params or ReinforceParams()
         self.optim = make_adam(policy.parameters(), lr=self.params.lr)
         self.rng = torch.Generator().manual_seed(int(np.random.SeedSequence(seed).generate_state(1)[0]))
         self.register_components({"optim": self.optim})
+        self.lrs = ScheduledLearningRates(self.params.lr_schedule, optimizers_in(self.components()))
+        self.register_components(self.lrs.components())
 
     @override
     def update(
@@ -77,6 +91,7 @@ class Reinforce(OnPolicyAlgorithm[CategoricalPolicy, ReinforceTrainingStats]):
         num_repetitions: int,
         hooks: UpdateHooks = NO_UPDATE_HOOKS,
     ) -> ReinforceTrainingStats:
+        self.lrs.begin_update()
         returns_TE = discounted_returns(rollout.rew, rollout.terminated, rollout.boundary, self.params.gamma)
         valid = rollout.valid
         returns_N = torch.from_numpy(returns_TE[valid])
@@ -93,6 +108,7 @@ class Reinforce(OnPolicyAlgorithm[CategoricalPolicy, ReinforceTrainingStats]):
             losses.append(loss.detach())
         mean_loss = torch.stack(losses).mean()
         check_finite_loss("Reinforce", "policy loss", mean_loss)
+        self.obs_normalization.update(obs_N)
         return ReinforceTrainingStats(loss=float(mean_loss), num_gradient_steps=len(losses))
 
 

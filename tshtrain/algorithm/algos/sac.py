@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Any, final
 
@@ -18,55 +17,59 @@ from tshtrain.algorithm.base import (
 )
 from tshtrain.algorithm.blocks.actor_critic_targets import ActorCriticTargets
 from tshtrain.algorithm.blocks.continuous import TanhGaussianPolicy, critic_values
+from tshtrain.algorithm.blocks.lr_schedule import ScheduledLearningRates, optimizers_in
+from tshtrain.algorithm.blocks.normalization import ObsNormalization, RunningObsNormalizer
 from tshtrain.algorithm.blocks.offpolicy import (
     ReplaySample,
     host_scalars,
-    require_in_range,
-    require_int_at_least,
     sample_replay,
     td_loss,
     update_priorities,
 )
+from tshtrain.algorithm.blocks.schedules import Schedule, check_schedule
 from tshtrain.algorithm.blocks.temperature import EntropyTemperature
+from tshtrain.constraints import (
+    FiniteFloat,
+    OpenUnitFloat,
+    PositiveFloat,
+    PositiveInt,
+    UnitFloat,
+    validate_fields,
+)
 from tshtrain.data.batch import ObsTensor
 from tshtrain.data.buffer import BaseReplayBuffer
-from tshtrain.errors import ConfigurationError, require_positive
 
 
 @dataclass(frozen=True, kw_only=True)
 class SACParams:
     """Hyperparameters of :class:`SAC`."""
 
-    actor_lr: float = 1e-3
+    actor_lr: PositiveFloat = 1e-3
     """Adam learning rate of the actor"""
-    critic_lr: float = 1e-3
+    critic_lr: PositiveFloat = 1e-3
     """Adam learning rate of the critics"""
-    alpha_lr: float = 1e-3
+    alpha_lr: PositiveFloat = 1e-3
     """Adam learning rate of log(alpha) (auto_alpha=True only)"""
-    gamma: float = 0.99
+    gamma: UnitFloat = 0.99
     """discount factor in [0, 1]"""
-    tau: float = 0.005
+    tau: OpenUnitFloat = 0.005
     """Polyak rate of the target critics, in (0, 1]"""
-    alpha: float = 1.0
+    alpha: PositiveFloat = 1.0
     """entropy coefficient: constant with auto_alpha=False, the starting value with auto_alpha=True"""
     auto_alpha: bool = True
     """tune alpha so that the policy's entropy tracks target_entropy"""
-    target_entropy: float | None = None
+    target_entropy: FiniteFloat | None = None
     """entropy target of auto_alpha; None: -(number of action dimensions)"""
-    n_step: int = 1
+    n_step: PositiveInt = 1
     """transitions summed in the TD target before bootstrapping (stops early at episode ends)"""
 
+    lr_schedule: Schedule | None = None
+    """multiplies every learning rate by schedule.factor(k) in the gradient step after k gradient steps (e.g.
+    ``LinearSchedule(num_update_steps=<gradient steps of the run>)``); None: constant learning rates"""
+
     def __post_init__(self) -> None:
-        for name in ("actor_lr", "critic_lr", "alpha_lr", "alpha"):
-            require_positive("SACParams", name, getattr(self, name))
-        require_in_range("SACParams", "gamma", self.gamma, 0.0, 1.0)
-        if isinstance(self.tau, bool) or not 0.0 < self.tau <= 1.0:
-            raise ConfigurationError(f"SACParams.tau must lie in (0, 1], got {self.tau!r}.")
-        if self.target_entropy is not None and not math.isfinite(self.target_entropy):
-            raise ConfigurationError(
-                f"SACParams.target_entropy must be a finite number or None, got {self.target_entropy!r}."
-            )
-        require_int_at_least("SACParams", "n_step", self.n_step, 1)
+        validate_fields(self)
+        check_schedule(self, "lr_schedule", self.lr_schedule)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -131,13 +134,23 @@ class SAC(OffPolicyAlgorithm[TanhGaussianPolicy, SACTrainingStats]):
     Samples come from the policy's generator; its state is saved with the algorithm.
     """
 
-    def __init__(self, *, policy: TanhGaussianPolicy, critic: nn.Module, params: SACParams | None = None):
+    def __init__(
+        self,
+        *,
+        policy: TanhGaussianPolicy,
+        critic: nn.Module,
+        params: SACParams | None = None,
+        obs_normalizer: RunningObsNormalizer | None = None,
+    ):
         """Args:
         policy: the actor.
         critic: ``critic(obs, act)`` -> (num_critics, N), e.g. ``QEnsemble(obs_dim, act_dim)``.
         params: hyperparameters.
+        obs_normalizer: the :class:`RunningObsNormalizer` that is the first layer of every network
+            reading observations; updated after every update with its batch's observations.
         """
         super().__init__(policy=policy)
+        self.obs_normalization = ObsNormalization("SAC", obs_normalizer, {"policy": policy, "critic": critic})
         self.params = params or SACParams()
         p = self.params
         self.nets = ActorCriticTargets(
@@ -155,6 +168,8 @@ class SAC(OffPolicyAlgorithm[TanhGaussianPolicy, SACTrainingStats]):
             device=policy.device,
         )
         self.register_components({**self.nets.components(), "alpha_optim": self.temperature.optim})
+        self.lrs = ScheduledLearningRates(self.params.lr_schedule, optimizers_in(self.components()))
+        self.register_components(self.lrs.components())
 
     @override
     def extra_state(self) -> dict[str, Any]:
@@ -174,6 +189,7 @@ class SAC(OffPolicyAlgorithm[TanhGaussianPolicy, SACTrainingStats]):
     def update(
         self, buffer: BaseReplayBuffer, batch_size: int, *, hooks: UpdateHooks = NO_UPDATE_HOOKS
     ) -> SACTrainingStats:
+        self.lrs.begin_update()
         p, policy = self.params, self.policy
         alpha = self.temperature.value()
         batch = sample_replay(
@@ -204,6 +220,7 @@ class SAC(OffPolicyAlgorithm[TanhGaussianPolicy, SACTrainingStats]):
             losses=("critic loss", "actor loss", "alpha loss"),
         )
         update_priorities(buffer, batch.indices, critic.td_errors)
+        self.obs_normalization.update(batch.obs)
         return SACTrainingStats(
             critic_loss=stats["critic loss"],
             actor_loss=stats["actor loss"],

@@ -18,51 +18,56 @@ from tshtrain.algorithm.base import (
 )
 from tshtrain.algorithm.blocks.actor_critic_targets import ActorCriticTargets
 from tshtrain.algorithm.blocks.continuous import critic_values
+from tshtrain.algorithm.blocks.lr_schedule import ScheduledLearningRates, optimizers_in
+from tshtrain.algorithm.blocks.normalization import ObsNormalization, RunningObsNormalizer
 from tshtrain.algorithm.blocks.offpolicy import (
     ReplaySample,
     host_scalars,
-    require_in_range,
-    require_int_at_least,
     sample_replay,
     td_loss,
     update_priorities,
 )
 from tshtrain.algorithm.blocks.policies import DeterministicActorPolicy
+from tshtrain.algorithm.blocks.schedules import Schedule, check_schedule
+from tshtrain.constraints import (
+    NonNegativeFloat,
+    OpenUnitFloat,
+    PositiveFloat,
+    PositiveInt,
+    UnitFloat,
+    validate_fields,
+)
 from tshtrain.data.buffer import BaseReplayBuffer
-from tshtrain.errors import ConfigurationError, require_positive
 
 
 @dataclass(frozen=True, kw_only=True)
 class TD3Params:
     """Hyperparameters of :class:`TD3`. Noise scales are in the policy's [-1, 1] action space."""
 
-    actor_lr: float = 1e-3
+    actor_lr: PositiveFloat = 1e-3
     """Adam learning rate of the actor"""
-    critic_lr: float = 1e-3
+    critic_lr: PositiveFloat = 1e-3
     """Adam learning rate of the twin critics"""
-    gamma: float = 0.99
+    gamma: UnitFloat = 0.99
     """discount factor in [0, 1]"""
-    tau: float = 0.005
+    tau: OpenUnitFloat = 0.005
     """Polyak rate of the target actor and critics, in (0, 1]"""
-    policy_noise: float = 0.2
+    policy_noise: NonNegativeFloat = 0.2
     """std of the Gaussian noise added to the target actor's actions (target policy smoothing)"""
-    noise_clip: float = 0.5
+    noise_clip: NonNegativeFloat = 0.5
     """the target policy noise is clipped to [-noise_clip, noise_clip]"""
-    policy_delay: int = 2
+    policy_delay: PositiveInt = 2
     """gradient steps of the critics per step of the actor and the target networks"""
-    n_step: int = 1
+    n_step: PositiveInt = 1
     """transitions summed in the TD target before bootstrapping (stops early at episode ends)"""
 
+    lr_schedule: Schedule | None = None
+    """multiplies every learning rate by schedule.factor(k) in the gradient step after k gradient steps (e.g.
+    ``LinearSchedule(num_update_steps=<gradient steps of the run>)``); None: constant learning rates"""
+
     def __post_init__(self) -> None:
-        require_positive("TD3Params", "actor_lr", self.actor_lr)
-        require_positive("TD3Params", "critic_lr", self.critic_lr)
-        require_in_range("TD3Params", "gamma", self.gamma, 0.0, 1.0)
-        if isinstance(self.tau, bool) or not 0.0 < self.tau <= 1.0:
-            raise ConfigurationError(f"TD3Params.tau must lie in (0, 1], got {self.tau!r}.")
-        require_in_range("TD3Params", "policy_noise", self.policy_noise, 0.0, float("inf"))
-        require_in_range("TD3Params", "noise_clip", self.noise_clip, 0.0, float("inf"))
-        require_int_at_least("TD3Params", "policy_delay", self.policy_delay, 1)
-        require_int_at_least("TD3Params", "n_step", self.n_step, 1)
+        validate_fields(self)
+        check_schedule(self, "lr_schedule", self.lr_schedule)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -126,15 +131,19 @@ class TD3(OffPolicyAlgorithm[DeterministicActorPolicy, TD3TrainingStats]):
         policy: DeterministicActorPolicy,
         critic: nn.Module,
         params: TD3Params | None = None,
+        obs_normalizer: RunningObsNormalizer | None = None,
         seed: int | None = None,
     ):
         """Args:
         policy: the actor, ``tanh(actor(obs))`` in [-1, 1].
         critic: ``critic(obs, act)`` -> (num_critics, N) with 2 critics, e.g. ``QEnsemble(o, a)``.
         params: hyperparameters.
+        obs_normalizer: the :class:`RunningObsNormalizer` that is the first layer of every network
+            reading observations; updated after every update with its batch's observations.
         seed: seeds the generator of the target policy noise.
         """
         super().__init__(policy=policy)
+        self.obs_normalization = ObsNormalization("TD3", obs_normalizer, {"policy": policy, "critic": critic})
         self.params = params or TD3Params()
         self.nets = ActorCriticTargets(
             actor=policy.actor,
@@ -148,6 +157,8 @@ class TD3(OffPolicyAlgorithm[DeterministicActorPolicy, TD3TrainingStats]):
         self.num_gradient_steps = 0
         self._actor_loss = torch.zeros(())
         self.register_components(self.nets.components())
+        self.lrs = ScheduledLearningRates(self.params.lr_schedule, optimizers_in(self.components()))
+        self.register_components(self.lrs.components())
 
     @override
     def extra_state(self) -> dict[str, Any]:
@@ -167,6 +178,7 @@ class TD3(OffPolicyAlgorithm[DeterministicActorPolicy, TD3TrainingStats]):
     def update(
         self, buffer: BaseReplayBuffer, batch_size: int, *, hooks: UpdateHooks = NO_UPDATE_HOOKS
     ) -> TD3TrainingStats:
+        self.lrs.begin_update()
         p, policy = self.params, self.policy
         batch = sample_replay(
             buffer, batch_size, gamma=p.gamma, n_step=p.n_step, device=policy.device, hooks=hooks
@@ -193,6 +205,7 @@ class TD3(OffPolicyAlgorithm[DeterministicActorPolicy, TD3TrainingStats]):
             losses=("critic loss", "actor loss"),
         )
         update_priorities(buffer, batch.indices, critic.td_errors)
+        self.obs_normalization.update(batch.obs)
         return TD3TrainingStats(
             critic_loss=stats["critic loss"], actor_loss=stats["actor loss"], q_mean=stats["q_mean"]
         )

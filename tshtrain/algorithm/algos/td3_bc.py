@@ -31,17 +31,24 @@ from tshtrain.algorithm.base import (
 )
 from tshtrain.algorithm.blocks.actor_critic_targets import ActorCriticTargets
 from tshtrain.algorithm.blocks.continuous import critic_values
-from tshtrain.algorithm.blocks.normalization import RunningObsNormalizer
+from tshtrain.algorithm.blocks.lr_schedule import ScheduledLearningRates, optimizers_in
+from tshtrain.algorithm.blocks.normalization import ObsNormalization, RunningObsNormalizer
 from tshtrain.algorithm.blocks.offpolicy import (
     host_scalars,
-    require_in_range,
-    require_int_at_least,
     sample_replay,
     td_loss,
 )
 from tshtrain.algorithm.blocks.policies import DeterministicActorPolicy
+from tshtrain.algorithm.blocks.schedules import Schedule, check_schedule
+from tshtrain.constraints import (
+    NonNegativeFloat,
+    OpenUnitFloat,
+    PositiveFloat,
+    PositiveInt,
+    UnitFloat,
+    validate_fields,
+)
 from tshtrain.data.buffer import BaseReplayBuffer
-from tshtrain.errors import ConfigurationError, UnsupportedSpaceError, require_positive
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -49,39 +56,31 @@ class TD3BCParams:
     """Hyperparameters of :class:`TD3BC` (the paper's defaults). Noise scales are in the policy's
     [-1, 1] action space."""
 
-    actor_lr: float = 3e-4
+    actor_lr: PositiveFloat = 3e-4
     """Adam learning rate of the actor"""
-    critic_lr: float = 3e-4
+    critic_lr: PositiveFloat = 3e-4
     """Adam learning rate of the twin critics"""
-    gamma: float = 0.99
+    gamma: UnitFloat = 0.99
     """discount factor in [0, 1]"""
-    tau: float = 0.005
-    """Polyak rate of the target actor and critics, in (0, 1]"""
-    policy_noise: float = 0.2
+    tau: OpenUnitFloat = 0.005
+    """Polyak rate of the target actor and critics, in (0, 1]; 0.005 is usual"""
+    policy_noise: NonNegativeFloat = 0.2
     """std of the Gaussian noise added to the target actor's actions (target policy smoothing)"""
-    noise_clip: float = 0.5
+    noise_clip: NonNegativeFloat = 0.5
     """the target policy noise is clipped to [-noise_clip, noise_clip]"""
-    policy_delay: int = 2
+    policy_delay: PositiveInt = 2
     """gradient steps of the critics per step of the actor and the target networks"""
-    alpha: float = 2.5
-    """weight of the Q term relative to behaviour cloning (lambda = alpha / mean |Q|)"""
-    normalize_obs: bool = True
-    """standardise observations with the dataset's statistics in process_buffer"""
+    alpha: NonNegativeFloat = 2.5
+    """weight of the Q term relative to behaviour cloning (lambda = alpha / mean |Q|); 0 is pure
+    behaviour cloning, the paper uses 2.5"""
+
+    lr_schedule: Schedule | None = None
+    """multiplies every learning rate by schedule.factor(k) in the gradient step after k gradient steps (e.g.
+    ``LinearSchedule(num_update_steps=<gradient steps of the run>)``); None: constant learning rates"""
 
     def __post_init__(self) -> None:
-        require_positive("TD3BCParams", "actor_lr", self.actor_lr)
-        require_positive("TD3BCParams", "critic_lr", self.critic_lr)
-        require_in_range("TD3BCParams", "gamma", self.gamma, 0.0, 1.0)
-        if isinstance(self.tau, bool) or not 0.0 < self.tau <= 1.0:
-            raise ConfigurationError(f"TD3BCParams.tau must lie in (0, 1], got {self.tau!r}; 0.005 is usual.")
-        require_in_range("TD3BCParams", "policy_noise", self.policy_noise, 0.0, float("inf"))
-        require_in_range("TD3BCParams", "noise_clip", self.noise_clip, 0.0, float("inf"))
-        require_int_at_least("TD3BCParams", "policy_delay", self.policy_delay, 1)
-        if isinstance(self.alpha, bool) or not self.alpha >= 0:
-            raise ConfigurationError(
-                f"TD3BCParams.alpha must be >= 0, got {self.alpha!r}; 0 is pure behaviour cloning, the "
-                f"paper uses 2.5."
-            )
+        validate_fields(self)
+        check_schedule(self, "lr_schedule", self.lr_schedule)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -114,7 +113,7 @@ class TD3BC(OfflineAlgorithm[DeterministicActorPolicy, TD3BCTrainingStats]):
 
     Pass the :class:`RunningObsNormalizer` that is the first layer of the policy's actor and of the
     critic; :meth:`process_buffer` (called by the :class:`~tshtrain.trainer.OfflineTrainer` before
-    training) replaces its statistics by the dataset's (``normalize_obs=True``). Each :meth:`update`
+    training) replaces its statistics by the dataset's. Each :meth:`update`
     is one critic step as in TD3; every ``policy_delay``-th step also steps the actor on the TD3+BC
     loss and Polyak-updates the target networks.
     """
@@ -131,18 +130,16 @@ class TD3BC(OfflineAlgorithm[DeterministicActorPolicy, TD3BCTrainingStats]):
         """Args:
         policy: the actor, ``tanh(actor(obs))`` in [-1, 1].
         critic: ``critic(obs, act)`` -> (num_critics, N) with 2 critics, e.g. ``QEnsemble(o, a)``.
-        obs_normalizer: the first layer of actor and critic; required with ``normalize_obs=True``.
+        obs_normalizer: the first layer of actor and critic, fitted to the dataset in
+            :meth:`process_buffer` (the paper's state normalisation); None: raw observations.
         params: hyperparameters.
         seed: seeds the generator of the target policy noise.
         """
         super().__init__(policy=policy)
         self.params = p = params or TD3BCParams()
-        if p.normalize_obs and obs_normalizer is None:
-            raise ConfigurationError(
-                "TD3BC: normalize_obs=True needs obs_normalizer, the RunningObsNormalizer placed as the "
-                "first layer of the actor and the critic; pass it or set TD3BCParams(normalize_obs=False)."
-            )
-        self.obs_normalizer = obs_normalizer
+        self.obs_normalization = ObsNormalization(
+            "TD3BC", obs_normalizer, {"policy": policy, "critic": critic}
+        )
         self.nets = ActorCriticTargets(
             actor=policy.actor,
             critic=critic,
@@ -156,6 +153,8 @@ class TD3BC(OfflineAlgorithm[DeterministicActorPolicy, TD3BCTrainingStats]):
         self._actor_loss = torch.zeros(())
         self._bc_loss = torch.zeros(())
         self.register_components(self.nets.components())
+        self.lrs = ScheduledLearningRates(self.params.lr_schedule, optimizers_in(self.components()))
+        self.register_components(self.lrs.components())
 
     @override
     def extra_state(self) -> dict[str, Any]:
@@ -173,24 +172,15 @@ class TD3BC(OfflineAlgorithm[DeterministicActorPolicy, TD3BCTrainingStats]):
 
     @override
     def process_buffer(self, buffer: BaseReplayBuffer) -> None:
-        """Set the observation normaliser to the mean and variance of the dataset's observations."""
-        if not self.params.normalize_obs or self.obs_normalizer is None:
-            return
-        obs = buffer.sample_all().obs
-        if not isinstance(obs, np.ndarray):
-            raise UnsupportedSpaceError("TD3BC normalises array observations; set normalize_obs=False.")
-        normalizer = self.obs_normalizer
-        with torch.no_grad():
-            normalizer.mean.fill_(0.0)
-            normalizer.var.fill_(1.0)
-            normalizer.count.fill_(0.0)
-        normalizer.update(torch.as_tensor(obs, device=normalizer.mean.device))
-        self.nets.hard_update_targets()  # copies the statistics (buffers) into the targets too
+        """Fit the observation normaliser (if any) to the dataset's observations."""
+        if self.obs_normalization.fit(buffer):
+            self.nets.hard_update_targets()  # the targets take the statistics too
 
     @override
     def update(
         self, buffer: BaseReplayBuffer, batch_size: int, *, hooks: UpdateHooks = NO_UPDATE_HOOKS
     ) -> TD3BCTrainingStats:
+        self.lrs.begin_update()
         p, policy = self.params, self.policy
         batch = sample_replay(buffer, batch_size, gamma=p.gamma, n_step=1, device=policy.device, hooks=hooks)
         target = smoothed_td_target(

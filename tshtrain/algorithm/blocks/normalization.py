@@ -4,7 +4,8 @@
 critic (the *same* instance in both), so every forward pass, in collection, in test steps and in the
 update, sees the same normalisation. Its statistics are buffers (they are in the ``state_dict`` of
 every network that contains it) and change only when :meth:`RunningObsNormalizer.update` is called;
-the on-policy algorithms call it at the end of each update with the rollout's observations. So:
+:class:`ObsNormalization` calls it for every algorithm that takes ``obs_normalizer=`` (online: after
+each update with its batch's observations; offline: once, fitted to the dataset). So, on-policy:
 
 * a collection step and the update that follows it use the same statistics, and the log-probabilities
   an update recomputes for the collected actions are exactly those of the policy that acted;
@@ -14,13 +15,16 @@ the on-policy algorithms call it at the end of each update with the rollout's ob
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import final
 
+import numpy as np
 import torch
 from torch import nn
 from typing_extensions import override
 
-from tshtrain.errors import ConfigurationError
+from tshtrain.data.buffer import BaseReplayBuffer
+from tshtrain.errors import ConfigurationError, UnsupportedSpaceError
 
 
 @final
@@ -105,3 +109,70 @@ def _refresh_after_load(module: nn.Module, incompatible_keys: object) -> None:
     del incompatible_keys
     assert isinstance(module, RunningObsNormalizer)
     module._refresh()
+
+
+@final
+class ObsNormalization:
+    """An algorithm's optional ``obs_normalizer``: the one way to normalise observations.
+
+    The normaliser must be the first layer of every network the algorithm trains that reads
+    observations (the same instance), and a network that contains a normaliser must have it passed,
+    or its statistics would never change. Online algorithms merge the observations of their batches
+    after each update (:meth:`update`: the rollout on-policy, the sampled batch off-policy); offline
+    algorithms fit it once to the whole dataset in ``process_buffer`` (:meth:`fit`).
+    """
+
+    def __init__(
+        self, owner: str, normalizer: RunningObsNormalizer | None, networks: Mapping[str, nn.Module]
+    ):
+        """Args:
+        owner: the algorithm's name, for error messages.
+        normalizer: the normaliser, or None (no normalisation).
+        networks: the networks that read observations, by the names used in error messages.
+        """
+        check_obs_normalizer(owner, networks, normalizer)
+        self.owner = owner
+        self.normalizer = normalizer
+
+    def update(self, obs: object) -> None:
+        """Merge a batch of raw observations (a tensor) into the statistics (nothing without one)."""
+        if self.normalizer is None:
+            return
+        if not isinstance(obs, torch.Tensor):
+            raise UnsupportedSpaceError(f"{self.owner}: obs_normalizer takes array observations.")
+        self.normalizer.update(obs)
+
+    def fit(self, buffer: BaseReplayBuffer) -> bool:
+        """Set the statistics to those of every observation of ``buffer`` (a dataset); False without a
+        normaliser."""
+        normalizer = self.normalizer
+        if normalizer is None:
+            return False
+        obs = buffer.sample_all().obs
+        if not isinstance(obs, np.ndarray):
+            raise UnsupportedSpaceError(f"{self.owner}: obs_normalizer takes array observations.")
+        with torch.no_grad():
+            normalizer.mean.fill_(0.0)
+            normalizer.var.fill_(1.0)
+            normalizer.count.fill_(0.0)
+        normalizer.update(torch.as_tensor(obs, device=normalizer.mean.device))
+        return True
+
+
+def check_obs_normalizer(
+    owner: str, networks: Mapping[str, nn.Module], normalizer: RunningObsNormalizer | None
+) -> None:
+    """Raise ``ConfigurationError`` unless ``normalizer`` is a layer of every network, and unless a
+    network that contains a :class:`RunningObsNormalizer` has it passed."""
+    for name, net in networks.items():
+        found = [m for m in net.modules() if isinstance(m, RunningObsNormalizer)]
+        if normalizer is None and found:
+            raise ConfigurationError(
+                f"{owner}: the {name} contains a RunningObsNormalizer but obs_normalizer=None, so its "
+                f"statistics would never be updated; pass obs_normalizer=<that normaliser>."
+            )
+        if normalizer is not None and not any(m is normalizer for m in found):
+            raise ConfigurationError(
+                f"{owner}: obs_normalizer is not a layer of the {name}; put the same instance first in "
+                f"every network that reads observations, e.g. nn.Sequential(obs_normalizer, mlp(...))."
+            )

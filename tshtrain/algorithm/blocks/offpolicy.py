@@ -22,7 +22,6 @@ from tshtrain.algorithm.base import NO_UPDATE_HOOKS, UpdateHooks, check_finite_l
 from tshtrain.data.batch import ObsTensor, obs_to_torch
 from tshtrain.data.buffer import BaseReplayBuffer
 from tshtrain.data.prioritized import BasePrioritizedBuffer
-from tshtrain.errors import ConfigurationError
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -91,18 +90,6 @@ def host_scalars(
         if not math.isfinite(named[name]):
             check_finite_loss(algorithm, name, scalars[name])
     return named
-
-
-def require_int_at_least(owner: str, name: str, value: object, minimum: int) -> None:
-    """Raise ``ConfigurationError`` unless ``value`` is an int >= ``minimum``."""
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise ConfigurationError(f"{owner}.{name} must be an int >= {minimum}, got {value!r}.")
-
-
-def require_in_range(owner: str, name: str, value: float, low: float, high: float) -> None:
-    """Raise ``ConfigurationError`` unless ``low <= value <= high``."""
-    if isinstance(value, bool) or not isinstance(value, int | float) or not low <= value <= high:
-        raise ConfigurationError(f"{owner}.{name} must lie in [{low:g}, {high:g}], got {value!r}.")
 
 
 class TDLoss(NamedTuple):

@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeAlias, final
@@ -19,70 +20,48 @@ from torch import nn
 
 from tshtrain.algorithm.base import Stateful, UpdateHooks, make_adam
 from tshtrain.algorithm.blocks.gaussian import GaussianPolicy
-from tshtrain.algorithm.blocks.normalization import RunningObsNormalizer
+from tshtrain.algorithm.blocks.lr_schedule import ScheduledLearningRates
+from tshtrain.algorithm.blocks.normalization import RunningObsNormalizer, check_obs_normalizer
 from tshtrain.algorithm.blocks.optim import optimizer_step
 from tshtrain.algorithm.blocks.policies import CategoricalPolicy
-from tshtrain.algorithm.blocks.schedules import Schedule
+from tshtrain.algorithm.blocks.schedules import Schedule, check_schedule
+from tshtrain.constraints import NonNegativeFloat, PositiveFloat, UnitFloat, validate_fields
 from tshtrain.data.batch import RolloutBatch
-from tshtrain.errors import ConfigurationError, require_positive
+from tshtrain.errors import ConfigurationError
 from tshtrain.functional.returns import gae_advantages
 
 ActorPolicy: TypeAlias = CategoricalPolicy | GaussianPolicy
 """The policies A2C and PPO train: categorical (Discrete actions) or Gaussian (Box actions)."""
 
 
-def require_unit_interval(owner: str, field: str, value: float) -> None:
-    """Raise ``ConfigurationError`` unless 0 <= ``value`` <= 1."""
-    if isinstance(value, bool) or not isinstance(value, int | float) or not 0.0 <= value <= 1.0:
-        raise ConfigurationError(f"{owner}.{field} must lie in [0, 1], got {value!r}.")
-
-
-def require_non_negative(owner: str, field: str, value: float, hint: str = "") -> None:
-    """Raise ``ConfigurationError`` unless ``value`` >= 0 (``hint`` is appended to the message)."""
-    if isinstance(value, bool) or not isinstance(value, int | float) or not value >= 0:
-        raise ConfigurationError(f"{owner}.{field} must be a number >= 0, got {value!r}.{hint}")
-
-
 @dataclass(frozen=True, kw_only=True)
-class ActorCriticParams:
+class ActorCriticParams(ABC):
     """Hyperparameters shared by :class:`~tshtrain.algorithm.A2CParams` and
-    :class:`~tshtrain.algorithm.PPOParams` (use those)."""
+    :class:`~tshtrain.algorithm.PPOParams` (use those; this base is abstract)."""
 
-    lr: float = 3e-4
+    lr: PositiveFloat = 3e-4
     """Adam learning rate (the base value that lr_schedule multiplies)"""
     lr_schedule: Schedule | None = None
-    """multiplies lr by schedule.factor(k) in the update after k update steps; None: constant lr"""
-    gamma: float = 0.99
+    """multiplies lr by schedule.factor(k) in the update after k update steps (e.g.
+    ``LinearSchedule(num_update_steps=...)``); None: constant lr"""
+    gamma: UnitFloat = 0.99
     """discount factor in [0, 1]"""
-    gae_lambda: float = 0.95
+    gae_lambda: UnitFloat = 0.95
     """GAE's lambda in [0, 1]: 1 gives Monte-Carlo advantages, 0 one-step TD errors"""
-    vf_coef: float = 0.5
+    vf_coef: NonNegativeFloat = 0.5
     """weight of the value loss (mean squared error) in the combined loss"""
-    ent_coef: float = 0.0
-    """weight of the entropy bonus (subtracted from the combined loss)"""
-    max_grad_norm: float | None = 0.5
+    ent_coef: NonNegativeFloat = 0.0
+    """weight of the entropy bonus (subtracted from the combined loss); 0: no entropy bonus"""
+    max_grad_norm: PositiveFloat | None = 0.5
     """clip the gradient norm over the actor's and the critic's parameters; None: no clipping"""
     advantage_normalization: bool = True
     """standardise the advantages of each mini-batch to mean 0, std 1"""
 
+    @abstractmethod
     def __post_init__(self) -> None:
-        owner = type(self).__name__
-        require_positive(owner, "lr", self.lr)
-        require_unit_interval(owner, "gamma", self.gamma)
-        require_unit_interval(owner, "gae_lambda", self.gae_lambda)
-        require_non_negative(owner, "vf_coef", self.vf_coef)
-        require_non_negative(owner, "ent_coef", self.ent_coef, " Use 0 for no entropy bonus.")
-        if self.max_grad_norm is not None and (
-            isinstance(self.max_grad_norm, bool) or not self.max_grad_norm > 0
-        ):
-            raise ConfigurationError(
-                f"{owner}.max_grad_norm must be > 0 or None (no clipping), got {self.max_grad_norm!r}."
-            )
-        if self.lr_schedule is not None and not isinstance(self.lr_schedule, Schedule):
-            raise ConfigurationError(
-                f"{owner}.lr_schedule must be a tshtrain.algorithm.Schedule (e.g. "
-                f"LinearSchedule(num_update_steps=...)) or None, got {self.lr_schedule!r}."
-            )
+        """Check the fields (each subclass calls this through ``super().__post_init__()``)."""
+        validate_fields(self)
+        check_schedule(self, "lr_schedule", self.lr_schedule)
 
 
 def log_prob_entropy(
@@ -106,24 +85,6 @@ def _unique_parameters(*modules: nn.Module) -> list[nn.Parameter]:
     return list(unique.values())
 
 
-def _check_normalizer(
-    owner: str, policy: nn.Module, critic: nn.Module, normalizer: RunningObsNormalizer | None
-) -> None:
-    """The normaliser must sit in both networks, and a normaliser in a network must be passed."""
-    for name, net in (("policy", policy), ("critic", critic)):
-        found = [m for m in net.modules() if isinstance(m, RunningObsNormalizer)]
-        if normalizer is None and found:
-            raise ConfigurationError(
-                f"{owner}: the {name} contains a RunningObsNormalizer but obs_normalizer=None, so its "
-                f"statistics would never be updated; pass obs_normalizer=<that normaliser>."
-            )
-        if normalizer is not None and not any(m is normalizer for m in found):
-            raise ConfigurationError(
-                f"{owner}: obs_normalizer is not a layer of the {name}; put the same instance first in "
-                f"the actor and in the critic, e.g. nn.Sequential(obs_normalizer, mlp(...))."
-            )
-
-
 @final
 class ActorCritic:
     """Policy, critic, their Adam optimizer, the algorithm's generator (mini-batch shuffling), the
@@ -136,16 +97,19 @@ class ActorCritic:
         policy: ActorPolicy,
         critic: nn.Module,
         lr: float,
+        lr_schedule: Schedule | None,
         obs_normalizer: RunningObsNormalizer | None,
         seed: int | None,
     ):
-        _check_normalizer(owner, policy, critic, obs_normalizer)
+        check_obs_normalizer(owner, {"policy": policy, "critic": critic}, obs_normalizer)
         self.owner = owner
         self.policy = policy
         self.critic = critic
         self.obs_normalizer = obs_normalizer
         self.parameters = _unique_parameters(policy, critic)
         self.optim = make_adam(self.parameters, lr=lr)
+        self.lrs = ScheduledLearningRates(lr_schedule, [self.optim])
+        """the learning rate on its schedule, set from :attr:`num_update_steps` at each update"""
         self.rng = torch.Generator().manual_seed(int(np.random.SeedSequence(seed).generate_state(1)[0]))
         """shuffles the mini-batches"""
         self.num_update_steps = 0
@@ -167,11 +131,6 @@ class ActorCritic:
         self.num_update_steps = int(state.get("num_update_steps", 0))
         if "rng_state" in state:
             self.rng.set_state(state["rng_state"])
-
-    def set_lr(self, lr: float) -> None:
-        """Set the optimizer's learning rate."""
-        for group in self.optim.param_groups:
-            group["lr"] = lr
 
     def values(self, obs: torch.Tensor) -> torch.Tensor:
         """V(obs), shape (N,); the critic may return (N,) or (N, 1)."""

@@ -21,7 +21,6 @@ from tshtrain.algorithm.blocks.onpolicy import (
     minibatches,
     prepare_rollout,
 )
-from tshtrain.algorithm.blocks.schedules import schedule_factor
 from tshtrain.data.batch import RolloutBatch
 
 
@@ -84,8 +83,7 @@ def actor_critic_update(
     hooks: UpdateHooks,
 ) -> UpdateResult:
     """One A2C / PPO update of ``ac`` on ``rollout`` with the mini-batch loss ``loss_fn``."""
-    lr = params.lr * schedule_factor(params.lr_schedule, ac.num_update_steps)
-    ac.set_lr(lr)
+    lr = params.lr * ac.lrs.apply(ac.num_update_steps)
     data = prepare_rollout(ac, rollout, gamma=params.gamma, gae_lambda=params.gae_lambda)
     rows = [
         _gradient_step(ac, loss_fn(data.select(idx)), hooks, params.max_grad_norm)

@@ -12,6 +12,7 @@ from torch import nn
 from typing_extensions import override
 
 from tshtrain.algorithm.base import Policy
+from tshtrain.constraints import NonNegativeInt, UnitFloat, validate_fields
 from tshtrain.data.batch import ObsTensor
 from tshtrain.errors import ConfigurationError, UnsupportedSpaceError
 
@@ -69,22 +70,15 @@ class EpsilonSchedule:
     """Epsilon for epsilon-greedy exploration, linear from ``start`` to ``end`` over ``num_env_steps``
     env steps of training collection (counted by the policy), constant afterwards."""
 
-    start: float = 1.0
+    start: UnitFloat = 1.0
     """epsilon at the first env step"""
-    end: float = 0.05
+    end: UnitFloat = 0.05
     """epsilon after num_env_steps env steps"""
-    num_env_steps: int = 10_000
-    """length of the linear decay, in env steps"""
+    num_env_steps: NonNegativeInt = 10_000
+    """length of the linear decay, in env steps; 0: ``end`` from the start"""
 
     def __post_init__(self) -> None:
-        for name in ("start", "end"):
-            value = getattr(self, name)
-            if not 0.0 <= value <= 1.0:
-                raise ConfigurationError(f"EpsilonSchedule.{name} must lie in [0, 1], got {value!r}.")
-        if isinstance(self.num_env_steps, bool) or self.num_env_steps < 0:
-            raise ConfigurationError(
-                f"EpsilonSchedule.num_env_steps must be >= 0, got {self.num_env_steps!r}."
-            )
+        validate_fields(self)
 
     def value(self, env_step: int) -> float:
         """Epsilon after ``env_step`` env steps."""

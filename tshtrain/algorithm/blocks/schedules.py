@@ -14,7 +14,8 @@ from typing import final
 
 from typing_extensions import override
 
-from tshtrain.errors import ConfigurationError
+from tshtrain.constraints import NonNegativeFloat, PositiveInt, validate_fields
+from tshtrain.errors import ConfigurationError, short_repr
 
 
 class Schedule(ABC):
@@ -34,29 +35,30 @@ class LinearSchedule(Schedule):
 
     Compute ``num_update_steps`` for a run with :func:`num_update_steps_for`."""
 
-    num_update_steps: int
-    """length of the linear part, in update steps (typically the update steps of the whole run)"""
-    start_factor: float = 1.0
+    num_update_steps: PositiveInt
+    """length of the linear part, in update steps: pass the number of update steps of the run (see
+    :func:`num_update_steps_for`)"""
+    start_factor: NonNegativeFloat = 1.0
     """factor at the first update step"""
-    end_factor: float = 0.0
+    end_factor: NonNegativeFloat = 0.0
     """factor after num_update_steps update steps"""
 
     def __post_init__(self) -> None:
-        steps = self.num_update_steps
-        if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
-            raise ConfigurationError(
-                f"LinearSchedule.num_update_steps must be an int >= 1, got {steps!r}; pass the number of "
-                f"update steps of the run (see num_update_steps_for)."
-            )
-        for name in ("start_factor", "end_factor"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int | float) or not value >= 0:
-                raise ConfigurationError(f"LinearSchedule.{name} must be a number >= 0, got {value!r}.")
+        validate_fields(self)
 
     @override
     def factor(self, num_update_steps: int) -> float:
         progress = min(num_update_steps, self.num_update_steps) / self.num_update_steps
         return self.start_factor + (self.end_factor - self.start_factor) * progress
+
+
+def check_schedule(owner: object, name: str, value: object) -> None:
+    """Raise ``ConfigurationError`` unless ``value`` (field ``name`` of ``owner``) is a Schedule or None."""
+    if value is not None and not isinstance(value, Schedule):
+        raise ConfigurationError(
+            f"{type(owner).__name__}.{name} must be a tshtrain.algorithm.Schedule (e.g. "
+            f"LinearSchedule(num_update_steps=...)) or None, got {short_repr(value)}."
+        )
 
 
 def schedule_factor(schedule: Schedule | None, num_update_steps: int) -> float:
