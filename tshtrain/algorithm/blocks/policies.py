@@ -31,6 +31,33 @@ def _require_discrete(space: gym.Space[Any], owner: str) -> None:
         raise UnsupportedSpaceError(f"{owner} needs a Discrete action space, got {space!r}.")
 
 
+def check_output_size(net: nn.Module, expected: int, owner: str, what: str, space: gym.Space[Any]) -> None:
+    """Raise ConfigurationError if ``net`` (an MLP-like module whose first ``nn.Linear`` takes the flat
+    observation) maps an observation to another number of outputs than ``expected``.
+
+    The check runs one forward pass on a zero observation in eval mode (no random numbers drawn, no
+    statistics updated); networks it cannot feed that way (no leading Linear layer, several inputs) are
+    left to fail, if they are wrong, at their first use.
+    """
+    first = next((m for m in net.modules() if isinstance(m, nn.Linear)), None)
+    if first is None:
+        return
+    was_training = net.training
+    try:
+        net.eval()
+        with torch.no_grad():
+            out = net(torch.zeros(1, first.in_features, dtype=first.weight.dtype, device=first.weight.device))
+    except Exception:  # not a plain flat-observation network: nothing to check here
+        return
+    finally:
+        net.train(was_training)
+    if isinstance(out, torch.Tensor) and out.ndim == 2 and out.shape[-1] != expected:
+        raise ConfigurationError(
+            f"{owner}: the {what} network gives {out.shape[-1]} outputs per observation, but the action "
+            f"space {space} needs {expected} (one per action); build its last layer with {expected} outputs."
+        )
+
+
 @final
 class CategoricalPolicy(Policy):
     """A stochastic policy over Discrete actions: ``actor(obs)`` returns logits.
@@ -49,6 +76,8 @@ class CategoricalPolicy(Policy):
     ):
         _require_discrete(action_space, "CategoricalPolicy")
         super().__init__(action_space=action_space, deterministic_eval=deterministic_eval, seed=seed)
+        assert isinstance(action_space, gym.spaces.Discrete)
+        check_output_size(actor, int(action_space.n), "CategoricalPolicy", "actor (logits)", action_space)
         self.actor = actor
 
     def logits(self, obs: ObsTensor) -> torch.Tensor:
@@ -109,6 +138,8 @@ class QValuePolicy(Policy):
     ):
         _require_discrete(action_space, "QValuePolicy")
         super().__init__(action_space=action_space, deterministic_eval=True, seed=seed)
+        assert isinstance(action_space, gym.spaces.Discrete)
+        check_output_size(q_net, int(action_space.n), "QValuePolicy", "Q", action_space)
         self.q_net = q_net
         self.eps_schedule = eps_schedule or EpsilonSchedule()
         self.register_buffer("explored_env_steps", torch.zeros((), dtype=torch.int64))
