@@ -217,3 +217,24 @@ def test_the_policy_weights_of_another_shape_change_nothing(saved: Path, tmp_pat
     with pytest.raises(CheckpointError, match=r"algorithm\.net\..* is \(7, 7\) in the checkpoint"):
         trainer.load_checkpoint(checkpoint, trusted=True)
     assert _same(before, _snapshot(trainer))
+
+
+def test_eval_warns_about_a_policy_with_nan_weights(
+    finished_run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from tshtrain.cli import main
+
+    run_dir = tmp_path / "run"
+    shutil.copytree(finished_run, run_dir)
+    checkpoint = run_dir / "checkpoints" / "final"
+    state = torch.load(checkpoint / "state.pt", weights_only=True)
+    policy = state["algorithm"]["policy"]
+    name = next(k for k, v in policy.items() if torch.is_floating_point(v))
+    policy[name] = torch.full_like(policy[name], float("nan"))
+    buffer = io.BytesIO()
+    torch.save(state, buffer)
+    (checkpoint / "state.pt").write_bytes(buffer.getvalue())
+    _rehash(checkpoint)
+    assert main(["eval", str(checkpoint), "-n", "1"]) == 0
+    err = capsys.readouterr().err
+    assert f"tshtrain eval: warning: {checkpoint}: the policy's {name}" in err and "NaN or inf" in err

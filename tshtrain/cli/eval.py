@@ -85,6 +85,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         algorithm = build_algorithm(experiment, envs.single_observation_space, envs.single_action_space)
         load_algorithm_checkpoint(algorithm, checkpoint, trusted=args.trust)
+        _warn_if_not_finite(algorithm.policy, checkpoint)
         seed = experiment.seed + TEST_SEED_OFFSET if args.seed is None else args.seed
         stats = Collector(algorithm.policy, envs, seed=seed).collect(
             n_episode=args.episodes, deterministic=not args.stochastic
@@ -139,3 +140,21 @@ def _recorder(directory: Path) -> Any:
 
 def _always(episode: int) -> bool:
     return True
+
+
+def _warn_if_not_finite(policy: Any, checkpoint: Path) -> None:
+    """Say so when the evaluated policy holds NaN / inf weights (its returns then mean nothing)."""
+    import torch
+
+    bad = [
+        name
+        for name, tensor in policy.state_dict().items()
+        if tensor.is_floating_point() and not bool(torch.isfinite(tensor).all())
+    ]
+    if bad:
+        print(
+            f"tshtrain eval: warning: {checkpoint}: the policy's {', '.join(bad[:3])}"
+            f"{' and more' if len(bad) > 3 else ''} hold NaN or inf values; the returns below are those of a "
+            f"broken policy (evaluate an earlier checkpoint, e.g. best/).",
+            file=sys.stderr,
+        )
