@@ -51,20 +51,20 @@ class RunRecorder:
         """Count an update step and log its parts: each part (off-policy: a gradient step) is a
         candidate record of the update scope at the gradient_step it ends on."""
         s = self.state
-        s.counters = s.counters.advanced(update_step=1)
         s.timing["update"] += seconds
         assert s.epoch is not None
         s.epoch.training.extend(part.stat for part in parts)
         timing: dict[str, float] | None = None
+        start = gradient_step = s.counters.gradient_step
         for part in parts:
-            s.counters = s.counters.advanced(gradient_step=part.stat.num_gradient_steps)
-            gradient_step = s.counters.gradient_step
+            gradient_step += part.stat.num_gradient_steps
             if self.gate.due(LogScope.UPDATE, gradient_step):
                 timing = timing or update_timing(stat.num_gradient_steps, seconds)
                 data = {**part.stat.as_scalars(), **timing}
                 for key, value in part.scalars.items():
                     merge_scalar(data, key, value, "a post_optim_log hook")
                 self.gate.write(LogScope.UPDATE, gradient_step, data)
+        s.counters = s.counters.advanced(update_step=1, gradient_step=gradient_step - start)
 
     def test(self, stat: CollectStats, seconds: float) -> None:
         """Count a test step (``stat`` already reduced) and add its episodes to the test window."""
