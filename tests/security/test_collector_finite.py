@@ -150,3 +150,38 @@ def test_a_batching_error_after_the_sub_envs_is_not_blamed_on_one() -> None:
     with pytest.raises(ValueError) as raised:
         collector.collect(n_step=NUM_ENVS)
     assert "sub-env (index unknown)" in raised.value.__notes__[0]
+
+
+class _RaisesOnStep(gym.Wrapper[Any, Any, Any, Any]):
+    """CartPole whose step raises in the sub-env built with ``index == 1``."""
+
+    def __init__(self, index: int):
+        super().__init__(gym.make("CartPole-v1"))
+        self.index = index
+
+    def step(self, action: Any) -> Any:
+        if self.index == 1:
+            raise ValueError("the async simulator diverged")
+        return self.env.step(action)
+
+
+def _async_factory(index: int) -> Any:
+    return lambda: _RaisesOnStep(index)
+
+
+def test_an_exception_in_an_async_sub_env_names_the_sub_env_in_one_line(
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    from tshtrain.env.vector import WorkerNamingAsyncVectorEnv
+
+    envs = WorkerNamingAsyncVectorEnv(
+        [_async_factory(i) for i in range(NUM_ENVS)], autoreset_mode=gym.vector.AutoresetMode.SAME_STEP
+    )
+    collector = Collector(_Zeros(), envs, seed=0)
+    try:
+        with pytest.raises(ValueError, match="the async simulator diverged") as raised:
+            collector.collect(n_step=NUM_ENVS)
+    finally:
+        envs.close(terminate=True)
+    assert raised.value.__notes__[0].startswith("raised by the step of sub-env 1 of the vector env")
+    assert "Traceback" not in capfd.readouterr().err  # Gymnasium's worker log stays out of the way

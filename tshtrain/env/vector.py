@@ -11,14 +11,18 @@ collector rejects envs in that mode with an error that says how to build them.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+import logging
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from enum import Enum
 from typing import Any, TypeAlias
 
 import gymnasium as gym
 from gymnasium.vector import AutoresetMode
+from gymnasium.vector.async_vector_env import AsyncState
 
 from tshtrain.errors import ConfigurationError, require_positive
+
+log = logging.getLogger(__name__)
 
 EnvFactory: TypeAlias = Callable[[], gym.Env[Any, Any]]
 """A zero-argument callable that builds one (unwrapped or wrapped) Gymnasium env."""
@@ -81,7 +85,33 @@ def make_vector_env(
     factories = [build_one] * num_envs
     if mode is VectorMode.SYNC:
         return gym.vector.SyncVectorEnv(factories, autoreset_mode=AutoresetMode.SAME_STEP)
-    return gym.vector.AsyncVectorEnv(factories, autoreset_mode=AutoresetMode.SAME_STEP)
+    return WorkerNamingAsyncVectorEnv(factories, autoreset_mode=AutoresetMode.SAME_STEP)
+
+
+class WorkerNamingAsyncVectorEnv(gym.vector.AsyncVectorEnv):
+    """Gymnasium's ``AsyncVectorEnv`` whose errors say which sub-env raised them.
+
+    Gymnasium logs a failing worker's index and traceback at error level and re-raises a bare copy of the
+    exception; this subclass raises the same copy with ``sub_env_index`` and ``worker_traceback``
+    attributes set (what :func:`failing_sub_env` reads) and logs the traceback at debug level only, so
+    that a command-line failure stays one line. Everything else is Gymnasium's own behaviour.
+    """
+
+    def _raise_if_errors(self, successes: Iterable[bool]) -> None:
+        if all(successes):
+            return
+        num_errors = self.num_envs - sum(successes)
+        for i in range(num_errors):
+            index, exctype, value, trace = self.error_queue.get()
+            log.debug("sub-env %d (async worker) failed and was shut down:\n%s", index, trace)
+            self.parent_pipes[index].close()
+            self.parent_pipes[index] = None  # type: ignore[call-overload]  # as Gymnasium does: a closed worker
+            if i == num_errors - 1:
+                self._state = AsyncState.DEFAULT
+                error = exctype(value)
+                error.sub_env_index = index
+                error.worker_traceback = trace
+                raise error
 
 
 def failing_sub_env(env: gym.vector.VectorEnv[Any, Any, Any], error: BaseException) -> int | None:
@@ -91,6 +121,9 @@ def failing_sub_env(env: gym.vector.VectorEnv[Any, Any, Any], error: BaseExcepti
     Only Gymnasium's ``SyncVectorEnv`` is understood: its ``step`` loops over the sub-envs with the
     index ``i``, which the traceback still holds. Costs nothing unless an error is being reported.
     """
+    index = getattr(error, "sub_env_index", None)
+    if isinstance(env, WorkerNamingAsyncVectorEnv) and isinstance(index, int):
+        return index
     if not isinstance(env, gym.vector.SyncVectorEnv):
         return None
     tb = error.__traceback__
