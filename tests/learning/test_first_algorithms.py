@@ -28,6 +28,7 @@ def _example(name: str) -> ModuleType:
     spec = importlib.util.spec_from_file_location(name, EXAMPLES / f"{name}.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # as import does: dataclasses with string annotations look it up
     spec.loader.exec_module(module)
     return module
 
