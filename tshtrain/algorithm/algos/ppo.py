@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, final
+from typing import final
 
 import torch
 from torch import nn
@@ -11,13 +11,12 @@ from typing_extensions import override
 
 from tshtrain.algorithm.base import (
     NO_UPDATE_HOOKS,
-    OnPolicyAlgorithm,
     TrainingStats,
     UpdateHooks,
 )
 from tshtrain.algorithm.blocks.normalization import RunningObsNormalizer
 from tshtrain.algorithm.blocks.onpolicy import (
-    ActorCritic,
+    ActorCriticAlgorithm,
     ActorCriticParams,
     ActorPolicy,
     RolloutTensors,
@@ -79,7 +78,7 @@ class PPOTrainingStats(TrainingStats):
 
 
 @final
-class PPO(OnPolicyAlgorithm[ActorPolicy, PPOTrainingStats]):
+class PPO(ActorCriticAlgorithm[PPOParams, PPOTrainingStats]):
     """Proximal policy optimisation with a separate critic, for a :class:`CategoricalPolicy` (Discrete
     actions) or a :class:`GaussianPolicy` (Box actions).
 
@@ -97,35 +96,15 @@ class PPO(OnPolicyAlgorithm[ActorPolicy, PPOTrainingStats]):
         obs_normalizer: RunningObsNormalizer | None = None,
         seed: int | None = None,
     ):
-        """Args:
-        policy: the actor.
-        critic: maps observations to values, shape (N,) or (N, 1); may share layers with the actor.
-        params: hyperparameters.
-        obs_normalizer: the :class:`RunningObsNormalizer` that is the first layer of both the actor and
-            the critic; updated at the end of every update with the rollout's observations.
-        seed: seeds the algorithm's generator (mini-batch shuffling).
-        """
-        super().__init__(policy=policy)
-        self.params = params or PPOParams()
-        self.critic = critic
-        self.ac = ActorCritic(
-            owner="PPO",
+        """See :class:`~tshtrain.algorithm.blocks.onpolicy.ActorCriticAlgorithm`; ``params``: default
+        ``PPOParams()``."""
+        super().__init__(
             policy=policy,
             critic=critic,
-            lr=self.params.lr,
-            lr_schedule=self.params.lr_schedule,
+            params=params or PPOParams(),
             obs_normalizer=obs_normalizer,
             seed=seed,
         )
-        self.register_components(self.ac.components())
-
-    @override
-    def extra_state(self) -> dict[str, Any]:
-        return self.ac.extra_state()
-
-    @override
-    def load_extra_state(self, state: Any) -> None:
-        self.ac.load_extra_state(state)
 
     @override
     def update(

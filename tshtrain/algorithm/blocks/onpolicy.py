@@ -12,13 +12,14 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any, TypeAlias, final
+from typing import Any, Generic, TypeAlias, TypeVar, final
 
 import numpy as np
 import torch
 from torch import nn
+from typing_extensions import override
 
-from tshtrain.algorithm.base import Stateful, UpdateHooks, make_adam
+from tshtrain.algorithm.base import OnPolicyAlgorithm, Stateful, TStats_co, UpdateHooks, make_adam
 from tshtrain.algorithm.blocks.gaussian import GaussianPolicy
 from tshtrain.algorithm.blocks.lr_schedule import ScheduledLearningRates
 from tshtrain.algorithm.blocks.normalization import RunningObsNormalizer, check_obs_normalizer
@@ -297,3 +298,50 @@ def explained_variance(value_N: torch.Tensor, returns_N: torch.Tensor) -> torch.
     var_returns = returns_N.var(unbiased=False)
     ratio = (returns_N - value_N).var(unbiased=False) / var_returns
     return torch.where(var_returns > 0, 1.0 - ratio, torch.full_like(ratio, float("nan")))
+
+
+TActorCriticParams = TypeVar("TActorCriticParams", bound=ActorCriticParams)
+
+
+class ActorCriticAlgorithm(OnPolicyAlgorithm[ActorPolicy, TStats_co], Generic[TActorCriticParams, TStats_co]):
+    """What A2C and PPO share around their :class:`ActorCritic`: construction, components and the
+    update-step counter in the extra state. Abstract: each implements ``update`` with its own loss."""
+
+    def __init__(
+        self,
+        *,
+        policy: ActorPolicy,
+        critic: nn.Module,
+        params: TActorCriticParams,
+        obs_normalizer: RunningObsNormalizer | None = None,
+        seed: int | None = None,
+    ):
+        """Args:
+        policy: the actor.
+        critic: maps observations to values, shape (N,) or (N, 1); may share layers with the actor.
+        params: hyperparameters.
+        obs_normalizer: the :class:`RunningObsNormalizer` that is the first layer of both the actor and
+            the critic; updated at the end of every update with the rollout's observations.
+        seed: seeds the algorithm's generator (mini-batch shuffling).
+        """
+        super().__init__(policy=policy)
+        self.params = params
+        self.critic = critic
+        self.ac = ActorCritic(
+            owner=type(self).__name__,
+            policy=policy,
+            critic=critic,
+            lr=params.lr,
+            lr_schedule=params.lr_schedule,
+            obs_normalizer=obs_normalizer,
+            seed=seed,
+        )
+        self.register_components(self.ac.components())
+
+    @override
+    def extra_state(self) -> dict[str, Any]:
+        return self.ac.extra_state()
+
+    @override
+    def load_extra_state(self, state: Any) -> None:
+        self.ac.load_extra_state(state)
