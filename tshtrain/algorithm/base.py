@@ -194,6 +194,7 @@ class Policy(nn.Module, ABC):
                 )
             self._act_low = np.asarray(action_space.low, dtype=np.float32)
             self._act_half = (np.asarray(action_space.high, dtype=np.float32) - self._act_low) / 2
+        self._act_bounds_cache: dict[torch.device, tuple[torch.Tensor, torch.Tensor]] = {}
         self.generator = torch.Generator()
         """the generator from which this policy samples actions"""
         self.generator.manual_seed(int(np.random.SeedSequence(seed).generate_state(1)[0]))
@@ -231,6 +232,49 @@ class Policy(nn.Module, ABC):
         """Exploration noise for training collection; none by default."""
         del rng
         return act
+
+    # ------------------------------------------------------------------ the torch path
+    # (what :class:`tshtrain.data.TensorCollector` calls; tensors stay on their device)
+    def compute_actions_torch(self, obs: ObsTensor, *, deterministic: bool) -> torch.Tensor:
+        """Tensors in, tensor out (under ``torch.inference_mode``); the observations are moved to the
+        policy's device if they live elsewhere (a no-op when env and policy share it)."""
+        device = self.device
+        if isinstance(obs, torch.Tensor):
+            obs = obs.to(device)
+        else:
+            obs = {key: value.to(device) for key, value in obs.items()}
+        with torch.inference_mode():
+            act: torch.Tensor = self.actions(obs, deterministic=deterministic)
+        return act
+
+    def map_action_torch(self, act: torch.Tensor) -> torch.Tensor:
+        """:meth:`map_action` on tensors."""
+        if not self.action_scaling:
+            return act
+        low, half = self._act_bounds_torch(act.device)
+        return low + (act.clamp(-1.0, 1.0) + 1.0) * half
+
+    def map_action_inverse_torch(self, act: torch.Tensor) -> torch.Tensor:
+        """:meth:`map_action_inverse` on tensors."""
+        if not self.action_scaling:
+            return act
+        low, half = self._act_bounds_torch(act.device)
+        return ((act - low) / half - 1.0).to(torch.float32)
+
+    def add_exploration_noise_torch(self, act: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
+        """:meth:`add_exploration_noise` on tensors, drawing from ``generator`` (on ``act``'s device);
+        none by default."""
+        del generator
+        return act
+
+    def _act_bounds_torch(self, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+        """The Box bounds' low end and half width as float32 tensors on ``device`` (cached)."""
+        cached = self._act_bounds_cache.get(device)
+        if cached is None:
+            low = torch.as_tensor(self._act_low, device=device)
+            half = torch.as_tensor(self._act_half, device=device)
+            cached = self._act_bounds_cache[device] = (low, half)
+        return cached
 
 
 TPolicy = TypeVar("TPolicy", bound=Policy)

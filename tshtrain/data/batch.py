@@ -103,6 +103,22 @@ class TorchTransitionBatch:
     truncated: torch.Tensor
     obs_next: ObsTensor
     weight: torch.Tensor | None = None
+    indices: torch.Tensor | None = None
+    """flat buffer indices (on the buffer's device) when sampled from a
+    :class:`~tshtrain.data.TensorReplayBuffer`; None for a converted :class:`TransitionBatch`"""
+
+    @property
+    def done(self) -> torch.Tensor:
+        """terminated | truncated: the episode ended after this transition."""
+        return self.terminated | self.truncated
+
+    def __len__(self) -> int:
+        return len(self.rew)
+
+
+AnyTransitionBatch: TypeAlias = TransitionBatch | TorchTransitionBatch
+"""A sampled batch of either data path: numpy (:class:`TransitionBatch`, from a numpy buffer) or
+tensors (:class:`TorchTransitionBatch`, from a :class:`~tshtrain.data.TensorReplayBuffer`)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -141,3 +157,43 @@ class RolloutBatch:
         """(T, E)"""
         t, e = self.rew.shape
         return int(t), int(e)
+
+
+@dataclass(frozen=True, kw_only=True)
+class TensorRolloutBatch:
+    """The tensor counterpart of :class:`RolloutBatch` (same fields, same (T, E) layout, tensors on
+    the buffer's device): what :meth:`tshtrain.data.TensorReplayBuffer.rollout` returns."""
+
+    obs: ObsTensor
+    """o_t, shape (T, E, ...)"""
+    act: torch.Tensor
+    """a_t, shape (T, E, ...)"""
+    rew: torch.Tensor
+    """r_t, shape (T, E), float32; 0 in padding"""
+    terminated: torch.Tensor
+    """shape (T, E); True where o_{t+1} is terminal"""
+    truncated: torch.Tensor
+    """shape (T, E); True where the episode was cut by a time limit after step t"""
+    obs_next: ObsTensor
+    """o_{t+1}, shape (T, E, ...); the true final observation at episode ends"""
+    boundary: torch.Tensor
+    """shape (T, E); see :attr:`RolloutBatch.boundary`"""
+    valid: torch.Tensor
+    """shape (T, E); False for padding"""
+    num_valid: int
+    """number of valid transitions (known to the buffer without a device sync)"""
+
+    @property
+    def num_steps(self) -> int:
+        """Number of valid transitions."""
+        return self.num_valid
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        """(T, E)"""
+        t, e = self.rew.shape
+        return int(t), int(e)
+
+
+AnyRolloutBatch: TypeAlias = RolloutBatch | TensorRolloutBatch
+"""The rollout of either data path; on-policy updates take both."""

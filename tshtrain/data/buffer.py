@@ -13,7 +13,7 @@ from __future__ import annotations
 from abc import ABC
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import final
+from typing import Any, Protocol, final
 
 import numpy as np
 
@@ -46,6 +46,53 @@ class NStepTargets:
     """shape (N,): gamma^m * (1 - terminated_{t+m-1}), the factor of the bootstrap value"""
     obs_next: ObsArray
     """o_{t+m}, the observation to bootstrap from"""
+
+
+class SavableBuffer(Protocol):
+    """What saving, loading and checkpointing need of a buffer (numpy buffers and
+    :class:`~tshtrain.data.TensorReplayBuffer` implement it)."""
+
+    @property
+    def column_capacity(self) -> int:
+        """Rows per column."""
+        ...
+
+    @property
+    def num_columns(self) -> int:
+        """Number of columns."""
+        ...
+
+    @property
+    def capacity(self) -> int:
+        """Total number of transitions."""
+        ...
+
+    @property
+    def is_allocated(self) -> bool:
+        """True once the first add fixed the shapes."""
+        ...
+
+    def __len__(self) -> int: ...
+
+    def layout(self) -> BufferLayout:
+        """Sizes and write positions."""
+        ...
+
+    def field_arrays(self) -> dict[str, np.ndarray]:
+        """The storage as numpy arrays by field name."""
+        ...
+
+    def restore(self, arrays: Mapping[str, np.ndarray], layout: BufferLayout) -> None:
+        """Take over arrays and write positions."""
+        ...
+
+    def sampler_state(self) -> Any:
+        """The sampling generator's state (checkpoints)."""
+        ...
+
+    def load_sampler_state(self, state: Any) -> None:
+        """Restore :meth:`sampler_state`."""
+        ...
 
 
 def flatten_obs(prefix: str, obs: ObsArray) -> dict[str, np.ndarray]:
@@ -417,6 +464,14 @@ class BaseReplayBuffer(ABC):
     def field_arrays(self) -> dict[str, np.ndarray]:
         """The storage arrays by field name (``obs/key`` for dict observations). Not copies."""
         return dict(self._arrays)
+
+    def sampler_state(self) -> Any:
+        """The sampling generator's state (``rng.bit_generator.state``), for checkpoints."""
+        return self.rng.bit_generator.state
+
+    def load_sampler_state(self, state: Any) -> None:
+        """Restore :meth:`sampler_state`."""
+        self.rng.bit_generator.state = dict(state)
 
     def restore(self, arrays: Mapping[str, np.ndarray], layout: BufferLayout) -> None:
         """Take over arrays and write positions (used by :func:`tshtrain.data.load_buffer`)."""

@@ -21,13 +21,19 @@ import math
 import os
 import re
 from pathlib import Path
-from typing import Any, TypeGuard
+from typing import Any, TypeGuard, TypeVar
 
 import numpy as np
 
 from tshtrain.atomic import atomic_directory
 from tshtrain.data import prioritized
-from tshtrain.data.buffer import BaseReplayBuffer, BufferLayout, ReplayBuffer, VectorReplayBuffer
+from tshtrain.data.buffer import (
+    BaseReplayBuffer,
+    BufferLayout,
+    ReplayBuffer,
+    SavableBuffer,
+    VectorReplayBuffer,
+)
 from tshtrain.errors import BufferFormatError, short_repr
 
 BUFFER_FORMAT = "tshtrain-buffer"
@@ -37,6 +43,7 @@ _PRIORITIES = "priorities"  # manifest key and file stem (field files never clas
 _CORE_FIELDS = ("act", "rew", "terminated", "truncated")
 _MAX_PATH_REPR = 300  # paths from a manifest are shown whole up to this length, cut beyond
 _FIELD_NAMES = "act, rew, terminated, truncated, obs[/KEY] and obs_next[/KEY]"
+_TBuffer = TypeVar("_TBuffer", bound=SavableBuffer)
 _FIELD_NAME = re.compile(r"^(act|rew|terminated|truncated|(obs|obs_next)(/[^\x00]+)?)$")
 
 
@@ -51,8 +58,10 @@ def _write_array(directory: Path, file: str, arr: np.ndarray) -> dict[str, Any]:
     return {"file": file, "shape": list(arr.shape), "dtype": arr.dtype.str}
 
 
-def save_buffer(buffer: BaseReplayBuffer, path: str | os.PathLike[str]) -> Path:
-    """Write ``buffer`` to the directory ``path`` atomically (see the module docstring).
+def save_buffer(buffer: SavableBuffer, path: str | os.PathLike[str]) -> Path:
+    """Write ``buffer`` to the directory ``path`` atomically (see the module docstring). A
+    :class:`~tshtrain.data.TensorReplayBuffer` is written as numpy arrays (copied to the host first
+    when it lives on another device) and reads back into numpy or tensor buffers alike.
 
     Prioritized buffers also store their priorities, ``alpha``, ``beta`` and max priority.
     """
@@ -194,7 +203,7 @@ def _checked_manifest(path: str | os.PathLike[str]) -> tuple[dict[str, Any], Buf
     return manifest, layout
 
 
-def load_buffer_into(buffer: BaseReplayBuffer, path: str | os.PathLike[str]) -> BaseReplayBuffer:
+def load_buffer_into(buffer: _TBuffer, path: str | os.PathLike[str]) -> _TBuffer:
     """Fill ``buffer`` (which must have the saved sizes) from the directory ``path``.
 
     Every file is checked before the buffer changes, so a failed load leaves it as it was.

@@ -14,20 +14,20 @@ Semantics follow Tianshou:
 from __future__ import annotations
 
 import pickle
-import time
 from collections.abc import Mapping
 from typing import Any, Protocol
 
 import gymnasium as gym
 import numpy as np
 import torch
+from typing_extensions import override
 
 from tshtrain.data.batch import ObsArray
 from tshtrain.data.buffer import BaseReplayBuffer
-from tshtrain.data.stats import CollectStats
+from tshtrain.data.collector_base import BaseCollector, CollectedEpisodes, CollectorListener
 from tshtrain.env.spaces import make_action_checker, sample_actions
 from tshtrain.env.vector import failing_sub_env, require_same_step_autoreset
-from tshtrain.errors import ConfigurationError, EnvStepError, EpisodeLimitError, require_positive
+from tshtrain.errors import ConfigurationError, EnvStepError, EpisodeLimitError
 
 
 class CollectorPolicy(Protocol):
@@ -47,21 +47,6 @@ class CollectorPolicy(Protocol):
 
     def add_exploration_noise(self, act: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         """Stored actions with exploration noise (epsilon-greedy, Gaussian, ...)."""
-        ...
-
-
-class CollectorListener(Protocol):
-    """Opt-in notifications from a collector (``Collector.listener``); the trainer uses them for its
-    episode-end and reset events and for rendering. Unset (None), they cost one attribute check per
-    vector step."""
-
-    def on_vector_step(self, done_env_ids: np.ndarray) -> None:
-        """After every vector step (its transitions are stored); ``done_env_ids``: the sub-envs whose
-        episode ended in it, already reset to their next episode (same-step autoreset)."""
-        ...
-
-    def on_env_reset(self, env_ids: np.ndarray) -> None:
-        """Before :meth:`Collector.reset_env` resets the sub-envs ``env_ids`` (all of them)."""
         ...
 
 
@@ -141,8 +126,13 @@ _NO_ENVS = np.zeros(0, dtype=np.int64)
 _NO_LENS = np.zeros(0, dtype=np.int64)
 
 
-class Collector:
-    """Collects transitions from a vector env with a policy (see the module docstring)."""
+__all__ = ["Collector", "CollectorListener", "CollectorPolicy", "EnvInfoAccumulator"]
+
+
+class Collector(BaseCollector):
+    """Collects transitions from a Gymnasium vector env with a policy (see the module docstring)."""
+
+    buffer: BaseReplayBuffer | None
 
     def __init__(
         self,
@@ -174,30 +164,18 @@ class Collector:
             ``CollectStats.env_info`` (see :class:`EnvInfoAccumulator`). None: info is not read.
         """
         require_same_step_autoreset(env)
-        self.num_envs = int(env.num_envs)
-        if buffer is not None and buffer.num_columns < self.num_envs:
-            raise ConfigurationError(
-                f"Collector: the buffer has {buffer.num_columns} sub-buffer(s) but the env has "
-                f"{self.num_envs} sub-envs; use VectorReplayBuffer(total_size, buffer_num={self.num_envs})."
-            )
+        super().__init__(
+            num_envs=int(env.num_envs), buffer=buffer, exploration_noise=exploration_noise, info_key=info_key
+        )
         self.policy = policy
         self.env = env
-        self.buffer = buffer
-        self.exploration_noise = exploration_noise
         self.check_actions = check_actions
         self.check_finite = check_finite
         self._vector_steps_this_collect = 0  # counted only with check_finite, for its messages
-        self.info_key = info_key
         self._env_info: EnvInfoAccumulator | None = None
-        self.listener: CollectorListener | None = None
-        """notified after every vector step and before env resets (see :class:`CollectorListener`)"""
         self.rng = np.random.default_rng(seed)
         """the collector's generator (random actions, exploration noise)"""
         self._check_actions = make_action_checker(env.single_action_space, self.num_envs)
-        self.num_collected_env_steps = 0
-        """env steps stored since the last stats reset"""
-        self.num_collected_episodes = 0
-        """episodes finished since the last stats reset"""
         self._obs: ObsArray = np.zeros(0)
         self._ep_return: np.ndarray = np.zeros(self.num_envs, dtype=np.float64)
         self._ep_len = np.zeros(self.num_envs, dtype=np.int64)
@@ -205,6 +183,7 @@ class Collector:
         self.reset(reset_buffer=True, reset_stats=True, seed=seed)
 
     # ------------------------------------------------------------------ resetting
+    @override
     def reset_env(self, seed: int | None = None) -> None:
         """Reset all envs (new episodes) and the per-env episode accumulators.
 
@@ -223,75 +202,21 @@ class Collector:
         self._ep_return = np.zeros_like(self._ep_return)
         self._ep_len[:] = 0
 
-    def reset(self, *, reset_buffer: bool = True, reset_stats: bool = True, seed: int | None = None) -> None:
-        """Reset the envs; optionally clear the buffer and the collected-steps counters."""
-        self.reset_env(seed)
-        if reset_buffer and self.buffer is not None:
-            self.buffer.reset()
-        if reset_stats:
-            self.num_collected_env_steps = 0
-            self.num_collected_episodes = 0
-
     # ------------------------------------------------------------------ collecting
-    def collect(
-        self,
-        n_step: int | None = None,
-        n_episode: int | None = None,
-        *,
-        random: bool = False,
-        deterministic: bool = False,
-        reset_before_collect: bool = False,
-        max_env_steps: int | None = None,
-    ) -> CollectStats:
-        """Collect ``n_step`` env steps or ``n_episode`` episodes (exactly one of the two).
-
-        Args:
-            random: take uniformly random actions instead of the policy's.
-            deterministic: ask the policy for its deterministic (evaluation) actions.
-            reset_before_collect: reset the envs first (discarding unfinished episodes).
-            max_env_steps: with ``n_episode``, raise :class:`~tshtrain.errors.EpisodeLimitError` once this
-                many env steps were taken without finishing the episodes (an env that never ends an
-                episode would otherwise hang the call); None: no bound.
-        """
-        if (n_step is None) == (n_episode is None):
-            raise ConfigurationError(
-                f"Collector.collect: give exactly one of n_step and n_episode, got n_step={n_step!r}, "
-                f"n_episode={n_episode!r}."
-            )
-        if reset_before_collect:
-            self.reset_env()
-        start = time.perf_counter()
+    @override
+    def _begin_collect(self) -> None:
         self._vector_steps_this_collect = 0
         self._env_info = EnvInfoAccumulator(self.info_key) if self.info_key is not None else None
-        if n_step is not None:
-            require_positive("Collector.collect", "n_step", n_step)
-            num_vector_steps = -(-n_step // self.num_envs)
-            self._check_capacity(num_vector_steps)
-            stored, returns, lens = self._collect_steps(num_vector_steps, random, deterministic)
-        else:
-            assert n_episode is not None
-            require_positive("Collector.collect", "n_episode", n_episode)
-            stored, returns, lens = self._collect_episodes(n_episode, random, deterministic, max_env_steps)
-            self.reset_env()
-        self.num_collected_env_steps += stored
-        self.num_collected_episodes += len(lens)
-        return CollectStats(
-            n_collected_steps=stored,
-            n_collected_episodes=len(lens),
-            returns=returns,
-            lens=lens,
-            collect_time=time.perf_counter() - start,
-            env_info=self._env_info.means() if self._env_info is not None else {},
-            env_info_counts=dict(self._env_info.counts) if self._env_info is not None else {},
-        )
 
-    def _check_capacity(self, num_vector_steps: int) -> None:
-        if self.buffer is not None and num_vector_steps > self.buffer.column_capacity:
-            raise ConfigurationError(
-                f"Collector.collect: one collection step needs {num_vector_steps} rows per env but each "
-                f"sub-buffer holds {self.buffer.column_capacity}; enlarge the buffer to at least "
-                f"{num_vector_steps * self.buffer.num_columns} transitions or collect fewer steps."
-            )
+    def _collected(self, stored: int, returns: np.ndarray, lens: np.ndarray) -> CollectedEpisodes:
+        info = self._env_info
+        return CollectedEpisodes(
+            stored,
+            returns,
+            lens,
+            info.means() if info is not None else {},
+            dict(info.counts) if info is not None else {},
+        )
 
     def _actions(self, random: bool, deterministic: bool) -> tuple[np.ndarray, np.ndarray]:
         """(stored actions, env actions) for the current observations."""
@@ -401,9 +326,8 @@ class Collector:
                 field=field,
             )
 
-    def _collect_steps(
-        self, num_vector_steps: int, random: bool, deterministic: bool
-    ) -> tuple[int, np.ndarray, np.ndarray]:
+    @override
+    def _collect_steps(self, num_vector_steps: int, random: bool, deterministic: bool) -> CollectedEpisodes:
         returns: list[np.ndarray] = []
         lens: list[np.ndarray] = []
         for _ in range(num_vector_steps):
@@ -411,15 +335,16 @@ class Collector:
             if len(done_idx):
                 returns.append(ep_returns)
                 lens.append(ep_lens)
-        return (
+        return self._collected(
             num_vector_steps * self.num_envs,
             self._concat(returns),
             np.concatenate(lens or [np.zeros(0, np.int64)]),
         )
 
+    @override
     def _collect_episodes(
         self, n_episode: int, random: bool, deterministic: bool, max_env_steps: int | None
-    ) -> tuple[int, np.ndarray, np.ndarray]:
+    ) -> CollectedEpisodes:
         if np.any(self._ep_len):  # unfinished episodes from step-based collection: start afresh
             self.reset_env()
         active_mask = np.zeros(self.num_envs, dtype=bool)
@@ -446,7 +371,7 @@ class Collector:
                     active_mask[env_id] = False
             if max_env_steps is not None and stored >= max_env_steps and active_mask.any():
                 self._episode_limit(n_episode, stored, max_env_steps, active_mask)
-        return stored, self._concat(returns), np.concatenate(lens or [np.zeros(0, np.int64)])
+        return self._collected(stored, self._concat(returns), np.concatenate(lens or [np.zeros(0, np.int64)]))
 
     def _episode_limit(
         self, n_episode: int, stored: int, max_env_steps: int, active_mask: np.ndarray
@@ -466,7 +391,17 @@ class Collector:
             return np.concatenate(returns)
         return np.zeros((0, *self._ep_return.shape[1:]), dtype=np.float64)
 
+    # ------------------------------------------------------------------ the envs
+    @override
+    def render_env(self) -> None:
+        self.env.render()
+
+    @override
+    def close_env(self) -> None:
+        self.env.close()
+
     # ------------------------------------------------------------------ checkpoints
+    @override
     def state_dict(self) -> dict[str, Any]:
         """The collector's own state: generator, current observations, unfinished-episode accumulators
         and counters (torch.save / ``weights_only``-loadable). The envs are separate, see
@@ -480,10 +415,10 @@ class Collector:
             "ep_return": torch.from_numpy(self._ep_return.copy()),
             "ep_len": torch.from_numpy(self._ep_len.copy()),
             "ep_stored": torch.from_numpy(self._ep_stored.copy()),
-            "num_collected_env_steps": self.num_collected_env_steps,
-            "num_collected_episodes": self.num_collected_episodes,
+            **self._counters_state(),
         }
 
+    @override
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Restore :meth:`state_dict` (the envs must be restored with :meth:`restore_env_snapshot`)."""
         self.rng.bit_generator.state = dict(state["rng"])
@@ -492,9 +427,9 @@ class Collector:
         self._ep_return = state["ep_return"].numpy().copy()
         self._ep_len = state["ep_len"].numpy().copy()
         self._ep_stored = state["ep_stored"].numpy().copy()
-        self.num_collected_env_steps = int(state["num_collected_env_steps"])
-        self.num_collected_episodes = int(state["num_collected_episodes"])
+        self._load_counters(state)
 
+    @override
     def env_snapshot(self) -> bytes | None:
         """The sub-envs pickled (in-process ``SyncVectorEnv`` with picklable envs), or None.
 
@@ -508,6 +443,7 @@ class Collector:
         except (pickle.PicklingError, TypeError, AttributeError):
             return None
 
+    @override
     def restore_env_snapshot(self, snapshot: bytes | None) -> bool:
         """Put pickled sub-envs back (trusted input only: unpickling runs code). With None, or if the
         env is not an in-process ``SyncVectorEnv``, reset the envs instead. Returns True if restored."""

@@ -8,6 +8,7 @@
 from __future__ import annotations
 
 import numpy as np
+import torch
 
 
 def discounted_returns(
@@ -55,5 +56,38 @@ def gae_advantages(
     running_E = np.zeros(rew_TE.shape[1:], dtype=np.float32)
     for t in range(rew_TE.shape[0] - 1, -1, -1):
         running_E = delta_TE[t] + gamma * gae_lambda * continues_TE[t] * running_E
+        advantages_TE[t] = running_E
+    return advantages_TE
+
+
+def gae_advantages_torch(
+    rew_TE: torch.Tensor,
+    value_TE: torch.Tensor,
+    next_value_TE: torch.Tensor,
+    terminated_TE: torch.Tensor,
+    boundary_TE: torch.Tensor,
+    *,
+    gamma: float,
+    gae_lambda: float,
+) -> torch.Tensor:
+    """:func:`gae_advantages` on tensors, float32, shape (T, E), on the inputs' device.
+
+    CPU tensors run the numpy kernel on zero-copy ``.numpy()`` views, so the result is bit-identical
+    to :func:`gae_advantages` (and as fast); on other devices the backward recursion is T steps of
+    tensor ops (no host sync).
+    """
+    if rew_TE.device.type == "cpu":
+        adv_TE = gae_advantages(
+            rew_TE.numpy(), value_TE.numpy(), next_value_TE.numpy(), terminated_TE.numpy(),
+            boundary_TE.numpy(), gamma=gamma, gae_lambda=gae_lambda,
+        )  # fmt: skip
+        return torch.from_numpy(adv_TE)
+    not_terminal_TE = 1.0 - terminated_TE.to(torch.float32)
+    delta_TE = rew_TE + gamma * not_terminal_TE * next_value_TE - value_TE
+    decay_TE = (gamma * gae_lambda) * (1.0 - boundary_TE.to(torch.float32))
+    advantages_TE = torch.empty_like(delta_TE)
+    running_E = torch.zeros_like(delta_TE[0])
+    for t in range(rew_TE.shape[0] - 1, -1, -1):
+        running_E = delta_TE[t] + decay_TE[t] * running_E
         advantages_TE[t] = running_E
     return advantages_TE

@@ -10,7 +10,7 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Generic, TypeAlias, TypeVar, final
 
@@ -27,9 +27,9 @@ from tshtrain.algorithm.blocks.optim import optimizer_step
 from tshtrain.algorithm.blocks.policies import CategoricalPolicy
 from tshtrain.algorithm.blocks.schedules import Schedule, check_schedule
 from tshtrain.constraints import NonNegativeFloat, PositiveFloat, UnitFloat, validate_fields
-from tshtrain.data.batch import RolloutBatch
+from tshtrain.data.batch import AnyRolloutBatch, ObsTensor, TensorRolloutBatch, obs_to_torch
 from tshtrain.errors import ConfigurationError
-from tshtrain.functional.returns import gae_advantages
+from tshtrain.functional.returns import gae_advantages_torch
 
 ActorPolicy: TypeAlias = CategoricalPolicy | GaussianPolicy
 """The policies A2C and PPO train: categorical (Discrete actions) or Gaussian (Box actions)."""
@@ -66,7 +66,7 @@ class ActorCriticParams(ABC):
 
 
 def log_prob_entropy(
-    policy: ActorPolicy, obs: torch.Tensor, act: torch.Tensor
+    policy: ActorPolicy, obs: ObsTensor, act: torch.Tensor
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """(log pi(act | obs), entropy of pi(. | obs)), both shape (N,), differentiable."""
     if isinstance(policy, GaussianPolicy):
@@ -133,14 +133,15 @@ class ActorCritic:
         if "rng_state" in state:
             self.rng.set_state(state["rng_state"])
 
-    def values(self, obs: torch.Tensor) -> torch.Tensor:
+    def values(self, obs: ObsTensor) -> torch.Tensor:
         """V(obs), shape (N,); the critic may return (N,) or (N, 1)."""
         out: torch.Tensor = self.critic(obs)
         if out.dim() == 2 and out.shape[1] == 1:
             return out.squeeze(1)
         if out.dim() != 1:
             raise ConfigurationError(
-                f"{self.owner}: the critic returned shape {tuple(out.shape)} for {len(obs)} observations; "
+                f"{self.owner}: the critic returned shape {tuple(out.shape)} for {_num_obs(obs)} "
+                f"observations; "
                 f"it must return one value per observation, shape (N,) or (N, 1)."
             )
         return out
@@ -168,19 +169,26 @@ class ActorCritic:
         assert grad_norm is not None  # clipping is on
         return grad_norm.detach()
 
-    def finish_update(self, obs_N: torch.Tensor) -> None:
+    def finish_update(self, obs_N: ObsTensor) -> None:
         """After the gradient steps: merge the rollout's observations into the normaliser, count."""
         if self.obs_normalizer is not None:
+            if not isinstance(obs_N, torch.Tensor):
+                raise TypeError(
+                    f"{self.owner}: obs_normalizer normalises array observations; this rollout has Dict "
+                    f"observations (keys {sorted(obs_N)}). Drop the normaliser or normalise inside the "
+                    f"encoder."
+                )
             self.obs_normalizer.update(obs_N)
         self.num_update_steps += 1
 
 
 @dataclass(frozen=True, kw_only=True)
 class RolloutTensors:
-    """The valid steps of a rollout, flattened to N = number of valid steps, ready for mini-batches."""
+    """The valid steps of a rollout, flattened to N = number of valid steps, ready for mini-batches
+    (tensors on the policy's device)."""
 
-    obs: torch.Tensor
-    """o_t, shape (N, ...)"""
+    obs: ObsTensor
+    """o_t, shape (N, ...) (one tensor per key for Dict observations)"""
     act: torch.Tensor
     """a_t as stored, shape (N,) or (N, A)"""
     logp_old: torch.Tensor
@@ -198,7 +206,7 @@ class RolloutTensors:
     def select(self, idx: torch.Tensor) -> RolloutTensors:
         """The steps at ``idx`` (a mini-batch)."""
         return RolloutTensors(
-            obs=self.obs[idx],
+            obs=map_obs_tensor(self.obs, lambda x: x[idx]),
             act=self.act[idx],
             logp_old=self.logp_old[idx],
             value_old=self.value_old[idx],
@@ -207,51 +215,96 @@ class RolloutTensors:
         )
 
 
-def _flat(array: np.ndarray, num: int) -> np.ndarray:
-    return array.reshape(num, *array.shape[2:])
+def map_obs_tensor(obs: ObsTensor, fn: Callable[[torch.Tensor], torch.Tensor]) -> ObsTensor:
+    """``fn`` applied to an observation tensor, or to every tensor of a Dict observation."""
+    if isinstance(obs, torch.Tensor):
+        return fn(obs)
+    return {key: fn(value) for key, value in obs.items()}
+
+
+def _num_obs(obs: ObsTensor) -> int:
+    return len(obs) if isinstance(obs, torch.Tensor) else len(next(iter(obs.values())))
+
+
+def rollout_to_torch(rollout: AnyRolloutBatch, device: torch.device) -> TensorRolloutBatch:
+    """A rollout as tensors on ``device``: a numpy :class:`RolloutBatch` is converted (zero-copy on the
+    CPU; array observations become float32, Dict observations keep their dtypes except float64 ->
+    float32); a :class:`TensorRolloutBatch` is moved (a no-op on its own device)."""
+    if isinstance(rollout, TensorRolloutBatch):
+        if rollout.rew.device == device:
+            return rollout
+        return TensorRolloutBatch(
+            obs=map_obs_tensor(rollout.obs, lambda x: x.to(device)),
+            act=rollout.act.to(device),
+            rew=rollout.rew.to(device),
+            terminated=rollout.terminated.to(device),
+            truncated=rollout.truncated.to(device),
+            obs_next=map_obs_tensor(rollout.obs_next, lambda x: x.to(device)),
+            boundary=rollout.boundary.to(device),
+            valid=rollout.valid.to(device),
+            num_valid=rollout.num_valid,
+        )
+    return TensorRolloutBatch(
+        obs=obs_to_torch(rollout.obs, device),
+        act=torch.as_tensor(rollout.act, device=device),
+        rew=torch.as_tensor(rollout.rew, device=device),
+        terminated=torch.as_tensor(rollout.terminated, device=device),
+        truncated=torch.as_tensor(rollout.truncated, device=device),
+        obs_next=obs_to_torch(rollout.obs_next, device),
+        boundary=torch.as_tensor(rollout.boundary, device=device),
+        valid=torch.as_tensor(rollout.valid, device=device),
+        num_valid=rollout.num_steps,
+    )
+
+
+def _float_obs(obs: ObsTensor) -> ObsTensor:
+    """Array observations as float32 (e.g. uint8 images); Dict observations unchanged (their
+    encoders decide)."""
+    if isinstance(obs, torch.Tensor):
+        return obs.to(torch.float32)
+    return obs
 
 
 def _next_values(
-    ac: ActorCritic, rollout: RolloutBatch, obs_next_TE: np.ndarray, value_TE: np.ndarray
-) -> np.ndarray:
+    ac: ActorCritic, rollout: TensorRolloutBatch, obs_next_TE: ObsTensor, value_TE: torch.Tensor
+) -> torch.Tensor:
     """V(o_{t+1}) for every step: the next row's value inside an episode; at a non-terminal boundary
     (truncation, end of the collected column) the critic's value of the stored ``obs_next``."""
-    next_value_TE = np.zeros_like(value_TE)
+    next_value_TE = torch.zeros_like(value_TE)
     next_value_TE[:-1] = value_TE[1:]
     ends_TE = rollout.boundary & rollout.valid & ~rollout.terminated
-    if ends_TE.any():
-        obs_ends = torch.as_tensor(obs_next_TE[ends_TE], device=ac.policy.device)
-        next_value_TE[ends_TE] = ac.values(obs_ends).cpu().numpy()
+    if bool(ends_TE.any()):
+        obs_ends = map_obs_tensor(obs_next_TE, lambda x: x[ends_TE])
+        next_value_TE[ends_TE] = ac.values(obs_ends)
     return next_value_TE
-
-
-def _array_obs(obs: Any, owner: str) -> np.ndarray:
-    if not isinstance(obs, np.ndarray):
-        raise TypeError(f"{owner} takes array observations; flatten Dict observations with a wrapper.")
-    return np.asarray(obs, dtype=np.float32)
 
 
 @torch.no_grad()
 def prepare_rollout(
-    ac: ActorCritic, rollout: RolloutBatch, *, gamma: float, gae_lambda: float
+    ac: ActorCritic, rollout: AnyRolloutBatch, *, gamma: float, gae_lambda: float
 ) -> RolloutTensors:
     """Values, GAE advantages (bootstrapped with V(obs_next) at truncations and at the end of each
-    column; see :func:`tshtrain.functional.gae_advantages`), returns and old log-probabilities."""
-    num_t, num_e = rollout.shape
+    column; see :func:`tshtrain.functional.gae_advantages_torch`), returns and old log-probabilities.
+
+    One torch path for both rollout kinds: a numpy :class:`RolloutBatch` is converted first
+    (:func:`rollout_to_torch`, zero-copy on the CPU, where the result is bit-identical to the numpy
+    computation); Dict observations are indexed and reshaped key by key."""
     device = ac.policy.device
-    obs_TE = _array_obs(rollout.obs, ac.owner)
-    obs_all = torch.as_tensor(_flat(obs_TE, num_t * num_e), device=device)
-    value_TE = ac.values(obs_all).reshape(num_t, num_e).cpu().numpy()
-    next_value_TE = _next_values(ac, rollout, _array_obs(rollout.obs_next, ac.owner), value_TE)
-    adv_TE = gae_advantages(
-        rollout.rew, value_TE, next_value_TE, rollout.terminated, rollout.boundary,
-        gamma=gamma, gae_lambda=gae_lambda,
-    )  # fmt: skip
-    valid = rollout.valid.reshape(-1)
-    obs_N = obs_all if bool(valid.all()) else obs_all[torch.from_numpy(np.flatnonzero(valid)).to(device)]
-    act_N = torch.as_tensor(_flat(rollout.act, num_t * num_e)[valid], device=device)
-    value_N = torch.as_tensor(value_TE.reshape(-1)[valid], device=device)
-    adv_N = torch.as_tensor(adv_TE.reshape(-1)[valid], device=device)
+    data = rollout_to_torch(rollout, device)
+    num_t, num_e = data.shape
+    obs_all = map_obs_tensor(_float_obs(data.obs), lambda x: x.reshape(num_t * num_e, *x.shape[2:]))
+    value_TE = ac.values(obs_all).reshape(num_t, num_e)
+    next_value_TE = _next_values(ac, data, _float_obs(data.obs_next), value_TE)
+    adv_TE = gae_advantages_torch(
+        data.rew, value_TE, next_value_TE, data.terminated, data.boundary, gamma=gamma, gae_lambda=gae_lambda
+    ).to(device)
+    valid = data.valid.reshape(-1)
+    all_valid = data.num_valid == num_t * num_e
+    obs_N = obs_all if all_valid else map_obs_tensor(obs_all, lambda x: x[valid])
+    act_flat = data.act.reshape(num_t * num_e, *data.act.shape[2:])
+    act_N = act_flat if all_valid else act_flat[valid]
+    value_N = value_TE.reshape(-1)[valid]
+    adv_N = adv_TE.reshape(-1)[valid]
     logp_N, _ = log_prob_entropy(ac.policy, obs_N, act_N)
     return RolloutTensors(
         obs=obs_N, act=act_N, logp_old=logp_N, value_old=value_N, advantages=adv_N, returns=adv_N + value_N

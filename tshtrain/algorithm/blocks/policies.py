@@ -174,6 +174,16 @@ class QValuePolicy(Policy):
         self.explored_env_steps += len(act)
         return self._epsilon_greedy(act, eps, rng)
 
+    @override
+    def add_exploration_noise_torch(self, act: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
+        eps = self.eps
+        self.explored_env_steps += len(act)
+        explore = torch.rand(act.shape, generator=generator, device=act.device) < eps
+        random_act = torch.randint(
+            0, self._num_actions, act.shape, generator=generator, device=act.device, dtype=act.dtype
+        )
+        return torch.where(explore, random_act, act)
+
 
 @final
 class DeterministicActorPolicy(Policy):
@@ -214,3 +224,10 @@ class DeterministicActorPolicy(Policy):
             return act
         noisy = act + rng.normal(0.0, self.noise_std, size=act.shape)
         return np.clip(noisy, -1.0, 1.0).astype(np.float32)
+
+    @override
+    def add_exploration_noise_torch(self, act: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
+        if self.noise_std == 0:
+            return act
+        noise = torch.randn(act.shape, generator=generator, device=act.device, dtype=act.dtype)
+        return (act + self.noise_std * noise).clamp(-1.0, 1.0)

@@ -1,0 +1,376 @@
+"""The collector of the torch path: :class:`TensorCollector` runs a policy in a
+:class:`~tshtrain.env.TensorVectorEnv` and writes into a :class:`~tshtrain.data.TensorReplayBuffer`.
+
+``collect`` has the semantics of :class:`tshtrain.data.Collector` (see :mod:`tshtrain.data.collector`).
+Nothing is converted to numpy per vector step in ``n_step`` mode: actions, rewards, episode returns
+and lengths stay on the env's device; the finished episodes' returns and lengths are selected with
+tensor ops and reach the host once, at the end of the ``collect`` call. What does synchronise:
+
+* ``n_episode`` mode reads the ended envs every vector step (it decides which envs go on), as does an
+  attached listener (the trainer's ``on_episodes_end`` / ``on_envs_reset`` callbacks, rendering);
+* actions are checked for shape and dtype only (metadata, no sync); their values are not
+  range-checked on this path (see :func:`tshtrain.env.tensor_spaces.make_tensor_action_checker`).
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Mapping
+from typing import Any, Protocol, final
+
+import numpy as np
+import torch
+from typing_extensions import override
+
+from tshtrain.data.batch import ObsTensor
+from tshtrain.data.collector_base import BaseCollector, CollectedEpisodes
+from tshtrain.data.tensor_buffer import TensorReplayBuffer
+from tshtrain.env.tensor_env import TensorVectorEnv
+from tshtrain.env.tensor_spaces import make_tensor_action_checker, sample_actions_torch
+from tshtrain.errors import ConfigurationError, EpisodeLimitError
+
+
+class TensorCollectorPolicy(Protocol):
+    """What a :class:`TensorCollector` needs from a policy (``tshtrain.algorithm.Policy`` has it)."""
+
+    def compute_actions_torch(self, obs: ObsTensor, *, deterministic: bool) -> torch.Tensor:
+        """Actions (as stored) for a batch of observation tensors, under inference mode."""
+        ...
+
+    def map_action_torch(self, act: torch.Tensor) -> torch.Tensor:
+        """Stored actions -> env actions."""
+        ...
+
+    def map_action_inverse_torch(self, act: torch.Tensor) -> torch.Tensor:
+        """Env actions -> stored actions."""
+        ...
+
+    def add_exploration_noise_torch(self, act: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
+        """Stored actions with exploration noise drawn from ``generator``."""
+        ...
+
+
+def _select(obs: ObsTensor, rows: torch.Tensor) -> ObsTensor:
+    if isinstance(obs, torch.Tensor):
+        return obs[rows]
+    return {key: value[rows] for key, value in obs.items()}
+
+
+def _to_device(obs: Any, device: torch.device) -> ObsTensor:
+    if isinstance(obs, torch.Tensor):
+        return obs.to(device)
+    return {key: value.to(device) for key, value in obs.items()}
+
+
+class _TensorEnvInfo:
+    """Sums of the numeric per-env tensors under ``info[key]`` (or a dict of them) on the device;
+    ``_name`` masks select the reporting envs, as in :class:`tshtrain.data.EnvInfoAccumulator`."""
+
+    def __init__(self, key: str):
+        self.key = key
+        self.sums: dict[str, torch.Tensor] = {}
+        self.counts: dict[str, torch.Tensor] = {}
+
+    def add(self, info: Mapping[str, Any], rows: torch.Tensor | None) -> None:
+        entry = info.get(self.key)
+        if isinstance(entry, Mapping):
+            for name, value in entry.items():
+                if not name.startswith("_"):
+                    self._add(name, value, entry.get(f"_{name}"), rows)
+        elif entry is not None:
+            self._add(self.key, entry, info.get(f"_{self.key}"), rows)
+
+    def _add(self, name: str, value: Any, mask: Any, rows: torch.Tensor | None) -> None:
+        if (
+            not isinstance(value, torch.Tensor)
+            or value.dim() != 1
+            or value.is_complex()
+            or value.dtype == torch.bool
+        ):
+            return
+        selected = torch.ones_like(value, dtype=torch.bool) if mask is None else mask.to(torch.bool)
+        if rows is not None:
+            in_rows = torch.zeros_like(selected)
+            in_rows[rows] = True
+            selected = selected & in_rows
+        total = torch.where(
+            selected, value.to(torch.float64), torch.zeros_like(value, dtype=torch.float64)
+        ).sum()
+        self.sums[name] = self.sums[name] + total if name in self.sums else total
+        count = selected.sum()
+        self.counts[name] = self.counts[name] + count if name in self.counts else count
+
+    def result(self) -> tuple[dict[str, float], dict[str, int]]:
+        """(means, counts) of the metrics that were reported at least once (one host transfer)."""
+        names = list(self.sums)
+        if not names:
+            return {}, {}
+        sums = torch.stack([self.sums[n] for n in names]).tolist()
+        counts = torch.stack([self.counts[n] for n in names]).tolist()
+        means = {n: s / c for n, s, c in zip(names, sums, counts, strict=True) if c}
+        return means, {n: int(c) for n, c in zip(names, counts, strict=True) if c}
+
+
+@final
+class TensorCollector(BaseCollector):
+    """Collects transitions from a torch-native vector env (see the module docstring)."""
+
+    buffer: TensorReplayBuffer | None
+
+    def __init__(
+        self,
+        policy: TensorCollectorPolicy,
+        env: TensorVectorEnv,
+        buffer: TensorReplayBuffer | None = None,
+        *,
+        exploration_noise: bool = False,
+        seed: int | None = None,
+        check_actions: bool = True,
+        info_key: str | None = None,
+    ):
+        """Args:
+        policy: computes actions on tensors (a :class:`tshtrain.algorithm.Policy`).
+        env: a :class:`~tshtrain.env.TensorVectorEnv` (same-step autoreset, ``final_obs``).
+        buffer: where transitions go (on the env's device); None: nothing is stored.
+        exploration_noise: apply ``policy.add_exploration_noise_torch`` to the policy's actions.
+        seed: seeds the env (its ``reset(seed=...)``) and the collector's generator (random actions,
+            exploration noise), which lives on the env's device. The env is reset here.
+        check_actions: check the shape and dtype of every action batch (no device sync).
+        info_key: report the numeric per-env tensors the env puts in ``info[info_key]`` (see
+            :class:`tshtrain.data.EnvInfoAccumulator`); None: info is not read.
+        """
+        if not isinstance(env, TensorVectorEnv):
+            raise ConfigurationError(
+                f"TensorCollector.env must implement tshtrain.env.TensorVectorEnv (num_envs, device, "
+                f"single_observation_space, single_action_space, reset, step, close), got "
+                f"{type(env).__name__}; Gymnasium vector envs go to tshtrain.data.Collector."
+            )
+        if buffer is not None and not isinstance(buffer, TensorReplayBuffer):
+            raise ConfigurationError(
+                f"TensorCollector.buffer must be a TensorReplayBuffer or None, got {type(buffer).__name__}."
+            )
+        super().__init__(
+            num_envs=int(env.num_envs), buffer=buffer, exploration_noise=exploration_noise, info_key=info_key
+        )
+        self.policy = policy
+        self.env = env
+        self.device = torch.device(env.device)
+        """the env's device: every tensor of the collector lives there"""
+        self.check_actions = check_actions
+        self._check_actions = make_tensor_action_checker(env.single_action_space, self.num_envs)
+        self.rng = torch.Generator(device=self.device)
+        """the collector's generator (random actions, exploration noise)"""
+        if seed is None:
+            self.rng.seed()
+        else:
+            self.rng.manual_seed(int(np.random.SeedSequence(seed).generate_state(1)[0]))
+        self._return_dtype = torch.float32 if self.device.type == "mps" else torch.float64
+        self._obs: ObsTensor = torch.zeros(0, device=self.device)
+        self._ep_return = torch.zeros(self.num_envs, dtype=self._return_dtype, device=self.device)
+        self._ep_len = torch.zeros(self.num_envs, dtype=torch.int64, device=self.device)
+        self._ep_stored = torch.zeros(self.num_envs, dtype=torch.bool, device=self.device)
+        self._env_info: _TensorEnvInfo | None = None
+        self.reset(reset_buffer=True, reset_stats=True, seed=seed)
+
+    # ------------------------------------------------------------------ resetting
+    @override
+    def reset_env(self, seed: int | None = None) -> None:
+        if self.buffer is not None:
+            stored = np.flatnonzero(self._ep_stored.cpu().numpy())
+            if len(stored):
+                self.buffer.truncate_episodes(stored)
+        self._ep_stored = torch.zeros_like(self._ep_stored)
+        if self.listener is not None:
+            self.listener.on_env_reset(np.arange(self.num_envs))
+        obs, _ = self.env.reset(seed=seed)
+        self._obs = obs
+        self._ep_return = torch.zeros_like(self._ep_return)
+        self._ep_len = torch.zeros_like(self._ep_len)
+
+    # ------------------------------------------------------------------ collecting
+    @override
+    def _begin_collect(self) -> None:
+        self._env_info = _TensorEnvInfo(self.info_key) if self.info_key is not None else None
+
+    def _actions(self, random: bool, deterministic: bool) -> tuple[torch.Tensor, torch.Tensor]:
+        """(stored actions, env actions) for the current observations."""
+        if random:
+            space = self.env.single_action_space
+            env_act = sample_actions_torch(space, self.num_envs, self.rng, self.device)
+            return self.policy.map_action_inverse_torch(env_act), env_act
+        act = self.policy.compute_actions_torch(self._obs, deterministic=deterministic)
+        if self.exploration_noise:
+            act = self.policy.add_exploration_noise_torch(act, self.rng)
+        env_act = self.policy.map_action_torch(act)
+        if self.check_actions:
+            self._check_actions(env_act)
+        return act, env_act
+
+    def _vector_step(
+        self, random: bool, deterministic: bool, active: np.ndarray | None
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """One step of all envs; stores the rows of ``active`` envs (all if None).
+
+        Returns:
+            (done (N,), the returns of every env's episode including this step, their lengths); the
+            last two are only meaningful where ``done``.
+        """
+        act, env_act = self._actions(random, deterministic)
+        step = self.env.step(env_act)
+        rew = step.rew.to(torch.float32)
+        done = step.terminated | step.truncated
+        active_t = None if active is None else torch.from_numpy(active).to(self.device)
+        if self._env_info is not None:
+            self._env_info.add(step.info, active_t)
+        if self.buffer is not None:
+            if active_t is None:
+                self._ep_stored = ~done
+                self.buffer.add(
+                    obs=self._obs,
+                    act=act,
+                    rew=rew,
+                    terminated=step.terminated,
+                    truncated=step.truncated,
+                    obs_next=step.final_obs,
+                )
+            else:
+                self._ep_stored[active_t] = ~done[active_t]
+                self.buffer.add(
+                    obs=_select(self._obs, active_t),
+                    act=act[active_t],
+                    rew=rew[active_t],
+                    terminated=step.terminated[active_t],
+                    truncated=step.truncated[active_t],
+                    obs_next=_select(step.final_obs, active_t),
+                    env_ids=active,
+                )
+        if self._ep_return.dim() != rew.dim():  # multi-agent rewards: one return per agent
+            self._ep_return = torch.zeros(rew.shape, dtype=self._return_dtype, device=self.device)
+        returns = self._ep_return + rew
+        lens = self._ep_len + 1
+        done_b = done.view(-1, *([1] * (returns.dim() - 1)))
+        self._ep_return = torch.where(done_b, torch.zeros_like(returns), returns)
+        self._ep_len = torch.where(done, torch.zeros_like(lens), lens)
+        self._obs = step.obs
+        if self.listener is not None:
+            self.listener.on_vector_step(np.flatnonzero(done.cpu().numpy()))
+        return done, returns, lens
+
+    def _collected(self, stored: int, returns: np.ndarray, lens: np.ndarray) -> CollectedEpisodes:
+        means, counts = self._env_info.result() if self._env_info is not None else ({}, {})
+        return CollectedEpisodes(stored, returns, lens, means, counts)
+
+    @override
+    def _collect_steps(self, num_vector_steps: int, random: bool, deterministic: bool) -> CollectedEpisodes:
+        done_steps: list[torch.Tensor] = []
+        return_steps: list[torch.Tensor] = []
+        len_steps: list[torch.Tensor] = []
+        for _ in range(num_vector_steps):
+            done, returns, lens = self._vector_step(random, deterministic, None)
+            done_steps.append(done)
+            return_steps.append(returns)
+            len_steps.append(lens)
+        done_TN = torch.stack(done_steps)  # ended episodes, step-major then env: the numpy order
+        ep_returns = torch.stack(return_steps)[done_TN].to(torch.float64).cpu().numpy()
+        ep_lens = torch.stack(len_steps)[done_TN].cpu().numpy()
+        return self._collected(num_vector_steps * self.num_envs, ep_returns, ep_lens)
+
+    @override
+    def _collect_episodes(
+        self, n_episode: int, random: bool, deterministic: bool, max_env_steps: int | None
+    ) -> CollectedEpisodes:
+        if bool(self._ep_len.any()):  # unfinished episodes from step-based collection: start afresh
+            self.reset_env()
+        active_mask = np.zeros(self.num_envs, dtype=bool)
+        active_mask[: min(n_episode, self.num_envs)] = True
+        started = int(active_mask.sum())
+        returns: list[np.ndarray] = []
+        lens: list[np.ndarray] = []
+        stored = 0
+        while active_mask.any():
+            active = np.flatnonzero(active_mask)
+            all_active = len(active) == self.num_envs
+            done, ep_returns, ep_lens = self._vector_step(
+                random, deterministic, None if all_active else active
+            )
+            stored += len(active)
+            done_idx = np.flatnonzero(done.cpu().numpy())
+            finished_idx = done_idx[active_mask[done_idx]]
+            if len(finished_idx):
+                rows = torch.from_numpy(finished_idx).to(self.device)
+                returns.append(ep_returns[rows].to(torch.float64).cpu().numpy())
+                lens.append(ep_lens[rows].cpu().numpy())
+            for env_id in finished_idx:
+                if started < n_episode:
+                    started += 1
+                else:
+                    active_mask[env_id] = False
+            if max_env_steps is not None and stored >= max_env_steps and active_mask.any():
+                longest = int(self._ep_len[torch.from_numpy(active_mask).to(self.device)].max())
+                raise EpisodeLimitError(
+                    f"TensorCollector.collect: {stored} env steps without finishing {n_episode} episodes "
+                    f"(max_env_steps={max_env_steps}); envs {np.flatnonzero(active_mask)[:8].tolist()} are "
+                    f"{longest} steps into their episode. An env that never terminates or truncates needs "
+                    f"a time limit; or raise the bound."
+                )
+        shape = tuple(self._ep_return.shape[1:])
+        return self._collected(
+            stored,
+            np.concatenate(returns) if returns else np.zeros((0, *shape), dtype=np.float64),
+            np.concatenate(lens) if lens else np.zeros(0, dtype=np.int64),
+        )
+
+    # ------------------------------------------------------------------ the envs
+    @override
+    def render_env(self) -> None:
+        render = getattr(self.env, "render", None)
+        if callable(render):
+            render()
+
+    @override
+    def close_env(self) -> None:
+        self.env.close()
+
+    # ------------------------------------------------------------------ checkpoints
+    @override
+    def state_dict(self) -> dict[str, Any]:
+        obs = self._obs
+        return {
+            "rng": self.rng.get_state(),
+            "obs": obs.cpu() if isinstance(obs, torch.Tensor) else {k: v.cpu() for k, v in obs.items()},
+            "ep_return": self._ep_return.cpu(),
+            "ep_len": self._ep_len.cpu(),
+            "ep_stored": self._ep_stored.cpu(),
+            **self._counters_state(),
+        }
+
+    @override
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        self.rng.set_state(state["rng"])
+        self._obs = _to_device(state["obs"], self.device)
+        self._ep_return = state["ep_return"].to(self.device)
+        self._ep_len = state["ep_len"].to(self.device)
+        self._ep_stored = state["ep_stored"].to(self.device)
+        self._load_counters(state)
+
+    @override
+    def env_snapshot(self) -> bytes | None:
+        """``env.state_dict()`` saved with ``torch.save`` when the env has one (e.g.
+        :class:`~tshtrain.env.TorchCartPole`), else None."""
+        get_state = getattr(self.env, "state_dict", None)
+        if not callable(get_state):
+            return None
+        out = io.BytesIO()
+        torch.save(get_state(), out)
+        return out.getvalue()
+
+    @override
+    def restore_env_snapshot(self, snapshot: bytes | None) -> bool:
+        """``env.load_state_dict`` of a :meth:`env_snapshot` (read with ``weights_only=True``); with
+        None, or an env without ``load_state_dict``, reset the env instead."""
+        load = getattr(self.env, "load_state_dict", None)
+        if snapshot is None or not callable(load):
+            self.reset_env()
+            return False
+        load(torch.load(io.BytesIO(snapshot), weights_only=True))
+        return True
