@@ -32,8 +32,9 @@ import torch
 from torch import nn
 from typing_extensions import TypeVar as DefaultTypeVar
 
-from tshtrain.data.batch import ObsArray, ObsTensor, RolloutBatch, TransitionBatch, obs_to_torch
+from tshtrain.data.batch import AnyRolloutBatch, AnyTransitionBatch, ObsArray, ObsTensor, obs_to_torch
 from tshtrain.data.buffer import BaseReplayBuffer
+from tshtrain.data.collector_base import AnyReplayBuffer
 from tshtrain.env.spaces import action_spec
 from tshtrain.errors import ConfigurationError, NonFiniteLossError
 
@@ -121,8 +122,9 @@ class UpdateHooks(Protocol):
     trainer through it.
     """
 
-    def process_optim_batch(self, batch: TransitionBatch, /) -> TransitionBatch:
-        """Off-policy and offline algorithms pass every sampled batch through this before using it."""
+    def process_optim_batch(self, batch: AnyTransitionBatch, /) -> AnyTransitionBatch:
+        """Off-policy and offline algorithms pass every sampled batch through this before using it (a
+        :class:`~tshtrain.data.TorchTransitionBatch` when sampled from a tensor buffer)."""
         ...
 
     def post_loss(self, losses: Mapping[str, torch.Tensor], /) -> None:
@@ -140,7 +142,7 @@ class UpdateHooks(Protocol):
 class NoUpdateHooks:
     """The default :class:`UpdateHooks`: passes batches through, ignores losses and optimizer steps."""
 
-    def process_optim_batch(self, batch: TransitionBatch, /) -> TransitionBatch:
+    def process_optim_batch(self, batch: AnyTransitionBatch, /) -> AnyTransitionBatch:
         return batch
 
     def post_loss(self, losses: Mapping[str, torch.Tensor], /) -> None:
@@ -347,22 +349,24 @@ class OnPolicyAlgorithm(Algorithm[TPolicy, TStats_co]):
     @abstractmethod
     def update(
         self,
-        rollout: RolloutBatch,
+        rollout: AnyRolloutBatch,
         *,
         batch_size: int | None,
         num_repetitions: int,
         hooks: UpdateHooks = NO_UPDATE_HOOKS,
     ) -> TStats_co:
-        """``num_repetitions`` passes over ``rollout`` in mini-batches of ``batch_size`` (None: all);
+        """``num_repetitions`` passes over ``rollout`` (numpy or tensor) in mini-batches of ``batch_size``
+        (None: all);
         ``hooks`` are called at their points inside (see :class:`UpdateHooks`)."""
 
 
 class OffPolicyAlgorithm(Algorithm[TPolicy, TStats_co]):
-    """Updates from samples of a replay buffer that the training collector fills."""
+    """Updates from samples of a replay buffer that the training collector fills (a numpy buffer, or a
+    :class:`~tshtrain.data.TensorReplayBuffer` on the torch path)."""
 
     @abstractmethod
     def update(
-        self, buffer: BaseReplayBuffer, batch_size: int, *, hooks: UpdateHooks = NO_UPDATE_HOOKS
+        self, buffer: AnyReplayBuffer, batch_size: int, *, hooks: UpdateHooks = NO_UPDATE_HOOKS
     ) -> TStats_co:
         """One gradient step on ``batch_size`` transitions sampled from ``buffer``; ``hooks`` are called
         at their points inside (see :class:`UpdateHooks`)."""

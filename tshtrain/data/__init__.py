@@ -1,16 +1,26 @@
 """Typed batches, replay buffers, the Collector and collection statistics."""
 
 from tshtrain.data.batch import (
+    AnyRolloutBatch,
+    AnyTransitionBatch,
     ObsArray,
     ObsTensor,
     RolloutBatch,
+    TensorRolloutBatch,
     TorchTransitionBatch,
     TransitionBatch,
     obs_to_torch,
 )
-from tshtrain.data.buffer import BaseReplayBuffer, BufferLayout, ReplayBuffer, VectorReplayBuffer
+from tshtrain.data.buffer import (
+    BaseReplayBuffer,
+    BufferLayout,
+    ReplayBuffer,
+    SavableBuffer,
+    VectorReplayBuffer,
+)
 from tshtrain.data.buffer_io import load_buffer, load_buffer_into, save_buffer
-from tshtrain.data.collector import Collector, CollectorListener, CollectorPolicy
+from tshtrain.data.collector import Collector, CollectorPolicy, EnvInfoAccumulator
+from tshtrain.data.collector_base import AnyReplayBuffer, BaseCollector, CollectorListener
 from tshtrain.data.prioritized import (
     BasePrioritizedBuffer,
     PrioritizedReplayBuffer,
@@ -18,8 +28,14 @@ from tshtrain.data.prioritized import (
     SegmentTree,
 )
 from tshtrain.data.stats import CollectStats, SequenceSummaryStats, merge_collect_stats
+from tshtrain.data.tensor_buffer import TensorReplayBuffer
+from tshtrain.data.tensor_collector import TensorCollector, TensorCollectorPolicy
 
 __all__ = [
+    "AnyReplayBuffer",
+    "AnyRolloutBatch",
+    "AnyTransitionBatch",
+    "BaseCollector",
     "BasePrioritizedBuffer",
     "BaseReplayBuffer",
     "BufferLayout",
@@ -27,14 +43,20 @@ __all__ = [
     "Collector",
     "CollectorListener",
     "CollectorPolicy",
+    "EnvInfoAccumulator",
     "ObsArray",
     "ObsTensor",
     "PrioritizedReplayBuffer",
     "PrioritizedVectorReplayBuffer",
     "ReplayBuffer",
     "RolloutBatch",
+    "SavableBuffer",
     "SegmentTree",
     "SequenceSummaryStats",
+    "TensorCollector",
+    "TensorCollectorPolicy",
+    "TensorReplayBuffer",
+    "TensorRolloutBatch",
     "TorchTransitionBatch",
     "TransitionBatch",
     "VectorReplayBuffer",

@@ -115,6 +115,29 @@ class TorchTransitionBatch:
     def __len__(self) -> int:
         return len(self.rew)
 
+    def to_torch(self, device: torch.device | str = "cpu") -> TorchTransitionBatch:
+        """This batch on ``device`` (itself when it is there already); the counterpart of
+        :meth:`TransitionBatch.to_torch`, so that either batch kind can be asked for tensors."""
+        target = torch.device(device)
+        if self.rew.device == target:
+            return self
+
+        def move(obs: ObsTensor) -> ObsTensor:
+            if isinstance(obs, torch.Tensor):
+                return obs.to(target)
+            return {key: value.to(target) for key, value in obs.items()}
+
+        return TorchTransitionBatch(
+            obs=move(self.obs),
+            act=self.act.to(target),
+            rew=self.rew.to(target),
+            terminated=self.terminated.to(target),
+            truncated=self.truncated.to(target),
+            obs_next=move(self.obs_next),
+            weight=None if self.weight is None else self.weight.to(target),
+            indices=self.indices,
+        )
+
 
 AnyTransitionBatch: TypeAlias = TransitionBatch | TorchTransitionBatch
 """A sampled batch of either data path: numpy (:class:`TransitionBatch`, from a numpy buffer) or

@@ -351,6 +351,24 @@ class TensorReplayBuffer:
             obs_next=self._obs_from("obs_next", idx_N),
         )
 
+    def new_indices(self, before: BufferLayout, n_collected: int) -> np.ndarray:
+        """Flat indices (host integers) of the transitions written since the layout ``before``, as
+        :meth:`tshtrain.data.BaseReplayBuffer.new_indices` (layout arithmetic only, no device sync)."""
+        cap = self.column_capacity
+        ptr_before = np.asarray(before.ptr, dtype=np.int64)
+        added = (self._ptr - ptr_before) % cap
+        if int(added.sum()) < n_collected:  # some column wrapped around completely
+            added = np.where((self._len == cap) & (added == 0), cap, added)
+        columns = [
+            ((self._ptr[e] - added[e] + np.arange(added[e])) % cap) * self.num_columns + e
+            for e in np.flatnonzero(added)
+        ]
+        return np.concatenate(columns) if columns else np.zeros(0, dtype=np.int64)
+
+    def new_transitions(self, before: BufferLayout, n_collected: int) -> TorchTransitionBatch:
+        """The transitions of :meth:`new_indices` (copies, on ``device``)."""
+        return self.get(torch.from_numpy(self.new_indices(before, n_collected)).to(self.device))
+
     # ------------------------------------------------------------------ save / load
     def field_arrays(self) -> dict[str, np.ndarray]:
         """The storage as numpy arrays by field name (views on the CPU, host copies elsewhere), for

@@ -8,6 +8,9 @@ from tshtrain.env.spaces import (
     observation_specs,
     sample_actions,
 )
+from tshtrain.env.tensor_env import TensorObs, TensorStep, TensorVectorEnv
+from tshtrain.env.tensor_spaces import sample_actions_torch
+from tshtrain.env.torch_cartpole import TorchCartPole
 from tshtrain.env.vector import (
     EnvFactory,
     VectorMode,
@@ -20,6 +23,10 @@ from tshtrain.env.vector import (
 __all__ = [
     "ArraySpec",
     "EnvFactory",
+    "TensorObs",
+    "TensorStep",
+    "TensorVectorEnv",
+    "TorchCartPole",
     "VectorMode",
     "WrapperFactory",
     "action_spec",
@@ -30,4 +37,5 @@ __all__ = [
     "observation_specs",
     "require_same_step_autoreset",
     "sample_actions",
+    "sample_actions_torch",
 ]

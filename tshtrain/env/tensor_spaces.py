@@ -37,9 +37,9 @@ def sample_actions_torch(
         return torch.randint(start, start + n, (num,), generator=generator, device=device, dtype=torch.int64)
     if isinstance(space, gym.spaces.MultiDiscrete):
         nvec = torch.as_tensor(np.asarray(space.nvec), device=device, dtype=torch.float64)
-        start = torch.as_tensor(np.asarray(space.start), device=device, dtype=torch.float64)
+        start_t = torch.as_tensor(np.asarray(space.start), device=device, dtype=torch.float64)
         draws = torch.rand((num, *nvec.shape), generator=generator, device=device, dtype=torch.float64)
-        return (start + torch.floor(draws * nvec)).to(torch_dtype(space.dtype))
+        return (start_t + torch.floor(draws * nvec)).to(torch_dtype(space.dtype))
     if isinstance(space, gym.spaces.MultiBinary):
         assert space.shape is not None
         bits = torch.randint(0, 2, (num, *space.shape), generator=generator, device=device)

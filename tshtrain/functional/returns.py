@@ -91,3 +91,24 @@ def gae_advantages_torch(
         running_E = delta_TE[t] + decay_TE[t] * running_E
         advantages_TE[t] = running_E
     return advantages_TE
+
+
+def discounted_returns_torch(
+    rew_TE: torch.Tensor, terminated_TE: torch.Tensor, boundary_TE: torch.Tensor, gamma: float
+) -> torch.Tensor:
+    """:func:`discounted_returns` (without bootstrap values) on tensors, float32, shape (T, E).
+
+    CPU tensors run the numpy kernel on ``.numpy()`` views (bit-identical); elsewhere T steps of
+    tensor ops on the device.
+    """
+    if rew_TE.device.type == "cpu":
+        return torch.from_numpy(
+            discounted_returns(rew_TE.numpy(), terminated_TE.numpy(), boundary_TE.numpy(), gamma)
+        )
+    returns_TE = torch.empty_like(rew_TE, dtype=torch.float32)
+    running_E = torch.zeros_like(returns_TE[0])
+    for t in range(rew_TE.shape[0] - 1, -1, -1):
+        running_E = torch.where(boundary_TE[t], torch.zeros_like(running_E), running_E)
+        running_E = rew_TE[t] + gamma * running_E
+        returns_TE[t] = running_E
+    return returns_TE

@@ -19,8 +19,9 @@ from typing_extensions import override
 
 from tshtrain.algorithm.base import TrainingStats
 from tshtrain.constraints import NonNegativeFloat, PositiveFloat, PositiveInt, validate_fields
-from tshtrain.data.batch import TransitionBatch
+from tshtrain.data.batch import AnyTransitionBatch, TransitionBatch
 from tshtrain.data.buffer import BaseReplayBuffer
+from tshtrain.data.collector_base import AnyReplayBuffer
 from tshtrain.errors import ConfigurationError, short_repr
 from tshtrain.trainer.callbacks import (
     Callback,
@@ -31,6 +32,8 @@ from tshtrain.trainer.callbacks import (
     SetupInfo,
     StepSummary,
     TestResult,
+    numpy_batch,
+    numpy_rollout,
 )
 
 __all__ = [
@@ -43,18 +46,23 @@ __all__ = [
 ]
 
 
-def dataset_field(buffer: BaseReplayBuffer, name: str) -> np.ndarray:
+def dataset_field(buffer: AnyReplayBuffer, name: str) -> np.ndarray:
     """Every stored value of a field, oldest first (O(dataset); used once at the start of a run)."""
+    if not isinstance(buffer, BaseReplayBuffer):
+        raise ConfigurationError(f"dataset_field reads numpy buffers, got {type(buffer).__name__}.")
     return buffer.field_at(name, buffer.chronological_indices())
 
 
 def new_field(batch: CollectedBatch, name: str) -> np.ndarray:
     """A field of the transitions of a collection step (the rollout's valid ones on-policy)."""
     if batch.rollout is not None:
-        values = getattr(batch.rollout, name)
+        rollout = numpy_rollout(batch.rollout, "new_field")
+        values = getattr(rollout, name)
         if not isinstance(values, np.ndarray):
             raise TypeError(f"{name} of a Dict observation space cannot be normalised; flatten it first.")
-        return np.asarray(values[batch.rollout.valid])
+        return np.asarray(values[rollout.valid])
+    if not isinstance(batch.buffer, BaseReplayBuffer):
+        raise ConfigurationError(f"new_field reads numpy buffers, got {type(batch.buffer).__name__}.")
     return batch.buffer.field_at(name, batch.new_indices())
 
 
@@ -120,11 +128,13 @@ class RewardNormalizer(Callback):
         self.update(new_field(batch, "rew"))
         if batch.rollout is None:
             return None
-        rew = np.where(batch.rollout.valid, self.normalize(batch.rollout.rew), np.float32(0.0))
-        return dataclasses.replace(batch, rollout=dataclasses.replace(batch.rollout, rew=rew))
+        rollout = numpy_rollout(batch.rollout, "RewardNormalizer")
+        rew = np.where(rollout.valid, self.normalize(rollout.rew), np.float32(0.0))
+        return dataclasses.replace(batch, rollout=dataclasses.replace(rollout, rew=rew))
 
     @override
-    def on_sampled_batch(self, ctx: RunContext, batch: TransitionBatch) -> TransitionBatch | None:
+    def on_sampled_batch(self, ctx: RunContext, batch: AnyTransitionBatch) -> AnyTransitionBatch | None:
+        batch = numpy_batch(batch, "RewardNormalizer")
         return dataclasses.replace(batch, rew=self.normalize(batch.rew))
 
     def state_dict(self) -> dict[str, Any]:
@@ -163,9 +173,9 @@ class BatchSubSampler(Callback):
 
     @override
     def after_collect(self, ctx: RunContext, batch: CollectedBatch) -> CollectedBatch | None:
-        rollout = batch.rollout
-        if rollout is None or rollout.num_steps <= self.batch_size:
+        if batch.rollout is None or batch.rollout.num_steps <= self.batch_size:
             return None
+        rollout = numpy_rollout(batch.rollout, "BatchSubSampler")
         valid_TE = rollout.valid
         length = self.sub_traj_len
         # window starts (t, e): the window of `length` steps lies inside column e's valid steps
@@ -186,9 +196,10 @@ class BatchSubSampler(Callback):
         return dataclasses.replace(batch, rollout=dataclasses.replace(rollout, valid=keep_TE & valid_TE))
 
     @override
-    def on_sampled_batch(self, ctx: RunContext, batch: TransitionBatch) -> TransitionBatch | None:
+    def on_sampled_batch(self, ctx: RunContext, batch: AnyTransitionBatch) -> AnyTransitionBatch | None:
         if len(batch) <= self.batch_size:
             return None
+        batch = numpy_batch(batch, "BatchSubSampler")
         idx = torch.randperm(len(batch), generator=self.generator)[: self.batch_size].numpy()
         return _take(batch, np.sort(idx))
 

@@ -16,7 +16,7 @@ method                     when                                        payload (
 ``after_collect``          after each collection step (online)         :class:`CollectedBatch` (a
                                                                        replacement, or None)
 ``before_update``          before the update step                      CollectedBatch (None offline)
-``on_sampled_batch``       inside the update: every sampled batch of   ``TransitionBatch`` (a
+``on_sampled_batch``       inside the update: every sampled batch of   ``TransitionBatch`` or, on
                            off-policy and offline algorithms           replacement, or None)
 ``on_loss``                inside the update: losses before backward   ``{name: loss tensor}``
 ``on_optimizer_step``      inside the update: after every optimizer    :class:`OptimizerStep`
@@ -53,9 +53,9 @@ import torch
 
 from tshtrain.algorithm.base import Algorithm, TrainingStats
 from tshtrain.counters import Counters
-from tshtrain.data.batch import RolloutBatch, TransitionBatch
-from tshtrain.data.buffer import BaseReplayBuffer, BufferLayout
-from tshtrain.data.collector import Collector
+from tshtrain.data.batch import AnyRolloutBatch, AnyTransitionBatch, RolloutBatch, TransitionBatch
+from tshtrain.data.buffer import BufferLayout
+from tshtrain.data.collector_base import AnyReplayBuffer, BaseCollector
 from tshtrain.data.stats import CollectStats
 from tshtrain.errors import ConfigurationError
 from tshtrain.trainer.stats import EpochStats, InfoStats
@@ -77,13 +77,34 @@ class StopTraining(Exception):  # noqa: N818 - a control-flow signal, not an err
 # ============================================================================ payloads
 
 
+def numpy_batch(batch: AnyTransitionBatch, owner: str) -> TransitionBatch:
+    """``batch`` if it is a numpy :class:`TransitionBatch`; a callback that works on numpy data
+    calls this in ``on_sampled_batch`` so that a run on the torch path fails with a clear message."""
+    if not isinstance(batch, TransitionBatch):
+        raise ConfigurationError(
+            f"{owner} works on numpy batches (Collector + VectorReplayBuffer); this run samples "
+            f"{type(batch).__name__}s from a TensorReplayBuffer. Drop {owner} on the torch path."
+        )
+    return batch
+
+
+def numpy_rollout(rollout: AnyRolloutBatch, owner: str) -> RolloutBatch:
+    """``rollout`` if it is a numpy :class:`RolloutBatch` (see :func:`numpy_batch`)."""
+    if not isinstance(rollout, RolloutBatch):
+        raise ConfigurationError(
+            f"{owner} works on numpy rollouts (Collector + VectorReplayBuffer); this run collects "
+            f"{type(rollout).__name__}es with a TensorCollector. Drop {owner} on the torch path."
+        )
+    return rollout
+
+
 @dataclass(frozen=True, kw_only=True)
 class SetupInfo:
     """Payload of ``on_run_start``."""
 
     algorithm: Algorithm[Any]
     """the algorithm being trained"""
-    buffer: BaseReplayBuffer | None
+    buffer: AnyReplayBuffer | None
     """the training collector's buffer (online) or the dataset (offline)"""
     offline: bool
     """True for offline training (``buffer`` is the dataset; there are no collection steps)"""
@@ -104,9 +125,10 @@ class CollectedBatch:
 
     collect_stat: CollectStats
     """statistics of the collection step"""
-    rollout: RolloutBatch | None
-    """on-policy: the rollout the update will receive; None off-policy"""
-    buffer: BaseReplayBuffer
+    rollout: AnyRolloutBatch | None
+    """on-policy: the rollout the update will receive (a ``TensorRolloutBatch`` on the torch path);
+    None off-policy"""
+    buffer: AnyReplayBuffer
     """the training buffer (it holds the new transitions)"""
     layout_before: BufferLayout = field(repr=False)
     """the buffer's write positions before the collection step (see :meth:`new_indices`)"""
@@ -115,8 +137,9 @@ class CollectedBatch:
         """Flat buffer indices of the transitions of this collection step (O(new data))."""
         return self.buffer.new_indices(self.layout_before, self.collect_stat.n_collected_steps)
 
-    def new_transitions(self) -> TransitionBatch:
-        """The transitions of this collection step, read from the buffer (a copy)."""
+    def new_transitions(self) -> AnyTransitionBatch:
+        """The transitions of this collection step, read from the buffer (a copy; tensors on the
+        torch path)."""
         return self.buffer.new_transitions(self.layout_before, self.collect_stat.n_collected_steps)
 
 
@@ -162,7 +185,7 @@ class EpisodesEnded:
 
     env_ids: np.ndarray
     """the sub-envs that ended an episode (already reset to their next episode: same-step autoreset)"""
-    collector: Collector
+    collector: BaseCollector
     """the collector whose envs they are"""
     test: bool
     """True for the test collector"""
@@ -174,7 +197,7 @@ class EnvsReset:
 
     env_ids: np.ndarray
     """the sub-envs about to be reset (all of them)"""
-    collector: Collector
+    collector: BaseCollector
     """the collector whose envs they are"""
     test: bool
     """True for the test collector"""
@@ -280,7 +303,7 @@ class Callback:
     def before_update(self, ctx: RunContext, batch: CollectedBatch | None) -> None:
         """The update step is about to run (``batch`` is None offline)."""
 
-    def on_sampled_batch(self, ctx: RunContext, batch: TransitionBatch) -> TransitionBatch | None:
+    def on_sampled_batch(self, ctx: RunContext, batch: AnyTransitionBatch) -> AnyTransitionBatch | None:
         """Inside the update: a batch was sampled; return a replacement or None (unchanged)."""
         del batch
         return None

@@ -32,7 +32,7 @@ import torch
 
 from tshtrain.algorithm.base import Algorithm
 from tshtrain.counters import Counters
-from tshtrain.data.buffer import BaseReplayBuffer
+from tshtrain.data.buffer import SavableBuffer
 from tshtrain.data.buffer_io import load_buffer_into, save_buffer
 from tshtrain.data.buffer_io import read_manifest as read_buffer_manifest
 from tshtrain.errors import CheckpointError
@@ -61,7 +61,7 @@ class Checkpointable(Protocol):
         """The run's counters now (names of periodic checkpoints, due checks)."""
         ...
 
-    def buffers(self) -> Mapping[str, BaseReplayBuffer]:
+    def buffers(self) -> Mapping[str, SavableBuffer]:
         """The buffers whose arrays a checkpoint may hold, by role."""
         ...
 
@@ -110,7 +110,7 @@ def _entries(
     return entries
 
 
-def _buffer_writer(buffer: BaseReplayBuffer) -> FileWriter:
+def _buffer_writer(buffer: SavableBuffer) -> FileWriter:
     def write(path: Path) -> None:
         save_buffer(buffer, path)
 
@@ -203,9 +203,9 @@ def load_checkpoint(
     return manifest
 
 
-def _saved_buffers(manifest: CheckpointManifest, target: Checkpointable) -> dict[Path, BaseReplayBuffer]:
+def _saved_buffers(manifest: CheckpointManifest, target: Checkpointable) -> dict[Path, SavableBuffer]:
     """The saved buffers to load, each checked against its live buffer's sizes (nothing loaded yet)."""
-    found: dict[Path, BaseReplayBuffer] = {}
+    found: dict[Path, SavableBuffer] = {}
     for name, buffer in target.buffers().items():
         directory = manifest.path / "buffers" / name
         if not directory.is_dir():

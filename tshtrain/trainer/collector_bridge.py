@@ -14,7 +14,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from tshtrain.data.collector import Collector, CollectorListener
+from tshtrain.data.collector_base import BaseCollector, CollectorListener
 from tshtrain.trainer.callbacks import EnvsReset, EpisodesEnded
 from tshtrain.trainer.dispatch import CallbackSet
 from tshtrain.trainer.options import TrainerOptions
@@ -27,7 +27,7 @@ class _Bridge:
 
     def __init__(
         self,
-        collector: Collector,
+        collector: BaseCollector,
         callbacks: CallbackSet,
         *,
         test: bool,
@@ -50,7 +50,7 @@ class _Bridge:
             before = self._env_steps
             self._env_steps += self.collector.num_envs
             if self._env_steps // self._render_every > before // self._render_every:
-                self.collector.env.render()
+                self.collector.render_env()
         if self._episodes and len(done_env_ids):
             ended = EpisodesEnded(env_ids=done_env_ids.copy(), collector=self.collector, test=self._test)
             self._callbacks.call("on_episodes_end", ended)
@@ -67,7 +67,9 @@ class _Bridge:
 class CollectorBridges:
     """Attaches and detaches the listeners of a trainer's collectors (``training``, ``test``)."""
 
-    def __init__(self, callbacks: CallbackSet, collectors: Mapping[str, Collector], options: TrainerOptions):
+    def __init__(
+        self, callbacks: CallbackSet, collectors: Mapping[str, BaseCollector], options: TrainerOptions
+    ):
         self._callbacks = callbacks
         self._collectors = dict(collectors)
         self._options = options
@@ -101,7 +103,7 @@ class CollectorBridges:
         """Close the collectors' envs (``options.close_envs``), logging failures."""
         for collector in self._collectors.values():
             try:
-                collector.env.close()
+                collector.close_env()
             except Exception:
                 log.exception("closing the envs of a collector failed")
 

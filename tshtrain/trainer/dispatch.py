@@ -18,7 +18,7 @@ import torch
 
 from tshtrain.algorithm.base import NO_UPDATE_HOOKS, Algorithm, UpdateHooks
 from tshtrain.counters import Counters
-from tshtrain.data.batch import TransitionBatch
+from tshtrain.data.batch import AnyTransitionBatch, TorchTransitionBatch, TransitionBatch
 from tshtrain.errors import ConfigurationError
 from tshtrain.trainer.callbacks import (
     IN_UPDATE_POINTS,
@@ -278,8 +278,9 @@ class UpdateBridge:
         self._records: list[dict[str, float]] = []
         self._sink = ScalarSink(callbacks.progress)
 
-    def process_optim_batch(self, batch: TransitionBatch, /) -> TransitionBatch:
-        return self._with_sink(lambda: self._callbacks.transform("on_sampled_batch", batch, TransitionBatch))
+    def process_optim_batch(self, batch: AnyTransitionBatch, /) -> AnyTransitionBatch:
+        kind: type[TransitionBatch] | type[TorchTransitionBatch] = type(batch)
+        return self._with_sink(lambda: self._callbacks.transform("on_sampled_batch", batch, kind))
 
     def post_loss(self, losses: Mapping[str, torch.Tensor], /) -> None:
         self._with_sink(lambda: self._callbacks.call("on_loss", losses))

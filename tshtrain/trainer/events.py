@@ -41,7 +41,7 @@ import numpy as np
 from typing_extensions import override
 
 from tshtrain.counters import Counters
-from tshtrain.data.collector import Collector
+from tshtrain.data.collector_base import BaseCollector
 from tshtrain.errors import ConfigurationError
 from tshtrain.trainer.callbacks import (
     Callback,
@@ -153,7 +153,7 @@ class EventContext:
     counters: Counters
     env_ids: np.ndarray | None = None
     """OnEpisodeEnd / OnReset: the sub-envs concerned (indices into the vector env)"""
-    collector: Collector | None = None
+    collector: BaseCollector | None = None
     """OnEpisodeEnd / OnReset / OnTestStart / OnTestEnd: the collector whose envs it concerns (e.g.
     ``ctx.collector.env.call(...)`` / ``.env.envs[i]`` for domain randomisation)"""
     stop: Callable[[str], None] = field(repr=False)
@@ -201,7 +201,7 @@ class EventManager(Callback):
         self._counters = counters
         self._stop = stop
         self._on_change: Callable[[], None] = lambda: None
-        self._test_collector: Collector | None = None
+        self._test_collector: BaseCollector | None = None
 
     @override
     def bind(self, on_change: Callable[[], None]) -> None:
@@ -295,7 +295,7 @@ class EventManager(Callback):
     def on_run_end(self, ctx: RunContext, info: InfoStats) -> None:
         self.fire(ctx, OnShutdown)
 
-    def watch_test_collector(self, collector: Collector | None) -> None:
+    def watch_test_collector(self, collector: BaseCollector | None) -> None:
         """The collector passed to OnTestStart / OnTestEnd events (the trainer's test collector)."""
         self._test_collector = collector
 
@@ -306,7 +306,7 @@ class EventManager(Callback):
         kind: type,
         *,
         env_ids: np.ndarray | None = None,
-        collector: Collector | None = None,
+        collector: BaseCollector | None = None,
     ) -> None:
         """Fire every event whose trigger is of type ``kind`` (not Every)."""
         for name, event in [(n, e) for n, e in self._events.items() if isinstance(e.trigger, kind)]:
@@ -380,7 +380,7 @@ class EventManager(Callback):
         request_stop: Callable[[str], None],
         *,
         env_ids: np.ndarray | None = None,
-        collector: Collector | None = None,
+        collector: BaseCollector | None = None,
     ) -> None:
         def stop(reason: str) -> None:
             request_stop(f"{self.scope} event {name!r}: {reason}")

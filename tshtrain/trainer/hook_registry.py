@@ -19,7 +19,7 @@ import torch
 from typing_extensions import override
 
 from tshtrain.algorithm.base import TrainingStats
-from tshtrain.data.batch import TransitionBatch
+from tshtrain.data.batch import AnyTransitionBatch
 from tshtrain.errors import ConfigurationError
 from tshtrain.trainer.callbacks import (
     Callback,
@@ -29,6 +29,7 @@ from tshtrain.trainer.callbacks import (
     SetupInfo,
     StepSummary,
     TestResult,
+    numpy_batch,
 )
 from tshtrain.trainer.dispatch import merge_scalar
 from tshtrain.trainer.hooks import (
@@ -363,8 +364,12 @@ class HookRegistry(Callback):
         self.call(ctx, HookStage.PRE_UPDATE, batch)
 
     @override
-    def on_sampled_batch(self, ctx: RunContext, batch: TransitionBatch) -> TransitionBatch | None:
-        return self.transform(ctx, HookStage.PROCESS_OPTIM_BATCH, batch)
+    def on_sampled_batch(self, ctx: RunContext, batch: AnyTransitionBatch) -> AnyTransitionBatch | None:
+        if not self._hooks.get(HookStage.PROCESS_OPTIM_BATCH):
+            return None
+        return self.transform(
+            ctx, HookStage.PROCESS_OPTIM_BATCH, numpy_batch(batch, "process_optim_batch hooks")
+        )
 
     @override
     def on_loss(self, ctx: RunContext, losses: Mapping[str, torch.Tensor]) -> None:

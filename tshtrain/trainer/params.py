@@ -22,8 +22,9 @@ import numpy as np
 from tshtrain.algorithm.base import Algorithm
 from tshtrain.constraints import PositiveFloat, PositiveInt, validate_fields
 from tshtrain.data.buffer import BaseReplayBuffer
-from tshtrain.data.collector import Collector
+from tshtrain.data.collector_base import BaseCollector
 from tshtrain.data.stats import CollectStats
+from tshtrain.data.tensor_buffer import TensorReplayBuffer
 from tshtrain.errors import ConfigurationError
 from tshtrain.logger.base import Logger
 from tshtrain.trainer.checkpoint_params import CheckpointParams
@@ -31,9 +32,9 @@ from tshtrain.trainer.checkpoint_params import CheckpointParams
 
 def _short(value: object) -> str:
     """A readable, address-free rendering of a field value for ``str(params)``."""
-    if isinstance(value, Collector):
-        return f"Collector(num_envs={value.num_envs})"
-    if isinstance(value, BaseReplayBuffer):
+    if isinstance(value, BaseCollector):
+        return f"{type(value).__name__}(num_envs={value.num_envs})"
+    if isinstance(value, BaseReplayBuffer | TensorReplayBuffer):
         return f"{type(value).__name__}(len={len(value)}, capacity={value.capacity})"
     if isinstance(value, functools.partial):
         return f"partial({_short(value.func)})"
@@ -57,8 +58,9 @@ class TrainerParams:
     training steps."""
     epoch_num_steps: PositiveInt = 30000
     """online: env steps to collect per epoch; offline: training (= gradient) steps per epoch"""
-    test_collector: Collector | None = None
-    """the collector for test steps; None: no test steps (and no stop_fn / test_fn / save_best_fn)"""
+    test_collector: BaseCollector | None = None
+    """the collector for test steps (a ``Collector``, or a ``TensorCollector`` on the torch path); None:
+    no test steps (and no stop_fn / test_fn / save_best_fn)"""
     test_step_num_episodes: PositiveInt = 1
     """episodes per test step"""
     test_step_max_env_steps: PositiveInt | None = 1_000_000
@@ -95,9 +97,9 @@ class TrainerParams:
     def __post_init__(self) -> None:
         validate_fields(self)
         owner = type(self).__name__
-        if self.test_collector is not None and not isinstance(self.test_collector, Collector):
+        if self.test_collector is not None and not isinstance(self.test_collector, BaseCollector):
             raise ConfigurationError(
-                f"{owner}.test_collector must be a tshtrain.data.Collector or None, got "
+                f"{owner}.test_collector must be a tshtrain.data.Collector, a TensorCollector or None, got "
                 f"{type(self.test_collector).__name__}."
             )
         if self.test_collector is None:
@@ -137,8 +139,9 @@ class OnlineTrainerParams(TrainerParams):
     default 2048, which is an error (both set). Setting both to None is an error too.
     """
 
-    training_collector: Collector
-    """the collector that gathers training data in each training step"""
+    training_collector: BaseCollector
+    """the collector that gathers training data in each training step (a ``Collector``, or a
+    ``TensorCollector`` with a ``TensorReplayBuffer`` on the torch path)"""
     collection_step_num_env_steps: PositiveInt | None = 2048
     """env steps per collection step; with N envs, ceil(n / N) * N are collected"""
     collection_step_num_episodes: PositiveInt | None = None
@@ -150,10 +153,10 @@ class OnlineTrainerParams(TrainerParams):
     def __post_init__(self) -> None:
         super().__post_init__()
         owner = type(self).__name__
-        if not isinstance(self.training_collector, Collector):
+        if not isinstance(self.training_collector, BaseCollector):
             raise ConfigurationError(
                 f"{owner}.training_collector must be a tshtrain.data.Collector, got "
-                f"{type(self.training_collector).__name__}."
+                f"{type(self.training_collector).__name__} (torch-native envs: a TensorCollector)."
             )
         if self.collection_step_num_episodes is not None:
             if self.collection_step_num_env_steps not in (None, 2048):
@@ -177,7 +180,8 @@ class OnlineTrainerParams(TrainerParams):
         steps = self.collection_step_num_env_steps
         if buffer is None:
             raise ConfigurationError(
-                f"{owner}.training_collector has no buffer; build it as Collector(policy, env, buffer)."
+                f"{owner}.training_collector has no buffer; build it as Collector(policy, env, buffer) "
+                f"(or TensorCollector(policy, env, TensorReplayBuffer(...)))."
             )
         if steps is not None:
             rows = -(-steps // self.training_collector.num_envs)

@@ -21,7 +21,7 @@ import torch
 
 from tshtrain.algorithm.base import Algorithm
 from tshtrain.counters import Counters
-from tshtrain.data.buffer import BaseReplayBuffer
+from tshtrain.data.collector_base import AnyReplayBuffer
 from tshtrain.logger.base import Logger, LogScope, RewindableLogger
 from tshtrain.trainer.checkpoint import CheckpointManager
 from tshtrain.trainer.dispatch import CallbackSet
@@ -97,7 +97,7 @@ class TrainerState:
             "trainer": self.trainer_name,
         }
 
-    def buffers(self) -> dict[str, BaseReplayBuffer]:
+    def buffers(self) -> dict[str, AnyReplayBuffer]:
         """The buffers a checkpoint may hold the arrays of (not the dataset: it is the user's file)."""
         return {name: b for name, b in self.strategy.buffers().items() if name != "dataset"}
 
@@ -117,7 +117,7 @@ class TrainerState:
             "run": self.run.state.state_dict(),
             "callbacks": self.callbacks.state_dict(),
             "collectors": {name: c.state_dict() for name, c in self.strategy.collectors().items()},
-            "buffer_rngs": {name: b.rng.bit_generator.state for name, b in self.strategy.buffers().items()},
+            "buffer_rngs": {name: b.sampler_state() for name, b in self.strategy.buffers().items()},
             "rng": global_rng_state(),
             "env_step_mark": 0 if self.checkpoints is None else self.checkpoints.env_step_mark,
         }
@@ -173,7 +173,7 @@ class TrainerState:
             collector.load_state_dict(state["collectors"][name])
         for name, buffer in self.strategy.buffers().items():
             if name in state["buffer_rngs"]:
-                buffer.rng.bit_generator.state = dict(state["buffer_rngs"][name])
+                buffer.load_sampler_state(state["buffer_rngs"][name])
         if self.checkpoints is not None:
             self.checkpoints.env_step_mark = int(state.get("env_step_mark", 0))
         set_global_rng_state(state["rng"])

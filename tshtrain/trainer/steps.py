@@ -25,9 +25,9 @@ from typing import Any, final
 from typing_extensions import override
 
 from tshtrain.algorithm.base import OfflineAlgorithm, OffPolicyAlgorithm, OnPolicyAlgorithm, TrainingStats
-from tshtrain.data.batch import RolloutBatch
-from tshtrain.data.buffer import BaseReplayBuffer, BufferLayout
-from tshtrain.data.collector import Collector
+from tshtrain.data.batch import AnyRolloutBatch
+from tshtrain.data.buffer import BufferLayout
+from tshtrain.data.collector_base import AnyReplayBuffer, BaseCollector
 from tshtrain.data.stats import CollectStats
 from tshtrain.trainer.callbacks import CollectedBatch
 from tshtrain.trainer.dispatch import CallbackSet, hooks_for
@@ -55,15 +55,15 @@ class StepStrategy(ABC):
     """True if training steps collect"""
 
     @abstractmethod
-    def collectors(self) -> dict[str, Collector]:
+    def collectors(self) -> dict[str, BaseCollector]:
         """The collectors by role (``training``, ``test``)."""
 
     @abstractmethod
-    def buffers(self) -> dict[str, BaseReplayBuffer]:
+    def buffers(self) -> dict[str, AnyReplayBuffer]:
         """The buffers whose state a checkpoint holds, by role (``training``, ``test``, ``dataset``)."""
 
     @abstractmethod
-    def setup_buffer(self) -> BaseReplayBuffer | None:
+    def setup_buffer(self) -> AnyReplayBuffer | None:
         """The buffer shown to ``on_run_start`` (the training buffer, or the dataset offline)."""
 
     def prepare(self) -> None:  # noqa: B027 - optional, a no-op for the online families
@@ -106,18 +106,18 @@ class _OnlineStrategy(StepStrategy):
         self.buffer = buffer
 
     @override
-    def collectors(self) -> dict[str, Collector]:
+    def collectors(self) -> dict[str, BaseCollector]:
         found = {"training": self._params.training_collector}
         if self._params.test_collector is not None:
             found["test"] = self._params.test_collector
         return found
 
     @override
-    def buffers(self) -> dict[str, BaseReplayBuffer]:
+    def buffers(self) -> dict[str, AnyReplayBuffer]:
         return {name: c.buffer for name, c in self.collectors().items() if c.buffer is not None}
 
     @override
-    def setup_buffer(self) -> BaseReplayBuffer | None:
+    def setup_buffer(self) -> AnyReplayBuffer | None:
         return self.buffer
 
     @override
@@ -139,7 +139,7 @@ class _OnlineStrategy(StepStrategy):
             collect_stat=stat, rollout=self.rollout(stat), buffer=self.buffer, layout_before=layout
         )
 
-    def rollout(self, stat: CollectStats) -> RolloutBatch | None:
+    def rollout(self, stat: CollectStats) -> AnyRolloutBatch | None:
         """What an update receives besides the buffer: on-policy the rollout, else None."""
         del stat
         return None
@@ -166,7 +166,7 @@ class OnPolicyStep(_OnlineStrategy):
         self._on_policy = params
 
     @override
-    def rollout(self, stat: CollectStats) -> RolloutBatch | None:
+    def rollout(self, stat: CollectStats) -> AnyRolloutBatch | None:
         rollout = self.buffer.rollout()
         if rollout.num_steps != stat.n_collected_steps:
             raise RuntimeError(
@@ -239,17 +239,17 @@ class OfflineStep(StepStrategy):
         self._params = params
 
     @override
-    def collectors(self) -> dict[str, Collector]:
+    def collectors(self) -> dict[str, BaseCollector]:
         return {} if self._params.test_collector is None else {"test": self._params.test_collector}
 
     @override
-    def buffers(self) -> dict[str, BaseReplayBuffer]:
+    def buffers(self) -> dict[str, AnyReplayBuffer]:
         found = {name: c.buffer for name, c in self.collectors().items() if c.buffer is not None}
         found["dataset"] = self._params.buffer
         return found
 
     @override
-    def setup_buffer(self) -> BaseReplayBuffer | None:
+    def setup_buffer(self) -> AnyReplayBuffer | None:
         return self._params.buffer
 
     @override

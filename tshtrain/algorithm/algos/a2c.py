@@ -25,7 +25,7 @@ from tshtrain.algorithm.blocks.onpolicy import (
     value_loss,
 )
 from tshtrain.algorithm.blocks.onpolicy_update import LossTerms, actor_critic_update
-from tshtrain.data.batch import RolloutBatch
+from tshtrain.data.batch import AnyRolloutBatch
 
 
 @final
@@ -93,7 +93,7 @@ class A2C(ActorCriticAlgorithm[A2CParams, A2CTrainingStats]):
     @override
     def update(
         self,
-        rollout: RolloutBatch,
+        rollout: AnyRolloutBatch,
         *,
         batch_size: int | None,
         num_repetitions: int,

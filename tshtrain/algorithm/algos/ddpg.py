@@ -28,7 +28,7 @@ from tshtrain.algorithm.blocks.offpolicy import (
 from tshtrain.algorithm.blocks.policies import DeterministicActorPolicy
 from tshtrain.algorithm.blocks.schedules import Schedule, check_schedule
 from tshtrain.constraints import OpenUnitFloat, PositiveFloat, PositiveInt, UnitFloat, validate_fields
-from tshtrain.data.buffer import BaseReplayBuffer
+from tshtrain.data.collector_base import AnyReplayBuffer
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -103,7 +103,7 @@ class DDPG(OffPolicyAlgorithm[DeterministicActorPolicy, DDPGTrainingStats]):
 
     @override
     def update(
-        self, buffer: BaseReplayBuffer, batch_size: int, *, hooks: UpdateHooks = NO_UPDATE_HOOKS
+        self, buffer: AnyReplayBuffer, batch_size: int, *, hooks: UpdateHooks = NO_UPDATE_HOOKS
     ) -> DDPGTrainingStats:
         self.lrs.begin_update()
         p, policy = self.params, self.policy

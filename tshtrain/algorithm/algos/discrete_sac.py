@@ -32,7 +32,7 @@ from tshtrain.algorithm.blocks.policies import CategoricalPolicy
 from tshtrain.algorithm.blocks.schedules import Schedule, check_schedule
 from tshtrain.algorithm.blocks.temperature import EntropyTemperature
 from tshtrain.constraints import OpenUnitFloat, PositiveFloat, PositiveInt, UnitFloat, validate_fields
-from tshtrain.data.buffer import BaseReplayBuffer
+from tshtrain.data.collector_base import AnyReplayBuffer
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -175,7 +175,7 @@ class DiscreteSAC(OffPolicyAlgorithm[CategoricalPolicy, DiscreteSACTrainingStats
 
     @override
     def update(
-        self, buffer: BaseReplayBuffer, batch_size: int, *, hooks: UpdateHooks = NO_UPDATE_HOOKS
+        self, buffer: AnyReplayBuffer, batch_size: int, *, hooks: UpdateHooks = NO_UPDATE_HOOKS
     ) -> DiscreteSACTrainingStats:
         self.lrs.begin_update()
         p, policy = self.params, self.policy

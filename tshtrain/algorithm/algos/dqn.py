@@ -33,7 +33,7 @@ from tshtrain.algorithm.blocks.policies import QValuePolicy
 from tshtrain.algorithm.blocks.polyak import TargetNetwork
 from tshtrain.algorithm.blocks.schedules import Schedule, check_schedule
 from tshtrain.constraints import PositiveFloat, PositiveInt, UnitFloat, validate_fields
-from tshtrain.data.buffer import BaseReplayBuffer
+from tshtrain.data.collector_base import AnyReplayBuffer
 from tshtrain.errors import ConfigurationError
 
 
@@ -175,7 +175,7 @@ class DQN(OffPolicyAlgorithm[QValuePolicy, DQNTrainingStats]):
 
     @override
     def update(
-        self, buffer: BaseReplayBuffer, batch_size: int, *, hooks: UpdateHooks = NO_UPDATE_HOOKS
+        self, buffer: AnyReplayBuffer, batch_size: int, *, hooks: UpdateHooks = NO_UPDATE_HOOKS
     ) -> DQNTrainingStats:
         self.lrs.begin_update()
         p = self.params

@@ -27,7 +27,7 @@ from tshtrain.algorithm.blocks.onpolicy import (
 from tshtrain.algorithm.blocks.onpolicy_update import LossTerms, actor_critic_update
 from tshtrain.algorithm.blocks.schedules import Schedule, check_schedule, schedule_factor
 from tshtrain.constraints import PositiveFloat
-from tshtrain.data.batch import RolloutBatch
+from tshtrain.data.batch import AnyRolloutBatch
 
 
 @final
@@ -109,7 +109,7 @@ class PPO(ActorCriticAlgorithm[PPOParams, PPOTrainingStats]):
     @override
     def update(
         self,
-        rollout: RolloutBatch,
+        rollout: AnyRolloutBatch,
         *,
         batch_size: int | None,
         num_repetitions: int,

@@ -19,13 +19,13 @@ from tshtrain.algorithm.base import (
 )
 from tshtrain.algorithm.blocks.lr_schedule import ScheduledLearningRates, optimizers_in
 from tshtrain.algorithm.blocks.normalization import ObsNormalization, RunningObsNormalizer
-from tshtrain.algorithm.blocks.onpolicy import minibatches
+from tshtrain.algorithm.blocks.onpolicy import minibatches, rollout_to_torch
 from tshtrain.algorithm.blocks.optim import optimizer_step
 from tshtrain.algorithm.blocks.policies import CategoricalPolicy
 from tshtrain.algorithm.blocks.schedules import Schedule, check_schedule
 from tshtrain.constraints import PositiveFloat, UnitFloat, validate_fields
-from tshtrain.data.batch import ObsArray, RolloutBatch
-from tshtrain.functional.returns import discounted_returns
+from tshtrain.data.batch import AnyRolloutBatch, ObsTensor
+from tshtrain.functional.returns import discounted_returns_torch
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -85,20 +85,21 @@ class Reinforce(OnPolicyAlgorithm[CategoricalPolicy, ReinforceTrainingStats]):
     @override
     def update(
         self,
-        rollout: RolloutBatch,
+        rollout: AnyRolloutBatch,
         *,
         batch_size: int | None,
         num_repetitions: int,
         hooks: UpdateHooks = NO_UPDATE_HOOKS,
     ) -> ReinforceTrainingStats:
         self.lrs.begin_update()
-        returns_TE = discounted_returns(rollout.rew, rollout.terminated, rollout.boundary, self.params.gamma)
-        valid = rollout.valid
-        returns_N = torch.from_numpy(returns_TE[valid])
+        data = rollout_to_torch(rollout, self.policy.device)
+        returns_TE = discounted_returns_torch(data.rew, data.terminated, data.boundary, self.params.gamma)
+        valid = data.valid
+        returns_N = returns_TE[valid]
         if self.params.return_standardization and len(returns_N) > 1:
             returns_N = (returns_N - returns_N.mean()) / (returns_N.std() + 1e-8)
-        obs_N = torch.as_tensor(_flat_valid(rollout.obs, valid), device=self.policy.device)
-        act_N = torch.as_tensor(rollout.act[valid], device=self.policy.device)
+        obs_N = _flat_valid(data.obs, valid)
+        act_N = data.act[valid]
         losses: list[torch.Tensor] = []
         for idx in minibatches(len(returns_N), batch_size, num_repetitions, self.rng):
             logp = torch.log_softmax(self.policy.logits(obs_N[idx]), dim=-1)
@@ -112,7 +113,7 @@ class Reinforce(OnPolicyAlgorithm[CategoricalPolicy, ReinforceTrainingStats]):
         return ReinforceTrainingStats(loss=float(mean_loss), num_gradient_steps=len(losses))
 
 
-def _flat_valid(obs: ObsArray, valid: np.ndarray) -> np.ndarray:
-    if not isinstance(obs, np.ndarray):
+def _flat_valid(obs: ObsTensor, valid: torch.Tensor) -> torch.Tensor:
+    if not isinstance(obs, torch.Tensor):
         raise TypeError("Reinforce takes array observations; flatten Dict observations with a wrapper.")
-    return np.asarray(obs[valid], dtype=np.float32)
+    return obs[valid].to(torch.float32)

@@ -37,7 +37,7 @@ from tshtrain.constraints import (
     validate_fields,
 )
 from tshtrain.data.batch import ObsTensor
-from tshtrain.data.buffer import BaseReplayBuffer
+from tshtrain.data.collector_base import AnyReplayBuffer
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -187,7 +187,7 @@ class SAC(OffPolicyAlgorithm[TanhGaussianPolicy, SACTrainingStats]):
 
     @override
     def update(
-        self, buffer: BaseReplayBuffer, batch_size: int, *, hooks: UpdateHooks = NO_UPDATE_HOOKS
+        self, buffer: AnyReplayBuffer, batch_size: int, *, hooks: UpdateHooks = NO_UPDATE_HOOKS
     ) -> SACTrainingStats:
         self.lrs.begin_update()
         p, policy = self.params, self.policy

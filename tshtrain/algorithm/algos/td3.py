@@ -37,7 +37,7 @@ from tshtrain.constraints import (
     UnitFloat,
     validate_fields,
 )
-from tshtrain.data.buffer import BaseReplayBuffer
+from tshtrain.data.collector_base import AnyReplayBuffer
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -176,7 +176,7 @@ class TD3(OffPolicyAlgorithm[DeterministicActorPolicy, TD3TrainingStats]):
 
     @override
     def update(
-        self, buffer: BaseReplayBuffer, batch_size: int, *, hooks: UpdateHooks = NO_UPDATE_HOOKS
+        self, buffer: AnyReplayBuffer, batch_size: int, *, hooks: UpdateHooks = NO_UPDATE_HOOKS
     ) -> TD3TrainingStats:
         self.lrs.begin_update()
         p, policy = self.params, self.policy

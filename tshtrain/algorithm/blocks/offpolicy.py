@@ -19,9 +19,10 @@ import numpy as np
 import torch
 
 from tshtrain.algorithm.base import NO_UPDATE_HOOKS, UpdateHooks, check_finite_loss
-from tshtrain.data.batch import ObsTensor, obs_to_torch
-from tshtrain.data.buffer import BaseReplayBuffer
+from tshtrain.data.batch import ObsTensor, TorchTransitionBatch, obs_to_torch
+from tshtrain.data.collector_base import AnyReplayBuffer
 from tshtrain.data.prioritized import BasePrioritizedBuffer
+from tshtrain.data.tensor_buffer import TensorReplayBuffer
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -40,12 +41,13 @@ class ReplaySample:
     """o_{t+m}, the observation to bootstrap from"""
     weight: torch.Tensor | None
     """importance-sampling weights (prioritized buffers), else None"""
-    indices: np.ndarray
-    """flat buffer indices of the sampled transitions (for priority updates)"""
+    indices: np.ndarray | torch.Tensor
+    """flat buffer indices of the sampled transitions (for priority updates); a tensor on a
+    :class:`~tshtrain.data.TensorReplayBuffer`'s device when sampled from one"""
 
 
 def sample_replay(
-    buffer: BaseReplayBuffer,
+    buffer: AnyReplayBuffer,
     batch_size: int,
     *,
     gamma: float,
@@ -57,9 +59,20 @@ def sample_replay(
     (:meth:`~tshtrain.data.buffer.BaseReplayBuffer.nstep_targets`, vectorised).
 
     The sample goes through ``hooks.process_optim_batch`` first (the algorithm's update hooks). With
-    ``n_step > 1`` the following transitions of each chain are read from the buffer itself.
+    ``n_step > 1`` the following transitions of each chain are read from the buffer itself. A
+    :class:`~tshtrain.data.TensorReplayBuffer` is sampled and its targets computed with tensor ops on
+    its device (hooks see a :class:`~tshtrain.data.TorchTransitionBatch`); nothing goes to numpy.
     """
+    if isinstance(buffer, TensorReplayBuffer):
+        return _sample_tensor_replay(
+            buffer, batch_size, gamma=gamma, n_step=n_step, device=device, hooks=hooks
+        )
     batch = hooks.process_optim_batch(buffer.sample(batch_size))
+    if isinstance(batch, TorchTransitionBatch):
+        raise TypeError(
+            f"sample_replay: an on_sampled_batch callback turned the numpy batch of {type(buffer).__name__} "
+            f"into a TorchTransitionBatch; return a TransitionBatch (or None) for numpy buffers."
+        )
     if n_step == 1:
         returns = batch.rew
         discounts = (np.float32(gamma) * ~batch.terminated).astype(np.float32)
@@ -76,6 +89,50 @@ def sample_replay(
         weight=None if batch.weight is None else torch.as_tensor(batch.weight, device=device),
         indices=batch.indices,
     )
+
+
+def _sample_tensor_replay(
+    buffer: TensorReplayBuffer,
+    batch_size: int,
+    *,
+    gamma: float,
+    n_step: int,
+    device: torch.device,
+    hooks: UpdateHooks,
+) -> ReplaySample:
+    processed = hooks.process_optim_batch(buffer.sample(batch_size))
+    if not isinstance(processed, TorchTransitionBatch):
+        raise TypeError(
+            "sample_replay: an on_sampled_batch callback turned the tensor batch of a TensorReplayBuffer "
+            "into a numpy TransitionBatch; return a TorchTransitionBatch (or None) on the torch path."
+        )
+    batch = processed.to_torch(device)
+    if n_step == 1:
+        returns = batch.rew.to(torch.float32)
+        discounts = (~batch.terminated).to(torch.float32) * float(np.float32(gamma))
+        obs_next = batch.obs_next
+    else:
+        if processed.indices is None:
+            raise TypeError("sample_replay: n_step > 1 needs the sampled batch's indices; keep them set.")
+        targets = buffer.nstep_targets(processed.indices, n_step=n_step, gamma=gamma)
+        returns, discounts = targets.returns.to(device), targets.discounts.to(device)
+        obs_next = _obs_to(targets.obs_next, device)
+    indices = processed.indices
+    return ReplaySample(
+        obs=batch.obs,
+        act=batch.act,
+        returns=returns,
+        discounts=discounts,
+        obs_next=obs_next,
+        weight=batch.weight,
+        indices=indices if indices is not None else torch.zeros(0, dtype=torch.int64, device=device),
+    )
+
+
+def _obs_to(obs: ObsTensor, device: torch.device) -> ObsTensor:
+    if isinstance(obs, torch.Tensor):
+        return obs.to(device)
+    return {key: value.to(device) for key, value in obs.items()}
 
 
 def host_scalars(
@@ -109,10 +166,13 @@ def td_loss(q_MN: torch.Tensor, target_N: torch.Tensor, weight_N: torch.Tensor |
     return TDLoss(loss=sq_MN.mean(dim=1).sum(), td_errors=td_MN)
 
 
-def update_priorities(buffer: BaseReplayBuffer, indices: np.ndarray, td_MN: torch.Tensor) -> None:
+def update_priorities(
+    buffer: AnyReplayBuffer, indices: np.ndarray | torch.Tensor, td_MN: torch.Tensor
+) -> None:
     """With a prioritized buffer, set the sampled transitions' priorities to their absolute TD errors
     (averaged over the critics); otherwise do nothing."""
     if isinstance(buffer, BasePrioritizedBuffer):
+        assert isinstance(indices, np.ndarray)  # sampled from that numpy buffer
         buffer.update_priorities(indices, td_MN.detach().abs().mean(dim=0).cpu().numpy())
 
 

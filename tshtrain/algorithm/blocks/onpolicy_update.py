@@ -21,7 +21,7 @@ from tshtrain.algorithm.blocks.onpolicy import (
     minibatches,
     prepare_rollout,
 )
-from tshtrain.data.batch import RolloutBatch
+from tshtrain.data.batch import AnyRolloutBatch
 
 
 class LossTerms(NamedTuple):
@@ -75,7 +75,7 @@ def _gradient_step(
 def actor_critic_update(
     ac: ActorCritic,
     params: ActorCriticParams,
-    rollout: RolloutBatch,
+    rollout: AnyRolloutBatch,
     loss_fn: LossFunction,
     *,
     batch_size: int | None,
