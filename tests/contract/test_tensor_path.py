@@ -132,7 +132,7 @@ def test_checkpoint_resume_is_bit_exact_on_the_tensor_path(family: str, tmp_path
 
 
 @pytest.mark.learning
-@pytest.mark.parametrize("seed", [0, 1])
+@pytest.mark.parametrize("seed", [0, 1, 2])
 def test_ppo_learns_torch_cartpole_with_64_envs(seed: int) -> None:
     start = time.perf_counter()
     trainer = _ppo_trainer(
