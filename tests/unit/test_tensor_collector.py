@@ -212,9 +212,10 @@ def test_state_dict_round_trip_continues_identically() -> None:
     _, tensor_c = _pair(3, 3 * 100, max_steps=20)
     tensor_c.collect(n_step=30)
     state, env_state = tensor_c.state_dict(), tensor_c.env_snapshot()
-    first = tensor_c.collect(n_step=60)
+    first = tensor_c.collect(n_step=60, random=True)  # random actions: the collector's generator
     tensor_c.load_state_dict(state)
     assert tensor_c.restore_env_snapshot(env_state)
-    again = tensor_c.collect(n_step=60)
+    again = tensor_c.collect(n_step=60, random=True)
+    assert first.n_collected_episodes > 0
     np.testing.assert_array_equal(first.returns, again.returns)
     np.testing.assert_array_equal(first.lens, again.lens)
