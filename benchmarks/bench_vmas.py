@@ -347,6 +347,7 @@ def main(argv: list[str] | None = None) -> None:
     for num_envs in args.envs:
         print(f"\n-- {num_envs} envs: warm-up (one iteration each)", flush=True)
         ok, failed = _preflight(names, make_env, num_envs, settings)
+        notes += [f"{num_envs} envs: {n} failed, left out ({why})" for n, why in failed.items()]
         if not ok:
             continue
         probes = {name: Probe() for name in ok}

@@ -107,6 +107,8 @@ class TimedEnv:
     """A :class:`TensorVectorEnv` that forwards to ``env`` and adds up the time spent in its ``step``."""
 
     def __init__(self, env: TensorVectorEnv):
+        if not isinstance(env, TensorVectorEnv):
+            raise TypeError(f"bench_vmas needs a TensorVectorEnv, got {type(env).__name__}")
         self.env = env
         self.step_seconds = 0.0
         self.num_vector_steps = 0
@@ -146,13 +148,14 @@ class TimedEnv:
 
 
 class StubNavEnv:
-    """A cheap stand-in for a VMAS navigation task: N point masses, each steering to its goal past 5
-    obstacles. Observation (16): position, velocity, goal relative to the agent, and the positions of
-    5 obstacles relative to the agent. Action (2): a force in [-1, 1]^2. Reward: progress to the goal,
-    minus 0.1 while touching an obstacle. Terminates at the goal, truncates after ``max_episode_steps``;
-    ended envs reset in the same step (the TensorVectorEnv contract)."""
+    """A cheap stand-in for a VMAS navigation task: N point masses, each steering to its goal past 6
+    obstacles. Observation (18, as VMAS navigation's with one agent): position, velocity, goal relative
+    to the agent, and the positions of 6 obstacles relative to the agent. Action (2): a force in
+    [-1, 1]^2. Reward: progress to the goal, minus 0.1 while touching an obstacle. Terminates at the
+    goal, truncates after ``max_episode_steps``; ended envs reset in the same step (the
+    TensorVectorEnv contract)."""
 
-    num_obstacles = 5
+    num_obstacles = 6
 
     def __init__(self, *, num_envs: int, device: str = "cpu", seed: int = 0, max_episode_steps: int = 150):
         self.num_envs = num_envs
