@@ -22,6 +22,8 @@ What it measures, for each number of envs N (contestants: ``vmas_contestants.py`
   loop's rollout loop, tshtrain's collection steps, rsl_rl's rollout loop as its runner times it),
   *non-update* = wall - update - env.step (every contestant; includes the trainer's bookkeeping
   between phases).
+  The phases split the work differently: the hand loop, rsl_rl and skrl evaluate the critic and the
+  log-probabilities while collecting, tshtrain in its update; the end-to-end rate is the fair figure.
 
 Goals: tshtrain >= 0.95x the hand loop's env steps/s, and ahead of rsl_rl and skrl. torch runs on one
 thread, with denormals flushed for every contestant (what tshtrain's trainer does by default).
@@ -460,7 +462,8 @@ def write_results(
             "Columns: *outside env.step* = 1 - time in env.step / wall time; *update share* = time in the "
             "update phase / wall time; per vector step (µs): *env.step*, *collect* = the library's "
             "collection phase without env.step (hand loop, tshtrain, rsl_rl), *non-update* = wall - update "
-            "- env.step.",
+            "- env.step. The hand loop, rsl_rl and skrl evaluate the critic and the log-probabilities while "
+            "collecting, tshtrain at the start of its update: its collection phase is lighter by design.",
             "",
             "## Summary",
             "",

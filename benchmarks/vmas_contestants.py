@@ -463,8 +463,9 @@ def _hand(env: TimedEnv, s: PPOSettings, seed: int, num_iterations: int, phases:
 
 def _tshtrain(env: TimedEnv, s: PPOSettings, seed: int, num_iterations: int, phases: Phases) -> Run:
     from tshtrain.algorithm import PPO, GaussianPolicy, PPOParams, mlp
-    from tshtrain.data import TensorCollector, TensorReplayBuffer
     from tshtrain.trainer import OnPolicyTrainer, OnPolicyTrainerParams
+
+    TensorCollector, TensorReplayBuffer = tshtrain_torch_data()
 
     torch.manual_seed(seed)
     o_dim, a_dim, n = obs_dim(env), len(box_bounds(env)[0]), env.num_envs
@@ -482,7 +483,7 @@ def _tshtrain(env: TimedEnv, s: PPOSettings, seed: int, num_iterations: int, pha
     )
     algorithm = PPO(policy=policy, critic=mlp(o_dim, 1, s.hidden_sizes), params=params, seed=seed)
     rollout = s.rollout_len * n
-    collector = TensorCollector(policy, env, TensorReplayBuffer(rollout, n, device=env.device))
+    collector = TensorCollector(policy, env, TensorReplayBuffer(rollout, n, device=env.device), seed=seed)
     trainer = OnPolicyTrainer(
         algorithm,
         OnPolicyTrainerParams(
@@ -639,10 +640,21 @@ def _skrl(env: TimedEnv, s: PPOSettings, seed: int, num_iterations: int, phases:
     return trainer.train
 
 
+def tshtrain_torch_data() -> tuple[Any, Any]:
+    """(TensorCollector, TensorReplayBuffer): from ``tshtrain.data``, or from their modules while the
+    package does not re-export them yet. Raises ImportError while they do not exist."""
+    try:
+        from tshtrain.data import TensorCollector, TensorReplayBuffer
+    except ImportError:
+        from tshtrain.data.tensor_buffer import TensorReplayBuffer
+        from tshtrain.data.tensor_collector import TensorCollector
+    return TensorCollector, TensorReplayBuffer
+
+
 def tshtrain_available() -> str | None:
     """None if tshtrain's torch data path can be imported, else why not."""
     try:
-        from tshtrain.data import TensorCollector, TensorReplayBuffer  # noqa: F401
+        tshtrain_torch_data()
     except ImportError as exc:
         return f"{type(exc).__name__}: {exc}"
     return None
