@@ -442,6 +442,9 @@ def write_results(
         "results": results,
     }
     json_path = write_json(name, payload)
+    if args.quick:  # a smoke run: JSON only (results/*_quick.json, ignored by git), as every benchmark
+        print(f"\nwrote {json_path}")
+        return
     settings_text = ", ".join(f"{k}={v}" for k, v in asdict(settings).items())
     md = "\n".join(
         [

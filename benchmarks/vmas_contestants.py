@@ -152,8 +152,8 @@ class StubNavEnv:
     obstacles. Observation (18, as VMAS navigation's with one agent): position, velocity, goal relative
     to the agent, and the positions of 6 obstacles relative to the agent. Action (2): a force in
     [-1, 1]^2. Reward: progress to the goal, minus 0.1 while touching an obstacle. Terminates at the
-    goal, truncates after ``max_episode_steps``; ended envs reset in the same step (the
-    TensorVectorEnv contract)."""
+    goal, truncates after ``max_episode_steps`` (clocks start spread at ``reset``); ended envs reset in
+    the same step (the TensorVectorEnv contract)."""
 
     num_obstacles = 6
 
@@ -190,6 +190,11 @@ class StubNavEnv:
         if seed is not None:
             self._gen.manual_seed(seed)
         self._respawn(torch.ones(self.num_envs, dtype=torch.bool, device=self.device))
+        # episode clocks start spread over [0, max_episode_steps), as VmasEnv's (and rsl_rl's) do, so
+        # that time-outs do not all fall in one step
+        self.t = torch.randint(
+            0, self.max_episode_steps, (self.num_envs,), generator=self._gen, device=self.device
+        )
         return self._obs(), {}
 
     def step(self, actions: torch.Tensor) -> TensorStep:
@@ -645,9 +650,12 @@ def tshtrain_torch_data() -> tuple[Any, Any]:
     package does not re-export them yet. Raises ImportError while they do not exist."""
     try:
         from tshtrain.data import TensorCollector, TensorReplayBuffer
-    except ImportError:
-        from tshtrain.data.tensor_buffer import TensorReplayBuffer
-        from tshtrain.data.tensor_collector import TensorCollector
+    except ImportError as not_exported:
+        try:
+            from tshtrain.data.tensor_buffer import TensorReplayBuffer
+            from tshtrain.data.tensor_collector import TensorCollector
+        except ImportError:
+            raise not_exported from None
     return TensorCollector, TensorReplayBuffer
 
 
