@@ -1,0 +1,677 @@
+"""The contestants of ``bench_vmas.py``: PPO on one batched torch env (a
+:class:`~tshtrain.env.tensor_env.TensorVectorEnv`), written by hand, with tshtrain, with rsl_rl 5.x and
+with skrl 2.x, all with the settings of one :class:`PPOSettings`.
+
+Every contestant drives the same env type: the benchmark hands each one a :class:`TimedEnv` around a
+fresh env, which times ``env.step``; rsl_rl and skrl see it through the thin adapters
+:class:`RslRlVecEnv` and :class:`SkrlEnvWrapper`. Until ``tshtrain.env.vmas.VmasEnv`` exists,
+:class:`StubNavEnv` stands in for VMAS (``--env stub``).
+
+A builder takes ``(env, settings, seed, num_iterations, phases)``, constructs everything (untimed) and
+returns the timed ``run()``: ``num_iterations`` PPO iterations (a rollout of ``settings.rollout_len``
+vector steps, then the update). ``run`` adds the seconds of the update phase (and, where the library
+has a separate collection call, of the collection phase) to ``phases``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import itertools
+import math
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import gymnasium as gym
+import torch
+from torch import nn
+
+from tshtrain.env.tensor_env import TensorObs, TensorStep, TensorVectorEnv
+
+Run = Callable[[], None]
+
+
+# ============================================================================ settings and timers
+@dataclass(frozen=True, kw_only=True)
+class PPOSettings:
+    """The hyperparameters every contestant uses (the knobs a library cannot match are listed in
+    :data:`UNMATCHED_KNOBS`)."""
+
+    rollout_len: int = 32
+    """vector steps per rollout (env steps per env per iteration)"""
+    num_epochs: int = 4
+    """passes over each rollout"""
+    num_minibatches: int = 4
+    """mini-batches per pass (mini-batch size = rollout_len * num_envs / num_minibatches)"""
+    hidden_sizes: tuple[int, ...] = (64, 64)
+    """hidden layers of the actor and of the (separate) critic, tanh activations"""
+    lr: float = 3e-4
+    """Adam learning rate, constant"""
+    gamma: float = 0.99
+    gae_lambda: float = 0.95
+    clip_range: float = 0.2
+    ent_coef: float = 0.01
+    vf_coef: float = 0.5
+    """weight of the value loss (a mean squared error, no value clipping)"""
+    max_grad_norm: float = 0.5
+    init_log_std: float = 0.0
+    """state-independent log std of the Gaussian policy"""
+
+
+UNMATCHED_KNOBS = (
+    "Knobs the libraries do not let us match: rsl_rl clips the actor's and the critic's gradient norms "
+    "separately (the others clip their joint norm), bootstraps a time-out with V(o_t) instead of V(final "
+    "obs) and checks every step for NaNs (its default); skrl standardises advantages over the whole "
+    "rollout (the others per mini-batch) and bootstraps a time-out with V of the next episode's first "
+    "observation (its envs give no final observation); tshtrain recomputes the rollout's values and "
+    "log-probabilities at the start of the update (the others store them while collecting). Network "
+    "initialisation is each library's default; all use Adam with torch's defaults and plain Gaussian "
+    "sampling (rsl_rl and skrl through torch.distributions.Normal)."
+)
+
+
+@dataclass
+class Phases:
+    """Seconds one run spent in its phases (filled by the run; env.step time is in :class:`TimedEnv`)."""
+
+    update: float = 0.0
+    """in the PPO update (GAE, epochs of mini-batches)"""
+    collect: float | None = None
+    """in the collection phase, where the library has one apart (hand loop: its rollout loop;
+    tshtrain: the trainer's collection steps; rsl_rl: the runner's rollout loop, as it measures it);
+    None: not measured separately (skrl interleaves collection and update step by step)"""
+
+
+def _timed(fn: Callable[..., Any], add: Callable[[float], None]) -> Callable[..., Any]:
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        start = time.perf_counter()
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            add(time.perf_counter() - start)
+
+    return wrapper
+
+
+def _add_update(phases: Phases) -> Callable[[float], None]:
+    def add(seconds: float) -> None:
+        phases.update += seconds
+
+    return add
+
+
+# ============================================================================ envs
+class TimedEnv:
+    """A :class:`TensorVectorEnv` that forwards to ``env`` and adds up the time spent in its ``step``."""
+
+    def __init__(self, env: TensorVectorEnv):
+        if not isinstance(env, TensorVectorEnv):
+            raise TypeError(f"bench_vmas needs a TensorVectorEnv, got {type(env).__name__}")
+        self.env = env
+        self.step_seconds = 0.0
+        self.num_vector_steps = 0
+
+    @property
+    def num_envs(self) -> int:
+        return self.env.num_envs
+
+    @property
+    def device(self) -> torch.device:
+        return self.env.device
+
+    @property
+    def single_observation_space(self) -> gym.Space[Any]:
+        return self.env.single_observation_space
+
+    @property
+    def single_action_space(self) -> gym.Space[Any]:
+        return self.env.single_action_space
+
+    @property
+    def max_episode_steps(self) -> int:
+        return int(getattr(self.env, "max_episode_steps", 0) or 0)
+
+    def reset(self, *, seed: int | None = None) -> tuple[TensorObs, Mapping[str, Any]]:
+        return self.env.reset(seed=seed)
+
+    def step(self, actions: torch.Tensor) -> TensorStep:
+        start = time.perf_counter()
+        out = self.env.step(actions)
+        self.step_seconds += time.perf_counter() - start
+        self.num_vector_steps += 1
+        return out
+
+    def close(self) -> None:
+        self.env.close()
+
+
+class StubNavEnv:
+    """A cheap stand-in for a VMAS navigation task: N point masses, each steering to its goal past 6
+    obstacles. Observation (18, as VMAS navigation's with one agent): position, velocity, goal relative
+    to the agent, and the positions of 6 obstacles relative to the agent. Action (2): a force in
+    [-1, 1]^2. Reward: progress to the goal, minus 0.1 while touching an obstacle. Terminates at the
+    goal, truncates after ``max_episode_steps`` (clocks start spread at ``reset``); ended envs reset in
+    the same step (the TensorVectorEnv contract)."""
+
+    num_obstacles = 6
+
+    def __init__(self, *, num_envs: int, device: str = "cpu", seed: int = 0, max_episode_steps: int = 150):
+        self.num_envs = num_envs
+        self.device = torch.device(device)
+        self.max_episode_steps = max_episode_steps
+        obs_dim = 6 + 2 * self.num_obstacles
+        self.single_observation_space = gym.spaces.Box(-math.inf, math.inf, (obs_dim,))
+        self.single_action_space = gym.spaces.Box(-1.0, 1.0, (2,))
+        self._gen = torch.Generator(device=self.device).manual_seed(seed)
+        n, d = num_envs, self.device
+        self.pos, self.vel, self.goal = (torch.zeros(n, 2, device=d) for _ in range(3))
+        self.obstacles = torch.zeros(n, self.num_obstacles, 2, device=d)
+        self.t = torch.zeros(n, dtype=torch.long, device=d)
+        self._respawn(torch.ones(n, dtype=torch.bool, device=d))
+
+    def _uniform(self, *shape: int) -> torch.Tensor:
+        return torch.rand(shape, generator=self._gen, device=self.device) * 2.0 - 1.0
+
+    def _respawn(self, mask_N: torch.Tensor) -> None:
+        n, m = self.num_envs, mask_N.view(-1, 1)
+        self.pos = torch.where(m, self._uniform(n, 2), self.pos)
+        self.vel = torch.where(m, torch.zeros_like(self.vel), self.vel)
+        self.goal = torch.where(m, self._uniform(n, 2), self.goal)
+        self.obstacles = torch.where(m.unsqueeze(-1), self._uniform(n, self.num_obstacles, 2), self.obstacles)
+        self.t = torch.where(mask_N, torch.zeros_like(self.t), self.t)
+
+    def _obs(self) -> torch.Tensor:
+        rel_obstacles = (self.obstacles - self.pos.unsqueeze(1)).flatten(1)
+        return torch.cat([self.pos, self.vel, self.goal - self.pos, rel_obstacles], dim=1)
+
+    def reset(self, *, seed: int | None = None) -> tuple[TensorObs, Mapping[str, Any]]:
+        if seed is not None:
+            self._gen.manual_seed(seed)
+        self._respawn(torch.ones(self.num_envs, dtype=torch.bool, device=self.device))
+        # episode clocks start spread over [0, max_episode_steps), as VmasEnv's (and rsl_rl's) do, so
+        # that time-outs do not all fall in one step
+        self.t = torch.randint(
+            0, self.max_episode_steps, (self.num_envs,), generator=self._gen, device=self.device
+        )
+        return self._obs(), {}
+
+    def step(self, actions: torch.Tensor) -> TensorStep:
+        dist_before = (self.goal - self.pos).norm(dim=1)
+        self.vel = 0.9 * self.vel + 0.1 * actions.clamp(-1.0, 1.0)
+        self.pos = self.pos + 0.1 * self.vel
+        dist = (self.goal - self.pos).norm(dim=1)
+        touching = ((self.obstacles - self.pos.unsqueeze(1)).norm(dim=2) < 0.1).any(dim=1)
+        rew = (dist_before - dist) - 0.1 * touching.float()
+        self.t += 1
+        terminated = dist < 0.05
+        truncated = (self.t >= self.max_episode_steps) & ~terminated
+        final_obs = self._obs()
+        done = terminated | truncated
+        if bool(done.any()):
+            self._respawn(done)
+            obs = torch.where(done.view(-1, 1), self._obs(), final_obs)
+        else:
+            obs = final_obs
+        return TensorStep(obs, rew, terminated, truncated, final_obs, {})
+
+    def close(self) -> None:
+        pass
+
+
+def box_bounds(env: TensorVectorEnv) -> tuple[torch.Tensor, torch.Tensor]:
+    """(low, high) of the env's Box action space as tensors on its device."""
+    space = env.single_action_space
+    if not isinstance(space, gym.spaces.Box) or len(space.shape) != 1:
+        raise TypeError(f"bench_vmas needs a one-dimensional Box action space, got {space!r}")
+    low = torch.as_tensor(space.low, dtype=torch.float32, device=env.device)
+    high = torch.as_tensor(space.high, dtype=torch.float32, device=env.device)
+    return low, high
+
+
+def obs_dim(env: TensorVectorEnv) -> int:
+    space = env.single_observation_space
+    if not isinstance(space, gym.spaces.Box) or len(space.shape) != 1:
+        raise TypeError(f"bench_vmas needs a one-dimensional Box observation space, got {space!r}")
+    return int(space.shape[0])
+
+
+# ============================================================================ adapters
+def _rsl_rl_adapter_class() -> type:
+    from rsl_rl.env import VecEnv
+    from tensordict import TensorDict
+
+    class RslRlVecEnv(VecEnv):
+        """rsl_rl's ``VecEnv`` over a :class:`TensorVectorEnv`: one observation group ``policy``, dones
+        = terminated | truncated, ``extras["time_outs"]`` = truncated and not terminated, actions
+        clipped to the Box (as Isaac Lab's rsl_rl wrapper does)."""
+
+        def __init__(self, env: TensorVectorEnv, seed: int):
+            self.env = env
+            self.num_envs = env.num_envs
+            self.device = env.device
+            self.low, self.high = box_bounds(env)
+            self.num_actions = len(self.low)
+            self.max_episode_length = int(getattr(env, "max_episode_steps", 0) or 0)
+            self.episode_length_buf = torch.zeros(env.num_envs, dtype=torch.long, device=env.device)
+            self.cfg: dict[str, Any] = {}
+            obs, _ = env.reset(seed=seed)
+            self._obs = self._wrap(obs)
+
+        def _wrap(self, obs: TensorObs) -> TensorDict:
+            assert isinstance(obs, torch.Tensor)
+            return TensorDict({"policy": obs}, batch_size=[self.num_envs], device=self.device)
+
+        def get_observations(self) -> TensorDict:
+            return self._obs
+
+        def step(
+            self, actions: torch.Tensor
+        ) -> tuple[TensorDict, torch.Tensor, torch.Tensor, dict[str, Any]]:
+            out = self.env.step(torch.clamp(actions, self.low, self.high))
+            done = out.terminated | out.truncated
+            self.episode_length_buf += 1
+            self.episode_length_buf.masked_fill_(done, 0)
+            self._obs = self._wrap(out.obs)
+            extras = {"time_outs": out.truncated & ~out.terminated, "log": {}}
+            return self._obs, out.rew, done.float(), extras
+
+    return RslRlVecEnv
+
+
+def _skrl_adapter_class() -> type:
+    from skrl.envs.wrappers.torch.base import Wrapper
+
+    class SkrlEnvWrapper(Wrapper):
+        """skrl's env wrapper over a :class:`TensorVectorEnv`: (N, 1) rewards / terminated / truncated,
+        reset once (the trainer calls ``reset`` at the start of ``train``; episodes reset themselves)."""
+
+        def __init__(self, env: TensorVectorEnv, seed: int):
+            super().__init__(env)
+            self._seed = seed
+            self._obs: torch.Tensor | None = None
+
+        @property
+        def observation_space(self) -> gym.Space[Any]:
+            return self._env.single_observation_space
+
+        @property
+        def action_space(self) -> gym.Space[Any]:
+            return self._env.single_action_space
+
+        @property
+        def num_envs(self) -> int:
+            return int(self._env.num_envs)
+
+        def reset(self) -> tuple[torch.Tensor, dict[str, Any]]:
+            if self._obs is None:
+                obs, _ = self._env.reset(seed=self._seed)
+                assert isinstance(obs, torch.Tensor)
+                self._obs = obs
+            return self._obs, {}
+
+        def step(self, actions: torch.Tensor) -> tuple[torch.Tensor, ...] | Any:
+            out = self._env.step(actions)
+            assert isinstance(out.obs, torch.Tensor)
+            self._obs = out.obs
+            return (
+                out.obs,
+                out.rew.view(-1, 1),
+                out.terminated.view(-1, 1),
+                out.truncated.view(-1, 1),
+                out.info,
+            )
+
+        def state(self) -> None:
+            return None
+
+        def render(self, *args: Any, **kwargs: Any) -> None:
+            return None
+
+        def close(self) -> None:
+            self._env.close()
+
+    return SkrlEnvWrapper
+
+
+# ============================================================================ contestants
+Builder = Callable[[TimedEnv, PPOSettings, int, int, Phases], Run]
+
+
+def _mlp(sizes: list[int]) -> nn.Sequential:
+    layers: list[nn.Module] = []
+    for i, (n_in, n_out) in enumerate(itertools.pairwise(sizes)):
+        layers.append(nn.Linear(n_in, n_out))
+        if i < len(sizes) - 2:
+            layers.append(nn.Tanh())
+    return nn.Sequential(*layers)
+
+
+_HALF_LOG_2PI = 0.5 * math.log(2 * math.pi)
+
+
+class HandPPO:
+    """PPO written by hand: rollouts in tensors allocated once, a diagonal Gaussian with a
+    state-independent log std, GAE bootstrapped with V(final obs) at time-outs, advantages
+    standardised per mini-batch, one Adam over actor, log std and critic. Built (and the env reset)
+    in ``__init__``; :meth:`train` is the timed part."""
+
+    def __init__(self, env: TensorVectorEnv, s: PPOSettings, *, seed: int, phases: Phases):
+        torch.manual_seed(seed)
+        self.env, self.s, self.phases = env, s, phases
+        n, t_len, o_dim = env.num_envs, s.rollout_len, obs_dim(env)
+        self.low, self.high = box_bounds(env)
+        a_dim = len(self.low)
+        self.actor, self.critic = _mlp([o_dim, *s.hidden_sizes, a_dim]), _mlp([o_dim, *s.hidden_sizes, 1])
+        self.log_std = nn.Parameter(torch.full((a_dim,), s.init_log_std))
+        self.params = [*self.actor.parameters(), self.log_std, *self.critic.parameters()]
+        self.optimizer = torch.optim.Adam(self.params, lr=s.lr)
+        self.obs_TNO = torch.zeros(t_len, n, o_dim)
+        self.act_TNA = torch.zeros(t_len, n, a_dim)
+        self.logp_TN, self.rew_TN, self.done_TN, self.value_TN = (torch.zeros(t_len, n) for _ in range(4))
+        obs, _ = env.reset(seed=seed)
+        assert isinstance(obs, torch.Tensor)
+        self.obs = obs
+
+    def log_prob(self, mean_NA: torch.Tensor, act_NA: torch.Tensor) -> torch.Tensor:
+        z_NA = (act_NA - mean_NA) * torch.exp(-self.log_std)
+        return (-0.5 * z_NA.square() - self.log_std - _HALF_LOG_2PI).sum(1)
+
+    def train(self, num_iterations: int) -> None:
+        for _ in range(num_iterations):
+            start = time.perf_counter()
+            self.rollout()
+            mid = time.perf_counter()
+            self.update()
+            self.phases.collect = (self.phases.collect or 0.0) + (mid - start)
+            self.phases.update += time.perf_counter() - mid
+
+    @torch.no_grad()
+    def rollout(self) -> None:
+        s, obs = self.s, self.obs
+        for t in range(s.rollout_len):
+            mean = self.actor(obs)
+            act = mean + self.log_std.exp() * torch.randn_like(mean)
+            self.obs_TNO[t] = obs
+            self.act_TNA[t] = act
+            self.logp_TN[t] = self.log_prob(mean, act)
+            self.value_TN[t] = self.critic(obs).squeeze(-1)
+            out = self.env.step(self.low + (act.clamp(-1.0, 1.0) + 1.0) * 0.5 * (self.high - self.low))
+            rew = out.rew.clone()
+            cut = out.truncated & ~out.terminated
+            if bool(cut.any()):  # bootstrap through the time limit from the episode's last observation
+                assert isinstance(out.final_obs, torch.Tensor)
+                rew[cut] += s.gamma * self.critic(out.final_obs[cut]).squeeze(-1)
+            self.rew_TN[t] = rew
+            self.done_TN[t] = (out.terminated | out.truncated).float()
+            assert isinstance(out.obs, torch.Tensor)
+            obs = out.obs
+        self.obs = obs
+
+    def update(self) -> None:
+        s, num = self.s, self.s.rollout_len * self.env.num_envs
+        with torch.no_grad():  # GAE
+            next_value = self.critic(self.obs).squeeze(-1)
+            adv_TN = torch.zeros_like(self.rew_TN)
+            last = torch.zeros(self.env.num_envs)
+            for t in reversed(range(s.rollout_len)):
+                not_done = 1.0 - self.done_TN[t]
+                delta = self.rew_TN[t] + s.gamma * next_value * not_done - self.value_TN[t]
+                last = delta + s.gamma * s.gae_lambda * not_done * last
+                adv_TN[t] = last
+                next_value = self.value_TN[t]
+        obs_B, act_B = self.obs_TNO.flatten(0, 1), self.act_TNA.flatten(0, 1)
+        logp_B, adv_B, ret_B = self.logp_TN.flatten(), adv_TN.flatten(), (adv_TN + self.value_TN).flatten()
+        size = num // s.num_minibatches
+        for _ in range(s.num_epochs):
+            perm = torch.randperm(num)
+            for k in range(s.num_minibatches):
+                idx = perm[k * size : (k + 1) * size]
+                logp = self.log_prob(self.actor(obs_B[idx]), act_B[idx])
+                entropy = (self.log_std + 0.5 + _HALF_LOG_2PI).sum()
+                adv = (adv_B[idx] - adv_B[idx].mean()) / (adv_B[idx].std() + 1e-8)
+                ratio = (logp - logp_B[idx]).exp()
+                clipped = ratio.clamp(1.0 - s.clip_range, 1.0 + s.clip_range)
+                policy_loss = -torch.min(ratio * adv, clipped * adv).mean()
+                value_loss = (self.critic(obs_B[idx]).squeeze(-1) - ret_B[idx]).square().mean()
+                loss = policy_loss + s.vf_coef * value_loss - s.ent_coef * entropy
+                self.optimizer.zero_grad()
+                loss.backward()
+                nn.utils.clip_grad_norm_(self.params, s.max_grad_norm)
+                self.optimizer.step()
+
+
+HandBuilder = Callable[..., Callable[[int], None]]
+"""``(env, settings, *, seed, phases) -> train(num_iterations)``: builds untimed, trains timed"""
+
+
+def hand_loop_builder() -> tuple[HandBuilder, str]:
+    """(builder, its name): ``hand_ppo_vmas.build`` (the reference hand loop, same signature as
+    :class:`HandPPO`'s constructor, returning its ``train``) once that module exists, else
+    :class:`HandPPO`."""
+    try:
+        import hand_ppo_vmas
+
+        build: HandBuilder = hand_ppo_vmas.build
+        return build, "hand_ppo_vmas.build"
+    except (ImportError, AttributeError):
+        return (lambda env, s, *, seed, phases: HandPPO(env, s, seed=seed, phases=phases).train), (
+            "vmas_contestants.HandPPO"
+        )
+
+
+def _hand(env: TimedEnv, s: PPOSettings, seed: int, num_iterations: int, phases: Phases) -> Run:
+    train = hand_loop_builder()[0](env, s, seed=seed, phases=phases)
+    return lambda: train(num_iterations)
+
+
+def _tshtrain(env: TimedEnv, s: PPOSettings, seed: int, num_iterations: int, phases: Phases) -> Run:
+    from tshtrain.algorithm import PPO, GaussianPolicy, PPOParams, mlp
+    from tshtrain.trainer import OnPolicyTrainer, OnPolicyTrainerParams
+
+    TensorCollector, TensorReplayBuffer = tshtrain_torch_data()
+
+    torch.manual_seed(seed)
+    o_dim, a_dim, n = obs_dim(env), len(box_bounds(env)[0]), env.num_envs
+    policy = GaussianPolicy(
+        mlp(o_dim, a_dim, s.hidden_sizes), env.single_action_space, init_log_std=s.init_log_std, seed=seed
+    )
+    params = PPOParams(
+        lr=s.lr,
+        gamma=s.gamma,
+        gae_lambda=s.gae_lambda,
+        clip_range=s.clip_range,
+        ent_coef=s.ent_coef,
+        vf_coef=s.vf_coef,
+        max_grad_norm=s.max_grad_norm,
+    )
+    algorithm = PPO(policy=policy, critic=mlp(o_dim, 1, s.hidden_sizes), params=params, seed=seed)
+    rollout = s.rollout_len * n
+    collector = TensorCollector(policy, env, TensorReplayBuffer(rollout, n, device=env.device), seed=seed)
+    trainer = OnPolicyTrainer(
+        algorithm,
+        OnPolicyTrainerParams(
+            training_collector=collector,
+            max_epochs=num_iterations,
+            epoch_num_steps=rollout,
+            collection_step_num_env_steps=rollout,
+            batch_size=rollout // s.num_minibatches,
+            update_step_num_repetitions=s.num_epochs,
+            verbose=False,
+            show_progress=False,
+        ),
+    )
+
+    def run() -> None:
+        info = trainer.run()
+        phases.update += info.timing.train_time_update
+        phases.collect = (phases.collect or 0.0) + info.timing.train_time_collect
+
+    return run
+
+
+def _rsl_rl(env: TimedEnv, s: PPOSettings, seed: int, num_iterations: int, phases: Phases) -> Run:
+    from rsl_rl.runners import OnPolicyRunner
+
+    torch.manual_seed(seed)
+    vec_env = _rsl_rl_adapter_class()(env, seed)
+    net = {"hidden_dims": list(s.hidden_sizes), "activation": "tanh", "obs_normalization": False}
+    cfg: dict[str, Any] = {
+        "num_steps_per_env": s.rollout_len,
+        "save_interval": 10**9,
+        "obs_groups": {"actor": ["policy"], "critic": ["policy"]},
+        "algorithm": {
+            "class_name": "PPO",
+            "num_learning_epochs": s.num_epochs,
+            "num_mini_batches": s.num_minibatches,
+            "clip_param": s.clip_range,
+            "gamma": s.gamma,
+            "lam": s.gae_lambda,
+            "value_loss_coef": s.vf_coef,
+            "entropy_coef": s.ent_coef,
+            "learning_rate": s.lr,
+            "max_grad_norm": s.max_grad_norm,
+            "use_clipped_value_loss": False,
+            "schedule": "fixed",
+            "normalize_advantage_per_mini_batch": True,
+        },
+        "actor": {
+            "class_name": "MLPModel",
+            **net,
+            "distribution_cfg": {
+                "class_name": "GaussianDistribution",
+                "init_std": math.exp(s.init_log_std),
+                "std_type": "log",
+            },
+        },
+        "critic": {"class_name": "MLPModel", **net},
+    }
+    with contextlib.redirect_stdout(io.StringIO()):  # it prints the models
+        runner = OnPolicyRunner(vec_env, cfg, log_dir=None, device=str(env.device))
+    add = _add_update(phases)
+    runner.alg.update = _timed(runner.alg.update, add)
+    runner.alg.compute_returns = _timed(runner.alg.compute_returns, add)
+    log = runner.logger.log
+
+    def log_collect_time(*args: Any, collect_time: float, **kwargs: Any) -> None:
+        """The runner measures its rollout loop and hands the seconds to its logger."""
+        phases.collect = (phases.collect or 0.0) + collect_time
+        log(*args, collect_time=collect_time, **kwargs)
+
+    runner.logger.log = log_collect_time
+    return lambda: runner.learn(num_learning_iterations=num_iterations)
+
+
+def _skrl_models(env: TensorVectorEnv, s: PPOSettings) -> dict[str, Any]:
+    from skrl.models.torch import DeterministicMixin, GaussianMixin, Model
+
+    o_dim, a_dim = obs_dim(env), len(box_bounds(env)[0])
+
+    class Policy(GaussianMixin, Model):
+        def __init__(self) -> None:
+            Model.__init__(
+                self,
+                observation_space=env.single_observation_space,
+                action_space=env.single_action_space,
+                device=env.device,
+            )
+            GaussianMixin.__init__(self, clip_actions=True, clip_log_std=False)
+            self.net = _mlp([o_dim, *s.hidden_sizes, a_dim])
+            self.log_std_parameter = nn.Parameter(torch.full((a_dim,), s.init_log_std))
+
+        def compute(self, inputs: Mapping[str, Any], role: str = "") -> tuple[torch.Tensor, dict[str, Any]]:
+            return self.net(inputs["observations"]), {"log_std": self.log_std_parameter}
+
+    class Value(DeterministicMixin, Model):
+        def __init__(self) -> None:
+            Model.__init__(
+                self,
+                observation_space=env.single_observation_space,
+                action_space=env.single_action_space,
+                device=env.device,
+            )
+            DeterministicMixin.__init__(self)
+            self.net = _mlp([o_dim, *s.hidden_sizes, 1])
+
+        def compute(self, inputs: Mapping[str, Any], role: str = "") -> tuple[torch.Tensor, dict[str, Any]]:
+            return self.net(inputs["observations"]), {}
+
+    return {"policy": Policy(), "value": Value()}
+
+
+def _skrl(env: TimedEnv, s: PPOSettings, seed: int, num_iterations: int, phases: Phases) -> Run:
+    from skrl.agents.torch.base import ExperimentCfg
+    from skrl.agents.torch.ppo import PPO, PPO_CFG
+    from skrl.memories.torch import RandomMemory
+    from skrl.trainers.torch import SequentialTrainer, SequentialTrainerCfg
+
+    torch.manual_seed(seed)
+    wrapped = _skrl_adapter_class()(env, seed)
+    cfg = PPO_CFG(
+        rollouts=s.rollout_len,
+        learning_epochs=s.num_epochs,
+        mini_batches=s.num_minibatches,
+        discount_factor=s.gamma,
+        gae_lambda=s.gae_lambda,
+        learning_rate=s.lr,
+        grad_norm_clip=s.max_grad_norm,
+        ratio_clip=s.clip_range,
+        value_clip=0.0,
+        entropy_loss_scale=s.ent_coef,
+        value_loss_scale=s.vf_coef,
+        time_limit_bootstrap=True,
+        experiment=ExperimentCfg(write_interval=0, checkpoint_interval=0),
+    )
+    agent = PPO(
+        models=_skrl_models(env, s),
+        memory=RandomMemory(memory_size=s.rollout_len, num_envs=env.num_envs, device=env.device),
+        observation_space=wrapped.observation_space,
+        action_space=wrapped.action_space,
+        device=env.device,
+        cfg=cfg,
+    )
+    trainer = SequentialTrainer(
+        env=wrapped,
+        agents=agent,
+        cfg=SequentialTrainerCfg(
+            timesteps=num_iterations * s.rollout_len,
+            headless=True,
+            disable_progressbar=True,
+            close_environment_at_exit=False,
+        ),
+    )
+    agent.update = _timed(agent.update, _add_update(phases))
+    return trainer.train
+
+
+def tshtrain_torch_data() -> tuple[Any, Any]:
+    """(TensorCollector, TensorReplayBuffer): from ``tshtrain.data``, or from their modules while the
+    package does not re-export them yet. Raises ImportError while they do not exist."""
+    try:
+        from tshtrain.data import TensorCollector, TensorReplayBuffer
+    except ImportError as not_exported:
+        try:
+            from tshtrain.data.tensor_buffer import TensorReplayBuffer
+            from tshtrain.data.tensor_collector import TensorCollector
+        except ImportError:
+            raise not_exported from None
+    return TensorCollector, TensorReplayBuffer
+
+
+def tshtrain_available() -> str | None:
+    """None if tshtrain's torch data path can be imported, else why not."""
+    try:
+        tshtrain_torch_data()
+    except ImportError as exc:
+        return f"{type(exc).__name__}: {exc}"
+    return None
+
+
+CONTESTANTS: dict[str, Builder] = {
+    "hand loop": _hand,
+    "tshtrain": _tshtrain,
+    "rsl_rl": _rsl_rl,
+    "skrl": _skrl,
+}
+"""name -> builder; the first row is the reference of the ratios"""
