@@ -16,6 +16,7 @@ from tshtrain.algorithm.base import (
     UpdateHooks,
     check_finite_loss,
     make_adam,
+    seeded_generator,
 )
 from tshtrain.algorithm.blocks.lr_schedule import ScheduledLearningRates, optimizers_in
 from tshtrain.algorithm.blocks.normalization import ObsNormalization, RunningObsNormalizer
@@ -77,7 +78,7 @@ class Reinforce(OnPolicyAlgorithm[CategoricalPolicy, ReinforceTrainingStats]):
         self.obs_normalization = ObsNormalization("Reinforce", obs_normalizer, {"policy": policy})
         self.params = params or ReinforceParams()
         self.optim = make_adam(policy.parameters(), lr=self.params.lr)
-        self.rng = torch.Generator().manual_seed(int(np.random.SeedSequence(seed).generate_state(1)[0]))
+        self.rng = seeded_generator(seed, policy.device)
         self.register_components({"optim": self.optim})
         self.lrs = ScheduledLearningRates(self.params.lr_schedule, optimizers_in(self.components()))
         self.register_components(self.lrs.components())
@@ -94,7 +95,7 @@ class Reinforce(OnPolicyAlgorithm[CategoricalPolicy, ReinforceTrainingStats]):
         self.lrs.begin_update()
         returns_TE = discounted_returns(rollout.rew, rollout.terminated, rollout.boundary, self.params.gamma)
         valid = rollout.valid
-        returns_N = torch.from_numpy(returns_TE[valid])
+        returns_N = torch.from_numpy(returns_TE[valid]).to(self.device)
         if self.params.return_standardization and len(returns_N) > 1:
             returns_N = (returns_N - returns_N.mean()) / (returns_N.std() + 1e-8)
         obs_N = torch.as_tensor(_flat_valid(rollout.obs, valid), device=self.policy.device)

@@ -19,7 +19,7 @@ import numpy as np
 import torch
 
 from tshtrain.algorithm.base import NO_UPDATE_HOOKS, UpdateHooks, check_finite_loss
-from tshtrain.data.batch import ObsTensor, obs_to_torch
+from tshtrain.data.batch import ObsTensor, array_to_torch, obs_to_torch
 from tshtrain.data.buffer import BaseReplayBuffer
 from tshtrain.data.prioritized import BasePrioritizedBuffer
 
@@ -69,11 +69,11 @@ def sample_replay(
         returns, discounts, obs_next = targets.returns, targets.discounts, targets.obs_next
     return ReplaySample(
         obs=obs_to_torch(batch.obs, device),
-        act=torch.as_tensor(batch.act, device=device),
-        returns=torch.as_tensor(returns, device=device),
-        discounts=torch.as_tensor(discounts, device=device),
+        act=array_to_torch(batch.act, device),
+        returns=array_to_torch(returns, device),
+        discounts=array_to_torch(discounts, device),
         obs_next=obs_to_torch(obs_next, device),
-        weight=None if batch.weight is None else torch.as_tensor(batch.weight, device=device),
+        weight=None if batch.weight is None else array_to_torch(batch.weight, device),
         indices=batch.indices,
     )
 
