@@ -32,6 +32,20 @@ _warned_state_sizes: set[tuple[int, str]] = set()
 """(saved state size, device type) pairs already warned about by :func:`restore_generator_state`"""
 
 
+def check_device_form(spec: str) -> str:
+    """``spec`` stripped and lower-cased if it has one of the allowed forms (:data:`DEVICE_FORMS`),
+    whether or not this machine has that device (e.g. an experiment file written on a GPU machine read
+    on a CPU one); :func:`resolve_device` checks availability.
+
+    Raises:
+        ConfigurationError: another value, naming it and the allowed forms.
+    """
+    text = spec.strip().lower()
+    if text != "auto" and _DEVICE_PATTERN.fullmatch(text) is None:
+        raise ConfigurationError(f"device {spec!r} is not allowed; allowed: {DEVICE_FORMS}.")
+    return text
+
+
 def resolve_device(spec: str | torch.device) -> torch.device:
     """The ``torch.device`` that ``spec`` names, checked to be available on this machine.
 
