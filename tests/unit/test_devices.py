@@ -285,3 +285,70 @@ def test_generator_states_from_another_device_type_reseed_deterministically(case
     assert exercise(first, _same_data(case), num_updates=2) == exercise(
         second, _same_data(case), num_updates=2
     )
+
+
+# ---------------------------------------------------------------------------------------- the run's device
+def test_trainer_options_device_is_checked_when_the_options_are_made() -> None:
+    from tshtrain.trainer import TrainerOptions
+
+    assert TrainerOptions(device="cpu").device == "cpu"
+    with pytest.raises(
+        ConfigurationError, match=r"TrainerOptions.device: device 'gpu' is not allowed; allowed"
+    ):
+        TrainerOptions(device="gpu")
+
+
+@pytest.mark.parametrize(("device", "calls"), [(None, []), ("cpu", [torch.device("cpu")])])
+def test_the_trainer_moves_the_algorithm_to_the_options_device(
+    device: str | None, calls: list[torch.device], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tshtrain.data import Collector, VectorReplayBuffer
+    from tshtrain.env import make_vector_env
+    from tshtrain.trainer import OnPolicyTrainer, OnPolicyTrainerParams, TrainerOptions
+
+    case = next(c for c in CASES if c.name == "Reinforce")
+    algorithm = case.build(0)
+    seen: list[torch.device] = []
+    original = algorithm.to
+    monkeypatch.setattr(algorithm, "to", lambda d: (seen.append(d), original(d))[1])
+    params = OnPolicyTrainerParams(
+        training_collector=Collector(
+            algorithm.policy, make_vector_env(case.env_id, 1), VectorReplayBuffer(8, 1), seed=0
+        ),
+        test_collector=Collector(algorithm.policy, make_vector_env(case.env_id, 1), seed=1),
+        max_epochs=1,
+        epoch_num_steps=8,
+        collection_step_num_env_steps=8,
+        test_step_num_episodes=1,
+        show_progress=False,
+    )
+    OnPolicyTrainer(algorithm, params, options=TrainerOptions(device=device)).close()
+    assert seen == calls
+
+
+def test_the_experiment_device_key() -> None:
+    from tshtrain.config import load_experiment
+    from tshtrain.errors import ExperimentError
+
+    assert load_experiment(None).device == "auto"
+    assert load_experiment(None, ["device=cpu"]).device == "cpu"
+    assert load_experiment(None, ["device=CUDA:1"]).device == "cuda:1"  # checked against the machine later
+    with pytest.raises(
+        ExperimentError, match=r"--set: device: allowed: auto, cpu, cuda, cuda:N .*\(got 'gpu'\)"
+    ):
+        load_experiment(None, ["device=gpu"])
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine without CUDA")
+def test_a_run_on_a_missing_device_fails_before_anything_is_written(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from tshtrain.cli import main
+
+    assert main(["train", "--set", "device=cuda", "-o", str(tmp_path / "run")]) == 1
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err
+    assert "device 'cuda': cuda requested but torch.cuda.is_available() is False" in err
+    assert not (tmp_path / "run").exists()
+    assert main(["train", "--set", "device=tpu", "-o", str(tmp_path / "run")]) == 1
+    assert "device: allowed: auto, cpu, cuda, cuda:N" in capsys.readouterr().err
