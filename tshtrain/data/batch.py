@@ -33,7 +33,8 @@ def map_obs(obs: np.ndarray | Mapping[str, np.ndarray], fn: Callable[[np.ndarray
 def array_to_torch(x: np.ndarray, device: torch.device | str = "cpu") -> torch.Tensor:
     """``x`` as a tensor on ``device``: zero-copy on the CPU; on CUDA one copy into pinned (page-locked)
     host memory, then an asynchronous (``non_blocking``) transfer ordered on the current stream."""
-    device = torch.device(device)
+    if not isinstance(device, torch.device):
+        device = torch.device(device)
     if device.type != "cuda":
         return torch.as_tensor(x, device=device)
     return torch.from_numpy(np.ascontiguousarray(x)).pin_memory().to(device, non_blocking=True)
