@@ -20,6 +20,7 @@ LAYER_RANKS: dict[str, int] = {
     "counters": 0,  # the run's counters: standard library only, read by the logger and the trainer
     "constraints": 0,  # tshtrain/constraints.py: constrained number types (stdlib + errors only)
     "rundir": 0,  # run directories: marker, lock, cleanup of interrupted writes (stdlib + errors only)
+    "devices": 0,  # tshtrain/devices.py: resolving the device setting, moving generators (torch + errors only)
     "functional": 1,
     "env": 1,
     "data": 2,

@@ -24,6 +24,7 @@ import dataclasses
 import math
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Mapping, Sequence
+from itertools import chain
 from typing import Any, Generic, Protocol, Self, TypeVar, final
 
 import gymnasium as gym
@@ -32,9 +33,17 @@ import torch
 from torch import nn
 from typing_extensions import TypeVar as DefaultTypeVar
 
-from tshtrain.data.batch import AnyRolloutBatch, AnyTransitionBatch, ObsArray, ObsTensor, obs_to_torch
+from tshtrain.algorithm.placement import move_to_device
+from tshtrain.data.batch import (
+    AnyRolloutBatch,
+    AnyTransitionBatch,
+    ObsArray,
+    ObsTensor,
+    obs_to_torch,
+)
 from tshtrain.data.buffer import BaseReplayBuffer
 from tshtrain.data.collector_base import AnyReplayBuffer
+from tshtrain.devices import resolve_device, restore_generator_state
 from tshtrain.env.spaces import action_spec
 from tshtrain.errors import ConfigurationError, NonFiniteLossError
 
@@ -48,9 +57,38 @@ def check_finite_loss(algorithm: str, name: str, loss: torch.Tensor) -> None:
         )
 
 
+FUSED_ADAM_DEVICE_TYPES = frozenset({"cpu", "cuda", "mps"})
+"""device types with a fused Adam kernel in torch >= 2.4 (MPS: float32 and float16 parameters)"""
+
+
+def fused_adam_supported(device: torch.device, dtype: torch.dtype = torch.float32) -> bool:
+    """Whether Adam's fused kernel runs for parameters of ``dtype`` on ``device`` (MPS has no
+    bfloat16 / float64 kernels in every supported torch version: those fall back to the loop)."""
+    if device.type == "mps":
+        return dtype in (torch.float32, torch.float16)
+    return device.type in FUSED_ADAM_DEVICE_TYPES
+
+
 def make_adam(params: Iterable[torch.nn.Parameter], *, lr: float) -> torch.optim.Adam:
-    """Adam with the fused kernel (about 1.5x faster steps than the per-tensor loop on CPU)."""
-    return torch.optim.Adam(params, lr=lr, fused=True)
+    """Adam with the fused kernel (about 1.5x faster steps than the per-tensor loop on CPU) where the
+    parameters' device has one (:func:`fused_adam_supported`), else torch's default implementation."""
+    params = list(params)
+    fused = all(fused_adam_supported(p.device, p.dtype) for p in params)
+    return torch.optim.Adam(params, lr=lr, fused=True if fused else None)
+
+
+def seeded_generator(seed: int | None, device: torch.device) -> torch.Generator:
+    """A ``torch.Generator`` on ``device`` seeded from ``seed`` through ``np.random.SeedSequence``
+    (None: fresh entropy), as every generator of an algorithm or policy is made."""
+    generator = torch.Generator(device=device)
+    return generator.manual_seed(int(np.random.SeedSequence(seed).generate_state(1)[0]))
+
+
+def module_device(module: nn.Module) -> torch.device:
+    """Device of ``module``'s first parameter (else first buffer; CPU if it has neither)."""
+    for tensor in chain(module.parameters(), module.buffers()):
+        return tensor.device
+    return torch.device("cpu")
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -97,11 +135,13 @@ def generator_states(owner: object) -> dict[str, Any]:
 
 
 def load_generator_states(owner: object, states: Mapping[str, Any]) -> None:
-    """Restore what :func:`generator_states` returned (attributes not present are ignored)."""
+    """Restore what :func:`generator_states` returned (attributes not present are ignored). A torch
+    generator state saved on another device type reseeds deterministically instead (see
+    :func:`tshtrain.devices.restore_generator_state`)."""
     for name, saved in states.items():
         value = vars(owner).get(name)
         if isinstance(value, torch.Generator):
-            value.set_state(saved)
+            restore_generator_state(value, saved, owner=f"{type(owner).__name__}.{name}")
         elif isinstance(value, np.random.Generator):
             value.bit_generator.state = dict(saved)
 
@@ -173,6 +213,7 @@ class Policy(nn.Module, ABC):
         action_scaling: bool = True,
         deterministic_eval: bool = True,
         seed: int | None = None,
+        device: torch.device | None = None,
     ):
         """Args:
         action_space: the env's single action space.
@@ -180,6 +221,8 @@ class Policy(nn.Module, ABC):
         action_scaling: map Box actions from [-1, 1] to the space's bounds (requires finite bounds).
         deterministic_eval: test steps use deterministic actions (argmax / mean).
         seed: seeds the policy's own torch generator used for sampling actions.
+        device: where the policy's networks are (its generator is made there); None: CPU.
+            Subclasses pass the device of the networks they are given (:func:`module_device`).
         """
         super().__init__()
         action_spec(action_space)  # raises for unsupported spaces
@@ -197,16 +240,13 @@ class Policy(nn.Module, ABC):
             self._act_low = np.asarray(action_space.low, dtype=np.float32)
             self._act_half = (np.asarray(action_space.high, dtype=np.float32) - self._act_low) / 2
         self._act_bounds_cache: dict[torch.device, tuple[torch.Tensor, torch.Tensor]] = {}
-        self.generator = torch.Generator()
-        """the generator from which this policy samples actions"""
-        self.generator.manual_seed(int(np.random.SeedSequence(seed).generate_state(1)[0]))
+        self.generator = seeded_generator(seed, device or torch.device("cpu"))
+        """the generator from which this policy samples actions (on the policy's device)"""
 
     @property
     def device(self) -> torch.device:
-        """Device of the policy's parameters (CPU if it has none)."""
-        for param in self.parameters():
-            return param.device
-        return torch.device("cpu")
+        """Device of the policy's parameters (else buffers; CPU if it has neither)."""
+        return module_device(self)
 
     @abstractmethod
     def actions(self, obs: ObsTensor, *, deterministic: bool) -> torch.Tensor:
@@ -303,6 +343,28 @@ class Algorithm(ABC, Generic[TPolicy, TStats_co]):
         """Everything with state to save: networks, optimizers, schedulers: the policy and what
         :meth:`register_components` declared, in that order."""
         return dict(self._components)
+
+    @property
+    def device(self) -> torch.device:
+        """The device of the algorithm's networks: that of its policy's parameters."""
+        return self.policy.device
+
+    def to(self, device: str | torch.device) -> Self:
+        """Move every tensor and generator the algorithm owns to ``device`` (``auto``, ``cpu``,
+        ``cuda``, ``cuda:N``, ``mps`` or a ``torch.device``, see
+        :func:`tshtrain.devices.resolve_device`); returns the algorithm.
+
+        Modules (policy, critics, target networks, normalisers) move with ``nn.Module.to``, so their
+        parameters stay the same objects and the optimizers keep working; optimizer state tensors
+        follow their parameters; learning-rate schedulers are untouched. Every ``torch.Generator``
+        attribute of the algorithm, its policy and the blocks they hold is replaced by one on the
+        device (continuing the stream on the same device type; across types seeded deterministically
+        from the old state: :func:`tshtrain.devices.move_generator`). What is already on ``device``
+        is left as it is, so ``to("cpu")`` changes nothing in a CPU run. See ``docs/gpu.md``.
+        """
+        target = resolve_device(device)
+        move_to_device([self, *self.components().values()], target, fused_ok=fused_adam_supported(target))
+        return self
 
     def extra_state(self) -> dict[str, Any]:
         """Plain values to save besides the components (e.g. an update counter)."""

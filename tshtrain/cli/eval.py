@@ -30,6 +30,12 @@ def add_parser(subparsers: Any) -> None:
         "--seed", type=int, default=None, help="seed of the test envs (default: the run's test seed)"
     )
     parser.add_argument(
+        "--device",
+        default=None,
+        help="where the policy runs: auto, cpu, cuda, cuda:N or mps (default: the run's device setting); "
+        "a checkpoint written on a GPU loads on a CPU-only machine with --device cpu",
+    )
+    parser.add_argument(
         "--stochastic", action="store_true", help="sample actions instead of the deterministic ones"
     )
     parser.add_argument(
@@ -72,6 +78,14 @@ def run(args: argparse.Namespace) -> int:
     from tshtrain.trainer.checkpoint import load_algorithm_checkpoint
 
     experiment = load_experiment(str(run_dir / CONFIG_FILE))
+    if args.device is not None:
+        from tshtrain.devices import check_device_form
+
+        try:
+            experiment = experiment.model_copy(update={"device": check_device_form(args.device)})
+        except ConfigurationError as error:
+            print(f"tshtrain eval: error: --device: {error}", file=sys.stderr)
+            return 2
     if args.video is not None:
         envs = make_envs(
             experiment.env,

@@ -30,6 +30,7 @@ from tshtrain.config.resolve import STOP_SCORE, TRAINER_PARAMS, build_params, ex
 from tshtrain.data import Collector, ReplayBuffer, VectorReplayBuffer, load_buffer
 from tshtrain.data.buffer import BaseReplayBuffer
 from tshtrain.data.prioritized import PrioritizedReplayBuffer, PrioritizedVectorReplayBuffer
+from tshtrain.devices import resolve_device
 from tshtrain.env import make_vector_env
 from tshtrain.errors import ConfigurationError, ExperimentError
 from tshtrain.logger.base import Logger
@@ -87,7 +88,12 @@ def make_envs(
 def build_algorithm(
     experiment: Experiment, observation_space: gym.Space[Any], action_space: gym.Space[Any]
 ) -> Algorithm[Any]:
-    """The algorithm of a resolved experiment, with fresh networks (seeded from ``experiment.seed``)."""
+    """The algorithm of a resolved experiment, with fresh networks (seeded from ``experiment.seed``),
+    built on the CPU (the same initial weights on every device) and moved to ``experiment.device``."""
+    try:
+        device = resolve_device(experiment.device)
+    except ConfigurationError as error:
+        raise ExperimentError(str(error)) from None
     spec = get_spec(experiment.algorithm.name)
     torch.manual_seed(experiment.seed)
     section = experiment.algorithm
@@ -101,7 +107,7 @@ def build_algorithm(
         seed=experiment.seed,
     )
     try:
-        return spec.build(context)
+        return spec.build(context).to(device)
     except ConfigurationError as error:
         raise ExperimentError(f"algorithm {spec.name} on {experiment.env.id}: {error}") from None
     except TypeError as error:  # e.g. UnsupportedSpaceError: a Box-only algorithm on Discrete actions

@@ -12,6 +12,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+DEFAULT_DEVICE = "auto"
+"""the ``device`` of an experiment that sets none: CUDA when ``torch.cuda.is_available()``, else CPU"""
+
 
 def _cartpole(num_training_envs: int = 8, num_test_envs: int = 8) -> dict[str, Any]:
     return {"id": "CartPole-v1", "num_training_envs": num_training_envs, "num_test_envs": num_test_envs}

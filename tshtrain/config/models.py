@@ -9,7 +9,20 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, NonNegativeInt, PositiveInt, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    NonNegativeInt,
+    PositiveInt,
+    field_validator,
+    model_validator,
+)
+from pydantic_core import PydanticCustomError
+
+from tshtrain.config.defaults import DEFAULT_DEVICE
+from tshtrain.devices import DEVICE_FORMS, check_device_form
+from tshtrain.errors import ConfigurationError
 
 
 class Section(BaseModel):
@@ -207,6 +220,9 @@ class Experiment(Section):
     seed+1000, ...)"""
     torch_threads: PositiveInt | None = 1
     """``torch.set_num_threads``; None leaves torch's default"""
+    device: str = DEFAULT_DEVICE
+    """where the networks live and update: ``auto`` (CUDA when available, else CPU), ``cpu``, ``cuda``,
+    ``cuda:N`` or ``mps``; checked against the machine when the run is built"""
     output_dir: str | None = None
     """where the run writes; None: runs/<algorithm>-<env>-<date>-<time>"""
     env: EnvConfig = Field(default_factory=EnvConfig)
@@ -217,6 +233,14 @@ class Experiment(Section):
     dataset: DatasetConfig | None = None
     loggers: list[LoggerConfig] = Field(default_factory=_default_loggers)
     checkpoint: CheckpointConfig = Field(default_factory=CheckpointConfig)
+
+    @field_validator("device")
+    @classmethod
+    def _device_form(cls, value: str) -> str:
+        try:
+            return check_device_form(value)
+        except ConfigurationError:
+            raise PydanticCustomError("device", "allowed: {forms}", {"forms": DEVICE_FORMS}) from None
 
 
 NETWORK_MODELS: tuple[type[MlpNetwork], ...] = (MlpNetwork, ActorCriticNetwork, QNetwork, ActorCriticsNetwork)

@@ -30,13 +30,24 @@ def map_obs(obs: np.ndarray | Mapping[str, np.ndarray], fn: Callable[[np.ndarray
     return {key: fn(value) for key, value in obs.items()}
 
 
+def array_to_torch(x: np.ndarray, device: torch.device | str = "cpu") -> torch.Tensor:
+    """``x`` as a tensor on ``device``: zero-copy on the CPU; on CUDA one copy into pinned (page-locked)
+    host memory, then an asynchronous (``non_blocking``) transfer ordered on the current stream."""
+    if not isinstance(device, torch.device):
+        device = torch.device(device)
+    if device.type != "cuda":
+        return torch.as_tensor(x, device=device)
+    return torch.from_numpy(np.ascontiguousarray(x)).pin_memory().to(device, non_blocking=True)
+
+
 def obs_to_torch(obs: ObsArray, device: torch.device | str = "cpu") -> ObsTensor:
-    """Zero-copy (on CPU) conversion of observations to tensors; float64 becomes float32."""
+    """Observations as tensors on ``device`` (:func:`array_to_torch`: zero-copy on the CPU, pinned
+    memory and a non-blocking copy on CUDA); float64 becomes float32."""
 
     def convert(x: np.ndarray) -> torch.Tensor:
         if x.dtype == np.float64:
             x = x.astype(np.float32)
-        return torch.as_tensor(x, device=device)
+        return array_to_torch(x, device)
 
     if isinstance(obs, np.ndarray):
         return convert(obs)
@@ -80,15 +91,16 @@ class TransitionBatch:
         return len(self.rew)
 
     def to_torch(self, device: torch.device | str = "cpu") -> TorchTransitionBatch:
-        """Tensors for an algorithm's update (zero-copy on CPU where dtypes allow)."""
+        """Tensors for an algorithm's update, moved once per sample (:func:`array_to_torch`: zero-copy
+        on the CPU where dtypes allow, pinned memory and non-blocking copies on CUDA)."""
         return TorchTransitionBatch(
             obs=obs_to_torch(self.obs, device),
-            act=torch.as_tensor(self.act, device=device),
-            rew=torch.as_tensor(self.rew, device=device),
-            terminated=torch.as_tensor(self.terminated, device=device),
-            truncated=torch.as_tensor(self.truncated, device=device),
+            act=array_to_torch(self.act, device),
+            rew=array_to_torch(self.rew, device),
+            terminated=array_to_torch(self.terminated, device),
+            truncated=array_to_torch(self.truncated, device),
             obs_next=obs_to_torch(self.obs_next, device),
-            weight=None if self.weight is None else torch.as_tensor(self.weight, device=device),
+            weight=None if self.weight is None else array_to_torch(self.weight, device),
         )
 
 

@@ -43,6 +43,7 @@ import torch
 from tshtrain.algorithm.base import Algorithm, TrainingStats
 from tshtrain.counters import Counters
 from tshtrain.data.stats import CollectStats, merge_collect_stats
+from tshtrain.devices import resolve_device
 from tshtrain.logger.base import Logger, NoOpLogger
 from tshtrain.trainer.callbacks import (
     Callback,
@@ -91,6 +92,8 @@ class Trainer(ABC, Generic[TAlgorithm, TParams]):
             )
         self.options = options if options is not None else TrainerOptions()
         """how the run behaves around the training (see TrainerOptions)"""
+        if self.options.device is not None:
+            algorithm.to(resolve_device(self.options.device))
         self.logger: Logger = params.logger if params.logger is not None else NoOpLogger()
         self.state = RunState()
         """counters, best result, stop, timing, windows, logger position, open epoch"""

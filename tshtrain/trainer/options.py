@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from tshtrain.constraints import PositiveInt, validate_fields
+from tshtrain.devices import resolve_device
+from tshtrain.errors import ConfigurationError
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -34,5 +36,15 @@ class TrainerOptions:
     1 ms instead of 0.1 ms). Values below 1.2e-38 become 0, which changes no result worth keeping.
     False: the trainer leaves the flag alone (e.g. when you set it yourself)"""
 
+    device: str | None = None
+    """move the algorithm there when the trainer is built (``Algorithm.to``): ``auto`` (CUDA when
+    available, else CPU), ``cpu``, ``cuda``, ``cuda:N`` or ``mps``; None: leave the algorithm where it
+    is. Collected batches are moved to the algorithm's device once per sample (docs/gpu.md)"""
+
     def __post_init__(self) -> None:
         validate_fields(self)
+        if self.device is not None:
+            try:
+                resolve_device(self.device)
+            except ConfigurationError as error:
+                raise ConfigurationError(f"TrainerOptions.device: {error}") from None

@@ -222,10 +222,14 @@ class CQL(OfflineAlgorithm[TanhGaussianPolicy, CQLTrainingStats]):
         with torch.no_grad():
             act_cur, log_prob_cur = policy.sample(obs_NK)
             act_next, log_prob_next = policy.sample(obs_next_NK)
-        act_rand = torch.rand(act_cur.shape, generator=policy.generator, dtype=act_cur.dtype) * 2.0 - 1.0
+        act_rand = (
+            torch.rand(act_cur.shape, generator=policy.generator, dtype=act_cur.dtype, device=act_cur.device)
+            * 2.0
+            - 1.0
+        )
         log_density_rand = policy.act_dim * math.log(0.5)
         parts = [
-            critic_values(self.nets.critic, obs_NK, act_rand.to(act_cur.device)) - log_density_rand,
+            critic_values(self.nets.critic, obs_NK, act_rand) - log_density_rand,
             critic_values(self.nets.critic, obs_NK, act_cur) - log_prob_cur,
             critic_values(self.nets.critic, obs_NK, act_next) - log_prob_next,
         ]
@@ -257,7 +261,7 @@ class CQL(OfflineAlgorithm[TanhGaussianPolicy, CQLTrainingStats]):
         critic_loss = td.loss + (cql_weight.detach() * penalty_M).sum()
         self.nets.critic_step({"critic loss": critic_loss}, hooks)
 
-        weight_loss = torch.zeros(())
+        weight_loss = torch.zeros((), device=critic_loss.device)
         if p.with_lagrange:
             weight_loss = -(cql_weight * penalty_M.detach()).sum()
             optimizer_step(self.cql_weight_optim, "cql_weight_optim", {"cql weight loss": weight_loss}, hooks)

@@ -33,6 +33,7 @@ from tshtrain.algorithm.blocks.schedules import Schedule, check_schedule
 from tshtrain.algorithm.blocks.temperature import EntropyTemperature
 from tshtrain.constraints import OpenUnitFloat, PositiveFloat, PositiveInt, UnitFloat, validate_fields
 from tshtrain.data.collector_base import AnyReplayBuffer
+from tshtrain.devices import restore_generator_state
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -167,7 +168,9 @@ class DiscreteSAC(OffPolicyAlgorithm[CategoricalPolicy, DiscreteSACTrainingStats
     @override
     def load_extra_state(self, state: Any) -> None:
         self.temperature.load_state(state["log_alpha"])
-        self.policy.generator.set_state(state["generator"])
+        restore_generator_state(
+            self.policy.generator, state["generator"], owner="DiscreteSAC.policy.generator"
+        )
 
     def _q(self, critic: nn.Module, obs: Any) -> torch.Tensor:
         q_MNA: torch.Tensor = critic(obs)
@@ -202,7 +205,7 @@ class DiscreteSAC(OffPolicyAlgorithm[CategoricalPolicy, DiscreteSACTrainingStats
         self.nets.actor_step({"actor loss": actor_loss}, hooks)
 
         entropy = -(pi.detach() * log_pi.detach()).sum(-1).mean()
-        alpha_loss = torch.zeros(())
+        alpha_loss = torch.zeros((), device=policy.device)
         if self.temperature.learned:
             alpha_loss = self.temperature.loss_from_entropy(entropy)
             self.temperature.step(alpha_loss, hooks)

@@ -201,7 +201,7 @@ class DQN(OffPolicyAlgorithm[QValuePolicy, DQNTrainingStats]):
             max_grad_norm=p.max_grad_norm,
             foreach=True,
         )
-        grad_norm = torch.zeros(()) if clipped_norm is None else clipped_norm
+        grad_norm = torch.zeros((), device=loss.device) if clipped_norm is None else clipped_norm
         self.num_gradient_steps += 1
         if self.num_gradient_steps % p.target_update_freq == 0:
             self.target_q_net.hard_update()

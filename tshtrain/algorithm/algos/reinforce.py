@@ -5,7 +5,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import final
 
-import numpy as np
 import torch
 from typing_extensions import override
 
@@ -16,6 +15,7 @@ from tshtrain.algorithm.base import (
     UpdateHooks,
     check_finite_loss,
     make_adam,
+    seeded_generator,
 )
 from tshtrain.algorithm.blocks.lr_schedule import ScheduledLearningRates, optimizers_in
 from tshtrain.algorithm.blocks.normalization import ObsNormalization, RunningObsNormalizer
@@ -77,7 +77,7 @@ class Reinforce(OnPolicyAlgorithm[CategoricalPolicy, ReinforceTrainingStats]):
         self.obs_normalization = ObsNormalization("Reinforce", obs_normalizer, {"policy": policy})
         self.params = params or ReinforceParams()
         self.optim = make_adam(policy.parameters(), lr=self.params.lr)
-        self.rng = torch.Generator().manual_seed(int(np.random.SeedSequence(seed).generate_state(1)[0]))
+        self.rng = seeded_generator(seed, policy.device)
         self.register_components({"optim": self.optim})
         self.lrs = ScheduledLearningRates(self.params.lr_schedule, optimizers_in(self.components()))
         self.register_components(self.lrs.components())

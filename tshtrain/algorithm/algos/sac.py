@@ -38,6 +38,7 @@ from tshtrain.constraints import (
 )
 from tshtrain.data.batch import ObsTensor
 from tshtrain.data.collector_base import AnyReplayBuffer
+from tshtrain.devices import restore_generator_state
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -178,7 +179,7 @@ class SAC(OffPolicyAlgorithm[TanhGaussianPolicy, SACTrainingStats]):
     @override
     def load_extra_state(self, state: Any) -> None:
         self.temperature.load_state(state["log_alpha"])
-        self.policy.generator.set_state(state["generator"])
+        restore_generator_state(self.policy.generator, state["generator"], owner="SAC.policy.generator")
 
     @property
     def alpha(self) -> float:
@@ -202,7 +203,7 @@ class SAC(OffPolicyAlgorithm[TanhGaussianPolicy, SACTrainingStats]):
 
         actor_loss, log_prob = soft_actor_step(policy, self.nets, batch.obs, alpha, hooks)
 
-        alpha_loss = torch.zeros(())
+        alpha_loss = torch.zeros((), device=actor_loss.device)
         if self.temperature.learned:
             alpha_loss = self.temperature.loss_from_log_prob(log_prob)
             self.temperature.step(alpha_loss, hooks)

@@ -5,7 +5,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, final
 
-import numpy as np
 import torch
 from torch import nn
 from typing_extensions import override
@@ -15,6 +14,7 @@ from tshtrain.algorithm.base import (
     OffPolicyAlgorithm,
     TrainingStats,
     UpdateHooks,
+    seeded_generator,
 )
 from tshtrain.algorithm.blocks.actor_critic_targets import ActorCriticTargets
 from tshtrain.algorithm.blocks.continuous import critic_values
@@ -38,6 +38,7 @@ from tshtrain.constraints import (
     validate_fields,
 )
 from tshtrain.data.collector_base import AnyReplayBuffer
+from tshtrain.devices import restore_generator_state
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -152,10 +153,10 @@ class TD3(OffPolicyAlgorithm[DeterministicActorPolicy, TD3TrainingStats]):
             critic_lr=self.params.critic_lr,
             target_actor=True,
         )
-        self.generator = torch.Generator().manual_seed(int(np.random.SeedSequence(seed).generate_state(1)[0]))
+        self.generator = seeded_generator(seed, policy.device)
         """draws the target policy noise"""
         self.num_gradient_steps = 0
-        self._actor_loss = torch.zeros(())
+        self._actor_loss = torch.zeros((), device=policy.device)
         self.register_components(self.nets.components())
         self.lrs = ScheduledLearningRates(self.params.lr_schedule, optimizers_in(self.components()))
         self.register_components(self.lrs.components())
@@ -171,8 +172,8 @@ class TD3(OffPolicyAlgorithm[DeterministicActorPolicy, TD3TrainingStats]):
     @override
     def load_extra_state(self, state: Any) -> None:
         self.num_gradient_steps = int(state["num_gradient_steps"])
-        self.generator.set_state(state["generator"])
-        self._actor_loss = state["actor_loss"].clone()
+        restore_generator_state(self.generator, state["generator"], owner="TD3.generator")
+        self._actor_loss = state["actor_loss"].to(self.device, copy=True)
 
     @override
     def update(

@@ -16,7 +16,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, final
 
-import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -28,6 +27,7 @@ from tshtrain.algorithm.base import (
     OfflineAlgorithm,
     TrainingStats,
     UpdateHooks,
+    seeded_generator,
 )
 from tshtrain.algorithm.blocks.actor_critic_targets import ActorCriticTargets
 from tshtrain.algorithm.blocks.continuous import critic_values
@@ -147,11 +147,11 @@ class TD3BC(OfflineAlgorithm[DeterministicActorPolicy, TD3BCTrainingStats]):
             critic_lr=p.critic_lr,
             target_actor=True,
         )
-        self.generator = torch.Generator().manual_seed(int(np.random.SeedSequence(seed).generate_state(1)[0]))
+        self.generator = seeded_generator(seed, policy.device)
         """draws the target policy noise"""
         self.num_gradient_steps = 0
-        self._actor_loss = torch.zeros(())
-        self._bc_loss = torch.zeros(())
+        self._actor_loss = torch.zeros((), device=policy.device)
+        self._bc_loss = torch.zeros((), device=policy.device)
         self.register_components(self.nets.components())
         self.lrs = ScheduledLearningRates(self.params.lr_schedule, optimizers_in(self.components()))
         self.register_components(self.lrs.components())
@@ -167,8 +167,8 @@ class TD3BC(OfflineAlgorithm[DeterministicActorPolicy, TD3BCTrainingStats]):
     @override
     def load_extra_state(self, state: Any) -> None:
         self.num_gradient_steps = int(state["num_gradient_steps"])
-        self._actor_loss = state["actor_loss"].clone()
-        self._bc_loss = state["bc_loss"].clone()
+        self._actor_loss = state["actor_loss"].to(self.device, copy=True)
+        self._bc_loss = state["bc_loss"].to(self.device, copy=True)
 
     @override
     def process_buffer(self, buffer: BaseReplayBuffer) -> None:

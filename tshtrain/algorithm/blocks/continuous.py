@@ -23,7 +23,7 @@ import torch
 from torch import nn
 from typing_extensions import override
 
-from tshtrain.algorithm.base import Policy
+from tshtrain.algorithm.base import Policy, module_device
 from tshtrain.data.batch import ObsTensor
 from tshtrain.errors import ConfigurationError, UnsupportedSpaceError
 
@@ -59,13 +59,18 @@ def _as_tensor(obs: ObsTensor, owner: str) -> torch.Tensor:
 class EnsembleLinear(nn.Module):
     """``num_members`` independent linear layers applied to a (members, N, in) batch with one bmm."""
 
-    def __init__(self, num_members: int, in_features: int, out_features: int):
+    def __init__(
+        self, num_members: int, in_features: int, out_features: int, *, device: torch.device | None = None
+    ):
+        """``device``: where the weights are made (None: torch's default device, like ``nn.Linear``)."""
         super().__init__()
         bound = 1.0 / math.sqrt(in_features)  # nn.Linear's default initialisation, per member
         self.weight = nn.Parameter(
-            torch.empty(num_members, in_features, out_features).uniform_(-bound, bound)
+            torch.empty(num_members, in_features, out_features, device=device).uniform_(-bound, bound)
         )
-        self.bias = nn.Parameter(torch.empty(num_members, 1, out_features).uniform_(-bound, bound))
+        self.bias = nn.Parameter(
+            torch.empty(num_members, 1, out_features, device=device).uniform_(-bound, bound)
+        )
 
     @override
     def forward(self, x_MNI: torch.Tensor) -> torch.Tensor:
@@ -165,7 +170,12 @@ class TanhGaussianPolicy(Policy):
         seed: seeds the policy's generator (training actions, and SAC's samples in its update).
         """
         _require_box(action_space, "TanhGaussianPolicy")
-        super().__init__(action_space=action_space, deterministic_eval=deterministic_eval, seed=seed)
+        super().__init__(
+            action_space=action_space,
+            deterministic_eval=deterministic_eval,
+            seed=seed,
+            device=module_device(actor),
+        )
         self.actor = actor
         self.act_dim = box_dim(action_space)
 

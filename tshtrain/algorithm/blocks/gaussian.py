@@ -14,7 +14,7 @@ import torch
 from torch import nn
 from typing_extensions import override
 
-from tshtrain.algorithm.base import Policy
+from tshtrain.algorithm.base import Policy, module_device
 from tshtrain.data.batch import ObsTensor
 from tshtrain.errors import UnsupportedSpaceError
 
@@ -73,9 +73,10 @@ class GaussianPolicy(Policy):
             action_scaling=action_scaling,
             deterministic_eval=deterministic_eval,
             seed=seed,
+            device=module_device(actor),
         )
         self.actor = actor
-        self.log_std = nn.Parameter(torch.full(action_space.shape, float(init_log_std)))
+        self.log_std = nn.Parameter(torch.full(action_space.shape, float(init_log_std), device=self.device))
 
     def mean_actions(self, obs: ObsTensor) -> torch.Tensor:
         """The means ``actor(obs)``, shape (N, A), differentiable."""

@@ -42,11 +42,20 @@ class RunningObsNormalizer(nn.Module):
     _shift: torch.Tensor
     _scale: torch.Tensor
 
-    def __init__(self, shape: int | tuple[int, ...], *, clip: float = 10.0, eps: float = 1e-8):
+    def __init__(
+        self,
+        shape: int | tuple[int, ...],
+        *,
+        clip: float = 10.0,
+        eps: float = 1e-8,
+        device: torch.device | None = None,
+    ):
         """Args:
         shape: shape of one observation, e.g. ``env.single_observation_space.shape``.
         clip: normalised observations are clipped to ``[-clip, clip]``.
         eps: added to the variance before the square root.
+        device: where the statistics are made (None: torch's default device, like ``nn.Linear``);
+            they move with the networks that hold the normaliser.
         """
         super().__init__()
         if not clip > 0:
@@ -56,11 +65,11 @@ class RunningObsNormalizer(nn.Module):
         self.shape = (shape,) if isinstance(shape, int) else tuple(shape)
         self.clip = float(clip)
         self.eps = float(eps)
-        self.register_buffer("mean", torch.zeros(self.shape, dtype=torch.float64))
-        self.register_buffer("var", torch.ones(self.shape, dtype=torch.float64))
-        self.register_buffer("count", torch.zeros((), dtype=torch.float64))
-        self.register_buffer("_shift", torch.zeros(self.shape), persistent=False)
-        self.register_buffer("_scale", torch.ones(self.shape), persistent=False)
+        self.register_buffer("mean", torch.zeros(self.shape, dtype=torch.float64, device=device))
+        self.register_buffer("var", torch.ones(self.shape, dtype=torch.float64, device=device))
+        self.register_buffer("count", torch.zeros((), dtype=torch.float64, device=device))
+        self.register_buffer("_shift", torch.zeros(self.shape, device=device), persistent=False)
+        self.register_buffer("_scale", torch.ones(self.shape, device=device), persistent=False)
         # torch leaves register_load_state_dict_post_hook unannotated
         self.register_load_state_dict_post_hook(_refresh_after_load)  # type: ignore[no-untyped-call]
 

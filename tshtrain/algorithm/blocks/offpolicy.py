@@ -19,7 +19,7 @@ import numpy as np
 import torch
 
 from tshtrain.algorithm.base import NO_UPDATE_HOOKS, UpdateHooks, check_finite_loss
-from tshtrain.data.batch import ObsTensor, TorchTransitionBatch, obs_to_torch
+from tshtrain.data.batch import ObsTensor, TorchTransitionBatch, array_to_torch, obs_to_torch
 from tshtrain.data.collector_base import AnyReplayBuffer
 from tshtrain.data.prioritized import BasePrioritizedBuffer
 from tshtrain.data.tensor_buffer import TensorReplayBuffer
@@ -82,11 +82,11 @@ def sample_replay(
         returns, discounts, obs_next = targets.returns, targets.discounts, targets.obs_next
     return ReplaySample(
         obs=obs_to_torch(batch.obs, device),
-        act=torch.as_tensor(batch.act, device=device),
-        returns=torch.as_tensor(returns, device=device),
-        discounts=torch.as_tensor(discounts, device=device),
+        act=array_to_torch(batch.act, device),
+        returns=array_to_torch(returns, device),
+        discounts=array_to_torch(discounts, device),
         obs_next=obs_to_torch(obs_next, device),
-        weight=None if batch.weight is None else torch.as_tensor(batch.weight, device=device),
+        weight=None if batch.weight is None else array_to_torch(batch.weight, device),
         indices=batch.indices,
     )
 

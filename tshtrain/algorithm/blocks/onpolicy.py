@@ -14,12 +14,18 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Generic, TypeAlias, TypeVar, final
 
-import numpy as np
 import torch
 from torch import nn
 from typing_extensions import override
 
-from tshtrain.algorithm.base import OnPolicyAlgorithm, Stateful, TStats_co, UpdateHooks, make_adam
+from tshtrain.algorithm.base import (
+    OnPolicyAlgorithm,
+    Stateful,
+    TStats_co,
+    UpdateHooks,
+    make_adam,
+    seeded_generator,
+)
 from tshtrain.algorithm.blocks.gaussian import GaussianPolicy
 from tshtrain.algorithm.blocks.lr_schedule import ScheduledLearningRates
 from tshtrain.algorithm.blocks.normalization import RunningObsNormalizer, check_obs_normalizer
@@ -28,6 +34,7 @@ from tshtrain.algorithm.blocks.policies import CategoricalPolicy
 from tshtrain.algorithm.blocks.schedules import Schedule, check_schedule
 from tshtrain.constraints import NonNegativeFloat, PositiveFloat, UnitFloat, validate_fields
 from tshtrain.data.batch import AnyRolloutBatch, ObsTensor, TensorRolloutBatch, obs_to_torch
+from tshtrain.devices import restore_generator_state
 from tshtrain.errors import ConfigurationError
 from tshtrain.functional.returns import gae_advantages_torch
 
@@ -111,7 +118,7 @@ class ActorCritic:
         self.optim = make_adam(self.parameters, lr=lr)
         self.lrs = ScheduledLearningRates(lr_schedule, [self.optim])
         """the learning rate on its schedule, set from :attr:`num_update_steps` at each update"""
-        self.rng = torch.Generator().manual_seed(int(np.random.SeedSequence(seed).generate_state(1)[0]))
+        self.rng = seeded_generator(seed, policy.device)
         """shuffles the mini-batches"""
         self.num_update_steps = 0
         """update steps done; drives the schedules"""
@@ -131,7 +138,7 @@ class ActorCritic:
         """Restore :meth:`extra_state`."""
         self.num_update_steps = int(state.get("num_update_steps", 0))
         if "rng_state" in state:
-            self.rng.set_state(state["rng_state"])
+            restore_generator_state(self.rng, state["rng_state"], owner=f"{self.owner}.rng")
 
     def values(self, obs: ObsTensor) -> torch.Tensor:
         """V(obs), shape (N,); the critic may return (N,) or (N, 1)."""
@@ -318,7 +325,7 @@ def minibatches(
     and cut into mini-batches of ``batch_size`` (None: one batch of all; the last may be smaller)."""
     size = num if batch_size is None else min(batch_size, num)
     for _ in range(num_repetitions):
-        perm = torch.randperm(num, generator=generator)
+        perm = torch.randperm(num, generator=generator, device=generator.device)
         for start in range(0, num, size):
             yield perm[start : start + size]
 

@@ -11,7 +11,7 @@ import torch
 from torch import nn
 from typing_extensions import override
 
-from tshtrain.algorithm.base import Policy
+from tshtrain.algorithm.base import Policy, module_device
 from tshtrain.constraints import NonNegativeInt, UnitFloat, validate_fields
 from tshtrain.data.batch import ObsTensor
 from tshtrain.errors import ConfigurationError, UnsupportedSpaceError
@@ -75,7 +75,12 @@ class CategoricalPolicy(Policy):
         seed: int | None = None,
     ):
         _require_discrete(action_space, "CategoricalPolicy")
-        super().__init__(action_space=action_space, deterministic_eval=deterministic_eval, seed=seed)
+        super().__init__(
+            action_space=action_space,
+            deterministic_eval=deterministic_eval,
+            seed=seed,
+            device=module_device(actor),
+        )
         assert isinstance(action_space, gym.spaces.Discrete)
         check_output_size(actor, int(action_space.n), "CategoricalPolicy", "actor (logits)", action_space)
         self.actor = actor
@@ -137,12 +142,14 @@ class QValuePolicy(Policy):
         seed: int | None = None,
     ):
         _require_discrete(action_space, "QValuePolicy")
-        super().__init__(action_space=action_space, deterministic_eval=True, seed=seed)
+        super().__init__(
+            action_space=action_space, deterministic_eval=True, seed=seed, device=module_device(q_net)
+        )
         assert isinstance(action_space, gym.spaces.Discrete)
         check_output_size(q_net, int(action_space.n), "QValuePolicy", "Q", action_space)
         self.q_net = q_net
         self.eps_schedule = eps_schedule or EpsilonSchedule()
-        self.register_buffer("explored_env_steps", torch.zeros((), dtype=torch.int64))
+        self.register_buffer("explored_env_steps", torch.zeros((), dtype=torch.int64, device=self.device))
         assert isinstance(action_space, gym.spaces.Discrete)
         self._num_actions = int(action_space.n)
 
@@ -202,7 +209,9 @@ class DeterministicActorPolicy(Policy):
             raise UnsupportedSpaceError(
                 f"DeterministicActorPolicy needs a Box action space, got {action_space!r}."
             )
-        super().__init__(action_space=action_space, deterministic_eval=True, seed=seed)
+        super().__init__(
+            action_space=action_space, deterministic_eval=True, seed=seed, device=module_device(actor)
+        )
         if noise_std < 0:
             raise ConfigurationError(f"DeterministicActorPolicy.noise_std must be >= 0, got {noise_std!r}.")
         self.actor = actor
