@@ -74,7 +74,10 @@ VERIFIED_BATCHED_RESET_SCENARIOS: frozenset[str] = frozenset(
 """Scenarios whose batched reset was checked (code read, and the tests of ``tests/unit/test_vmas.py``:
 unfinished envs stay bit-identical, reset envs equal VMAS's own vectorised reset)."""
 
-_LEAF_TYPES = (torch.Tensor, bool, int, float, complex, str, bytes, type(None), np.ndarray, np.generic)
+_PLAIN_TYPES = (bool, int, float, complex, str, bytes, type(None), np.ndarray, np.generic)
+
+Path = tuple[Any, ...]
+"""An attribute path as nested pairs ``(parent path, name or index)``: cheap to build and to compare."""
 
 
 def vmas_state(scenario: Any) -> dict[str, Any]:
@@ -82,8 +85,8 @@ def vmas_state(scenario: Any) -> dict[str, Any]:
 
     Walks the scenario's attributes, its world, entities, states, actions, dynamics, sensors and
     joints (objects of classes defined in ``vmas`` modules), lists, tuples and dicts; functions and
-    foreign objects are skipped. Values are the live objects, not copies. Used by the batched reset
-    and by tests that compare whole world states.
+    foreign objects are skipped. Values are the live objects, not copies. Used by tests that compare
+    whole world states (the batched reset walks the same way, for tensors only).
 
     Args:
         scenario: a VMAS ``BaseScenario`` (``Environment.scenario``).
@@ -91,42 +94,49 @@ def vmas_state(scenario: Any) -> dict[str, Any]:
     Returns:
         path (such as ``"._world._agents[0]._state._pos"``) -> tensor, number, string, None or array.
     """
-    return {path: slot.value for path, slot in _slots(scenario).items()}
+    found: dict[Path, _Slot] = {}
+    _collect(scenario, (), found, {id(scenario)}, plain=True)
+    return {_path_text(path): slot.value for path, slot in found.items()}
 
 
 class _Slot(NamedTuple):
-    """Where a value lives: ``container[key]`` (a list or dict) or the attribute ``key`` of an object."""
+    """Where a value lives: ``container[key]``, a list, tuple or dict, or an object's ``vars()``."""
 
     container: Any
     key: Any
     value: Any
 
 
-def _slots(scenario: Any) -> dict[str, _Slot]:
-    found: dict[str, _Slot] = {}
-    _walk(scenario, "", found, set(), _Slot(None, None, scenario), is_root=True)
-    return found
+_IS_VMAS_CLASS: dict[type, bool] = {}
 
 
-def _walk(
-    obj: Any, path: str, found: dict[str, _Slot], seen: set[int], slot: _Slot, *, is_root: bool = False
-) -> None:
-    if isinstance(obj, _LEAF_TYPES):
-        found[path] = slot
-        return
-    if id(obj) in seen:
-        return
-    seen.add(id(obj))
+def _collect(obj: Any, path: Path, found: dict[Path, _Slot], seen: set[int], *, plain: bool) -> None:
+    """Add the tensors (and with ``plain`` the plain values) under ``obj`` to ``found``."""
+    container: Any
     if isinstance(obj, list | tuple):
-        for i, item in enumerate(obj):
-            _walk(item, f"{path}[{i}]", found, seen, _Slot(obj, i, item))
+        container, items = obj, [(i, i, v) for i, v in enumerate(obj)]
     elif isinstance(obj, dict):
-        for key, item in obj.items():
-            _walk(item, f"{path}[{_key_label(key)}]", found, seen, _Slot(obj, key, item))
-    elif is_root or type(obj).__module__.startswith("vmas."):
-        attributes = vars(obj)
-        for name, item in attributes.items():
-            _walk(item, f"{path}.{name}", found, seen, _Slot(attributes, name, item))
+        container, items = obj, [(_key_label(k), k, v) for k, v in obj.items()]
+    else:
+        container = vars(obj)
+        items = [(name, name, v) for name, v in container.items()]
+    for label, key, value in items:
+        cls = type(value)
+        if isinstance(value, torch.Tensor) or (plain and isinstance(value, _PLAIN_TYPES)):
+            found[(path, label)] = _Slot(container, key, value)
+            continue
+        is_vmas = _IS_VMAS_CLASS.get(cls)
+        if is_vmas is None:
+            is_vmas = _IS_VMAS_CLASS[cls] = cls.__module__.startswith("vmas.") and hasattr(value, "__dict__")
+        if (is_vmas or cls in (list, tuple, dict)) and id(value) not in seen:
+            seen.add(id(value))
+            _collect(value, (path, label), found, seen, plain=plain)
+
+
+def _path_text(path: Path) -> str:
+    parent, label = path
+    text = _path_text(parent) if parent else ""
+    return f"{text}[{label}]" if isinstance(label, int) or label.startswith("'") else f"{text}.{label}"
 
 
 def _key_label(key: Any) -> str:
@@ -136,30 +146,30 @@ def _key_label(key: Any) -> str:
     return repr(name) if isinstance(name, str) else repr(key)
 
 
-def _batched_slots(scenario: Any, num_envs: int) -> dict[str, _Slot]:
+def _batched_slots(scenario: Any, num_envs: int) -> dict[Path, _Slot]:
+    found: dict[Path, _Slot] = {}
+    _collect(scenario, (), found, {id(scenario)}, plain=False)
     return {
-        path: slot
-        for path, slot in _slots(scenario).items()
-        if isinstance(slot.value, torch.Tensor) and slot.value.dim() > 0 and slot.value.shape[0] == num_envs
+        path: slot for path, slot in found.items() if slot.value.dim() > 0 and slot.value.shape[0] == num_envs
     }
 
 
 def _restore_kept(
     scenario_name: str,
-    before: Mapping[str, torch.Tensor],
-    after: Mapping[str, _Slot],
+    before: Mapping[Path, torch.Tensor],
+    after: Mapping[Path, _Slot],
     keep_N: torch.Tensor,
 ) -> None:
     """Write ``before`` back into the tensors of ``after`` where ``keep_N`` is True: in place, so that
     every alias of a tensor sees it, or, for tensors that cannot be written in place (expanded ones),
     by storing the merged tensor in every slot that holds it."""
     if before.keys() != after.keys():
-        changed = sorted(before.keys() ^ after.keys())[:3]
+        changed = [_path_text(path) for path in list(before.keys() ^ after.keys())[:3]]
         raise RuntimeError(
             f"VmasEnv: resetting all envs of scenario {scenario_name!r} changed the structure of its state "
             f"(e.g. {changed}); its batched reset is unsafe, build the env with batched_reset=False."
         )
-    holders: dict[int, list[tuple[str, _Slot]]] = {}
+    holders: dict[int, list[tuple[Path, _Slot]]] = {}
     for path, slot in after.items():
         holders.setdefault(id(slot.value), []).append((path, slot))
     for group in holders.values():
@@ -167,7 +177,7 @@ def _restore_kept(
         now, old = slot.value, before[path]
         if old.shape != now.shape or old.dtype != now.dtype:
             raise RuntimeError(
-                f"VmasEnv: resetting all envs of scenario {scenario_name!r} changed {path} from "
+                f"VmasEnv: resetting all envs of scenario {scenario_name!r} changed {_path_text(path)} from "
                 f"{tuple(old.shape)} {old.dtype} to {tuple(now.shape)} {now.dtype}; build the env with "
                 "batched_reset=False."
             )
@@ -178,7 +188,8 @@ def _restore_kept(
         for path, slot in group:  # an expanded tensor: one memory location for many elements
             if isinstance(slot.container, tuple):
                 raise RuntimeError(
-                    f"VmasEnv: cannot restore {path} (expanded, inside a tuple); use batched_reset=False."
+                    f"VmasEnv: cannot restore {_path_text(path)} (expanded, inside a tuple); "
+                    "use batched_reset=False."
                 )
             slot.container[slot.key] = merged
 
