@@ -113,6 +113,7 @@ _IS_VMAS_CLASS: dict[type, bool] = {}
 def _collect(obj: Any, path: Path, found: dict[Path, _Slot], seen: set[int], *, plain: bool) -> None:
     """Add the tensors (and with ``plain`` the plain values) under ``obj`` to ``found``."""
     container: Any
+    items: list[tuple[int | str, Any, Any]]  # (label in the path, key in the container, value)
     if isinstance(obj, list | tuple):
         container, items = obj, [(i, i, v) for i, v in enumerate(obj)]
     elif isinstance(obj, dict):
