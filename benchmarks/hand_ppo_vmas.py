@@ -13,11 +13,21 @@ Run from the repository root::
     python benchmarks/hand_ppo_vmas.py --seeds 0 --env-steps 2000000
     python benchmarks/hand_ppo_vmas.py --random             # what a uniform random policy gets
 
-The task (``TASK``): VMAS ``navigation`` with one agent and no collisions, 100-step episodes, 1024
-envs: the agent observes its position, velocity and the vector to its goal and is rewarded by the
-decrease of its distance to the goal (plus 0.01 on arrival, which ends the episode). ``THRESHOLD`` is
-the mean return of the episodes finished in the last 50k env steps that every seed reaches within
-``BUDGET_ENV_STEPS``; see the numbers recorded in the module's ``__main__`` output and the report.
+The task (``TASK``): VMAS ``navigation`` with two agents (the joint view: 12-dim observation, 4-dim
+action), no collisions, 100-step episodes, 1024 envs. Each agent observes its position, velocity and
+the vector to its goal; the shared reward is the decrease of the agents' summed distance to their goals
+(plus 0.01 once all are on their goals, which ends the episode). ``THRESHOLD`` is the mean return of
+the episodes finished in the last 50k env steps; measured (torch 2.13 CPU, one thread, default
+``PPOConfig``; mean return at 131k / 262k / 393k / 524k env steps, then the range up to 1.5M)::
+
+    seed 0: -0.093  1.270  1.811  1.902   then 1.83-1.93
+    seed 1:  0.116  1.314  1.756  1.876   then 1.83-1.91
+    seed 2:  0.424  1.482  1.778  1.903   then 1.81-1.93
+    uniform random policy: -0.045
+
+So every seed passes 1.7 by 393k env steps (12-20 s of training here); the budget of 1M env steps
+(about 40 s) leaves a margin of 2.5x. The time goes mostly outside ``env.step`` (about 8 s of 45-58 s
+over 1.5M env steps: the PPO update of 5 epochs x 4 minibatches of 8192 dominates).
 
 This is a script: it prints numbers and never asserts a timing.
 """
@@ -44,9 +54,9 @@ TASK: dict[str, Any] = {
     "collisions": False,
 }
 """The VMAS task: scenario, time limit, scenario kwargs."""
-THRESHOLD = 0.8
+THRESHOLD = 1.7
 """Mean episode return (last 50k env steps) that PPO reaches on ``TASK`` within the budget."""
-BUDGET_ENV_STEPS = 1_500_000
+BUDGET_ENV_STEPS = 1_000_000
 """The env-step budget within which every seed reaches ``THRESHOLD``."""
 
 
