@@ -215,7 +215,7 @@ def _fresh_rng_state(seed: int) -> list[Any]:
     import random
 
     return [
-        torch.Generator().manual_seed(seed).get_state(),
+        torch.Generator(device="cpu").manual_seed(seed).get_state(),  # torch's global CPU generator
         np.random.RandomState(seed).get_state(),
         random.Random(seed).getstate(),
     ]
@@ -285,7 +285,7 @@ class VmasEnv:
         self._rng_slots: list[Any] = vmas.simulator.environment.Environment.vmas_random_state
         seed = secrets.randbits(32) if seed is None else seed
         self._rng_state = _fresh_rng_state(seed)
-        self._clock_rng = torch.Generator().manual_seed(seed)
+        self._clock_rng = torch.Generator(device="cpu").manual_seed(seed)  # host: drawn once per reset
         self._scenario_name = scenario
         self._max_episode_steps = max_episode_steps
         self._desync = desync_episode_clocks and max_episode_steps is not None
@@ -409,7 +409,9 @@ class VmasEnv:
     def _start_clocks(self) -> None:
         if self._desync:
             assert self._max_episode_steps is not None
-            start_N = torch.randint(0, self._max_episode_steps, (self._num_envs,), generator=self._clock_rng)
+            start_N = torch.randint(
+                0, self._max_episode_steps, (self._num_envs,), generator=self._clock_rng, device="cpu"
+            )
             self._env.steps = start_N.to(device=self._device, dtype=self._env.steps.dtype)
 
     @contextlib.contextmanager
