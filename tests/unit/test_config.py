@@ -23,6 +23,7 @@ from tshtrain.config import (
     resolve_experiment,
     write_atomic,
 )
+from tshtrain.config.defaults import TASK_EXAMPLES
 from tshtrain.config.example_files import example_files
 from tshtrain.config.resolve import build_params
 
@@ -219,7 +220,10 @@ def test_write_atomic_replaces_whole_files_and_leaves_no_temporary(tmp_path: Pat
     assert [p.name for p in target.parent.iterdir()] == ["config.yaml"]
 
 
-@pytest.mark.parametrize("path", sorted(EXAMPLE_CONFIGS.glob("*.yaml")), ids=lambda p: p.stem)
+ALGORITHM_EXAMPLES = sorted(p for p in EXAMPLE_CONFIGS.glob("*.yaml") if p.stem not in TASK_EXAMPLES)
+
+
+@pytest.mark.parametrize("path", ALGORITHM_EXAMPLES, ids=lambda p: p.stem)
 def test_example_configs_match_the_algorithm_defaults(path: Path) -> None:
     """An example experiment states the algorithm's default experiment, except that the two whose replay
     buffers are the offline examples' datasets set output_dir and buffer.save_on_exit (docs/cli.md)."""
@@ -361,3 +365,34 @@ def test_td3_bc_normalises_observations_by_its_network_section() -> None:
     assert default.obs_normalization.normalizer is not None  # type: ignore[attr-defined]
     raw = resolve_experiment({"algorithm": {"name": "td3_bc", "network": {"normalize_obs": False}}})
     assert build_algorithm(raw, obs, act).obs_normalization.normalizer is None  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("stem", sorted(TASK_EXAMPLES))
+def test_task_examples_resolve_and_state_their_data(stem: str) -> None:
+    """The task examples (beyond each algorithm's default run) load, and say what TASK_EXAMPLES says."""
+    experiment = load_experiment(str(EXAMPLE_CONFIGS / f"{stem}.yaml"))
+    _, data = TASK_EXAMPLES[stem]
+    assert experiment == resolve_experiment(dict(data))
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("algorithm: {name: ppo}\nenv: {type: isaac}", r"env\.type: .*'gymnasium', 'vmas' or 'torch_cartpole'"),
+        (
+            "algorithm: {name: ppo}\nenv: {type: vmas, id: navigation, wrappers: [{name: gymnasium.wrappers.ClipAction}]}",
+            r"env: Value error, env\.wrappers apply to Gymnasium envs only, not to type 'vmas'",
+        ),
+        (
+            "algorithm: {name: ppo}\nenv: {type: torch_cartpole, vector: async}",
+            r"env\.vector applies to Gymnasium envs only",
+        ),
+        ("algorithm: {name: ppo}\nenv: {device: cpu}", r"env\.device applies to torch-native envs"),
+        ("algorithm: {name: ppo}\nenv: {type: vmas, device: gpu}", r"env\.device: allowed: auto, cpu"),
+    ],
+)
+def test_env_type_errors_name_the_key(tmp_path: Path, text: str, expected: str) -> None:
+    path = tmp_path / "e.yaml"
+    path.write_text(text)
+    with pytest.raises(ExperimentError, match=expected):
+        load_experiment(str(path))

@@ -72,9 +72,9 @@ def run(args: argparse.Namespace) -> int:
         print(f"tshtrain eval: error: {found}", file=sys.stderr)
         return 1
     run_dir, checkpoint = found
-    from tshtrain.config import build_algorithm, load_experiment, make_envs
+    from tshtrain.config import build_algorithm, load_experiment, make_any_envs, make_envs
     from tshtrain.config.build import TEST_SEED_OFFSET
-    from tshtrain.data import Collector
+    from tshtrain.config.envs import AnyVectorEnv, is_tensor_env, make_collector
     from tshtrain.trainer.checkpoint import load_algorithm_checkpoint
 
     experiment = load_experiment(str(run_dir / CONFIG_FILE))
@@ -86,6 +86,14 @@ def run(args: argparse.Namespace) -> int:
         except ConfigurationError as error:
             print(f"tshtrain eval: error: --device: {error}", file=sys.stderr)
             return 2
+    if args.video is not None and is_tensor_env(experiment.env):
+        print(
+            f"tshtrain eval: error: --video needs a Gymnasium env; env.type is {experiment.env.type!r}.",
+            file=sys.stderr,
+        )
+        return 2
+    seed = experiment.seed + TEST_SEED_OFFSET if args.seed is None else args.seed
+    envs: AnyVectorEnv
     if args.video is not None:
         envs = make_envs(
             experiment.env,
@@ -95,13 +103,18 @@ def run(args: argparse.Namespace) -> int:
             allowed_modules=args.allowed_modules,
         )
     else:
-        envs = make_envs(experiment.env, experiment.env.num_test_envs, allowed_modules=args.allowed_modules)
+        envs = make_any_envs(
+            experiment,
+            experiment.env.num_test_envs,
+            seed=seed,
+            test=True,
+            allowed_modules=args.allowed_modules,
+        )
     try:
         algorithm = build_algorithm(experiment, envs.single_observation_space, envs.single_action_space)
         load_algorithm_checkpoint(algorithm, checkpoint, trusted=args.trust)
         _warn_if_not_finite(algorithm.policy, checkpoint)
-        seed = experiment.seed + TEST_SEED_OFFSET if args.seed is None else args.seed
-        stats = Collector(algorithm.policy, envs, seed=seed).collect(
+        stats = make_collector(algorithm.policy, envs, seed=seed).collect(
             n_episode=args.episodes, deterministic=not args.stochastic
         )
     finally:

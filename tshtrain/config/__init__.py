@@ -5,7 +5,7 @@ write an experiment file, which :func:`load_experiment` turns into a complete :c
 :func:`build_run` into a trainer ready to run. See docs/experiments.md.
 """
 
-from tshtrain.config.build import Run, build_algorithm, build_run, make_envs
+from tshtrain.config.build import Run, build_algorithm, build_run, make_any_envs, make_envs
 from tshtrain.config.files import apply_overrides, dumps, read_file, write_atomic
 from tshtrain.config.models import Experiment
 from tshtrain.config.registry import SPECS, AlgorithmSpec, Family, get_spec
@@ -36,6 +36,7 @@ __all__ = [
     "experiment_data",
     "get_spec",
     "load_experiment",
+    "make_any_envs",
     "make_envs",
     "read_file",
     "resolve_experiment",

@@ -24,14 +24,22 @@ from tshtrain.algorithm.base import Algorithm
 from tshtrain.algorithm.blocks.schedules import num_update_steps_for
 from tshtrain.config.builders import BuildContext
 from tshtrain.config.entry_points import env_id_module, require_allowed, wrapper_module
+from tshtrain.config.envs import (
+    AnyVectorEnv,
+    is_tensor_env,
+    make_collector,
+    make_tensor_env,
+    tensor_buffer,
+)
 from tshtrain.config.models import EnvConfig, Experiment, NoExploration, WrapperConfig
 from tshtrain.config.registry import AlgorithmSpec, Family, get_spec
 from tshtrain.config.resolve import STOP_SCORE, TRAINER_PARAMS, build_params, experiment_data
-from tshtrain.data import Collector, ReplayBuffer, VectorReplayBuffer, load_buffer
+from tshtrain.data import ReplayBuffer, VectorReplayBuffer, load_buffer
 from tshtrain.data.buffer import BaseReplayBuffer
+from tshtrain.data.collector_base import AnyReplayBuffer
 from tshtrain.data.prioritized import PrioritizedReplayBuffer, PrioritizedVectorReplayBuffer
 from tshtrain.devices import resolve_device
-from tshtrain.env import make_vector_env
+from tshtrain.env import TensorVectorEnv, make_vector_env
 from tshtrain.errors import ConfigurationError, ExperimentError
 from tshtrain.logger.base import Logger
 from tshtrain.trainer import OfflineTrainer, OffPolicyTrainer, OnPolicyTrainer
@@ -51,8 +59,8 @@ class Run:
     output_dir: Path
     algorithm: Algorithm[Any]
     trainer: Trainer[Any, Any]
-    envs: list[gym.vector.VectorEnv[Any, Any, Any]]
-    training_buffer: BaseReplayBuffer | None
+    envs: list[AnyVectorEnv]
+    training_buffer: AnyReplayBuffer | None
 
     def close(self) -> None:
         """Close the envs and the logger."""
@@ -74,7 +82,13 @@ def make_envs(
     """A vector env of the experiment's env section; ``render_mode`` and ``extra_wrappers`` (applied after
     the experiment's own) are for videos. Modules the section names (wrappers, a ``module:`` env id) are
     imported only when allowed (:mod:`tshtrain.config.entry_points`): Gymnasium's wrappers, tshtrain's
-    env helpers and ``allowed_modules``."""
+    env helpers and ``allowed_modules``. Gymnasium envs only: torch-native env types are built by
+    :func:`make_any_envs`."""
+    if is_tensor_env(env):
+        raise ExperimentError(
+            f"env.type: {env.type!r} is a torch-native env; Gymnasium wrappers, rendering and videos do "
+            f"not apply to it (use tshtrain.config.make_any_envs)."
+        )
     module = env_id_module(env.id)
     if module is not None:
         require_allowed(module, where="env.id", name=env.id, allowed_modules=allowed_modules)
@@ -83,6 +97,22 @@ def make_envs(
         kwargs["render_mode"] = render_mode
     wrappers = [*(_wrapper(w, allowed_modules) for w in env.wrappers), *extra_wrappers]
     return make_vector_env(env.id, num_envs, mode=env.vector, env_kwargs=kwargs, wrappers=wrappers)
+
+
+def make_any_envs(
+    experiment: Experiment,
+    num_envs: int,
+    *,
+    seed: int,
+    test: bool = False,
+    allowed_modules: Collection[str] = (),
+) -> AnyVectorEnv:
+    """The envs of the experiment's env section, of either kind: :func:`make_envs` for Gymnasium ids, a
+    torch-native env (:func:`tshtrain.config.envs.make_tensor_env`, seeded with ``seed``; ``test``: the
+    envs of test steps) otherwise."""
+    if is_tensor_env(experiment.env):
+        return make_tensor_env(experiment.env, num_envs, seed=seed, device=experiment.device, test=test)
+    return make_envs(experiment.env, num_envs, allowed_modules=allowed_modules)
 
 
 def build_algorithm(
@@ -139,14 +169,17 @@ def build_run(
     if experiment.torch_threads is not None:
         torch.set_num_threads(experiment.torch_threads)
     env = experiment.env
-    test_envs = make_envs(env, env.num_test_envs, allowed_modules=allowed_modules)
+    test_seed = experiment.seed + TEST_SEED_OFFSET
+    test_envs = make_any_envs(
+        experiment, env.num_test_envs, seed=test_seed, test=True, allowed_modules=allowed_modules
+    )
     envs = [test_envs]
     try:
         algorithm = build_algorithm(
             experiment, test_envs.single_observation_space, test_envs.single_action_space
         )
-        test_collector = Collector(
-            algorithm.policy, test_envs, seed=experiment.seed + TEST_SEED_OFFSET, check_finite=check_finite
+        test_collector = make_collector(
+            algorithm.policy, test_envs, seed=test_seed, check_finite=check_finite
         )
         common: dict[str, Any] = {
             "test_collector": test_collector,
@@ -154,16 +187,18 @@ def build_run(
             "stop_fn": _stop_fn(experiment.trainer[STOP_SCORE]),
             **{k: v for k, v in experiment.trainer.items() if k != STOP_SCORE},
         }
-        buffer: BaseReplayBuffer | None = None
+        buffer: AnyReplayBuffer | None = None
         if spec.family is Family.OFFLINE:
             trainer = _trainer(
                 spec, algorithm, common | {"buffer": _dataset(experiment)}, experiment, output_dir
             )
         else:
-            training_envs = make_envs(env, env.num_training_envs, allowed_modules=allowed_modules)
+            training_envs = make_any_envs(
+                experiment, env.num_training_envs, seed=experiment.seed, allowed_modules=allowed_modules
+            )
             envs.append(training_envs)
-            buffer = _training_buffer(experiment, spec)
-            collector = Collector(
+            buffer = _training_buffer(experiment, spec, training_envs)
+            collector = make_collector(
                 algorithm.policy,
                 training_envs,
                 buffer,
@@ -237,11 +272,16 @@ def _num_update_steps(experiment: Experiment, spec: AlgorithmSpec) -> int:
     )
 
 
-def _training_buffer(experiment: Experiment, spec: AlgorithmSpec) -> BaseReplayBuffer:
+def _training_buffer(experiment: Experiment, spec: AlgorithmSpec, envs: AnyVectorEnv) -> AnyReplayBuffer:
     num_envs, b, seed = experiment.env.num_training_envs, experiment.buffer, experiment.seed
     per_step = experiment.trainer.get("collection_step_num_env_steps")
+    on_policy_size = None
     if spec.family is Family.ON_POLICY and per_step is not None:
-        return VectorReplayBuffer(-(-per_step // num_envs) * num_envs, num_envs, seed=seed)
+        on_policy_size = -(-per_step // num_envs) * num_envs
+    if isinstance(envs, TensorVectorEnv):
+        return tensor_buffer(experiment, on_policy_size or max(b.size, num_envs), envs)
+    if on_policy_size is not None:
+        return VectorReplayBuffer(on_policy_size, num_envs, seed=seed)
     if b.prioritized:
         if num_envs == 1:
             return PrioritizedReplayBuffer(b.size, b.alpha, b.beta, seed=seed)

@@ -240,3 +240,43 @@ EXAMPLE_EXTRAS: dict[str, Mapping[str, Any]] = {
     "sac": _saves_dataset(_SAC_EXAMPLE_RUN),
 }
 """what an example experiment file sets beyond its default experiment (``AlgorithmSpec.example_extras``)"""
+
+
+TASK_EXAMPLES: dict[str, tuple[str, Mapping[str, Any]]] = {
+    "ppo_vmas_navigation": (
+        "PPO on VMAS navigation (2 agents, one joint policy), 1024 batched torch envs whose data never "
+        "leaves torch",
+        {
+            "algorithm": {
+                "name": "ppo",
+                "params": {
+                    "lr": 3e-4,
+                    "gamma": 0.99,
+                    "gae_lambda": 0.95,
+                    "clip_range": 0.2,
+                    "ent_coef": 0.0,
+                    "max_grad_norm": 1.0,
+                },
+                "network": {"hidden_sizes": [64, 64], "activation": "tanh", "init_log_std": -0.5},
+            },
+            "env": {
+                "type": "vmas",
+                "id": "navigation",
+                "kwargs": {"n_agents": 2, "collisions": False, "max_episode_steps": 100},
+                "num_training_envs": 1024,
+                "num_test_envs": 64,
+            },
+            "trainer": {
+                "max_epochs": 8,
+                "epoch_num_steps": 131_072,
+                "collection_step_num_env_steps": 32_768,
+                "batch_size": 8192,
+                "update_step_num_repetitions": 5,
+                "test_step_num_episodes": 64,
+                "stop_score": 1.7,
+            },
+        },
+    ),
+}
+"""example experiment files for tasks beyond each algorithm's default one: file stem -> (summary, the
+experiment as its file states it); ``examples/configs/<stem>.yaml`` is generated from it"""

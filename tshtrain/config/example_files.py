@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from tshtrain.config.defaults import TASK_EXAMPLES
 from tshtrain.config.files import dumps, merge_data
 from tshtrain.config.registry import SPECS, AlgorithmSpec, Family
 
@@ -43,9 +44,24 @@ def example_file_text(spec: AlgorithmSpec) -> str:
     return "\n".join(lines) + "\n" + dumps(example_file_data(spec), "yaml")
 
 
+def task_example_text(stem: str) -> str:
+    """The text of the task example ``examples/configs/<stem>.yaml`` (see ``TASK_EXAMPLES``)."""
+    summary, data = TASK_EXAMPLES[stem]
+    name = data["algorithm"]["name"]
+    lines = [
+        f"# {summary}",
+        f"# Run: tshtrain train examples/configs/{stem}.yaml",
+        f"# Every key left out takes its default; `tshtrain config {name}` prints them all.",
+        GENERATED_NOTE,
+    ]
+    return "\n".join(lines) + "\n" + dumps(dict(data), "yaml")
+
+
 def example_files() -> dict[str, str]:
     """Every example experiment file: path (relative to the repository root) -> text."""
-    return {spec.example_config: example_file_text(spec) for spec in SPECS.values()}
+    files = {spec.example_config: example_file_text(spec) for spec in SPECS.values()}
+    files.update({f"examples/configs/{stem}.yaml": task_example_text(stem) for stem in TASK_EXAMPLES})
+    return files
 
 
 def _buffer_saved(extras: Mapping[str, Any]) -> bool:

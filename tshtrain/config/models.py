@@ -44,10 +44,19 @@ class WrapperConfig(Section):
 class EnvConfig(Section):
     """The environments: training and test vector envs of the same Gymnasium id."""
 
+    type: Literal["gymnasium", "vmas", "torch_cartpole"] = "gymnasium"
+    """what builds the envs: ``gymnasium`` (``gymnasium.make(id)`` in a vector env, numpy data);
+    ``vmas`` (the VMAS scenario ``id`` as a batched torch env, :class:`tshtrain.env.vmas.VmasEnv`);
+    ``torch_cartpole`` (:class:`tshtrain.env.TorchCartPole`; ``id`` is ignored). The last two are
+    torch-native: their data never leaves ``env.device``"""
     id: str = "CartPole-v1"
-    """a registered Gymnasium id"""
+    """a registered Gymnasium id (type ``gymnasium``) or a VMAS scenario name (type ``vmas``)"""
     kwargs: dict[str, Any] = Field(default_factory=dict)
-    """keyword arguments of ``gymnasium.make``"""
+    """keyword arguments of ``gymnasium.make``, or of ``VmasEnv`` / ``TorchCartPole`` (e.g.
+    ``max_episode_steps``, and a VMAS scenario's own arguments such as ``n_agents``)"""
+    device: str | None = None
+    """where a torch-native env simulates (``cpu``, ``cuda``, ``cuda:N``, ``mps``, ``auto``); None: the
+    experiment's ``device``. Gymnasium envs run on the host and take no device"""
     num_training_envs: PositiveInt = 8
     """sub-envs of the training collector"""
     num_test_envs: PositiveInt = 8
@@ -55,7 +64,28 @@ class EnvConfig(Section):
     vector: Literal["sync", "async"] = "sync"
     """``sync``: in-process; ``async``: one subprocess per sub-env"""
     wrappers: list[WrapperConfig] = Field(default_factory=list)
-    """wrappers applied to every sub-env, in order"""
+    """wrappers applied to every sub-env, in order (Gymnasium envs only)"""
+
+    @field_validator("device")
+    @classmethod
+    def _device_form(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        try:
+            return check_device_form(value)
+        except ConfigurationError:
+            raise PydanticCustomError("device", "allowed: {forms}", {"forms": DEVICE_FORMS}) from None
+
+    @model_validator(mode="after")
+    def _tensor_env_options(self) -> EnvConfig:
+        if self.type != "gymnasium":
+            if self.wrappers:
+                raise ValueError(f"env.wrappers apply to Gymnasium envs only, not to type {self.type!r}")
+            if self.vector != "sync":
+                raise ValueError(f"env.vector applies to Gymnasium envs only, not to type {self.type!r}")
+        elif self.device is not None:
+            raise ValueError("env.device applies to torch-native envs (type vmas or torch_cartpole) only")
+        return self
 
 
 class MlpNetwork(Section):

@@ -1,0 +1,86 @@
+"""The envs, buffers and collectors of an experiment's ``env`` section, for both data paths.
+
+``env.type: gymnasium`` builds a Gymnasium vector env (numpy data, :class:`~tshtrain.data.Collector`,
+:class:`~tshtrain.data.VectorReplayBuffer`); ``vmas`` and ``torch_cartpole`` build a torch-native
+:class:`~tshtrain.env.TensorVectorEnv` on ``env.device`` (default: the experiment's device) with a
+:class:`~tshtrain.data.TensorCollector` and a :class:`~tshtrain.data.TensorReplayBuffer` on that device.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import gymnasium as gym
+
+from tshtrain.config.models import EnvConfig, Experiment
+from tshtrain.data import Collector, TensorCollector, TensorReplayBuffer
+from tshtrain.data.collector_base import AnyReplayBuffer, BaseCollector
+from tshtrain.devices import resolve_device
+from tshtrain.env import TensorVectorEnv, TorchCartPole
+from tshtrain.errors import ConfigurationError, ExperimentError
+
+AnyVectorEnv = gym.vector.VectorEnv[Any, Any, Any] | TensorVectorEnv
+"""what :func:`make_env` builds: a Gymnasium vector env or a torch-native one"""
+
+
+def is_tensor_env(env: EnvConfig) -> bool:
+    """True for the torch-native env types (``vmas``, ``torch_cartpole``)."""
+    return env.type != "gymnasium"
+
+
+def make_tensor_env(
+    env: EnvConfig, num_envs: int, *, seed: int, device: str, test: bool = False
+) -> TensorVectorEnv:
+    """The torch-native env of ``env`` (type ``vmas`` or ``torch_cartpole``) with ``num_envs`` envs on
+    ``env.device`` (or ``device``, the experiment's, when the section names none). ``test``: the envs of
+    test steps, whose VMAS episode clocks all start at 0 (training envs start them spread out, see
+    :class:`~tshtrain.env.vmas.VmasEnv`), unless ``env.kwargs`` says otherwise."""
+    where = resolve_device(env.device or device)
+    kwargs = dict(env.kwargs)
+    if test and env.type == "vmas":
+        kwargs.setdefault("desync_episode_clocks", False)
+    try:
+        if env.type == "torch_cartpole":
+            return TorchCartPole(num_envs, device=where, seed=seed, **kwargs)
+        from tshtrain.env.vmas import VmasEnv
+
+        return VmasEnv(env.id, num_envs=num_envs, device=where, seed=seed, **kwargs)
+    except (ConfigurationError, TypeError, ValueError) as error:
+        raise ExperimentError(f"env ({env.type} {env.id!r}, kwargs {kwargs}): {error}") from None
+
+
+def make_collector(
+    policy: Any,
+    env: AnyVectorEnv,
+    buffer: AnyReplayBuffer | None = None,
+    *,
+    seed: int,
+    exploration_noise: bool = False,
+    check_finite: bool = True,
+) -> BaseCollector:
+    """The collector for ``env``: a :class:`TensorCollector` for torch-native envs (``check_finite`` is a
+    numpy-path check and does not apply there), else a :class:`Collector`."""
+    if isinstance(env, TensorVectorEnv):
+        if buffer is not None and not isinstance(buffer, TensorReplayBuffer):
+            raise ConfigurationError(
+                f"a torch-native env needs a TensorReplayBuffer, got {type(buffer).__name__}"
+            )
+        return TensorCollector(policy, env, buffer, exploration_noise=exploration_noise, seed=seed)
+    if isinstance(buffer, TensorReplayBuffer):
+        raise ConfigurationError(
+            "a Gymnasium vector env needs a numpy replay buffer, got a TensorReplayBuffer"
+        )
+    return Collector(
+        policy, env, buffer, exploration_noise=exploration_noise, seed=seed, check_finite=check_finite
+    )
+
+
+def tensor_buffer(experiment: Experiment, total_size: int, env: TensorVectorEnv) -> TensorReplayBuffer:
+    """A :class:`TensorReplayBuffer` of ``total_size`` transitions, one column per env, on the env's
+    device."""
+    if experiment.buffer.prioritized:
+        raise ExperimentError(
+            f"buffer.prioritized: prioritized replay is not available for torch-native envs (env.type "
+            f"{experiment.env.type!r}); set buffer.prioritized: false."
+        )
+    return TensorReplayBuffer(total_size, env.num_envs, device=env.device, seed=experiment.seed)
