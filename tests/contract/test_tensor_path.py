@@ -16,6 +16,7 @@ from tshtrain.algorithm import DQN, PPO, CategoricalPolicy, DQNParams, PPOParams
 from tshtrain.algorithm.blocks.policies import EpsilonSchedule
 from tshtrain.data import TensorCollector, TensorReplayBuffer
 from tshtrain.env import TorchCartPole
+from tshtrain.errors import CheckpointError
 from tshtrain.trainer import (
     OffPolicyTrainer,
     OffPolicyTrainerParams,
@@ -50,12 +51,17 @@ def _ppo_trainer(seed: int, *, num_envs: int = 4, max_epochs: int = 2, **kwargs:
     return OnPolicyTrainer(algorithm, params)
 
 
-def _dqn_trainer(seed: int, *, max_epochs: int = 2, checkpoint: CheckpointParams | None = None) -> OffPolicyTrainer:
+def _dqn_trainer(
+    seed: int, *, max_epochs: int = 2, checkpoint: CheckpointParams | None = None
+) -> OffPolicyTrainer:
     torch.manual_seed(seed)
     train_env = TorchCartPole(4, CPU, seed=seed)
     test_env = TorchCartPole(2, CPU, seed=seed + 1000)
     policy = QValuePolicy(
-        mlp(4, 2, (32,)), train_env.single_action_space, eps_schedule=EpsilonSchedule(num_env_steps=200), seed=seed
+        mlp(4, 2, (32,)),
+        train_env.single_action_space,
+        eps_schedule=EpsilonSchedule(num_env_steps=200),
+        seed=seed,
     )
     algorithm = DQN(policy=policy, params=DQNParams(lr=1e-3, n_step=3, target_update_freq=20))
     params = OffPolicyTrainerParams(
@@ -121,8 +127,9 @@ def test_checkpoint_resume_is_bit_exact_on_the_tensor_path(family: str, tmp_path
     straight.run()
     periodic = sorted((tmp_path / "ckpt").glob("periodic-000002-*"))
     assert len(periodic) == 1
+    assert (periodic[0] / "envs" / "training.pt").is_file()  # torch format: no pickle, no --trust needed
     resumed = make(None)
-    resumed.load_checkpoint(periodic[0], trusted=True)
+    resumed.load_checkpoint(periodic[0])
     resumed.run()
     assert all(torch.equal(a, b) for a, b in zip(_weights(straight), _weights(resumed), strict=True))
     buffers = straight.params.training_collector.buffer, resumed.params.training_collector.buffer
@@ -150,3 +157,39 @@ def test_ppo_learns_torch_cartpole_with_64_envs(seed: int) -> None:
         f"best_epoch={info.best_epoch} env_steps={info.train_step} seconds={seconds:.1f}"
     )
     assert info.best_reward >= 400
+
+
+def test_a_pickle_in_a_torch_env_snapshot_is_refused_untrusted(tmp_path: Path) -> None:
+    """The env snapshot of a tensor collector is read with weights_only=True: a pickle planted in its
+    place is not run, and the load fails naming the file; a `.pkl` snapshot for a tensor collector is
+    not handed to it at all."""
+    import hashlib
+    import json
+    import pickle
+
+    straight = _ppo_trainer(
+        5, max_epochs=2, checkpoint=CheckpointParams(directory=tmp_path / "c", every_num_epochs=1)
+    )
+    straight.run()
+    checkpoint = sorted((tmp_path / "c").glob("periodic-000001-*"))[0]
+    marker = tmp_path / "pwned"
+    (checkpoint / "envs" / "training.pt").write_bytes(pickle.dumps(_MakesFile(marker)))
+    manifest = json.loads((checkpoint / "manifest.json").read_text())
+    for rel in manifest["files"]:  # what an attacker who controls the directory can always do
+        data = (checkpoint / rel).read_bytes()
+        manifest["files"][rel] = {"size": len(data), "sha256": hashlib.sha256(data).hexdigest()}
+    (checkpoint / "manifest.json").write_text(json.dumps(manifest))
+    resumed = _ppo_trainer(5, max_epochs=2)
+    before = [w.clone() for w in _weights(resumed)]
+    with pytest.raises(CheckpointError, match=r"envs/training\.pt: not a tensor env snapshot"):
+        resumed.load_checkpoint(checkpoint)
+    assert not marker.exists()
+    assert all(torch.equal(a, b) for a, b in zip(before, _weights(resumed), strict=True))  # nothing applied
+
+
+class _MakesFile:
+    def __init__(self, path: Path):
+        self.path = path
+
+    def __reduce__(self) -> tuple[Any, tuple[str]]:
+        return (open, (str(self.path), "w"))

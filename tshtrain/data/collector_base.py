@@ -12,7 +12,7 @@ from __future__ import annotations
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
-from typing import Any, Protocol, TypeAlias
+from typing import Any, ClassVar, Literal, NamedTuple, Protocol, TypeAlias
 
 import numpy as np
 
@@ -23,6 +23,18 @@ from tshtrain.errors import ConfigurationError, require_positive
 
 AnyReplayBuffer: TypeAlias = BaseReplayBuffer | TensorReplayBuffer
 """A buffer of either data path: numpy (:class:`BaseReplayBuffer` and its subclasses) or tensors."""
+
+EnvSnapshotFormat: TypeAlias = Literal["pickle", "torch"]
+"""how a collector encodes its envs' state (see :attr:`BaseCollector.env_snapshot_format`)"""
+
+
+class EnvSnapshot(NamedTuple):
+    """A collector's envs as saved in a checkpoint."""
+
+    data: bytes
+    """what :meth:`BaseCollector.env_snapshot` returned"""
+    format: EnvSnapshotFormat
+    """its encoding: ``pickle`` (trusted checkpoints only) or ``torch`` (``weights_only``-loadable)"""
 
 
 class CollectorListener(Protocol):
@@ -198,9 +210,15 @@ class BaseCollector(ABC):
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Restore :meth:`state_dict` (the envs are restored with :meth:`restore_env_snapshot`)."""
 
+    env_snapshot_format: ClassVar[EnvSnapshotFormat] = "pickle"
+    """how :meth:`env_snapshot` encodes the envs: ``"pickle"`` (restored only from trusted checkpoints:
+    unpickling runs code) or ``"torch"`` (``torch.save`` of tensors and plain values, read back with
+    ``weights_only=True``: safe to restore from any checkpoint)"""
+
     @abstractmethod
     def env_snapshot(self) -> bytes | None:
-        """The envs' state as bytes, or None when it cannot be saved (a resumed run resets them)."""
+        """The envs' state as bytes (see :attr:`env_snapshot_format`), or None when it cannot be saved
+        (a resumed run resets them)."""
 
     @abstractmethod
     def restore_env_snapshot(self, snapshot: bytes | None) -> bool:

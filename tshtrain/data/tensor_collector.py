@@ -16,14 +16,14 @@ from __future__ import annotations
 
 import io
 from collections.abc import Mapping
-from typing import Any, Protocol, final
+from typing import Any, ClassVar, Protocol, final
 
 import numpy as np
 import torch
 from typing_extensions import override
 
 from tshtrain.data.batch import ObsTensor
-from tshtrain.data.collector_base import BaseCollector, CollectedEpisodes
+from tshtrain.data.collector_base import BaseCollector, CollectedEpisodes, EnvSnapshotFormat
 from tshtrain.data.tensor_buffer import TensorReplayBuffer
 from tshtrain.env.tensor_env import TensorVectorEnv
 from tshtrain.env.tensor_spaces import make_tensor_action_checker, sample_actions_torch
@@ -353,6 +353,8 @@ class TensorCollector(BaseCollector):
         self._ep_stored = state["ep_stored"].to(self.device)
         self._load_counters(state)
 
+    env_snapshot_format: ClassVar[EnvSnapshotFormat] = "torch"
+
     @override
     def env_snapshot(self) -> bytes | None:
         """``env.state_dict()`` saved with ``torch.save`` when the env has one (e.g.
@@ -372,5 +374,5 @@ class TensorCollector(BaseCollector):
         if snapshot is None or not callable(load):
             self.reset_env()
             return False
-        load(torch.load(io.BytesIO(snapshot), weights_only=True))
+        load(torch.load(io.BytesIO(snapshot), map_location="cpu", weights_only=True))
         return True

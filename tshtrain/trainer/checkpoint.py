@@ -35,7 +35,8 @@ from tshtrain.counters import Counters
 from tshtrain.data.buffer import SavableBuffer
 from tshtrain.data.buffer_io import load_buffer_into, save_buffer
 from tshtrain.data.buffer_io import read_manifest as read_buffer_manifest
-from tshtrain.errors import CheckpointError
+from tshtrain.data.collector_base import EnvSnapshot, EnvSnapshotFormat
+from tshtrain.errors import CheckpointError, short_repr
 from tshtrain.trainer.checkpoint_io import (
     CheckpointManifest,
     FileWriter,
@@ -47,6 +48,8 @@ from tshtrain.trainer.checkpoint_params import Backend, CheckpointParams
 log = logging.getLogger(__name__)
 
 _STATE_FILE = "state.pt"
+_SNAPSHOT_SUFFIXES: dict[EnvSnapshotFormat, str] = {"pickle": ".pkl", "torch": ".pt"}
+"""file suffix of an env snapshot in ``envs/`` by its format"""
 _DCP_DIR = "state.dcp"
 
 
@@ -65,8 +68,8 @@ class Checkpointable(Protocol):
         """The buffers whose arrays a checkpoint may hold, by role."""
         ...
 
-    def env_snapshots(self) -> Mapping[str, bytes]:
-        """Pickled sub-envs by collector role, where possible."""
+    def env_snapshots(self) -> Mapping[str, EnvSnapshot]:
+        """The envs by collector role, where they can be saved."""
         ...
 
     def state_dict(self) -> dict[str, Any]:
@@ -81,8 +84,8 @@ class Checkpointable(Protocol):
         """Apply a checked ``state`` (transactional)."""
         ...
 
-    def restore_envs(self, snapshots: Mapping[str, bytes | None]) -> None:
-        """Put sub-envs back (None: reset them)."""
+    def restore_envs(self, snapshots: Mapping[str, EnvSnapshot | None]) -> None:
+        """Put the envs back (None, or a snapshot in another format than the collector's: reset them)."""
         ...
 
     def rewind_logger(self) -> None:
@@ -106,7 +109,7 @@ def _entries(
             if buffer.is_allocated:
                 entries[f"buffers/{name}"] = _buffer_writer(buffer)
     for name, snapshot in target.env_snapshots().items():
-        entries[f"envs/{name}.pkl"] = _bytes_writer(snapshot)
+        entries[f"envs/{name}{_SNAPSHOT_SUFFIXES[snapshot.format]}"] = _bytes_writer(snapshot.data)
     return entries
 
 
@@ -192,13 +195,14 @@ def load_checkpoint(
     except (ValueError, KeyError, TypeError, AttributeError) as error:
         raise CheckpointError(f"{manifest.path}: does not fit this trainer: {error}.") from None
     buffers = _saved_buffers(manifest, target) if load_buffers else {}
+    snapshots = _env_snapshots(manifest, state, trusted=trusted)
     try:
         target.load_state_dict(state)
     except (ValueError, KeyError, TypeError, RuntimeError) as error:
         raise CheckpointError(f"{manifest.path}: could not be applied (nothing changed): {error}") from None
     for directory, buffer in buffers.items():  # checked above: only I/O can fail here
         load_buffer_into(buffer, directory)
-    target.restore_envs(_env_snapshots(manifest, state, trusted=trusted))
+    target.restore_envs(snapshots)
     target.rewind_logger()
     return manifest
 
@@ -227,18 +231,38 @@ def _saved_buffers(manifest: CheckpointManifest, target: Checkpointable) -> dict
 
 def _env_snapshots(
     manifest: CheckpointManifest, state: Mapping[str, Any], *, trusted: bool
-) -> dict[str, bytes | None]:
-    """The listed env snapshots to restore (None: reset those envs); untrusted: none, with a warning."""
-    listed = {name: f"envs/{name}.pkl" for name in state.get("collectors", {})}
-    listed = {name: rel for name, rel in listed.items() if rel in manifest.files}
-    if listed and not trusted:
+) -> dict[str, EnvSnapshot | None]:
+    """The listed env snapshots to restore (missing: reset those envs). ``torch``-format snapshots
+    (tensors and plain values, read with ``weights_only=True``) are always restored; pickles only when
+    ``trusted``, else those envs are reset, with a warning."""
+    found: dict[str, EnvSnapshot | None] = {}
+    skipped = []
+    for name in state.get("collectors", {}):
+        for fmt, suffix in _SNAPSHOT_SUFFIXES.items():
+            rel = f"envs/{name}{suffix}"
+            if rel not in manifest.files:
+                continue
+            if fmt == "pickle" and not trusted:
+                skipped.append(name)
+                continue
+            data = (manifest.path / rel).read_bytes()
+            if fmt == "torch":  # parsed here, before anything is applied: a bad file changes nothing
+                try:
+                    torch.load(io.BytesIO(data), map_location="cpu", weights_only=True)
+                except Exception as error:
+                    raise CheckpointError(
+                        f"{manifest.path / rel}: not a tensor env snapshot (read with weights_only=True; "
+                        f"nothing was loaded): {short_repr(str(error))}"
+                    ) from None
+            found[name] = EnvSnapshot(data, fmt)
+    if skipped:
         log.warning(
-            "%s: the envs were not restored: their snapshots are pickles, which are loaded only with "
-            "trusted=True (tshtrain: --trust); they are reset, so the resumed run is not bit-exact.",
+            "%s: the envs of %s were not restored: their snapshots are pickles, which are loaded only "
+            "with trusted=True (tshtrain: --trust); they are reset, so the resumed run is not bit-exact.",
             manifest.path,
+            ", ".join(skipped),
         )
-        return {}
-    return {name: (manifest.path / rel).read_bytes() for name, rel in listed.items()}
+    return found
 
 
 def load_algorithm_checkpoint(

@@ -21,7 +21,7 @@ import torch
 
 from tshtrain.algorithm.base import Algorithm
 from tshtrain.counters import Counters
-from tshtrain.data.collector_base import AnyReplayBuffer
+from tshtrain.data.collector_base import AnyReplayBuffer, EnvSnapshot
 from tshtrain.logger.base import Logger, LogScope, RewindableLogger
 from tshtrain.trainer.checkpoint import CheckpointManager
 from tshtrain.trainer.dispatch import CallbackSet
@@ -101,13 +101,13 @@ class TrainerState:
         """The buffers a checkpoint may hold the arrays of (not the dataset: it is the user's file)."""
         return {name: b for name, b in self.strategy.buffers().items() if name != "dataset"}
 
-    def env_snapshots(self) -> dict[str, bytes]:
-        """The collectors' sub-envs, pickled where that is possible."""
-        found: dict[str, bytes] = {}
+    def env_snapshots(self) -> dict[str, EnvSnapshot]:
+        """The collectors' envs where they can be saved, each in its collector's format."""
+        found: dict[str, EnvSnapshot] = {}
         for name, collector in self.strategy.collectors().items():
             snapshot = collector.env_snapshot()
             if snapshot is not None:
-                found[name] = snapshot
+                found[name] = EnvSnapshot(snapshot, collector.env_snapshot_format)
         return found
 
     def state_dict(self) -> dict[str, Any]:
@@ -152,10 +152,13 @@ class TrainerState:
             self._apply(before)
             raise
 
-    def restore_envs(self, snapshots: Mapping[str, bytes | None]) -> None:
-        """Put the collectors' sub-envs back (None: reset them)."""
+    def restore_envs(self, snapshots: Mapping[str, EnvSnapshot | None]) -> None:
+        """Put the collectors' envs back; a collector without a snapshot, or whose snapshot is in
+        another format than its own (the checkpoint is of another kind of env), resets its envs."""
         for name, collector in self.strategy.collectors().items():
-            collector.restore_env_snapshot(snapshots.get(name))
+            snapshot = snapshots.get(name)
+            fits = snapshot is not None and snapshot.format == collector.env_snapshot_format
+            collector.restore_env_snapshot(snapshot.data if fits and snapshot is not None else None)
 
     def rewind_logger(self) -> None:
         """Drop what the logger wrote after the restored point, so that curves continue without
