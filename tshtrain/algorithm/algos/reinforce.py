@@ -19,12 +19,11 @@ from tshtrain.algorithm.base import (
 )
 from tshtrain.algorithm.blocks.lr_schedule import ScheduledLearningRates, optimizers_in
 from tshtrain.algorithm.blocks.normalization import ObsNormalization, RunningObsNormalizer
-from tshtrain.algorithm.blocks.onpolicy import minibatches
+from tshtrain.algorithm.blocks.onpolicy import ActorPolicy, index_obs, minibatches, rollout_obs
 from tshtrain.algorithm.blocks.optim import optimizer_step
-from tshtrain.algorithm.blocks.policies import CategoricalPolicy
 from tshtrain.algorithm.blocks.schedules import Schedule, check_schedule
 from tshtrain.constraints import PositiveFloat, UnitFloat, validate_fields
-from tshtrain.data.batch import ObsArray, RolloutBatch
+from tshtrain.data.batch import RolloutBatch
 from tshtrain.functional.returns import discounted_returns
 
 
@@ -57,8 +56,10 @@ class ReinforceTrainingStats(TrainingStats):
 
 
 @final
-class Reinforce(OnPolicyAlgorithm[CategoricalPolicy, ReinforceTrainingStats]):
-    """REINFORCE for Discrete actions.
+class Reinforce(OnPolicyAlgorithm[ActorPolicy, ReinforceTrainingStats]):
+    """REINFORCE for Discrete, Box, MultiDiscrete and MultiBinary actions (a
+    :data:`~tshtrain.algorithm.blocks.onpolicy.ActorPolicy`: categorical, Gaussian, multi-categorical or
+    Bernoulli).
 
     Returns are computed over the rollout without bootstrapping: the last step of an unfinished episode
     is treated as its end, so collect whole episodes (``collection_step_num_episodes``) for unbiased
@@ -68,7 +69,7 @@ class Reinforce(OnPolicyAlgorithm[CategoricalPolicy, ReinforceTrainingStats]):
     def __init__(
         self,
         *,
-        policy: CategoricalPolicy,
+        policy: ActorPolicy,
         params: ReinforceParams | None = None,
         obs_normalizer: RunningObsNormalizer | None = None,
         seed: int | None = None,
@@ -97,12 +98,11 @@ class Reinforce(OnPolicyAlgorithm[CategoricalPolicy, ReinforceTrainingStats]):
         returns_N = torch.from_numpy(returns_TE[valid])
         if self.params.return_standardization and len(returns_N) > 1:
             returns_N = (returns_N - returns_N.mean()) / (returns_N.std() + 1e-8)
-        obs_N = torch.as_tensor(_flat_valid(rollout.obs, valid), device=self.policy.device)
+        obs_N = rollout_obs(rollout.obs, valid, self.policy.device)
         act_N = torch.as_tensor(rollout.act[valid], device=self.policy.device)
         losses: list[torch.Tensor] = []
         for idx in minibatches(len(returns_N), batch_size, num_repetitions, self.rng):
-            logp = torch.log_softmax(self.policy.logits(obs_N[idx]), dim=-1)
-            logp_act = logp.gather(1, act_N[idx].long().unsqueeze(-1)).squeeze(-1)
+            logp_act, _ = self.policy.log_prob_entropy(index_obs(obs_N, idx), act_N[idx])
             loss = -(logp_act * returns_N[idx]).mean()
             optimizer_step(self.optim, "optim", {"policy loss": loss}, hooks, zero_grad_first=False)
             losses.append(loss.detach())
@@ -110,9 +110,3 @@ class Reinforce(OnPolicyAlgorithm[CategoricalPolicy, ReinforceTrainingStats]):
         check_finite_loss("Reinforce", "policy loss", mean_loss)
         self.obs_normalization.update(obs_N)
         return ReinforceTrainingStats(loss=float(mean_loss), num_gradient_steps=len(losses))
-
-
-def _flat_valid(obs: ObsArray, valid: np.ndarray) -> np.ndarray:
-    if not isinstance(obs, np.ndarray):
-        raise TypeError("Reinforce takes array observations; flatten Dict observations with a wrapper.")
-    return np.asarray(obs[valid], dtype=np.float32)

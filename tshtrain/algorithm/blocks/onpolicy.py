@@ -22,17 +22,20 @@ from typing_extensions import override
 from tshtrain.algorithm.base import OnPolicyAlgorithm, Stateful, TStats_co, UpdateHooks, make_adam
 from tshtrain.algorithm.blocks.gaussian import GaussianPolicy
 from tshtrain.algorithm.blocks.lr_schedule import ScheduledLearningRates
+from tshtrain.algorithm.blocks.multi_policies import BernoulliPolicy, MultiCategoricalPolicy
 from tshtrain.algorithm.blocks.normalization import RunningObsNormalizer, check_obs_normalizer
 from tshtrain.algorithm.blocks.optim import optimizer_step
 from tshtrain.algorithm.blocks.policies import CategoricalPolicy
 from tshtrain.algorithm.blocks.schedules import Schedule, check_schedule
 from tshtrain.constraints import NonNegativeFloat, PositiveFloat, UnitFloat, validate_fields
-from tshtrain.data.batch import RolloutBatch
-from tshtrain.errors import ConfigurationError
+from tshtrain.data.batch import ObsArray, ObsTensor, RolloutBatch
+from tshtrain.errors import ConfigurationError, UnsupportedSpaceError
 from tshtrain.functional.returns import gae_advantages
 
-ActorPolicy: TypeAlias = CategoricalPolicy | GaussianPolicy
-"""The policies A2C and PPO train: categorical (Discrete actions) or Gaussian (Box actions)."""
+ActorPolicy: TypeAlias = CategoricalPolicy | GaussianPolicy | MultiCategoricalPolicy | BernoulliPolicy
+"""The policies A2C, PPO and REINFORCE train: categorical (Discrete actions), Gaussian (Box actions),
+multi-categorical (MultiDiscrete actions) or Bernoulli (MultiBinary actions). Each has
+``log_prob_entropy(obs, act)``."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -66,15 +69,11 @@ class ActorCriticParams(ABC):
 
 
 def log_prob_entropy(
-    policy: ActorPolicy, obs: torch.Tensor, act: torch.Tensor
+    policy: ActorPolicy, obs: ObsTensor, act: torch.Tensor
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """(log pi(act | obs), entropy of pi(. | obs)), both shape (N,), differentiable."""
-    if isinstance(policy, GaussianPolicy):
-        return policy.log_prob_entropy(obs, act)
-    logp_NK = torch.log_softmax(policy.logits(obs), dim=-1)
-    logp_N = logp_NK.gather(1, act.long().unsqueeze(-1)).squeeze(-1)
-    entropy_N = -(logp_NK.exp() * logp_NK).sum(dim=-1)
-    return logp_N, entropy_N
+    """(log pi(act | obs), entropy of pi(. | obs)), both shape (N,), differentiable: the policy's own
+    ``log_prob_entropy``."""
+    return policy.log_prob_entropy(obs, act)
 
 
 def _unique_parameters(*modules: nn.Module) -> list[nn.Parameter]:
@@ -133,15 +132,15 @@ class ActorCritic:
         if "rng_state" in state:
             self.rng.set_state(state["rng_state"])
 
-    def values(self, obs: torch.Tensor) -> torch.Tensor:
+    def values(self, obs: ObsTensor) -> torch.Tensor:
         """V(obs), shape (N,); the critic may return (N,) or (N, 1)."""
         out: torch.Tensor = self.critic(obs)
         if out.dim() == 2 and out.shape[1] == 1:
             return out.squeeze(1)
         if out.dim() != 1:
             raise ConfigurationError(
-                f"{self.owner}: the critic returned shape {tuple(out.shape)} for {len(obs)} observations; "
-                f"it must return one value per observation, shape (N,) or (N, 1)."
+                f"{self.owner}: the critic returned shape {tuple(out.shape)} for {_num_obs(obs)} "
+                f"observations; it must return one value per observation, shape (N,) or (N, 1)."
             )
         return out
 
@@ -168,9 +167,11 @@ class ActorCritic:
         assert grad_norm is not None  # clipping is on
         return grad_norm.detach()
 
-    def finish_update(self, obs_N: torch.Tensor) -> None:
+    def finish_update(self, obs_N: ObsTensor) -> None:
         """After the gradient steps: merge the rollout's observations into the normaliser, count."""
         if self.obs_normalizer is not None:
+            if not isinstance(obs_N, torch.Tensor):
+                raise UnsupportedSpaceError(f"{self.owner}: obs_normalizer takes array observations.")
             self.obs_normalizer.update(obs_N)
         self.num_update_steps += 1
 
@@ -179,8 +180,8 @@ class ActorCritic:
 class RolloutTensors:
     """The valid steps of a rollout, flattened to N = number of valid steps, ready for mini-batches."""
 
-    obs: torch.Tensor
-    """o_t, shape (N, ...)"""
+    obs: ObsTensor
+    """o_t, shape (N, ...) (a dict of such tensors for Dict observations)"""
     act: torch.Tensor
     """a_t as stored, shape (N,) or (N, A)"""
     logp_old: torch.Tensor
@@ -198,7 +199,7 @@ class RolloutTensors:
     def select(self, idx: torch.Tensor) -> RolloutTensors:
         """The steps at ``idx`` (a mini-batch)."""
         return RolloutTensors(
-            obs=self.obs[idx],
+            obs=index_obs(self.obs, idx),
             act=self.act[idx],
             logp_old=self.logp_old[idx],
             value_old=self.value_old[idx],
@@ -211,8 +212,19 @@ def _flat(array: np.ndarray, num: int) -> np.ndarray:
     return array.reshape(num, *array.shape[2:])
 
 
+def _num_obs(obs: ObsTensor) -> int:
+    return len(obs) if isinstance(obs, torch.Tensor) else len(next(iter(obs.values())))
+
+
+def index_obs(obs: ObsTensor, idx: torch.Tensor) -> ObsTensor:
+    """The observations at ``idx`` (every key of a dict observation): a mini-batch."""
+    if isinstance(obs, torch.Tensor):
+        return obs[idx]
+    return {key: value[idx] for key, value in obs.items()}
+
+
 def _next_values(
-    ac: ActorCritic, rollout: RolloutBatch, obs_next_TE: np.ndarray, value_TE: np.ndarray
+    ac: ActorCritic, rollout: RolloutBatch, obs_next_TE: ObsArray, value_TE: np.ndarray
 ) -> np.ndarray:
     """V(o_{t+1}) for every step: the next row's value inside an episode; at a non-terminal boundary
     (truncation, end of the collected column) the critic's value of the stored ``obs_next``."""
@@ -220,15 +232,31 @@ def _next_values(
     next_value_TE[:-1] = value_TE[1:]
     ends_TE = rollout.boundary & rollout.valid & ~rollout.terminated
     if ends_TE.any():
-        obs_ends = torch.as_tensor(obs_next_TE[ends_TE], device=ac.policy.device)
+        obs_ends = rollout_obs(obs_next_TE, ends_TE, ac.policy.device)
         next_value_TE[ends_TE] = ac.values(obs_ends).cpu().numpy()
     return next_value_TE
 
 
-def _array_obs(obs: Any, owner: str) -> np.ndarray:
-    if not isinstance(obs, np.ndarray):
-        raise TypeError(f"{owner} takes array observations; flatten Dict observations with a wrapper.")
-    return np.asarray(obs, dtype=np.float32)
+def _array_obs(obs: np.ndarray) -> np.ndarray:
+    """float32 observations for the networks; uint8 ones (images) stay uint8, scaled in the network."""
+    return obs if obs.dtype == np.uint8 else np.asarray(obs, dtype=np.float32)
+
+
+def rollout_obs(obs: ObsArray, select: np.ndarray | None, device: torch.device) -> ObsTensor:
+    """Rollout observations (T, E, ...) as tensors, flattened to (T * E, ...) (``select=None``) or
+    indexed by the boolean (T, E) mask ``select``; a dict observation key by key (float64 becomes
+    float32, other dtypes are kept: the network's encoders convert them)."""
+    if isinstance(obs, np.ndarray):
+        array = _array_obs(obs)
+        flat = _flat(array, array.shape[0] * array.shape[1]) if select is None else array[select]
+        return torch.as_tensor(flat, device=device)
+    tensors: dict[str, torch.Tensor] = {}
+    for key, value in obs.items():
+        flat = _flat(value, value.shape[0] * value.shape[1]) if select is None else value[select]
+        tensors[key] = torch.as_tensor(
+            flat.astype(np.float32) if flat.dtype == np.float64 else flat, device=device
+        )
+    return tensors
 
 
 @torch.no_grad()
@@ -239,16 +267,19 @@ def prepare_rollout(
     column; see :func:`tshtrain.functional.gae_advantages`), returns and old log-probabilities."""
     num_t, num_e = rollout.shape
     device = ac.policy.device
-    obs_TE = _array_obs(rollout.obs, ac.owner)
-    obs_all = torch.as_tensor(_flat(obs_TE, num_t * num_e), device=device)
+    obs_all = rollout_obs(rollout.obs, None, device)
     value_TE = ac.values(obs_all).reshape(num_t, num_e).cpu().numpy()
-    next_value_TE = _next_values(ac, rollout, _array_obs(rollout.obs_next, ac.owner), value_TE)
+    next_value_TE = _next_values(ac, rollout, rollout.obs_next, value_TE)
     adv_TE = gae_advantages(
         rollout.rew, value_TE, next_value_TE, rollout.terminated, rollout.boundary,
         gamma=gamma, gae_lambda=gae_lambda,
     )  # fmt: skip
     valid = rollout.valid.reshape(-1)
-    obs_N = obs_all if bool(valid.all()) else obs_all[torch.from_numpy(np.flatnonzero(valid)).to(device)]
+    obs_N = (
+        obs_all
+        if bool(valid.all())
+        else index_obs(obs_all, torch.from_numpy(np.flatnonzero(valid)).to(device))
+    )
     act_N = torch.as_tensor(_flat(rollout.act, num_t * num_e)[valid], device=device)
     value_N = torch.as_tensor(value_TE.reshape(-1)[valid], device=device)
     adv_N = torch.as_tensor(adv_TE.reshape(-1)[valid], device=device)
