@@ -101,8 +101,12 @@ class MultiCategoricalPolicy(Policy):
         logp_NKM = self.log_probs(obs)
         index_NK = act.reshape(len(logp_NKM), -1).long() - self.start
         logp_N = logp_NKM.gather(2, index_NK.unsqueeze(-1)).squeeze(-1).sum(dim=-1)
-        plogp_NKM = (logp_NKM.exp() * logp_NKM).masked_fill(~self.component_mask, 0.0)
-        return logp_N, -plogp_NKM.sum(dim=(1, 2))
+        # padding columns: p = 0 and log p = -inf; zero log p there first, so that neither the value nor
+        # the gradient of p * log p becomes 0 * inf = NaN
+        safe_logp_NKM = logp_NKM.masked_fill(~self.component_mask, 0.0)
+        return logp_N, -(safe_logp_NKM.exp() * safe_logp_NKM).masked_fill(~self.component_mask, 0.0).sum(
+            dim=(1, 2)
+        )
 
     @override
     def actions(self, obs: ObsTensor, *, deterministic: bool) -> torch.Tensor:
