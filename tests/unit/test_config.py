@@ -23,7 +23,9 @@ from tshtrain.config import (
     resolve_experiment,
     write_atomic,
 )
+from tshtrain.config.defaults import EXTRA_EXAMPLES
 from tshtrain.config.example_files import example_files
+from tshtrain.config.files import merge_data
 from tshtrain.config.resolve import build_params
 
 EXAMPLE_CONFIGS = Path(__file__).resolve().parents[2] / "examples" / "configs"
@@ -219,7 +221,11 @@ def test_write_atomic_replaces_whole_files_and_leaves_no_temporary(tmp_path: Pat
     assert [p.name for p in target.parent.iterdir()] == ["config.yaml"]
 
 
-@pytest.mark.parametrize("path", sorted(EXAMPLE_CONFIGS.glob("*.yaml")), ids=lambda p: p.stem)
+@pytest.mark.parametrize(
+    "path",
+    sorted(p for p in EXAMPLE_CONFIGS.glob("*.yaml") if f"examples/configs/{p.name}" not in EXTRA_EXAMPLES),
+    ids=lambda p: p.stem,
+)
 def test_example_configs_match_the_algorithm_defaults(path: Path) -> None:
     """An example experiment states the algorithm's default experiment, except that the two whose replay
     buffers are the offline examples' datasets set output_dir and buffer.save_on_exit (docs/cli.md)."""
@@ -234,6 +240,17 @@ def test_example_configs_match_the_algorithm_defaults(path: Path) -> None:
         assert experiment.output_dir == spec.example_extras["output_dir"] and experiment.buffer.save_on_exit
     else:
         assert experiment == default
+
+
+@pytest.mark.parametrize("relative", sorted(EXTRA_EXAMPLES))
+def test_extra_example_configs_state_their_data(relative: str) -> None:
+    """The extra examples (not an algorithm's default experiment) resolve to their data laid over the
+    algorithm's default experiment."""
+    _, data = EXTRA_EXAMPLES[relative]
+    experiment = load_experiment(str(EXAMPLE_CONFIGS.parents[1] / relative))
+    assert experiment == resolve_experiment(
+        merge_data(default_experiment_data(data["algorithm"]["name"]), data)
+    )
 
 
 def test_example_configs_are_generated_from_the_registry() -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from tshtrain.config.defaults import EXTRA_EXAMPLES
 from tshtrain.config.files import dumps, merge_data
 from tshtrain.config.registry import SPECS, AlgorithmSpec, Family
 
@@ -43,9 +44,23 @@ def example_file_text(spec: AlgorithmSpec) -> str:
     return "\n".join(lines) + "\n" + dumps(example_file_data(spec), "yaml")
 
 
+def extra_example_text(path: str) -> str:
+    """The text of the extra example experiment file ``path`` (:data:`EXTRA_EXAMPLES`)."""
+    summary, data = EXTRA_EXAMPLES[path]
+    lines = [
+        f"# {summary}",
+        f"# Run: tshtrain train {path}",
+        f"# Every key left out takes the default of `tshtrain config {data['algorithm']['name']}`.",
+        GENERATED_NOTE,
+    ]
+    return "\n".join(lines) + "\n" + dumps(dict(data), "yaml")
+
+
 def example_files() -> dict[str, str]:
-    """Every example experiment file: path (relative to the repository root) -> text."""
-    return {spec.example_config: example_file_text(spec) for spec in SPECS.values()}
+    """Every example experiment file: path (relative to the repository root) -> text. The algorithms'
+    default experiments, then the extra examples (:data:`~tshtrain.config.defaults.EXTRA_EXAMPLES`)."""
+    files = {spec.example_config: example_file_text(spec) for spec in SPECS.values()}
+    return files | {path: extra_example_text(path) for path in EXTRA_EXAMPLES}
 
 
 def _buffer_saved(extras: Mapping[str, Any]) -> bool:
