@@ -156,7 +156,7 @@ class BernoulliPolicy(Policy):
         )
         self.actor = actor
         self._takes_dict = accepts_dict_obs(actor)
-        self._act_dtype = torch.from_numpy(np.zeros(0, dtype=action_space.dtype)).dtype
+        assert action_space.dtype == np.int8  # Gymnasium's MultiBinary is always int8
 
     def logits(self, obs: ObsTensor) -> torch.Tensor:
         """One logit per bit, shape (N, prod(shape))."""
@@ -185,4 +185,4 @@ class BernoulliPolicy(Policy):
                 logits_NB.shape, generator=self.generator, dtype=logits_NB.dtype, device=logits_NB.device
             )
             bits_NB = draws_NB < torch.sigmoid(logits_NB)
-        return bits_NB.to(self._act_dtype).reshape(len(logits_NB), *self.act_shape)
+        return bits_NB.to(torch.int8).reshape(len(logits_NB), *self.act_shape)
