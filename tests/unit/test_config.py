@@ -25,6 +25,7 @@ from tshtrain.config import (
 )
 from tshtrain.config.defaults import TASK_EXAMPLES
 from tshtrain.config.example_files import example_files
+from tshtrain.config.files import merge_data
 from tshtrain.config.resolve import build_params
 
 EXAMPLE_CONFIGS = Path(__file__).resolve().parents[2] / "examples" / "configs"

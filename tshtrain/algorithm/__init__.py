@@ -29,7 +29,20 @@ from tshtrain.algorithm.base import (
 )
 from tshtrain.algorithm.blocks.actor_critic_targets import ActorCriticTargets
 from tshtrain.algorithm.blocks.continuous import QEnsemble, TanhGaussianPolicy, box_dim, ensemble_mlp
+from tshtrain.algorithm.blocks.encoders import (
+    CnnEncoder,
+    CnnSpec,
+    DictEncoder,
+    Encoder,
+    FlatEncoder,
+    OneHotEncoder,
+    cnn_encoder,
+    encoder_mlp,
+    mlp_encoder,
+    obs_encoder,
+)
 from tshtrain.algorithm.blocks.gaussian import GaussianPolicy
+from tshtrain.algorithm.blocks.multi_policies import BernoulliPolicy, MultiCategoricalPolicy
 from tshtrain.algorithm.blocks.nets import flat_dim, mlp, num_actions
 from tshtrain.algorithm.blocks.normalization import RunningObsNormalizer
 from tshtrain.algorithm.blocks.offpolicy import ReplaySample, sample_replay
@@ -63,27 +76,35 @@ __all__ = [
     "BCParams",
     "BCTrainingStats",
     "BehaviorCloning",
+    "BernoulliPolicy",
     "CategoricalPolicy",
+    "CnnEncoder",
+    "CnnSpec",
     "DDPGParams",
     "DDPGTrainingStats",
     "DQNParams",
     "DQNTrainingStats",
     "DeterministicActorPolicy",
+    "DictEncoder",
     "DiscreteQEnsemble",
     "DiscreteSAC",
     "DiscreteSACParams",
     "DiscreteSACTrainingStats",
     "DuelingQNet",
+    "Encoder",
     "EntropyTemperature",
     "EpsilonSchedule",
+    "FlatEncoder",
     "GaussianPolicy",
     "LinearSchedule",
     "LossTerms",
+    "MultiCategoricalPolicy",
     "NoUpdateHooks",
     "NonFiniteLossError",
     "OffPolicyAlgorithm",
     "OfflineAlgorithm",
     "OnPolicyAlgorithm",
+    "OneHotEncoder",
     "PPOParams",
     "PPOTrainingStats",
     "Policy",
@@ -105,12 +126,16 @@ __all__ = [
     "TrainingStats",
     "UpdateHooks",
     "box_dim",
+    "cnn_encoder",
     "dueling_mlp",
+    "encoder_mlp",
     "ensemble_mlp",
     "flat_dim",
     "mlp",
+    "mlp_encoder",
     "num_actions",
     "num_update_steps_for",
+    "obs_encoder",
     "optimizer_step",
     "sample_replay",
 ]

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import gymnasium as gym
+import numpy as np
 import torch
 from torch import nn
 
@@ -44,9 +45,13 @@ from tshtrain.algorithm.algos.discrete_cql import DiscreteCQL
 from tshtrain.algorithm.algos.td3_bc import TD3BC
 from tshtrain.algorithm.base import Algorithm
 from tshtrain.algorithm.blocks.continuous import box_dim
+from tshtrain.algorithm.blocks.encoders import CnnSpec, Encoder, is_image_space, obs_encoder
+from tshtrain.algorithm.blocks.multi_policies import BernoulliPolicy, MultiCategoricalPolicy
+from tshtrain.algorithm.blocks.onpolicy import ActorPolicy
 from tshtrain.config.models import (
     ActorCriticNetwork,
     ActorCriticsNetwork,
+    CnnEncoderConfig,
     EpsilonGreedy,
     GaussianNoise,
     MlpNetwork,
@@ -54,7 +59,7 @@ from tshtrain.config.models import (
     Section,
     TD3BCNetwork,
 )
-from tshtrain.errors import UnsupportedSpaceError
+from tshtrain.errors import ConfigurationError, UnsupportedSpaceError
 
 ACTIVATIONS: dict[str, type[nn.Module]] = {
     "tanh": nn.Tanh,
@@ -80,6 +85,12 @@ class BuildContext:
     @property
     def obs_dim(self) -> int:
         return flat_dim(self.observation_space)
+
+    @property
+    def mlp_network(self) -> MlpNetwork:
+        """The network section (every algorithm's network model extends :class:`MlpNetwork`)."""
+        assert isinstance(self.network, MlpNetwork)
+        return self.network
 
 
 def _hidden(network: MlpNetwork) -> tuple[int, ...]:
@@ -107,24 +118,96 @@ def _maybe_normalized(net: nn.Module, normalizer: RunningObsNormalizer | None) -
     return net if normalizer is None else nn.Sequential(normalizer, net)
 
 
+def _uses_encoder(ctx: BuildContext) -> bool:
+    """Whether the networks need an observation encoder: not for flat (non-image) Box observations
+    with ``encoder: auto``, which go to the MLP as they are."""
+    space = ctx.observation_space
+    plain_box = isinstance(space, gym.spaces.Box) and not is_image_space(space)
+    return not (plain_box and ctx.mlp_network.encoder == "auto")
+
+
+def _has_image(space: gym.Space[Any]) -> bool:
+    if isinstance(space, gym.spaces.Dict):
+        return any(is_image_space(sub) for sub in space.spaces.values())
+    return is_image_space(space)
+
+
+def _encoder(ctx: BuildContext) -> Encoder:
+    """A fresh encoder of the observation space, as ``algorithm.network.encoder`` says."""
+    config = ctx.mlp_network.encoder
+    cnn: CnnSpec | None = None
+    if isinstance(config, CnnEncoderConfig):
+        if not _has_image(ctx.observation_space):
+            raise ConfigurationError(
+                f"algorithm.network.encoder: type cnn needs image observations (a uint8 Box of shape "
+                f"(H, W, C) or (C, H, W), alone or as a key of a Dict), but the observation space is "
+                f"{ctx.observation_space}; use encoder: auto."
+            )
+        cnn = CnnSpec(
+            channels=tuple(config.channels),
+            kernel_sizes=tuple(config.kernel_sizes),
+            strides=tuple(config.strides),
+            features=config.features,
+        )
+    try:
+        return obs_encoder(ctx.observation_space, cnn=cnn)
+    except ConfigurationError as error:
+        raise ConfigurationError(f"algorithm.network.encoder: {error}") from None
+
+
+def _network(
+    ctx: BuildContext,
+    output_dim: int,
+    hidden_sizes: tuple[int, ...],
+    normalizer: RunningObsNormalizer | None = None,
+) -> nn.Module:
+    """An MLP of ``hidden_sizes`` to ``output_dim`` outputs on the observations: on the flat
+    observation (behind the normaliser, if any), or on the features of a fresh encoder."""
+    activation = ACTIVATIONS[ctx.mlp_network.activation]
+    if not _uses_encoder(ctx):
+        return _maybe_normalized(mlp(ctx.obs_dim, output_dim, hidden_sizes, activation), normalizer)
+    if normalizer is not None:
+        raise ConfigurationError(
+            f"algorithm.network.normalize_obs: the running normaliser takes flat Box observations, but the "
+            f"observation space is {ctx.observation_space}; set normalize_obs: false."
+        )
+    encoder = _encoder(ctx)
+    return nn.Sequential(encoder, mlp(encoder.output_dim, output_dim, hidden_sizes, activation))
+
+
+def _require_flat_observations(ctx: BuildContext, name: str) -> None:
+    """The off-policy Box-action and discrete SAC networks take flat Box observations only."""
+    if isinstance(ctx.mlp_network.encoder, CnnEncoderConfig):
+        raise ConfigurationError(
+            f"algorithm.network.encoder: {name}'s networks take flat Box observations; encoder type cnn is "
+            f"for ppo, a2c, reinforce, dqn, discrete_cql and bc. Use encoder: auto."
+        )
+
+
 def _actor_policy(
     ctx: BuildContext,
     network: ActorCriticNetwork | MlpNetwork,
     normalizer: RunningObsNormalizer | None,
-) -> CategoricalPolicy | GaussianPolicy:
-    """A categorical policy for Discrete actions, a Gaussian one for Box actions."""
-    activation = ACTIVATIONS[network.activation]
-    space = ctx.action_space
+) -> ActorPolicy:
+    """A categorical policy for Discrete actions, a Gaussian one for Box actions, a multi-categorical one
+    for MultiDiscrete actions and a Bernoulli one for MultiBinary actions."""
+    space, hidden = ctx.action_space, _hidden(network)
     if isinstance(space, gym.spaces.Discrete):
-        actor = mlp(ctx.obs_dim, num_actions(space), _hidden(network), activation)
-        return CategoricalPolicy(_maybe_normalized(actor, normalizer), space, seed=ctx.seed)
+        actor = _network(ctx, num_actions(space), hidden, normalizer)
+        return CategoricalPolicy(actor, space, seed=ctx.seed)
     if isinstance(space, gym.spaces.Box):
-        actor = mlp(ctx.obs_dim, box_dim(space), _hidden(network), activation)
         init_log_std = network.init_log_std if isinstance(network, ActorCriticNetwork) else 0.0
-        return GaussianPolicy(
-            _maybe_normalized(actor, normalizer), space, init_log_std=init_log_std, seed=ctx.seed
-        )
-    raise UnsupportedSpaceError(f"a Discrete or Box action space is needed, got {space!r}.")
+        actor = _network(ctx, box_dim(space), hidden, normalizer)
+        return GaussianPolicy(actor, space, init_log_std=init_log_std, seed=ctx.seed)
+    if isinstance(space, gym.spaces.MultiDiscrete):
+        actor = _network(ctx, int(space.nvec.sum()), hidden, normalizer)
+        return MultiCategoricalPolicy(actor, space, seed=ctx.seed)
+    if isinstance(space, gym.spaces.MultiBinary):
+        actor = _network(ctx, int(np.prod(space.shape or ())), hidden, normalizer)
+        return BernoulliPolicy(actor, space, seed=ctx.seed)
+    raise UnsupportedSpaceError(
+        f"a Discrete, Box, MultiDiscrete or MultiBinary action space is needed, got {space!r}."
+    )
 
 
 def build_actor_critic(ctx: BuildContext, kind: type[A2C] | type[PPO]) -> A2C | PPO:
@@ -132,14 +215,8 @@ def build_actor_critic(ctx: BuildContext, kind: type[A2C] | type[PPO]) -> A2C | 
     assert isinstance(network, ActorCriticNetwork)
     normalizer = RunningObsNormalizer(ctx.obs_dim) if network.normalize_obs else None
     policy = _actor_policy(ctx, network, normalizer)
-    critic = mlp(ctx.obs_dim, 1, _critic_hidden(network), ACTIVATIONS[network.activation])
-    return kind(
-        policy=policy,
-        critic=_maybe_normalized(critic, normalizer),
-        params=ctx.params,
-        obs_normalizer=normalizer,
-        seed=ctx.seed,
-    )
+    critic = _network(ctx, 1, _critic_hidden(network), normalizer)
+    return kind(policy=policy, critic=critic, params=ctx.params, obs_normalizer=normalizer, seed=ctx.seed)
 
 
 def build_ppo(ctx: BuildContext) -> Algorithm[Any]:
@@ -152,21 +229,26 @@ def build_a2c(ctx: BuildContext) -> Algorithm[Any]:
 
 def build_reinforce(ctx: BuildContext) -> Algorithm[Any]:
     assert isinstance(ctx.network, MlpNetwork)
-    space = ctx.action_space
-    actor = mlp(ctx.obs_dim, num_actions(space), _hidden(ctx.network), ACTIVATIONS[ctx.network.activation])
-    return Reinforce(policy=CategoricalPolicy(actor, space, seed=ctx.seed), params=ctx.params, seed=ctx.seed)
+    policy = _actor_policy(ctx, ctx.network, None)
+    return Reinforce(policy=policy, params=ctx.params, seed=ctx.seed)
 
 
 def _q_policy(ctx: BuildContext) -> QValuePolicy:
     network = ctx.network
     assert isinstance(network, QNetwork)
     space, activation = ctx.action_space, ACTIVATIONS[network.activation]
+    q_net: nn.Module
     if network.dueling:
-        q_net: nn.Module = dueling_mlp(
-            ctx.obs_dim, num_actions(space), _hidden(network), activation=activation
-        )
+        if _uses_encoder(ctx):
+            encoder = _encoder(ctx)
+            head = dueling_mlp(
+                encoder.output_dim, num_actions(space), _hidden(network), activation=activation
+            )
+            q_net = nn.Sequential(encoder, head)
+        else:
+            q_net = dueling_mlp(ctx.obs_dim, num_actions(space), _hidden(network), activation=activation)
     else:
-        q_net = mlp(ctx.obs_dim, num_actions(space), _hidden(network), activation)
+        q_net = _network(ctx, num_actions(space), _hidden(network))
     exploration = ctx.exploration
     eps = (
         EpsilonSchedule(
@@ -191,17 +273,18 @@ def build_discrete_cql(ctx: BuildContext) -> Algorithm[Any]:
 def build_bc(ctx: BuildContext) -> Algorithm[Any]:
     network = ctx.network
     assert isinstance(network, MlpNetwork)
-    space, activation = ctx.action_space, ACTIVATIONS[network.activation]
+    space = ctx.action_space
     if isinstance(space, gym.spaces.Box):
-        actor = mlp(ctx.obs_dim, box_dim(space), _hidden(network), activation)
+        actor = _network(ctx, box_dim(space), _hidden(network))
         return BehaviorCloning(
             policy=DeterministicActorPolicy(actor, space, seed=ctx.seed), params=ctx.params
         )
-    actor = mlp(ctx.obs_dim, num_actions(space), _hidden(network), activation)
+    actor = _network(ctx, num_actions(space), _hidden(network))
     return BehaviorCloning(policy=CategoricalPolicy(actor, space, seed=ctx.seed), params=ctx.params)
 
 
 def _q_ensemble(ctx: BuildContext) -> QEnsemble:
+    _require_flat_observations(ctx, "this algorithm")
     network = ctx.network
     assert isinstance(network, ActorCriticsNetwork)
     return QEnsemble(
@@ -267,6 +350,7 @@ def build_cql(ctx: BuildContext) -> Algorithm[Any]:
 
 
 def build_discrete_sac(ctx: BuildContext) -> Algorithm[Any]:
+    _require_flat_observations(ctx, "discrete_sac")
     network = ctx.network
     assert isinstance(network, ActorCriticsNetwork)
     space, activation = ctx.action_space, ACTIVATIONS[network.activation]

@@ -242,6 +242,47 @@ EXAMPLE_EXTRAS: dict[str, Mapping[str, Any]] = {
 """what an example experiment file sets beyond its default experiment (``AlgorithmSpec.example_extras``)"""
 
 
+MINIGRID_EXAMPLE: dict[str, Any] = {
+    "algorithm": {
+        "name": "ppo",
+        "params": {"lr": 1e-3, "gamma": 0.99, "gae_lambda": 0.95, "ent_coef": 0.01, "clip_range": 0.2},
+        "network": {
+            "hidden_sizes": [64],
+            "activation": "tanh",
+            "encoder": {
+                "type": "cnn",
+                "channels": [16, 32, 64],
+                "kernel_sizes": [2, 2, 2],
+                "strides": [1, 1, 1],
+                "features": 64,
+            },
+        },
+    },
+    "env": {
+        "id": "tshtrain.env.minigrid:MiniGrid-Empty-5x5-v0",
+        "num_training_envs": 8,
+        "num_test_envs": 4,
+        "wrappers": [
+            {
+                "name": "gymnasium.wrappers.FilterObservation",
+                "kwargs": {"filter_keys": ["image", "direction"]},
+            },
+            {"name": "tshtrain.env.minigrid.StretchImage"},
+        ],
+    },
+    "trainer": {
+        "max_epochs": 15,
+        "epoch_num_steps": 2048,
+        "collection_step_num_env_steps": 512,
+        "batch_size": 256,
+        "update_step_num_repetitions": 4,
+        "test_step_num_episodes": 4,
+        "stop_score": 0.9,
+    },
+}
+"""PPO on MiniGrid-Empty-5x5-v0 with Dict observations (image + direction) and a small CNN: every seed
+of 0-4 reaches the optimal test return 0.955 within 15k env steps (tests/learning/test_minigrid.py)"""
+
 TASK_EXAMPLES: dict[str, tuple[str, Mapping[str, Any]]] = {
     "ppo_vmas_navigation": (
         "PPO on VMAS navigation (2 agents, one joint policy), 1024 batched torch envs whose data never "
@@ -251,6 +292,8 @@ TASK_EXAMPLES: dict[str, tuple[str, Mapping[str, Any]]] = {
                 "name": "ppo",
                 "params": {
                     "lr": 3e-4,
+                    "lr_schedule": "constant",
+                    "clip_schedule": "constant",
                     "gamma": 0.99,
                     "gae_lambda": 0.95,
                     "clip_range": 0.2,
@@ -276,6 +319,10 @@ TASK_EXAMPLES: dict[str, tuple[str, Mapping[str, Any]]] = {
                 "stop_score": 1.7,
             },
         },
+    ),
+    "ppo_minigrid_empty": (
+        "PPO on MiniGrid-Empty-5x5-v0: Dict observations (image + direction), a CNN encoder (needs minigrid)",
+        MINIGRID_EXAMPLE,
     ),
 }
 """example experiment files for tasks beyond each algorithm's default one: file stem -> (summary, the

@@ -11,10 +11,12 @@ from typing import Annotated, Any, Literal
 
 from pydantic import (
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Field,
     NonNegativeInt,
     PositiveInt,
+    ValidationError,
     field_validator,
     model_validator,
 )
@@ -88,6 +90,61 @@ class EnvConfig(Section):
         return self
 
 
+class CnnEncoderConfig(Section):
+    """The convolutions of the image encoders (``encoder: {type: cnn, ...}``); the defaults are the
+    Nature DQN network (images of at least 36x36 pixels)."""
+
+    type: Literal["cnn"]
+    """the encoder kind: ``cnn``"""
+    channels: list[PositiveInt] = Field(default_factory=lambda: [32, 64, 64])
+    """output channels of each convolution"""
+    kernel_sizes: list[PositiveInt] = Field(default_factory=lambda: [8, 4, 3])
+    """kernel size of each convolution"""
+    strides: list[PositiveInt] = Field(default_factory=lambda: [4, 2, 1])
+    """stride of each convolution"""
+    features: PositiveInt = 512
+    """width of the linear layer after the convolutions"""
+
+    @model_validator(mode="after")
+    def _one_entry_per_convolution(self) -> CnnEncoderConfig:
+        lengths = {len(self.channels), len(self.kernel_sizes), len(self.strides)}
+        if len(lengths) != 1 or 0 in lengths:
+            raise ValueError(
+                f"channels {self.channels}, kernel_sizes {self.kernel_sizes} and strides {self.strides} "
+                f"need one entry per convolution (the same non-zero length)"
+            )
+        return self
+
+
+ENCODER_KINDS = ("auto", "cnn")
+"""what ``algorithm.network.encoder`` names"""
+
+
+def _encoder_value(value: Any) -> Any:
+    """Check the kind first, so that a wrong value gets one message naming the allowed ones."""
+    if value == "auto" or isinstance(value, CnnEncoderConfig):
+        return value
+    if isinstance(value, dict) and value.get("type") == "cnn":
+        try:
+            return CnnEncoderConfig.model_validate(value)
+        except ValidationError as error:  # one message per problem, without pydantic's union noise
+            allowed = ", ".join(CnnEncoderConfig.model_fields)
+            problems = "; ".join(
+                f"{'.'.join(str(p) for p in item['loc']) or 'cnn'}: {item['msg']}" for item in error.errors()
+            )
+            raise ValueError(f"{problems} (keys of a cnn encoder: {allowed})") from None
+    if isinstance(value, dict) and value.get("type") == "auto" and len(value) == 1:
+        return "auto"
+    raise ValueError(
+        f"expected 'auto' (an encoder chosen from the observation space) or {{type: cnn, channels: [...], "
+        f"kernel_sizes: [...], strides: [...], features: N}}; encoder kinds: {', '.join(ENCODER_KINDS)}"
+    )
+
+
+EncoderConfig = Annotated[Literal["auto"] | CnnEncoderConfig, BeforeValidator(_encoder_value)]
+"""``"auto"`` or a :class:`CnnEncoderConfig`"""
+
+
 class MlpNetwork(Section):
     """MLP sizes of algorithms with one network (REINFORCE, BC)."""
 
@@ -95,6 +152,13 @@ class MlpNetwork(Section):
     """hidden layer widths"""
     activation: Literal["tanh", "relu", "elu", "gelu", "silu"] = "tanh"
     """activation after each hidden layer"""
+    encoder: EncoderConfig = "auto"
+    """how observations become the MLP's input. ``auto``: flat Box observations go to the MLP as they
+    are; image Boxes (uint8, three axes) get a CNN (Nature DQN convolutions for images of at least
+    36x36 pixels, three 2x2 convolutions for smaller ones), Discrete ones a one-hot vector, MultiBinary /
+    MultiDiscrete ones their values as floats, and a Dict one encoder per key, concatenated.
+    ``{type: cnn, ...}``: as ``auto``, with these convolutions for the images (ppo, a2c, reinforce, dqn,
+    discrete_cql and bc)"""
 
 
 class ActorCriticNetwork(MlpNetwork):

@@ -19,12 +19,17 @@ from tshtrain.algorithm.base import (
 )
 from tshtrain.algorithm.blocks.lr_schedule import ScheduledLearningRates, optimizers_in
 from tshtrain.algorithm.blocks.normalization import ObsNormalization, RunningObsNormalizer
-from tshtrain.algorithm.blocks.onpolicy import minibatches, rollout_to_torch
+from tshtrain.algorithm.blocks.onpolicy import (
+    ActorPolicy,
+    float_obs,
+    index_obs,
+    minibatches,
+    rollout_to_torch,
+)
 from tshtrain.algorithm.blocks.optim import optimizer_step
-from tshtrain.algorithm.blocks.policies import CategoricalPolicy
 from tshtrain.algorithm.blocks.schedules import Schedule, check_schedule
 from tshtrain.constraints import PositiveFloat, UnitFloat, validate_fields
-from tshtrain.data.batch import AnyRolloutBatch, ObsTensor
+from tshtrain.data.batch import AnyRolloutBatch
 from tshtrain.functional.returns import discounted_returns_torch
 
 
@@ -57,8 +62,10 @@ class ReinforceTrainingStats(TrainingStats):
 
 
 @final
-class Reinforce(OnPolicyAlgorithm[CategoricalPolicy, ReinforceTrainingStats]):
-    """REINFORCE for Discrete actions.
+class Reinforce(OnPolicyAlgorithm[ActorPolicy, ReinforceTrainingStats]):
+    """REINFORCE for Discrete, Box, MultiDiscrete and MultiBinary actions (a
+    :data:`~tshtrain.algorithm.blocks.onpolicy.ActorPolicy`: categorical, Gaussian, multi-categorical or
+    Bernoulli).
 
     Returns are computed over the rollout without bootstrapping: the last step of an unfinished episode
     is treated as its end, so collect whole episodes (``collection_step_num_episodes``) for unbiased
@@ -68,7 +75,7 @@ class Reinforce(OnPolicyAlgorithm[CategoricalPolicy, ReinforceTrainingStats]):
     def __init__(
         self,
         *,
-        policy: CategoricalPolicy,
+        policy: ActorPolicy,
         params: ReinforceParams | None = None,
         obs_normalizer: RunningObsNormalizer | None = None,
         seed: int | None = None,
@@ -98,12 +105,11 @@ class Reinforce(OnPolicyAlgorithm[CategoricalPolicy, ReinforceTrainingStats]):
         returns_N = returns_TE[valid]
         if self.params.return_standardization and len(returns_N) > 1:
             returns_N = (returns_N - returns_N.mean()) / (returns_N.std() + 1e-8)
-        obs_N = _flat_valid(data.obs, valid)
+        obs_N = float_obs(index_obs(data.obs, valid))
         act_N = data.act[valid]
         losses: list[torch.Tensor] = []
         for idx in minibatches(len(returns_N), batch_size, num_repetitions, self.rng):
-            logp = torch.log_softmax(self.policy.logits(obs_N[idx]), dim=-1)
-            logp_act = logp.gather(1, act_N[idx].long().unsqueeze(-1)).squeeze(-1)
+            logp_act, _ = self.policy.log_prob_entropy(index_obs(obs_N, idx), act_N[idx])
             loss = -(logp_act * returns_N[idx]).mean()
             optimizer_step(self.optim, "optim", {"policy loss": loss}, hooks, zero_grad_first=False)
             losses.append(loss.detach())
@@ -111,9 +117,3 @@ class Reinforce(OnPolicyAlgorithm[CategoricalPolicy, ReinforceTrainingStats]):
         check_finite_loss("Reinforce", "policy loss", mean_loss)
         self.obs_normalization.update(obs_N)
         return ReinforceTrainingStats(loss=float(mean_loss), num_gradient_steps=len(losses))
-
-
-def _flat_valid(obs: ObsTensor, valid: torch.Tensor) -> torch.Tensor:
-    if not isinstance(obs, torch.Tensor):
-        raise TypeError("Reinforce takes array observations; flatten Dict observations with a wrapper.")
-    return obs[valid].to(torch.float32)

@@ -24,6 +24,7 @@ from torch import nn
 from typing_extensions import override
 
 from tshtrain.algorithm.base import Policy, module_device
+from tshtrain.algorithm.blocks.encoders import accepts_dict_obs
 from tshtrain.data.batch import ObsTensor
 from tshtrain.errors import ConfigurationError, UnsupportedSpaceError
 
@@ -46,12 +47,13 @@ def _require_box(space: gym.Space[Any], owner: str) -> None:
         raise UnsupportedSpaceError(f"{owner} needs a Box action space, got {space!r}.")
 
 
-def _as_tensor(obs: ObsTensor, owner: str) -> torch.Tensor:
-    if isinstance(obs, torch.Tensor):
+def _as_tensor(obs: ObsTensor, owner: str, takes_dict: bool = False) -> ObsTensor:
+    if isinstance(obs, torch.Tensor) or takes_dict:
         return obs
     raise UnsupportedSpaceError(
-        f"{owner} takes array observations; for Dict observations pass networks that accept a dict of "
-        f"tensors (flatten it inside your module)."
+        f"{owner}'s actor takes array observations, but got a dict of tensors (a Dict observation "
+        f"space). Build the actor on a DictEncoder (tshtrain.algorithm.obs_encoder(space)), or give your "
+        f"own module an attribute accepts_dict_obs = True."
     )
 
 
@@ -177,11 +179,12 @@ class TanhGaussianPolicy(Policy):
             device=module_device(actor),
         )
         self.actor = actor
+        self._takes_dict = accepts_dict_obs(actor)
         self.act_dim = box_dim(action_space)
 
     def mean_log_std(self, obs: ObsTensor) -> tuple[torch.Tensor, torch.Tensor]:
         """``mu`` and the clamped ``log sigma``, each (N, act_dim)."""
-        out: torch.Tensor = self.actor(_as_tensor(obs, "TanhGaussianPolicy"))
+        out: torch.Tensor = self.actor(_as_tensor(obs, "TanhGaussianPolicy", self._takes_dict))
         mu, log_std = torch.chunk(out, 2, dim=-1)
         return mu, log_std.clamp(LOG_STD_MIN, LOG_STD_MAX)
 

@@ -15,6 +15,7 @@ from torch import nn
 from typing_extensions import override
 
 from tshtrain.algorithm.base import Policy, module_device
+from tshtrain.algorithm.blocks.encoders import accepts_dict_obs
 from tshtrain.data.batch import ObsTensor
 from tshtrain.errors import UnsupportedSpaceError
 
@@ -76,14 +77,17 @@ class GaussianPolicy(Policy):
             device=module_device(actor),
         )
         self.actor = actor
+        self._takes_dict = accepts_dict_obs(actor)
         self.log_std = nn.Parameter(torch.full(action_space.shape, float(init_log_std), device=self.device))
 
     def mean_actions(self, obs: ObsTensor) -> torch.Tensor:
         """The means ``actor(obs)``, shape (N, A), differentiable."""
-        if not isinstance(obs, torch.Tensor):
+        if not (isinstance(obs, torch.Tensor) or self._takes_dict):
             raise UnsupportedSpaceError(
-                "GaussianPolicy's actor takes array observations; for Dict observations write a policy "
-                "whose network accepts a dict of tensors."
+                "GaussianPolicy's actor takes array observations, but got a dict of tensors (a Dict "
+                "observation space). Build the actor on a DictEncoder "
+                "(tshtrain.algorithm.obs_encoder(space)), or give your own module an attribute "
+                "accepts_dict_obs = True."
             )
         mean: torch.Tensor = self.actor(obs)
         return mean

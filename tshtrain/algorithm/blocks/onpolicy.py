@@ -28,6 +28,7 @@ from tshtrain.algorithm.base import (
 )
 from tshtrain.algorithm.blocks.gaussian import GaussianPolicy
 from tshtrain.algorithm.blocks.lr_schedule import ScheduledLearningRates
+from tshtrain.algorithm.blocks.multi_policies import BernoulliPolicy, MultiCategoricalPolicy
 from tshtrain.algorithm.blocks.normalization import RunningObsNormalizer, check_obs_normalizer
 from tshtrain.algorithm.blocks.optim import optimizer_step
 from tshtrain.algorithm.blocks.policies import CategoricalPolicy
@@ -35,11 +36,13 @@ from tshtrain.algorithm.blocks.schedules import Schedule, check_schedule
 from tshtrain.constraints import NonNegativeFloat, PositiveFloat, UnitFloat, validate_fields
 from tshtrain.data.batch import AnyRolloutBatch, ObsTensor, TensorRolloutBatch, obs_to_torch
 from tshtrain.devices import restore_generator_state
-from tshtrain.errors import ConfigurationError
+from tshtrain.errors import ConfigurationError, UnsupportedSpaceError
 from tshtrain.functional.returns import gae_advantages_torch
 
-ActorPolicy: TypeAlias = CategoricalPolicy | GaussianPolicy
-"""The policies A2C and PPO train: categorical (Discrete actions) or Gaussian (Box actions)."""
+ActorPolicy: TypeAlias = CategoricalPolicy | GaussianPolicy | MultiCategoricalPolicy | BernoulliPolicy
+"""The policies A2C, PPO and REINFORCE train: categorical (Discrete actions), Gaussian (Box actions),
+multi-categorical (MultiDiscrete actions) or Bernoulli (MultiBinary actions). Each has
+``log_prob_entropy(obs, act)``."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -75,13 +78,9 @@ class ActorCriticParams(ABC):
 def log_prob_entropy(
     policy: ActorPolicy, obs: ObsTensor, act: torch.Tensor
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """(log pi(act | obs), entropy of pi(. | obs)), both shape (N,), differentiable."""
-    if isinstance(policy, GaussianPolicy):
-        return policy.log_prob_entropy(obs, act)
-    logp_NK = torch.log_softmax(policy.logits(obs), dim=-1)
-    logp_N = logp_NK.gather(1, act.long().unsqueeze(-1)).squeeze(-1)
-    entropy_N = -(logp_NK.exp() * logp_NK).sum(dim=-1)
-    return logp_N, entropy_N
+    """(log pi(act | obs), entropy of pi(. | obs)), both shape (N,), differentiable: the policy's own
+    ``log_prob_entropy``."""
+    return policy.log_prob_entropy(obs, act)
 
 
 def _unique_parameters(*modules: nn.Module) -> list[nn.Parameter]:
@@ -148,8 +147,7 @@ class ActorCritic:
         if out.dim() != 1:
             raise ConfigurationError(
                 f"{self.owner}: the critic returned shape {tuple(out.shape)} for {_num_obs(obs)} "
-                f"observations; "
-                f"it must return one value per observation, shape (N,) or (N, 1)."
+                f"observations; it must return one value per observation, shape (N,) or (N, 1)."
             )
         return out
 
@@ -180,7 +178,7 @@ class ActorCritic:
         """After the gradient steps: merge the rollout's observations into the normaliser, count."""
         if self.obs_normalizer is not None:
             if not isinstance(obs_N, torch.Tensor):
-                raise TypeError(
+                raise UnsupportedSpaceError(
                     f"{self.owner}: obs_normalizer normalises array observations; this rollout has Dict "
                     f"observations (keys {sorted(obs_N)}). Drop the normaliser or normalise inside the "
                     f"encoder."
@@ -264,12 +262,19 @@ def rollout_to_torch(rollout: AnyRolloutBatch, device: torch.device) -> TensorRo
     )
 
 
-def _float_obs(obs: ObsTensor) -> ObsTensor:
-    """Array observations as float32 (e.g. uint8 images); Dict observations unchanged (their
-    encoders decide)."""
-    if isinstance(obs, torch.Tensor):
+def float_obs(obs: ObsTensor) -> ObsTensor:
+    """Array observations as float32, except uint8 images (kept: the network's encoder scales them);
+    Dict observations unchanged (their encoders decide)."""
+    if isinstance(obs, torch.Tensor) and obs.dtype != torch.uint8:
         return obs.to(torch.float32)
     return obs
+
+
+def index_obs(obs: ObsTensor, idx: torch.Tensor) -> ObsTensor:
+    """The observations at ``idx`` (every key of a dict observation): a mini-batch."""
+    if isinstance(obs, torch.Tensor):
+        return obs[idx]
+    return {key: value[idx] for key, value in obs.items()}
 
 
 def _next_values(
@@ -299,9 +304,9 @@ def prepare_rollout(
     device = ac.policy.device
     data = rollout_to_torch(rollout, device)
     num_t, num_e = data.shape
-    obs_all = map_obs_tensor(_float_obs(data.obs), lambda x: x.reshape(num_t * num_e, *x.shape[2:]))
+    obs_all = map_obs_tensor(float_obs(data.obs), lambda x: x.reshape(num_t * num_e, *x.shape[2:]))
     value_TE = ac.values(obs_all).reshape(num_t, num_e)
-    next_value_TE = _next_values(ac, data, _float_obs(data.obs_next), value_TE)
+    next_value_TE = _next_values(ac, data, float_obs(data.obs_next), value_TE)
     adv_TE = gae_advantages_torch(
         data.rew, value_TE, next_value_TE, data.terminated, data.boundary, gamma=gamma, gae_lambda=gae_lambda
     ).to(device)

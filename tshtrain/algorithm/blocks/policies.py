@@ -12,17 +12,21 @@ from torch import nn
 from typing_extensions import override
 
 from tshtrain.algorithm.base import Policy, module_device
+from tshtrain.algorithm.blocks.encoders import accepts_dict_obs, input_encoder
 from tshtrain.constraints import NonNegativeInt, UnitFloat, validate_fields
 from tshtrain.data.batch import ObsTensor
 from tshtrain.errors import ConfigurationError, UnsupportedSpaceError
 
 
-def _as_tensor(obs: ObsTensor) -> torch.Tensor:
-    if isinstance(obs, torch.Tensor):
+def _as_tensor(obs: ObsTensor, takes_dict: bool = False) -> ObsTensor:
+    """``obs`` as the network takes it: a tensor, or a dict of tensors for networks that accept one
+    (:func:`~tshtrain.algorithm.blocks.encoders.accepts_dict_obs`)."""
+    if isinstance(obs, torch.Tensor) or takes_dict:
         return obs
     raise UnsupportedSpaceError(
-        "This policy's network takes array observations; for Dict observations pass a network that "
-        "accepts a dict of tensors and a policy subclass that feeds it."
+        "This policy's network takes array observations, but got a dict of tensors (a Dict observation "
+        "space). Build the network on a DictEncoder (tshtrain.algorithm.obs_encoder(space)), or give your "
+        "own module an attribute accepts_dict_obs = True."
     )
 
 
@@ -31,31 +35,51 @@ def _require_discrete(space: gym.Space[Any], owner: str) -> None:
         raise UnsupportedSpaceError(f"{owner} needs a Discrete action space, got {space!r}.")
 
 
-def check_output_size(net: nn.Module, expected: int, owner: str, what: str, space: gym.Space[Any]) -> None:
-    """Raise ConfigurationError if ``net`` (an MLP-like module whose first ``nn.Linear`` takes the flat
-    observation) maps an observation to another number of outputs than ``expected``.
+def check_output_size(
+    net: nn.Module,
+    expected: int,
+    owner: str,
+    what: str,
+    space: gym.Space[Any],
+    *,
+    layout: str = "one per action",
+) -> None:
+    """Raise ConfigurationError if ``net`` maps an observation to another number of outputs than
+    ``expected`` (``layout`` says what the outputs are, for the message).
 
     The check runs one forward pass on a zero observation in eval mode (no random numbers drawn, no
-    statistics updated); networks it cannot feed that way (no leading Linear layer, several inputs) are
-    left to fail, if they are wrong, at their first use.
+    statistics updated): for networks whose input module is an
+    :class:`~tshtrain.algorithm.blocks.encoders.Encoder` (CNN, Dict, ...) the encoder's
+    ``zero_obs``, for MLP-like ones the width of their first ``nn.Linear``. Networks it cannot feed that
+    way are left to fail, if they are wrong, at their first use.
     """
+    out = _zero_forward(net)
+    if isinstance(out, torch.Tensor) and out.ndim == 2 and out.shape[-1] != expected:
+        raise ConfigurationError(
+            f"{owner}: the {what} network gives {out.shape[-1]} outputs per observation, but the action "
+            f"space {space} needs {expected} ({layout}); build its last layer with {expected} outputs."
+        )
+
+
+def _zero_forward(net: nn.Module) -> object:
+    """``net`` applied to a zero observation (None if there is no way to build one or the call fails)."""
+    encoder = input_encoder(net)
     first = next((m for m in net.modules() if isinstance(m, nn.Linear)), None)
-    if first is None:
-        return
+    if encoder is None and first is None:
+        return None
+    device = next((p.device for p in net.parameters()), torch.device("cpu"))
     was_training = net.training
     try:
         net.eval()
         with torch.no_grad():
-            out = net(torch.zeros(1, first.in_features, dtype=first.weight.dtype, device=first.weight.device))
-    except Exception:  # not a plain flat-observation network: nothing to check here
-        return
+            if encoder is not None:
+                return net(encoder.zero_obs(device))
+            assert first is not None
+            return net(torch.zeros(1, first.in_features, dtype=first.weight.dtype, device=device))
+    except Exception:  # not a network this check can feed: nothing to check here
+        return None
     finally:
         net.train(was_training)
-    if isinstance(out, torch.Tensor) and out.ndim == 2 and out.shape[-1] != expected:
-        raise ConfigurationError(
-            f"{owner}: the {what} network gives {out.shape[-1]} outputs per observation, but the action "
-            f"space {space} needs {expected} (one per action); build its last layer with {expected} outputs."
-        )
 
 
 @final
@@ -84,11 +108,19 @@ class CategoricalPolicy(Policy):
         assert isinstance(action_space, gym.spaces.Discrete)
         check_output_size(actor, int(action_space.n), "CategoricalPolicy", "actor (logits)", action_space)
         self.actor = actor
+        self._takes_dict = accepts_dict_obs(actor)
 
     def logits(self, obs: ObsTensor) -> torch.Tensor:
         """Unnormalised log-probabilities, shape (N, num_actions)."""
-        logits: torch.Tensor = self.actor(_as_tensor(obs))
+        logits: torch.Tensor = self.actor(_as_tensor(obs, self._takes_dict))
         return logits
+
+    def log_prob_entropy(self, obs: ObsTensor, act: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(log pi(act | obs), shape (N,); entropy of pi(. | obs), shape (N,)), differentiable."""
+        logp_NK = torch.log_softmax(self.logits(obs), dim=-1)
+        logp_N = logp_NK.gather(1, act.long().unsqueeze(-1)).squeeze(-1)
+        entropy_N = -(logp_NK.exp() * logp_NK).sum(dim=-1)
+        return logp_N, entropy_N
 
     @override
     def actions(self, obs: ObsTensor, *, deterministic: bool) -> torch.Tensor:
@@ -148,6 +180,7 @@ class QValuePolicy(Policy):
         assert isinstance(action_space, gym.spaces.Discrete)
         check_output_size(q_net, int(action_space.n), "QValuePolicy", "Q", action_space)
         self.q_net = q_net
+        self._takes_dict = accepts_dict_obs(q_net)
         self.eps_schedule = eps_schedule or EpsilonSchedule()
         self.register_buffer("explored_env_steps", torch.zeros((), dtype=torch.int64, device=self.device))
         assert isinstance(action_space, gym.spaces.Discrete)
@@ -155,7 +188,7 @@ class QValuePolicy(Policy):
 
     def q_values(self, obs: ObsTensor) -> torch.Tensor:
         """Q(o, .), shape (N, num_actions)."""
-        q: torch.Tensor = self.q_net(_as_tensor(obs))
+        q: torch.Tensor = self.q_net(_as_tensor(obs, self._takes_dict))
         return q
 
     @property
@@ -215,11 +248,12 @@ class DeterministicActorPolicy(Policy):
         if noise_std < 0:
             raise ConfigurationError(f"DeterministicActorPolicy.noise_std must be >= 0, got {noise_std!r}.")
         self.actor = actor
+        self._takes_dict = accepts_dict_obs(actor)
         self.noise_std = noise_std
 
     def mean_actions(self, obs: ObsTensor) -> torch.Tensor:
         """tanh(actor(obs)), differentiable."""
-        out: torch.Tensor = self.actor(_as_tensor(obs))
+        out: torch.Tensor = self.actor(_as_tensor(obs, self._takes_dict))
         return torch.tanh(out)
 
     @override
