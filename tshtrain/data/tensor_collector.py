@@ -198,7 +198,8 @@ class TensorCollector(BaseCollector):
             space = self.env.single_action_space
             env_act = sample_actions_torch(space, self.num_envs, self.rng, self.device)
             return self.policy.map_action_inverse_torch(env_act), env_act
-        act = self.policy.compute_actions_torch(self._obs, deterministic=deterministic)
+        # the policy may live on another device than the env: its actions come back to the env's
+        act = self.policy.compute_actions_torch(self._obs, deterministic=deterministic).to(self.device)
         if self.exploration_noise:
             act = self.policy.add_exploration_noise_torch(act, self.rng)
         env_act = self.policy.map_action_torch(act)

@@ -2,8 +2,9 @@
 
 VMAS steps thousands of 2-D physics worlds at once in torch, but resets one world per
 ``Environment.reset_at(i)`` call; each call costs O(num_envs) tensor work plus a save / restore of
-torch's, numpy's and Python's global RNG states. An autoreset built on that loop (VMAS's Gymnasium
-wrapper and TorchRL's ``VmasEnv`` do this) makes a 4096-env step 10-30x slower than VMAS's ``step``.
+torch's, numpy's and Python's global RNG states. An autoreset built on that loop (TorchRL's ``VmasEnv``
+resets ended envs this way; VMAS's own Gymnasium wrappers reset either all envs or their single one)
+makes a 4096-env step 10-30x slower than VMAS's ``step``.
 
 :class:`VmasEnv` resets all ended envs in **one** batched call instead: it snapshots every batched
 tensor of the scenario and its world (every tensor reachable from the scenario whose first dimension is
