@@ -82,6 +82,8 @@ def env_factory(spec: str, max_episode_steps: int) -> EnvFactory:
         except ImportError as exc:
             raise SystemExit(f"--env {spec}: tshtrain.env.vmas.VmasEnv cannot be imported ({exc})") from exc
 
+        task_kwargs = vc.task_kwargs(scenario)
+
         def make(n: int, seed: int) -> TensorVectorEnv:
             env: TensorVectorEnv = VmasEnv(
                 scenario,
@@ -90,6 +92,7 @@ def env_factory(spec: str, max_episode_steps: int) -> EnvFactory:
                 continuous_actions=True,
                 seed=seed,
                 max_episode_steps=max_episode_steps,
+                **task_kwargs,
             )
             return env
 
@@ -304,7 +307,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--iterations", type=int, default=None, help="PPO iterations per run (default 5)")
     parser.add_argument("--repeats", type=int, default=None, help="interleaved repetitions (default 5)")
     parser.add_argument("--rollout-len", type=int, default=None, help="vector steps per rollout (default 32)")
-    parser.add_argument("--max-episode-steps", type=int, default=150)
+    parser.add_argument(
+        "--max-episode-steps", type=int, default=100, help="time limit of an episode (default 100: hand_ppo_vmas.TASK)"
+    )
     parser.add_argument(
         "--only", default=None, help=f"comma-separated contestants of: {', '.join(vc.CONTESTANTS)}"
     )
@@ -336,7 +341,7 @@ def main(argv: list[str] | None = None) -> None:
         print(f"tshtrain: not available yet ({missing})")
         notes.append(f"tshtrain: not available yet ({missing})")
         names.remove("tshtrain")
-    hand_source = vc.hand_loop_builder()[1]
+    hand_source = vc.HAND_LOOP
     print(
         f"PPO on {args.env}: envs {args.envs}, {args.iterations} iterations x {args.repeats} repeats; "
         f"hand loop: {hand_source}; settings: {settings}",
