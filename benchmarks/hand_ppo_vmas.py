@@ -7,13 +7,13 @@ diagonal Gaussian with a state-independent log std, sampled as ``mean + std * no
 log-probability comes from the noise without a second forward pass; the critic is evaluated step by
 step while collecting (a 1024-row pass keeps its activations in the CPU's caches); advantages are GAE
 computed backwards over time; the update is PPO's clipped surrogate with a squared-error value loss,
-several epochs of shuffled mini-batches gathered with ``index_select``, one Adam over actor, log std
-and critic (torch's fused kernel) with the joint gradient norm clipped. A truncated episode bootstraps from its true last
-observation (``final_obs``): ``r += gamma * V(final_obs)`` for the truncated envs, then the episode
-boundary cuts GAE as a termination does. The returns of finished episodes are tracked on the device
-and selected once per rollout (what a training loop needs for its log; tshtrain's collector does the
-same). Hyperparameters: :class:`vmas_contestants.PPOSettings` (the benchmark's, shared by every
-contestant).
+several epochs of shuffled mini-batches gathered with ``index_select``, one Adam (torch's fused
+kernel) over actor, log std and critic with the joint gradient norm clipped. A truncated episode
+bootstraps from its true last observation (``final_obs``): ``r += gamma * V(final_obs)`` for the
+truncated envs, then the episode boundary cuts GAE as a termination does. The returns of finished
+episodes are tracked on the device and selected once per rollout (what a training loop needs for its
+log; tshtrain's collector does the same). Hyperparameters: :class:`vmas_contestants.PPOSettings`
+(the benchmark's, shared by every contestant).
 
 Run from the repository root::
 
@@ -41,7 +41,6 @@ the PPO update of 5 epochs x 4 mini-batches of 8192 dominates).
 This is a script: it prints numbers and never asserts a timing.
 """
 
-# ruff: noqa: N815  (tensor fields carry shape suffixes, as everywhere in tshtrain: obs_TNO, rew_TN)
 from __future__ import annotations
 
 import argparse
@@ -186,7 +185,7 @@ class HandPPO:
 
 
 def build(env: TensorVectorEnv, settings: PPOSettings, *, seed: int, phases: Phases) -> Callable[[int], None]:
-    """The benchmark's entry point: builds the hand loop (untimed) and returns its ``train(num_iterations)``."""
+    """The benchmark's entry point: builds the hand loop (untimed), returns ``train(num_iterations)``."""
     return HandPPO(env, settings, seed=seed, phases=phases).train
 
 
@@ -293,7 +292,8 @@ def main() -> None:
         print(
             f"  threshold {THRESHOLD} reached at {reached} env steps; "
             f"{result.env_steps_per_second:,.0f} env steps/s, "
-            f"{result.seconds_in_env_step:.1f} s in env.step, {result.seconds_outside_env_step:.1f} s outside",
+            f"{result.seconds_in_env_step:.1f} s in env.step, "
+            f"{result.seconds_outside_env_step:.1f} s outside",
             flush=True,
         )
 

@@ -69,8 +69,9 @@ UNMATCHED_KNOBS = (
     "rollout (the others per mini-batch) and bootstraps a time-out with V of the next episode's first "
     "observation (its envs give no final observation); tshtrain recomputes the rollout's values and "
     "log-probabilities at the start of the update (the others store them while collecting). Network "
-    "initialisation is each library's default; all use Adam with torch's defaults and plain Gaussian "
-    "sampling (rsl_rl and skrl through torch.distributions.Normal)."
+    "initialisation is each library's default; all use Adam with torch's default hyperparameters (the "
+    "hand loop and tshtrain with torch's fused CPU kernel, rsl_rl and skrl with its default one) and "
+    "plain Gaussian sampling (rsl_rl and skrl through torch.distributions.Normal)."
 )
 
 
