@@ -3,10 +3,16 @@ rsl_rl and skrl at several numbers of envs, on the CPU, with the same env and th
 
 Run from the repository root, in the benchmark venv (tshtrain[bench] and vmas)::
 
-    python benchmarks/bench_vmas.py --env vmas:navigation        # full run: 256 / 1024 / 4096 envs
+    python benchmarks/bench_vmas.py                              # full run: 256 / 1024 / 4096 envs
     python benchmarks/bench_vmas.py --envs 1024 --iterations 5 --repeats 3
     python benchmarks/bench_vmas.py --quick                      # smoke run (< 2 min), stub env
     python benchmarks/bench_vmas.py --env stub                   # the stand-in env of vmas_contestants
+
+The env (``--env vmas:navigation``, the default) is :class:`tshtrain.env.vmas.VmasEnv` on the task of
+``hand_ppo_vmas.TASK``: navigation, two agents in the joint view (12 observation dims, 4 action
+dims), no collisions, 100-step episodes with desynchronised clocks, on the CPU. The settings are
+``vmas_contestants.PPOSettings()``, with which the hand loop reaches the task's return threshold
+(``python benchmarks/hand_ppo_vmas.py``).
 
 What it measures, for each number of envs N (contestants: ``vmas_contestants.py``):
 
@@ -82,6 +88,8 @@ def env_factory(spec: str, max_episode_steps: int) -> EnvFactory:
         except ImportError as exc:
             raise SystemExit(f"--env {spec}: tshtrain.env.vmas.VmasEnv cannot be imported ({exc})") from exc
 
+        task_kwargs = vc.task_kwargs(scenario)
+
         def make(n: int, seed: int) -> TensorVectorEnv:
             env: TensorVectorEnv = VmasEnv(
                 scenario,
@@ -90,6 +98,7 @@ def env_factory(spec: str, max_episode_steps: int) -> EnvFactory:
                 continuous_actions=True,
                 seed=seed,
                 max_episode_steps=max_episode_steps,
+                **task_kwargs,
             )
             return env
 
@@ -301,10 +310,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--envs", default=None, help="comma-separated numbers of envs (default 256,1024,4096)"
     )
-    parser.add_argument("--iterations", type=int, default=None, help="PPO iterations per run (default 5)")
-    parser.add_argument("--repeats", type=int, default=None, help="interleaved repetitions (default 5)")
+    parser.add_argument("--iterations", type=int, default=None, help="PPO iterations per run (default 6)")
+    parser.add_argument("--repeats", type=int, default=None, help="interleaved repetitions (default 9)")
     parser.add_argument("--rollout-len", type=int, default=None, help="vector steps per rollout (default 32)")
-    parser.add_argument("--max-episode-steps", type=int, default=150)
+    parser.add_argument(
+        "--max-episode-steps",
+        type=int,
+        default=100,
+        help="time limit of an episode (default 100: hand_ppo_vmas.TASK)",
+    )
     parser.add_argument(
         "--only", default=None, help=f"comma-separated contestants of: {', '.join(vc.CONTESTANTS)}"
     )
@@ -313,8 +327,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     quick = args.quick
     args.env = args.env or ("stub" if quick else "vmas:navigation")
     args.envs = [int(x) for x in (args.envs or ("32,128" if quick else "256,1024,4096")).split(",")]
-    args.iterations = args.iterations or (2 if quick else 5)
-    args.repeats = args.repeats or (2 if quick else 5)
+    args.iterations = args.iterations or (2 if quick else 6)
+    args.repeats = args.repeats or (2 if quick else 9)
     args.rollout_len = args.rollout_len or (8 if quick else vc.PPOSettings().rollout_len)
     names = list(vc.CONTESTANTS) if args.only is None else [n.strip() for n in args.only.split(",")]
     unknown = [n for n in names if n not in vc.CONTESTANTS]
@@ -336,7 +350,7 @@ def main(argv: list[str] | None = None) -> None:
         print(f"tshtrain: not available yet ({missing})")
         notes.append(f"tshtrain: not available yet ({missing})")
         names.remove("tshtrain")
-    hand_source = vc.hand_loop_builder()[1]
+    hand_source = vc.HAND_LOOP
     print(
         f"PPO on {args.env}: envs {args.envs}, {args.iterations} iterations x {args.repeats} repeats; "
         f"hand loop: {hand_source}; settings: {settings}",

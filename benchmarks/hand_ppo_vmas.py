@@ -1,11 +1,19 @@
-"""A hand-written torch PPO loop on VMAS through :class:`tshtrain.env.vmas.VmasEnv`: the baseline of the
-VMAS benchmark against tshtrain, rsl_rl and skrl.
+"""The hand-written torch PPO loop on VMAS through :class:`tshtrain.env.vmas.VmasEnv`: the baseline of
+the VMAS benchmark (``bench_vmas.py``, which builds it with :func:`build`) and, run as a script, the
+learning check of the task.
 
-Everything stays in torch: rollouts go into tensors allocated once (time x env), advantages are GAE
-computed backwards over time, the update is PPO's clipped surrogate with a clipped value loss and Adam,
-several epochs of shuffled minibatches. A truncated episode bootstraps from its true last observation
-(``final_obs``): ``r += gamma * V(final_obs)`` for the truncated envs, then the episode boundary cuts
-GAE as a termination does.
+Everything stays in torch: rollouts go into tensors allocated once (time x env); the policy is a
+diagonal Gaussian with a state-independent log std, sampled as ``mean + std * noise`` so the
+log-probability comes from the noise without a second forward pass; the critic is evaluated step by
+step while collecting (a 1024-row pass keeps its activations in the CPU's caches); advantages are GAE
+computed backwards over time; the update is PPO's clipped surrogate with a squared-error value loss,
+several epochs of shuffled mini-batches gathered with ``index_select``, one Adam (torch's fused
+kernel) over actor, log std and critic with the joint gradient norm clipped. A truncated episode
+bootstraps from its true last observation (``final_obs``): ``r += gamma * V(final_obs)`` for the
+truncated envs, then the episode boundary cuts GAE as a termination does. The returns of finished
+episodes are tracked on the device and selected once per rollout (what a training loop needs for its
+log; tshtrain's collector does the same). Hyperparameters: :class:`vmas_contestants.PPOSettings`
+(the benchmark's, shared by every contestant).
 
 Run from the repository root::
 
@@ -14,37 +22,45 @@ Run from the repository root::
     python benchmarks/hand_ppo_vmas.py --random             # what a uniform random policy gets
 
 The task (``TASK``): VMAS ``navigation`` with two agents (the joint view: 12-dim observation, 4-dim
-action), no collisions, 100-step episodes, 1024 envs. Each agent observes its position, velocity and
-the vector to its goal; the shared reward is the decrease of the agents' summed distance to their goals
-(plus 0.01 once all are on their goals, which ends the episode). ``THRESHOLD`` is the mean return of
-the episodes finished in the last 50k env steps; measured (torch 2.13 CPU, one thread, default
-``PPOConfig``; mean return at 131k / 262k / 393k / 524k env steps, then the range up to 1.5M)::
+action), no collisions, 100-step episodes (episode clocks start spread, VmasEnv's default), 1024 envs.
+Each agent observes its position, velocity and the vector to its goal; the shared reward is the
+decrease of the agents' summed distance to their goals (plus 0.01 once all are on their goals, which
+ends the episode). ``THRESHOLD`` is the mean return of the episodes finished in the last 50k env steps
+(counted at rollout ends); measured (torch 2.13 CPU, one thread, ``PPOSettings()``; mean return at
+131k / 262k / 393k / 524k env steps, then the range up to 1.02M)::
 
-    seed 0: -0.093  1.270  1.811  1.902   then 1.83-1.93
-    seed 1:  0.116  1.314  1.756  1.876   then 1.83-1.91
-    seed 2:  0.424  1.482  1.778  1.903   then 1.81-1.93
+    seed 0: -0.135  1.222  1.784  1.894   then 1.87-1.95
+    seed 1:  0.083  1.264  1.751  1.893   then 1.87-1.92
+    seed 2:  0.370  1.438  1.801  1.889   then 1.85-1.90
     uniform random policy: -0.045
 
-So every seed passes 1.7 by 393k env steps (12-20 s of training here); the budget of 1M env steps
-(about 40 s) leaves a margin of 2.5x. The time goes mostly outside ``env.step`` (about 8 s of 45-58 s
-over 1.5M env steps: the PPO update of 5 epochs x 4 minibatches of 8192 dominates).
+So every seed passes 1.7 by 393k env steps (about 5 s of training here); the budget of 1M env steps
+(about 12 s) leaves a margin of 2.5x. The time goes mostly outside ``env.step`` (about 2.1 s of 11-12 s:
+the PPO update of 5 epochs x 4 mini-batches of 8192 dominates).
 
 This is a script: it prints numbers and never asserts a timing.
 """
 
-# ruff: noqa: N815  (tensor fields carry shape suffixes, as everywhere in tshtrain: obs_TBO, rew_TB)
 from __future__ import annotations
 
 import argparse
+import math
+import sys
 import time
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 from torch import nn
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from vmas_contestants import Phases, PPOSettings, TimedEnv, box_bounds, mlp_tanh, obs_dim
+
+from tshtrain.env.tensor_env import TensorVectorEnv
 from tshtrain.env.vmas import VmasEnv
 
 TASK: dict[str, Any] = {
@@ -54,30 +70,130 @@ TASK: dict[str, Any] = {
     "collisions": False,
 }
 """The VMAS task: scenario, time limit, scenario kwargs."""
+NUM_ENVS = 1024
+"""envs of the learning check"""
 THRESHOLD = 1.7
 """Mean episode return (last 50k env steps) that PPO reaches on ``TASK`` within the budget."""
 BUDGET_ENV_STEPS = 1_000_000
 """The env-step budget within which every seed reaches ``THRESHOLD``."""
 
+_HALF_LOG_2PI = 0.5 * math.log(2 * math.pi)
 
-@dataclass(frozen=True, kw_only=True)
-class PPOConfig:
-    """Standard PPO hyperparameters for 1024 torch envs."""
 
-    num_envs: int = 1024
-    rollout_steps: int = 32
-    """env steps per env per rollout (a rollout is num_envs * rollout_steps transitions)"""
-    num_epochs: int = 5
-    num_minibatches: int = 4
-    lr: float = 3e-4
-    gamma: float = 0.99
-    gae_lambda: float = 0.95
-    clip: float = 0.2
-    vf_coef: float = 0.5
-    ent_coef: float = 0.0
-    max_grad_norm: float = 1.0
-    hidden: int = 64
-    init_log_std: float = -0.5
+class HandPPO:
+    """PPO written by hand on a batched torch env (see the module docstring). Built (and the env
+    reset) in ``__init__``; :meth:`train` is the timed part."""
+
+    def __init__(self, env: TensorVectorEnv, s: PPOSettings, *, seed: int, phases: Phases | None = None):
+        torch.manual_seed(seed)
+        self.env, self.s, self.phases = env, s, phases or Phases()
+        n, t_len, o_dim = env.num_envs, s.rollout_len, obs_dim(env)
+        self.low_A, self.high_A = box_bounds(env)
+        a_dim = len(self.low_A)
+        self.actor = mlp_tanh([o_dim, *s.hidden_sizes, a_dim])
+        self.critic = mlp_tanh([o_dim, *s.hidden_sizes, 1])
+        self.log_std = nn.Parameter(torch.full((a_dim,), s.init_log_std))
+        self.params = [*self.actor.parameters(), self.log_std, *self.critic.parameters()]
+        self.optimizer = torch.optim.Adam(self.params, lr=s.lr, fused=True)  # tshtrain's too
+        self.obs_TNO = torch.zeros(t_len, n, o_dim)
+        self.act_TNA = torch.zeros(t_len, n, a_dim)
+        self.logp_TN, self.rew_TN, self.value_TN, self.ret_TN = (torch.zeros(t_len, n) for _ in range(4))
+        self.ended_TN = torch.zeros(t_len, n, dtype=torch.bool)
+        self.ep_return_N = torch.zeros(n)
+        self.episode_returns = torch.zeros(0)
+        """returns of the episodes that ended in the last rollout"""
+        obs, _ = env.reset(seed=seed)
+        assert isinstance(obs, torch.Tensor)
+        self.obs_NO = obs
+
+    def log_prob(self, mean_NA: torch.Tensor, act_NA: torch.Tensor) -> torch.Tensor:
+        z_NA = (act_NA - mean_NA) * torch.exp(-self.log_std)
+        return (-0.5 * z_NA.square() - self.log_std - _HALF_LOG_2PI).sum(1)
+
+    def train(self, num_iterations: int) -> None:
+        for _ in range(num_iterations):
+            start = time.perf_counter()
+            self.rollout()
+            mid = time.perf_counter()
+            self.update()
+            self.phases.collect = (self.phases.collect or 0.0) + (mid - start)
+            self.phases.update += time.perf_counter() - mid
+
+    @torch.no_grad()
+    def rollout(self) -> None:
+        s, obs_NO = self.s, self.obs_NO
+        std_A = self.log_std.exp()
+        logp_const = -(self.log_std + _HALF_LOG_2PI).sum()
+        half_A = 0.5 * (self.high_A - self.low_A)
+        for t in range(s.rollout_len):
+            mean_NA = self.actor(obs_NO)
+            noise_NA = torch.randn_like(mean_NA)
+            act_NA = mean_NA + std_A * noise_NA
+            self.obs_TNO[t] = obs_NO
+            self.act_TNA[t] = act_NA
+            self.logp_TN[t] = logp_const - 0.5 * noise_NA.square().sum(1)  # log N(act | mean, std)
+            self.value_TN[t] = self.critic(obs_NO).squeeze(-1)
+            out = self.env.step(self.low_A + (act_NA.clamp(-1.0, 1.0) + 1.0) * half_A)
+            rew_N = out.rew.clone()
+            cut_N = out.truncated & ~out.terminated
+            if bool(cut_N.any()):  # bootstrap through the time limit from the episode's last observation
+                assert isinstance(out.final_obs, torch.Tensor)
+                rew_N[cut_N] += s.gamma * self.critic(out.final_obs[cut_N]).squeeze(-1)
+            self.rew_TN[t] = rew_N
+            ended_N = out.terminated | out.truncated
+            self.ended_TN[t] = ended_N
+            self.ep_return_N += out.rew
+            self.ret_TN[t] = self.ep_return_N
+            self.ep_return_N.masked_fill_(ended_N, 0.0)
+            assert isinstance(out.obs, torch.Tensor)
+            obs_NO = out.obs
+        self.obs_NO = obs_NO
+        self.episode_returns = self.ret_TN[self.ended_TN]
+
+    def update(self) -> None:
+        s, num = self.s, self.s.rollout_len * self.env.num_envs
+        with torch.no_grad():  # GAE
+            next_value_N = self.critic(self.obs_NO).squeeze(-1)
+            adv_TN = torch.empty_like(self.rew_TN)
+            last_N = torch.zeros(self.env.num_envs)
+            not_done_TN = 1.0 - self.ended_TN.float()
+            for t in reversed(range(s.rollout_len)):
+                delta_N = self.rew_TN[t] + s.gamma * next_value_N * not_done_TN[t] - self.value_TN[t]
+                last_N = delta_N + s.gamma * s.gae_lambda * not_done_TN[t] * last_N
+                adv_TN[t] = last_N
+                next_value_N = self.value_TN[t]
+        obs_BO, act_BA = self.obs_TNO.flatten(0, 1), self.act_TNA.flatten(0, 1)
+        logp_B, adv_B, ret_B = self.logp_TN.flatten(), adv_TN.flatten(), (adv_TN + self.value_TN).flatten()
+        size = num // s.num_minibatches
+        for _ in range(s.num_epochs):
+            perm = torch.randperm(num)
+            for k in range(s.num_minibatches):
+                idx = perm[k * size : (k + 1) * size]
+                obs, adv = obs_BO.index_select(0, idx), adv_B.index_select(0, idx)
+                logp = self.log_prob(self.actor(obs), act_BA.index_select(0, idx))
+                entropy = (self.log_std + 0.5 + _HALF_LOG_2PI).sum()
+                adv = (adv - adv.mean()) / (adv.std() + 1e-8)
+                ratio = (logp - logp_B.index_select(0, idx)).exp()
+                clipped = ratio.clamp(1.0 - s.clip_range, 1.0 + s.clip_range)
+                policy_loss = -torch.min(ratio * adv, clipped * adv).mean()
+                value_loss = (self.critic(obs).squeeze(-1) - ret_B.index_select(0, idx)).square().mean()
+                loss = policy_loss + s.vf_coef * value_loss - s.ent_coef * entropy
+                self.optimizer.zero_grad()
+                loss.backward()
+                nn.utils.clip_grad_norm_(self.params, s.max_grad_norm)
+                self.optimizer.step()
+
+
+def build(env: TensorVectorEnv, settings: PPOSettings, *, seed: int, phases: Phases) -> Callable[[int], None]:
+    """The benchmark's entry point: builds the hand loop (untimed), returns ``train(num_iterations)``."""
+    return HandPPO(env, settings, seed=seed, phases=phases).train
+
+
+# ============================================================================ the learning check
+def make_env(num_envs: int, seed: int) -> VmasEnv:
+    """The ``TASK`` env."""
+    kwargs = {k: v for k, v in TASK.items() if k != "scenario"}
+    return VmasEnv(TASK["scenario"], num_envs=num_envs, seed=seed, **kwargs)
 
 
 @dataclass(kw_only=True)
@@ -101,226 +217,38 @@ class TrainResult:
         return self.seconds_total - self.seconds_in_env_step
 
 
-class ActorCritic(nn.Module):
-    """Separate tanh MLPs for the Gaussian policy mean and the value; state-independent log std."""
-
-    def __init__(self, obs_dim: int, act_dim: int, hidden: int, init_log_std: float) -> None:
-        super().__init__()
-        self.actor = nn.Sequential(
-            nn.Linear(obs_dim, hidden),
-            nn.Tanh(),
-            nn.Linear(hidden, hidden),
-            nn.Tanh(),
-            nn.Linear(hidden, act_dim),
-        )
-        self.critic = nn.Sequential(
-            nn.Linear(obs_dim, hidden), nn.Tanh(), nn.Linear(hidden, hidden), nn.Tanh(), nn.Linear(hidden, 1)
-        )
-        self.log_std = nn.Parameter(torch.full((act_dim,), init_log_std))
-
-    def dist(self, obs: torch.Tensor) -> torch.distributions.Normal:
-        mean = self.actor(obs)
-        return torch.distributions.Normal(mean, self.log_std.exp().expand_as(mean))
-
-    def value(self, obs: torch.Tensor) -> torch.Tensor:
-        out: torch.Tensor = self.critic(obs).squeeze(-1)
-        return out
-
-
-def gae(
-    rew_TB: torch.Tensor,
-    value_TB: torch.Tensor,
-    done_TB: torch.Tensor,
-    last_value_B: torch.Tensor,
-    *,
-    gamma: float,
-    lam: float,
-) -> torch.Tensor:
-    """Generalised advantage estimates; ``done_TB`` cuts the recursion after step t."""
-    adv_TB = torch.zeros_like(rew_TB)
-    next_adv_B = torch.zeros_like(last_value_B)
-    next_value_B = last_value_B
-    for t in range(rew_TB.shape[0] - 1, -1, -1):
-        not_done_B = 1.0 - done_TB[t]
-        delta_B = rew_TB[t] + gamma * next_value_B * not_done_B - value_TB[t]
-        next_adv_B = delta_B + gamma * lam * not_done_B * next_adv_B
-        adv_TB[t] = next_adv_B
-        next_value_B = value_TB[t]
-    return adv_TB
-
-
-@dataclass(frozen=True, kw_only=True)
-class Rollout:
-    """One rollout, allocated once and overwritten every iteration (T = rollout steps, B = envs)."""
-
-    obs_TBO: torch.Tensor
-    act_TBA: torch.Tensor
-    logp_TB: torch.Tensor
-    rew_TB: torch.Tensor
-    """rewards, plus gamma * V(final_obs) where an episode was truncated"""
-    value_TB: torch.Tensor
-    done_TB: torch.Tensor
-    adv_TB: torch.Tensor
-    ret_TB: torch.Tensor
-
-    @classmethod
-    def zeros(cls, steps: int, envs: int, obs_dim: int, act_dim: int) -> Rollout:
-        def z(*shape: int) -> torch.Tensor:
-            return torch.zeros(steps, envs, *shape)
-
-        return cls(
-            obs_TBO=z(obs_dim),
-            act_TBA=z(act_dim),
-            logp_TB=z(),
-            rew_TB=z(),
-            value_TB=z(),
-            done_TB=z(),
-            adv_TB=z(),
-            ret_TB=z(),
-        )
-
-
-@dataclass(kw_only=True)
-class Episodes:
-    """Running returns per env and the finished episodes as (env step, return)."""
-
-    return_B: torch.Tensor
-    finished: list[tuple[int, float]] = field(default_factory=list)
-
-    def windowed_mean(self, env_steps: int, window: int = 50_000) -> float:
-        recent = [r for s, r in self.finished if s > env_steps - window]
-        return float(np.mean(recent)) if recent else float("nan")
-
-
-def collect(
-    env: VmasEnv, agent: ActorCritic, cfg: PPOConfig, rollout: Rollout, obs_BO: torch.Tensor, *, run: RunState
-) -> torch.Tensor:
-    """Fill ``rollout`` with ``cfg.rollout_steps`` vector steps from ``obs_BO``, compute advantages and
-    returns; returns the observation to continue from."""
-    with torch.no_grad():
-        for t in range(cfg.rollout_steps):
-            dist = agent.dist(obs_BO)
-            act_BA = dist.sample()
-            rollout.obs_TBO[t], rollout.act_TBA[t] = obs_BO, act_BA
-            rollout.logp_TB[t] = dist.log_prob(act_BA).sum(-1)
-            rollout.value_TB[t] = agent.value(obs_BO)
-            env_start = time.perf_counter()
-            step = env.step(torch.clamp(act_BA, run.low_A, run.high_A))
-            run.result.seconds_in_env_step += time.perf_counter() - env_start
-            rew_B = step.rew
-            if bool(step.truncated.any()):  # bootstrap from the true last observation
-                cut_B = step.truncated & ~step.terminated
-                rew_B = rew_B + cfg.gamma * agent.value(step.final_obs) * cut_B
-            rollout.rew_TB[t] = rew_B
-            ended_B = step.terminated | step.truncated
-            rollout.done_TB[t] = ended_B.float()
-            run.episodes.return_B += step.rew
-            run.result.env_steps += cfg.num_envs
-            if bool(ended_B.any()):
-                returns = run.episodes.return_B[ended_B].tolist()
-                run.episodes.finished.extend((run.result.env_steps, r) for r in returns)
-                run.episodes.return_B[ended_B] = 0.0
-            obs_BO = step.obs
-        last_value_B = agent.value(obs_BO)
-        adv_TB = gae(
-            rollout.rew_TB,
-            rollout.value_TB,
-            rollout.done_TB,
-            last_value_B,
-            gamma=cfg.gamma,
-            lam=cfg.gae_lambda,
-        )
-        rollout.adv_TB.copy_(adv_TB)
-        rollout.ret_TB.copy_(adv_TB + rollout.value_TB)
-    return obs_BO
-
-
-@dataclass(kw_only=True)
-class RunState:
-    """What the collection updates besides the rollout."""
-
-    result: TrainResult
-    episodes: Episodes
-    low_A: torch.Tensor
-    high_A: torch.Tensor
-
-
-def make_env(num_envs: int, seed: int) -> VmasEnv:
-    """The ``TASK`` env."""
-    kwargs = {k: v for k, v in TASK.items() if k != "scenario"}
-    return VmasEnv(TASK["scenario"], num_envs=num_envs, seed=seed, **kwargs)
-
-
 def train(
     seed: int,
     num_env_steps: int,
-    config: PPOConfig | None = None,
+    settings: PPOSettings | None = None,
     *,
+    num_envs: int = NUM_ENVS,
     report_every: int = 131_072,
-    stop_at_return: float | None = None,
+    window: int = 50_000,
 ) -> TrainResult:
-    """Train PPO on ``TASK`` for ``num_env_steps`` env steps (or until the windowed return reaches
-    ``stop_at_return``); returns the learning curve and the time inside / outside ``env.step``."""
-    cfg = config or PPOConfig()
-    torch.manual_seed(seed)
-    env = make_env(cfg.num_envs, seed)
-    obs_dim = env.single_observation_space.shape[0]
-    run = RunState(
-        result=TrainResult(),
-        episodes=Episodes(return_B=torch.zeros(cfg.num_envs)),
-        low_A=torch.as_tensor(env.single_action_space.low),
-        high_A=torch.as_tensor(env.single_action_space.high),
-    )
-    act_dim = run.low_A.shape[0]
-    agent = ActorCritic(obs_dim, act_dim, cfg.hidden, cfg.init_log_std)
-    optim = torch.optim.Adam(agent.parameters(), lr=cfg.lr, eps=1e-5)
-    rollout = Rollout.zeros(cfg.rollout_steps, cfg.num_envs, obs_dim, act_dim)
-    obs_BO, _ = env.reset(seed=seed)
-    start = time.perf_counter()
-    next_report = report_every
-    result = run.result
+    """Train the hand loop on ``TASK`` for ``num_env_steps`` env steps; returns the learning curve
+    (every ``report_every`` env steps: the mean return of the episodes finished in the last
+    ``window`` env steps) and the time inside / outside ``env.step``."""
+    env = TimedEnv(make_env(num_envs, seed))
+    ppo = HandPPO(env, settings or PPOSettings(), seed=seed)
+    result, finished = TrainResult(), list[tuple[int, float]]()
+    next_report, start = report_every, time.perf_counter()
     while result.env_steps < num_env_steps:
-        obs_BO = collect(env, agent, cfg, rollout, obs_BO, run=run)
-        update(agent, optim, cfg, rollout)
+        ppo.train(1)
+        result.env_steps += ppo.s.rollout_len * num_envs
+        finished += [(result.env_steps, r) for r in ppo.episode_returns.tolist()]
         if result.env_steps >= next_report or result.env_steps >= num_env_steps:
             next_report += report_every
-            mean_return = run.episodes.windowed_mean(result.env_steps)
+            recent = [r for at, r in finished if at > result.env_steps - window]
+            mean_return = float(np.mean(recent)) if recent else float("nan")
             result.curve.append((result.env_steps, mean_return, time.perf_counter() - start))
-            if stop_at_return is not None and mean_return >= stop_at_return:
-                break
     result.seconds_total = time.perf_counter() - start
+    result.seconds_in_env_step = env.step_seconds
     env.close()
     return result
 
 
-def update(agent: ActorCritic, optim: torch.optim.Optimizer, cfg: PPOConfig, rollout: Rollout) -> None:
-    """PPO epochs over shuffled minibatches: clipped surrogate, clipped value loss, entropy bonus."""
-    obs_NO, act_NA = rollout.obs_TBO.flatten(0, 1), rollout.act_TBA.flatten(0, 1)
-    logp_N, adv_N, ret_N, value_N = (
-        x.flatten() for x in (rollout.logp_TB, rollout.adv_TB, rollout.ret_TB, rollout.value_TB)
-    )
-    n = obs_NO.shape[0]
-    size = n // cfg.num_minibatches
-    for _ in range(cfg.num_epochs):
-        perm = torch.randperm(n)
-        for i in range(cfg.num_minibatches):
-            idx = perm[i * size : (i + 1) * size]
-            dist = agent.dist(obs_NO[idx])
-            ratio = (dist.log_prob(act_NA[idx]).sum(-1) - logp_N[idx]).exp()
-            adv = adv_N[idx]
-            adv = (adv - adv.mean()) / (adv.std() + 1e-8)
-            policy_loss = -torch.min(ratio * adv, ratio.clamp(1 - cfg.clip, 1 + cfg.clip) * adv).mean()
-            value = agent.value(obs_NO[idx])
-            value_clipped = value_N[idx] + (value - value_N[idx]).clamp(-cfg.clip, cfg.clip)
-            value_loss = 0.5 * torch.max((value - ret_N[idx]) ** 2, (value_clipped - ret_N[idx]) ** 2).mean()
-            loss = policy_loss + cfg.vf_coef * value_loss - cfg.ent_coef * dist.entropy().sum(-1).mean()
-            optim.zero_grad()
-            loss.backward()
-            nn.utils.clip_grad_norm_(agent.parameters(), cfg.max_grad_norm)
-            optim.step()
-
-
-def random_policy_return(seed: int, num_env_steps: int = 500_000, num_envs: int = 1024) -> float:
+def random_policy_return(seed: int, num_env_steps: int = 500_000, num_envs: int = NUM_ENVS) -> float:
     """Mean return of the episodes a uniform random policy finishes in ``num_env_steps``."""
     env = make_env(num_envs, seed)
     env.reset(seed=seed)
@@ -338,20 +266,6 @@ def random_policy_return(seed: int, num_env_steps: int = 500_000, num_envs: int 
     return float(np.mean(returns))
 
 
-def throughput(
-    seed: int = 0, num_env_steps: int = 500_000, config: PPOConfig | None = None
-) -> dict[str, float]:
-    """Env steps/s of the training loop and its time inside vs outside ``env.step`` (the benchmark's
-    baseline numbers)."""
-    result = train(seed, num_env_steps, config, report_every=num_env_steps)
-    return {
-        "env_steps_per_second": result.env_steps_per_second,
-        "seconds_total": result.seconds_total,
-        "seconds_in_env_step": result.seconds_in_env_step,
-        "seconds_outside_env_step": result.seconds_outside_env_step,
-    }
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -363,10 +277,12 @@ def main() -> None:
     args = parser.parse_args()
     warnings.filterwarnings("ignore")
     torch.set_num_threads(args.threads)
+    torch.set_flush_denormal(True)
     if args.random:
         for seed in args.seeds:
             print(f"random policy, seed {seed}: mean episode return {random_policy_return(seed):.3f}")
         return
+    print(f"settings: {PPOSettings()}")
     for seed in args.seeds:
         result = train(seed, args.env_steps)
         print(f"seed {seed}:")
@@ -376,7 +292,9 @@ def main() -> None:
         print(
             f"  threshold {THRESHOLD} reached at {reached} env steps; "
             f"{result.env_steps_per_second:,.0f} env steps/s, "
-            f"{result.seconds_in_env_step:.1f} s in env.step, {result.seconds_outside_env_step:.1f} s outside"
+            f"{result.seconds_in_env_step:.1f} s in env.step, "
+            f"{result.seconds_outside_env_step:.1f} s outside",
+            flush=True,
         )
 
 

@@ -1,11 +1,12 @@
 """The contestants of ``bench_vmas.py``: PPO on one batched torch env (a
-:class:`~tshtrain.env.tensor_env.TensorVectorEnv`), written by hand, with tshtrain, with rsl_rl 5.x and
-with skrl 2.x, all with the settings of one :class:`PPOSettings`.
+:class:`~tshtrain.env.tensor_env.TensorVectorEnv`), written by hand (``hand_ppo_vmas.HandPPO``, the one
+hand loop, also used for the task's learning check), with tshtrain, with rsl_rl 5.x and with skrl 2.x,
+all with the settings of one :class:`PPOSettings`.
 
 Every contestant drives the same env type: the benchmark hands each one a :class:`TimedEnv` around a
 fresh env, which times ``env.step``; rsl_rl and skrl see it through the thin adapters
-:class:`RslRlVecEnv` and :class:`SkrlEnvWrapper`. Until ``tshtrain.env.vmas.VmasEnv`` exists,
-:class:`StubNavEnv` stands in for VMAS (``--env stub``).
+:class:`RslRlVecEnv` and :class:`SkrlEnvWrapper`. The env is ``tshtrain.env.vmas.VmasEnv`` on the task
+of ``hand_ppo_vmas.TASK``; :class:`StubNavEnv` is a cheap stand-in for developing (``--env stub``).
 
 A builder takes ``(env, settings, seed, num_iterations, phases)``, constructs everything (untimed) and
 returns the timed ``run()``: ``num_iterations`` PPO iterations (a rollout of ``settings.rollout_len``
@@ -37,11 +38,12 @@ Run = Callable[[], None]
 @dataclass(frozen=True, kw_only=True)
 class PPOSettings:
     """The hyperparameters every contestant uses (the knobs a library cannot match are listed in
-    :data:`UNMATCHED_KNOBS`)."""
+    :data:`UNMATCHED_KNOBS`). The defaults are those with which the hand loop reaches the task's
+    threshold (``python benchmarks/hand_ppo_vmas.py``)."""
 
     rollout_len: int = 32
     """vector steps per rollout (env steps per env per iteration)"""
-    num_epochs: int = 4
+    num_epochs: int = 5
     """passes over each rollout"""
     num_minibatches: int = 4
     """mini-batches per pass (mini-batch size = rollout_len * num_envs / num_minibatches)"""
@@ -52,11 +54,11 @@ class PPOSettings:
     gamma: float = 0.99
     gae_lambda: float = 0.95
     clip_range: float = 0.2
-    ent_coef: float = 0.01
+    ent_coef: float = 0.0
     vf_coef: float = 0.5
     """weight of the value loss (a mean squared error, no value clipping)"""
-    max_grad_norm: float = 0.5
-    init_log_std: float = 0.0
+    max_grad_norm: float = 1.0
+    init_log_std: float = -0.5
     """state-independent log std of the Gaussian policy"""
 
 
@@ -67,8 +69,9 @@ UNMATCHED_KNOBS = (
     "rollout (the others per mini-batch) and bootstraps a time-out with V of the next episode's first "
     "observation (its envs give no final observation); tshtrain recomputes the rollout's values and "
     "log-probabilities at the start of the update (the others store them while collecting). Network "
-    "initialisation is each library's default; all use Adam with torch's defaults and plain Gaussian "
-    "sampling (rsl_rl and skrl through torch.distributions.Normal)."
+    "initialisation is each library's default; all use Adam with torch's default hyperparameters (the "
+    "hand loop and tshtrain with torch's fused CPU kernel, rsl_rl and skrl with its default one) and "
+    "plain Gaussian sampling (rsl_rl and skrl through torch.distributions.Normal)."
 )
 
 
@@ -220,6 +223,16 @@ class StubNavEnv:
         pass
 
 
+def task_kwargs(scenario: str) -> dict[str, Any]:
+    """The scenario arguments of ``hand_ppo_vmas.TASK`` when ``scenario`` is its scenario, else none."""
+    import hand_ppo_vmas
+
+    task = hand_ppo_vmas.TASK
+    if scenario != task["scenario"]:
+        return {}
+    return {k: v for k, v in task.items() if k not in ("scenario", "max_episode_steps")}
+
+
 def box_bounds(env: TensorVectorEnv) -> tuple[torch.Tensor, torch.Tensor]:
     """(low, high) of the env's Box action space as tensors on its device."""
     space = env.single_action_space
@@ -339,7 +352,9 @@ def _skrl_adapter_class() -> type:
 Builder = Callable[[TimedEnv, PPOSettings, int, int, Phases], Run]
 
 
-def _mlp(sizes: list[int]) -> nn.Sequential:
+def mlp_tanh(sizes: list[int]) -> nn.Sequential:
+    """Linear layers of the given sizes with tanh between them (the actor and critic of every
+    contestant but tshtrain, whose ``mlp`` builds the same)."""
     layers: list[nn.Module] = []
     for i, (n_in, n_out) in enumerate(itertools.pairwise(sizes)):
         layers.append(nn.Linear(n_in, n_out))
@@ -348,121 +363,10 @@ def _mlp(sizes: list[int]) -> nn.Sequential:
     return nn.Sequential(*layers)
 
 
-_HALF_LOG_2PI = 0.5 * math.log(2 * math.pi)
-
-
-class HandPPO:
-    """PPO written by hand: rollouts in tensors allocated once, a diagonal Gaussian with a
-    state-independent log std, GAE bootstrapped with V(final obs) at time-outs, advantages
-    standardised per mini-batch, one Adam over actor, log std and critic. Built (and the env reset)
-    in ``__init__``; :meth:`train` is the timed part."""
-
-    def __init__(self, env: TensorVectorEnv, s: PPOSettings, *, seed: int, phases: Phases):
-        torch.manual_seed(seed)
-        self.env, self.s, self.phases = env, s, phases
-        n, t_len, o_dim = env.num_envs, s.rollout_len, obs_dim(env)
-        self.low, self.high = box_bounds(env)
-        a_dim = len(self.low)
-        self.actor, self.critic = _mlp([o_dim, *s.hidden_sizes, a_dim]), _mlp([o_dim, *s.hidden_sizes, 1])
-        self.log_std = nn.Parameter(torch.full((a_dim,), s.init_log_std))
-        self.params = [*self.actor.parameters(), self.log_std, *self.critic.parameters()]
-        self.optimizer = torch.optim.Adam(self.params, lr=s.lr)
-        self.obs_TNO = torch.zeros(t_len, n, o_dim)
-        self.act_TNA = torch.zeros(t_len, n, a_dim)
-        self.logp_TN, self.rew_TN, self.done_TN, self.value_TN = (torch.zeros(t_len, n) for _ in range(4))
-        obs, _ = env.reset(seed=seed)
-        assert isinstance(obs, torch.Tensor)
-        self.obs = obs
-
-    def log_prob(self, mean_NA: torch.Tensor, act_NA: torch.Tensor) -> torch.Tensor:
-        z_NA = (act_NA - mean_NA) * torch.exp(-self.log_std)
-        return (-0.5 * z_NA.square() - self.log_std - _HALF_LOG_2PI).sum(1)
-
-    def train(self, num_iterations: int) -> None:
-        for _ in range(num_iterations):
-            start = time.perf_counter()
-            self.rollout()
-            mid = time.perf_counter()
-            self.update()
-            self.phases.collect = (self.phases.collect or 0.0) + (mid - start)
-            self.phases.update += time.perf_counter() - mid
-
-    @torch.no_grad()
-    def rollout(self) -> None:
-        s, obs = self.s, self.obs
-        for t in range(s.rollout_len):
-            mean = self.actor(obs)
-            act = mean + self.log_std.exp() * torch.randn_like(mean)
-            self.obs_TNO[t] = obs
-            self.act_TNA[t] = act
-            self.logp_TN[t] = self.log_prob(mean, act)
-            self.value_TN[t] = self.critic(obs).squeeze(-1)
-            out = self.env.step(self.low + (act.clamp(-1.0, 1.0) + 1.0) * 0.5 * (self.high - self.low))
-            rew = out.rew.clone()
-            cut = out.truncated & ~out.terminated
-            if bool(cut.any()):  # bootstrap through the time limit from the episode's last observation
-                assert isinstance(out.final_obs, torch.Tensor)
-                rew[cut] += s.gamma * self.critic(out.final_obs[cut]).squeeze(-1)
-            self.rew_TN[t] = rew
-            self.done_TN[t] = (out.terminated | out.truncated).float()
-            assert isinstance(out.obs, torch.Tensor)
-            obs = out.obs
-        self.obs = obs
-
-    def update(self) -> None:
-        s, num = self.s, self.s.rollout_len * self.env.num_envs
-        with torch.no_grad():  # GAE
-            next_value = self.critic(self.obs).squeeze(-1)
-            adv_TN = torch.zeros_like(self.rew_TN)
-            last = torch.zeros(self.env.num_envs)
-            for t in reversed(range(s.rollout_len)):
-                not_done = 1.0 - self.done_TN[t]
-                delta = self.rew_TN[t] + s.gamma * next_value * not_done - self.value_TN[t]
-                last = delta + s.gamma * s.gae_lambda * not_done * last
-                adv_TN[t] = last
-                next_value = self.value_TN[t]
-        obs_B, act_B = self.obs_TNO.flatten(0, 1), self.act_TNA.flatten(0, 1)
-        logp_B, adv_B, ret_B = self.logp_TN.flatten(), adv_TN.flatten(), (adv_TN + self.value_TN).flatten()
-        size = num // s.num_minibatches
-        for _ in range(s.num_epochs):
-            perm = torch.randperm(num)
-            for k in range(s.num_minibatches):
-                idx = perm[k * size : (k + 1) * size]
-                logp = self.log_prob(self.actor(obs_B[idx]), act_B[idx])
-                entropy = (self.log_std + 0.5 + _HALF_LOG_2PI).sum()
-                adv = (adv_B[idx] - adv_B[idx].mean()) / (adv_B[idx].std() + 1e-8)
-                ratio = (logp - logp_B[idx]).exp()
-                clipped = ratio.clamp(1.0 - s.clip_range, 1.0 + s.clip_range)
-                policy_loss = -torch.min(ratio * adv, clipped * adv).mean()
-                value_loss = (self.critic(obs_B[idx]).squeeze(-1) - ret_B[idx]).square().mean()
-                loss = policy_loss + s.vf_coef * value_loss - s.ent_coef * entropy
-                self.optimizer.zero_grad()
-                loss.backward()
-                nn.utils.clip_grad_norm_(self.params, s.max_grad_norm)
-                self.optimizer.step()
-
-
-HandBuilder = Callable[..., Callable[[int], None]]
-"""``(env, settings, *, seed, phases) -> train(num_iterations)``: builds untimed, trains timed"""
-
-
-def hand_loop_builder() -> tuple[HandBuilder, str]:
-    """(builder, its name): ``hand_ppo_vmas.build`` (the reference hand loop, same signature as
-    :class:`HandPPO`'s constructor, returning its ``train``) once that module exists, else
-    :class:`HandPPO`."""
-    try:
-        import hand_ppo_vmas
-
-        build: HandBuilder = hand_ppo_vmas.build
-        return build, "hand_ppo_vmas.build"
-    except (ImportError, AttributeError):
-        return (lambda env, s, *, seed, phases: HandPPO(env, s, seed=seed, phases=phases).train), (
-            "vmas_contestants.HandPPO"
-        )
-
-
 def _hand(env: TimedEnv, s: PPOSettings, seed: int, num_iterations: int, phases: Phases) -> Run:
-    train = hand_loop_builder()[0](env, s, seed=seed, phases=phases)
+    import hand_ppo_vmas
+
+    train = hand_ppo_vmas.build(env, s, seed=seed, phases=phases)
     return lambda: train(num_iterations)
 
 
@@ -577,7 +481,7 @@ def _skrl_models(env: TensorVectorEnv, s: PPOSettings) -> dict[str, Any]:
                 device=env.device,
             )
             GaussianMixin.__init__(self, clip_actions=True, clip_log_std=False)
-            self.net = _mlp([o_dim, *s.hidden_sizes, a_dim])
+            self.net = mlp_tanh([o_dim, *s.hidden_sizes, a_dim])
             self.log_std_parameter = nn.Parameter(torch.full((a_dim,), s.init_log_std))
 
         def compute(self, inputs: Mapping[str, Any], role: str = "") -> tuple[torch.Tensor, dict[str, Any]]:
@@ -592,7 +496,7 @@ def _skrl_models(env: TensorVectorEnv, s: PPOSettings) -> dict[str, Any]:
                 device=env.device,
             )
             DeterministicMixin.__init__(self)
-            self.net = _mlp([o_dim, *s.hidden_sizes, 1])
+            self.net = mlp_tanh([o_dim, *s.hidden_sizes, 1])
 
         def compute(self, inputs: Mapping[str, Any], role: str = "") -> tuple[torch.Tensor, dict[str, Any]]:
             return self.net(inputs["observations"]), {}
@@ -667,6 +571,9 @@ def tshtrain_available() -> str | None:
         return f"{type(exc).__name__}: {exc}"
     return None
 
+
+HAND_LOOP = "hand_ppo_vmas.HandPPO"
+"""the reference contestant's code"""
 
 CONTESTANTS: dict[str, Builder] = {
     "hand loop": _hand,

@@ -209,14 +209,19 @@ class RolloutTensors:
         return len(self.advantages)
 
     def select(self, idx: torch.Tensor) -> RolloutTensors:
-        """The steps at ``idx`` (a mini-batch)."""
+        """The steps at ``idx`` (a mini-batch; a 1-D integer tensor)."""
+
+        def rows(x: torch.Tensor) -> torch.Tensor:
+            # the same rows as x[idx], gathered 3-5x faster on the CPU (no advanced-indexing machinery)
+            return x.index_select(0, idx)
+
         return RolloutTensors(
-            obs=map_obs_tensor(self.obs, lambda x: x[idx]),
-            act=self.act[idx],
-            logp_old=self.logp_old[idx],
-            value_old=self.value_old[idx],
-            advantages=self.advantages[idx],
-            returns=self.returns[idx],
+            obs=map_obs_tensor(self.obs, rows),
+            act=rows(self.act),
+            logp_old=rows(self.logp_old),
+            value_old=rows(self.value_old),
+            advantages=rows(self.advantages),
+            returns=rows(self.returns),
         )
 
 
@@ -291,6 +296,21 @@ def _next_values(
     return next_value_TE
 
 
+FORWARD_CHUNK_ROWS = 4096
+"""Rows per forward pass when :func:`prepare_rollout` evaluates a whole rollout: a few thousand rows
+keep a small MLP's activations in the CPU's caches (one pass over 32768 rows is ~1.5x slower per row).
+The results equal one pass over all rows bit for bit for networks that treat rows independently
+(not for batch normalisation in training mode)."""
+
+
+def _in_chunks(fn: Callable[[slice], torch.Tensor], num_rows: int) -> torch.Tensor:
+    """``fn`` of consecutive row ranges of at most :data:`FORWARD_CHUNK_ROWS` rows, concatenated."""
+    if num_rows <= FORWARD_CHUNK_ROWS:
+        return fn(slice(0, num_rows))
+    starts = range(0, num_rows, FORWARD_CHUNK_ROWS)
+    return torch.cat([fn(slice(start, start + FORWARD_CHUNK_ROWS)) for start in starts])
+
+
 @torch.no_grad()
 def prepare_rollout(
     ac: ActorCritic, rollout: AnyRolloutBatch, *, gamma: float, gae_lambda: float
@@ -305,7 +325,9 @@ def prepare_rollout(
     data = rollout_to_torch(rollout, device)
     num_t, num_e = data.shape
     obs_all = map_obs_tensor(float_obs(data.obs), lambda x: x.reshape(num_t * num_e, *x.shape[2:]))
-    value_TE = ac.values(obs_all).reshape(num_t, num_e)
+    value_TE = _in_chunks(
+        lambda rows: ac.values(map_obs_tensor(obs_all, lambda x: x[rows])), num_t * num_e
+    ).reshape(num_t, num_e)
     next_value_TE = _next_values(ac, data, float_obs(data.obs_next), value_TE)
     adv_TE = gae_advantages_torch(
         data.rew, value_TE, next_value_TE, data.terminated, data.boundary, gamma=gamma, gae_lambda=gae_lambda
@@ -315,9 +337,12 @@ def prepare_rollout(
     obs_N = obs_all if all_valid else map_obs_tensor(obs_all, lambda x: x[valid])
     act_flat = data.act.reshape(num_t * num_e, *data.act.shape[2:])
     act_N = act_flat if all_valid else act_flat[valid]
-    value_N = value_TE.reshape(-1)[valid]
-    adv_N = adv_TE.reshape(-1)[valid]
-    logp_N, _ = log_prob_entropy(ac.policy, obs_N, act_N)
+    value_N = value_TE.reshape(-1) if all_valid else value_TE.reshape(-1)[valid]
+    adv_N = adv_TE.reshape(-1) if all_valid else adv_TE.reshape(-1)[valid]
+    logp_N = _in_chunks(
+        lambda rows: log_prob_entropy(ac.policy, map_obs_tensor(obs_N, lambda x: x[rows]), act_N[rows])[0],
+        len(act_N),
+    )
     return RolloutTensors(
         obs=obs_N, act=act_N, logp_old=logp_N, value_old=value_N, advantages=adv_N, returns=adv_N + value_N
     )
