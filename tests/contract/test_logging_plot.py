@@ -1,14 +1,22 @@
-"""``tshtrain plot``: learning curves drawn from the logs of real short runs (REINFORCE on CartPole),
-checked against the logs they came from and in the rendered PNG."""
+"""``tshtrain plot``: learning curves drawn from the logs of real short runs (``tshtrain train`` runs with
+config.yaml, and REINFORCE runs logged from Python) and of synthetic logs, checked against the logs
+they came from, in the matplotlib figure's artists and in the rendered PNG.
+
+What is pinned: a run logged by CSV and TensorBoard is one run; runs are grouped by experiment and a
+curve never mixes algorithms or envs unless asked; a mean cut to the common range says so (note and
+legend); smoothing, per-seed lines and bands draw what they claim."""
 
 from __future__ import annotations
 
+import json
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
 import torch
+import yaml
 
 from tshtrain.cli import main
 from tshtrain.logger import (
@@ -19,15 +27,26 @@ from tshtrain.logger import (
     read_csv_log,
     read_tensorboard_log,
 )
-from tshtrain.logger.plot import learning_curves
+from tshtrain.logger.plot import CurveParams, learning_curves, legend_label, make_figure, trailing_mean
+from tshtrain.rundir import RUN_MARKER
 
 pytest.importorskip("matplotlib", reason="plots need matplotlib (pip install 'tshtrain[plot]')")
 
 C0 = (0x1F, 0x77, 0xB4)  # matplotlib's first and second default colours
 C1 = (0xFF, 0x7F, 0x0E)
 
+TINY = [
+    "--set", "trainer.max_epochs=2",
+    "--set", "trainer.epoch_num_steps=256",
+    "--set", "trainer.test_step_num_episodes=2",
+    "--set", "env.num_test_envs=2",
+    "--set", "trainer.show_progress=false",
+    "--set", "trainer.verbose=false",
+    "--set", "checkpoint.enabled=false",
+]  # fmt: skip
 
-def _train(seed: int, logger: Any) -> None:
+
+def _train_python(seed: int, logger: Any) -> None:
     from tshtrain.algorithm import CategoricalPolicy, Reinforce, ReinforceParams, mlp
     from tshtrain.data import Collector, VectorReplayBuffer
     from tshtrain.env import make_vector_env
@@ -52,24 +71,87 @@ def _train(seed: int, logger: Any) -> None:
     OnPolicyTrainer(algorithm, params).run()
 
 
+def _train_cli(run_dir: Path, *overrides: str, loggers: str) -> None:
+    sets = [arg for override in overrides for arg in ("--set", override)]
+    assert main(["train", *TINY, *sets, "--set", f"loggers={loggers}", "-o", str(run_dir)]) == 0
+
+
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Logs written from Python (no config.yaml): two CSV seeds, one TensorBoard run, and one run
+    logged by both writers into one directory (as docs/logging.md does)."""
     root = tmp_path_factory.mktemp("runs")
     intervals = LogIntervals(training_interval=1, update_interval=1)
     for seed in (0, 1):
-        _train(seed, CsvLogger(root / "reinforce-csv" / f"seed{seed}", intervals=intervals))
-    _train(2, TensorboardLogger(root / "reinforce-tb", intervals=intervals))
+        _train_python(seed, CsvLogger(root / "reinforce-csv" / f"seed{seed}", intervals=intervals))
+    _train_python(2, TensorboardLogger(root / "reinforce-tb", intervals=intervals))
+    from tshtrain.logger import CompositeLogger
+
+    both = root / "reinforce-both" / "seed3"
+    _train_python(
+        3,
+        CompositeLogger([CsvLogger(both, intervals=intervals), TensorboardLogger(both, intervals=intervals)]),
+    )
     return root
 
 
+@pytest.fixture(scope="module")
+def experiments(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """``tshtrain train`` runs: PPO on CartPole with two seeds logged by CSV and TensorBoard, A2C on
+    CartPole (CSV), PPO on Pendulum (TensorBoard only)."""
+    root = tmp_path_factory.mktemp("experiments")
+    for seed in (0, 1):
+        _train_cli(
+            root / f"ppo-cartpole-{seed}", f"seed={seed}", loggers="[{kind: csv}, {kind: tensorboard}]"
+        )
+    _train_cli(root / "a2c-cartpole", "algorithm.name=a2c", loggers="[{kind: csv}]")
+    _train_cli(root / "ppo-pendulum", "env.id=Pendulum-v1", loggers="[{kind: tensorboard}]")
+    return root
+
+
+def _synthetic(
+    run_dir: Path,
+    steps: Sequence[int],
+    values: Sequence[float],
+    *,
+    algorithm: str = "ppo",
+    env: str = "CartPole-v1",
+    seed: int = 0,
+    kind: str = "csv",
+) -> Path:
+    """A run directory as ``tshtrain train`` lays it out, with a test curve of ``values`` at ``steps``."""
+    run_dir.mkdir(parents=True)
+    (run_dir / RUN_MARKER).write_text(json.dumps({"format": "tshtrain-run", "version": 1}))
+    config = {"seed": seed, "output_dir": str(run_dir), "env": {"id": env}, "algorithm": {"name": algorithm}}
+    (run_dir / "config.yaml").write_text(yaml.safe_dump(config))
+    if kind == "csv":
+        logger: Any = CsvLogger(run_dir / "csv")
+    else:
+        logger = TensorboardLogger(run_dir / "tensorboard")
+    for step, value in zip(steps, values, strict=True):
+        logger.write(LogScope.TEST, step, {"returns/mean": value})
+    logger.close()
+    return run_dir
+
+
+def _gid_artists(figure: Any) -> dict[str, Any]:
+    (axes,) = figure.axes
+    return {artist.get_gid(): artist for artist in [*axes.get_lines(), *axes.collections] if artist.get_gid()}
+
+
+# --- runs: one per run directory, one log source each -----------------------------------------------
+
+
 def test_learning_curves_match_the_logs(runs: Path) -> None:
-    csv_group, tb_group = learning_curves([runs / "reinforce-csv", runs / "reinforce-tb"])
+    curves = learning_curves([runs / "reinforce-csv", runs / "reinforce-tb"])
+    csv_group, tb_group = curves.groups
     seeds = [read_csv_log(runs / "reinforce-csv" / f"seed{s}")[LogScope.TEST] for s in (0, 1)]
     returns = np.array([[data["returns/mean"] for _, data in records] for records in seeds])
-    assert csv_group.label == "reinforce-csv" and len(csv_group.runs) == 2
+    assert csv_group.label == "reinforce-csv" and len(csv_group.runs) == 2  # no config.yaml: by path
     assert csv_group.steps.tolist() == [step for step, _ in seeds[0]] == [0, 100, 200, 300, 400]
     np.testing.assert_allclose(csv_group.mean, returns.mean(axis=0))
     np.testing.assert_allclose(csv_group.std, returns.std(axis=0))
+    assert csv_group.cut is None and curves.notes == ()
 
     tb = read_tensorboard_log(runs / "reinforce-tb")[LogScope.TEST]
     assert tb_group.label == "reinforce-tb" and len(tb_group.runs) == 1
@@ -78,9 +160,246 @@ def test_learning_curves_match_the_logs(runs: Path) -> None:
     assert not tb_group.std.any()
 
 
+def test_a_directory_with_csv_and_tensorboard_logs_is_one_run(runs: Path) -> None:
+    (group,) = learning_curves([runs / "reinforce-both"]).groups
+    assert [run.run_dir.name for run in group.runs] == ["seed3"]
+    csv = read_csv_log(runs / "reinforce-both" / "seed3")[LogScope.TEST]
+    np.testing.assert_array_equal(group.mean, [data["returns/mean"] for _, data in csv])
+
+
+def test_a_train_run_logged_by_csv_and_tensorboard_is_one_run(experiments: Path) -> None:
+    curves = learning_curves([experiments / "ppo-cartpole-0", experiments / "ppo-cartpole-1"])
+    (group,) = curves.groups
+    assert group.label == "ppo CartPole-v1"
+    assert [run.run_dir.name for run in group.runs] == ["ppo-cartpole-0", "ppo-cartpole-1"]
+    csv = [read_csv_log(experiments / f"ppo-cartpole-{s}" / "csv")[LogScope.TEST] for s in (0, 1)]
+    assert group.steps.tolist() == [step for step, _ in csv[0]] == [0, 256, 512]
+    returns = np.array([[data["returns/mean"] for _, data in records] for records in csv])
+    np.testing.assert_allclose(group.mean, returns.mean(axis=0))
+
+
+def test_a_run_with_tensorboard_logs_only_is_read_from_them(experiments: Path) -> None:
+    (group,) = learning_curves([experiments / "ppo-pendulum"]).groups
+    tb = read_tensorboard_log(experiments / "ppo-pendulum" / "tensorboard")[LogScope.TEST]
+    assert group.label == "ppo Pendulum-v1" and group.steps.tolist() == [step for step, _ in tb]
+    np.testing.assert_array_equal(group.mean, [data["returns/mean"] for _, data in tb])
+
+
+def test_a_run_without_csv_or_tensorboard_logs_is_skipped_with_a_note(tmp_path: Path) -> None:
+    _synthetic(tmp_path / "a", [0, 100], [1.0, 2.0])
+    (tmp_path / "mlflow-only").mkdir()
+    (tmp_path / "mlflow-only" / RUN_MARKER).write_text("{}")
+    curves = learning_curves([tmp_path])
+    assert len(curves.groups) == 1
+    assert curves.notes == (f"skipped {tmp_path / 'mlflow-only'}: a run without CSV or TensorBoard logs "
+                            "(nothing to plot)",)  # fmt: skip
+
+
+# --- groups: one curve per experiment, never mixed unless asked -----------------------------------------
+
+
+def test_runs_are_grouped_by_algorithm_and_env(experiments: Path) -> None:
+    curves = learning_curves([experiments])
+    sizes = {group.label: len(group.runs) for group in curves.groups}
+    assert sizes == {"a2c CartPole-v1": 1, "ppo CartPole-v1": 2, "ppo Pendulum-v1": 1}
+
+
+@pytest.mark.parametrize("group_by", ["env.id", "path", "trainer.max_epochs"])
+def test_a_curve_mixing_experiments_is_refused(
+    experiments: Path, tmp_path: Path, group_by: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    output = tmp_path / "x.png"
+    assert main(["plot", str(experiments), "-o", str(output), "--group-by", group_by]) == 1
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line.startswith(f"tshtrain plot: error: --group-by {group_by}: the curve ")
+    assert "a2c CartPole-v1: 1 run, ppo CartPole-v1: 2 runs" in line
+    assert "--average-all" in line
+    assert not output.exists()
+
+
+def test_average_all_averages_everything_and_says_so(
+    experiments: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    curves = learning_curves([experiments], CurveParams(average_all=True, min_runs=1))
+    (group,) = curves.groups
+    assert group.label == "all runs" and len(group.runs) == 4
+    assert curves.notes[0] == (
+        "all runs: averages runs of different experiments (a2c CartPole-v1: 1 run, "
+        "ppo CartPole-v1: 2 runs, ppo Pendulum-v1: 1 run)"
+    )
+    assert main(["plot", str(experiments), "-o", str(tmp_path / "all.png"), "--average-all"]) == 0
+    captured = capsys.readouterr()
+    assert "(1 curve(s), 4 run(s))" in captured.out
+    assert "note: all runs: averages runs of different experiments" in captured.err
+
+
+def test_group_by_splits_runs_and_runs_differing_in_other_keys_are_noted(tmp_path: Path) -> None:
+    for seed, lr in ((0, 0.1), (1, 0.1), (2, 0.5)):
+        run = _synthetic(tmp_path / f"run{seed}", [0, 100], [float(seed), 1.0], seed=seed)
+        config = yaml.safe_load((run / "config.yaml").read_text())
+        config["algorithm"]["params"] = {"lr": lr}
+        (run / "config.yaml").write_text(yaml.safe_dump(config))
+    curves = learning_curves([tmp_path])
+    assert curves.notes == (
+        "ppo CartPole-v1: its 3 runs differ in algorithm.params.lr; to split them, "
+        "--group-by algorithm.name,env.id,algorithm.params.lr",
+    )  # seed and output_dir differ too, as they should
+    split = learning_curves(
+        [tmp_path], CurveParams(group_by=("algorithm.name", "env.id", "algorithm.params.lr"))
+    )
+    assert {g.label: len(g.runs) for g in split.groups} == {
+        "algorithm.name=ppo env.id=CartPole-v1 algorithm.params.lr=0.1": 2,
+        "algorithm.name=ppo env.id=CartPole-v1 algorithm.params.lr=0.5": 1,
+    }
+    assert split.notes == ()
+
+
+def test_an_unknown_group_by_key_is_one_line_naming_it(
+    experiments: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["plot", str(experiments), "-o", str(tmp_path / "x.png"), "--group-by", "algo.name"]) == 1
+    assert capsys.readouterr().err == (
+        "tshtrain plot: error: --group-by 'algo.name': not a key of the runs' config.yaml "
+        "(e.g. algorithm.name, env.id, seed, algorithm.params.lr) nor 'path'.\n"
+    )
+
+
+# --- alignment on env steps, cuts --------------------------------------------------------------------
+
+
+def test_seeds_of_different_lengths_are_cut_to_the_common_range_and_say_so(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _synthetic(tmp_path / "s0", [0, 100, 200, 300, 400], [0.0, 1.0, 2.0, 3.0, 4.0], seed=0)
+    _synthetic(tmp_path / "s1", [0, 100, 200, 300, 400, 500, 600], [10.0] * 7, seed=1, kind="tensorboard")
+    curves = learning_curves([tmp_path])
+    (group,) = curves.groups
+    assert group.steps.tolist() == [0, 100, 200, 300, 400] and group.cut == (0, 400)
+    np.testing.assert_allclose(group.mean, [5.0, 5.5, 6.0, 6.5, 7.0])
+    assert curves.notes == (
+        "ppo CartPole-v1: the mean is cut to env steps 0-400, where both runs have points (they end at "
+        "400, 600); --per-seed draws each run whole, --min-runs 1 draws the mean wherever a run has points",
+    )
+    assert legend_label(group) == "ppo CartPole-v1 (2 runs, cut to 0–400)"
+
+    figure = make_figure(curves, per_seed=True)
+    artists = _gid_artists(figure)
+    assert artists["mean:ppo CartPole-v1"].get_label() == "ppo CartPole-v1 (2 runs, cut to 0–400)"
+    assert artists["mean:ppo CartPole-v1"].get_xdata().tolist() == [0, 100, 200, 300, 400]
+    assert artists[f"run:{tmp_path / 's1'}"].get_xdata().tolist() == [0, 100, 200, 300, 400, 500, 600]
+    assert "partial:ppo CartPole-v1" not in artists
+    (legend_text,) = figure.axes[0].get_legend().get_texts()
+    assert legend_text.get_text() == "ppo CartPole-v1 (2 runs, cut to 0–400)"
+
+    assert main(["plot", str(tmp_path), "-o", str(tmp_path / "cut.png")]) == 0
+    assert (
+        "tshtrain plot: note: ppo CartPole-v1: the mean is cut to env steps 0-400" in capsys.readouterr().err
+    )
+
+
+def test_min_runs_draws_the_mean_further_dashed_where_fewer_runs_cover(tmp_path: Path) -> None:
+    _synthetic(tmp_path / "s0", [0, 100, 200], [0.0, 2.0, 4.0], seed=0)
+    _synthetic(tmp_path / "s1", [0, 100, 200, 300], [10.0, 10.0, 10.0, 20.0], seed=1)
+    curves = learning_curves([tmp_path], CurveParams(min_runs=1))
+    (group,) = curves.groups
+    assert group.steps.tolist() == [0, 100, 200, 300] and group.cut is None and curves.notes == ()
+    assert group.num_runs is not None and group.num_runs.tolist() == [2, 2, 2, 1]
+    np.testing.assert_allclose(group.mean, [5.0, 6.0, 7.0, 20.0])
+    artists = _gid_artists(make_figure(curves))
+    solid = artists["mean:ppo CartPole-v1"].get_ydata()
+    np.testing.assert_allclose(solid[:3], [5.0, 6.0, 7.0])
+    assert np.isnan(solid[3])
+    np.testing.assert_allclose(artists["partial:ppo CartPole-v1"].get_ydata(), [5.0, 6.0, 7.0, 20.0])
+    assert artists["mean:ppo CartPole-v1"].get_label() == "ppo CartPole-v1 (2 runs, dashed: fewer runs)"
+
+
+def test_runs_logged_at_other_env_steps_are_interpolated_on_their_own_range(tmp_path: Path) -> None:
+    _synthetic(tmp_path / "s0", [0, 100, 200], [0.0, 10.0, 20.0], seed=0)
+    _synthetic(tmp_path / "s1", [0, 150, 300], [0.0, 30.0, 60.0], seed=1)
+    (group,) = learning_curves([tmp_path]).groups
+    assert group.steps.tolist() == [0, 100, 150, 200]
+    # s1 at 100 and 200: 20 and 40; s0 at 150: 15
+    np.testing.assert_allclose(group.mean, [0.0, 15.0, 22.5, 30.0])
+    np.testing.assert_allclose(group.std, [0.0, 5.0, 7.5, 10.0])
+
+
+def test_runs_that_share_no_steps_are_refused(tmp_path: Path) -> None:
+    from tshtrain.errors import ConfigurationError
+
+    _synthetic(tmp_path / "s0", [0, 100], [0.0, 1.0], seed=0)
+    _synthetic(tmp_path / "s1", [200, 300], [0.0, 1.0], seed=1)
+    with pytest.raises(ConfigurationError, match="share no range of steps"):
+        learning_curves([tmp_path])
+
+
+# --- smoothing, per-seed lines, bands ------------------------------------------------------------------
+
+
+def test_smooth_is_a_trailing_mean_over_env_steps(tmp_path: Path) -> None:
+    steps = np.array([0, 100, 200, 300, 400])
+    np.testing.assert_allclose(trailing_mean(steps, np.array([0.0, 10, 20, 30, 40]), 250), [0, 5, 10, 20, 30])
+    np.testing.assert_allclose(
+        trailing_mean(steps, np.array([0.0, 10, 20, 30, 40]), 100), [0, 10, 20, 30, 40]
+    )
+    _synthetic(tmp_path / "s0", steps.tolist(), [0.0, 10, 20, 30, 40], seed=0)
+    _synthetic(tmp_path / "s1", steps.tolist(), [40.0, 30, 20, 10, 0], seed=1)
+    (group,) = learning_curves([tmp_path], CurveParams(smooth_window=250)).groups
+    np.testing.assert_allclose(group.runs[0].values, [0, 10, 20, 30, 40])  # the logged values stay
+    np.testing.assert_allclose(group.runs[1].drawn, [40, 35, 30, 20, 10])
+    np.testing.assert_allclose(group.mean, [20, 20, 20, 20, 20])
+    artists = _gid_artists(make_figure([group], per_seed=True))
+    np.testing.assert_allclose(artists[f"run:{tmp_path / 's0'}"].get_ydata(), [0, 5, 10, 20, 30])
+
+
+@pytest.mark.parametrize(("band", "expected_top"), [("std", 25.0), ("minmax", 30.0)])
+def test_bands(tmp_path: Path, band: str, expected_top: float) -> None:
+    for seed, values in enumerate(([10.0, 10.0], [30.0, 30.0], [20.0, 20.0])):
+        _synthetic(tmp_path / f"s{seed}", [0, 100], values, seed=seed)
+    (group,) = learning_curves([tmp_path]).groups
+    np.testing.assert_allclose(group.mean, [20.0, 20.0])
+    artists = _gid_artists(make_figure([group], band=band))  # type: ignore[arg-type]  # str from the parameter
+    top = artists["band:ppo CartPole-v1"].get_paths()[0].vertices[:, 1].max()
+    assert top == pytest.approx(expected_top if band == "minmax" else 20.0 + np.sqrt(200.0 / 3.0))
+    assert "band:ppo CartPole-v1" not in _gid_artists(make_figure([group], band="none"))
+
+
+def test_cli_options_are_checked_in_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    for option, value in (
+        ("--smooth", "0"),
+        ("--smooth", "abc"),
+        ("--min-runs", "0"),
+        ("--group-by", "a,,b"),
+    ):
+        with pytest.raises(SystemExit) as exit_info:
+            main(["plot", str(tmp_path), "-o", str(tmp_path / "x.png"), option, value])
+        assert exit_info.value.code == 2
+        last = capsys.readouterr().err.splitlines()[-1]
+        assert last.startswith(f"tshtrain plot: error: argument {option}: '{value}' ")
+
+
+# --- other scopes, x axes, the rendered image, errors ----------------------------------------------------
+
+
 def test_other_scopes_and_keys(runs: Path) -> None:
-    (group,) = learning_curves([runs / "reinforce-tb"], scope=LogScope.UPDATE, key="loss")
+    (group,) = learning_curves([runs / "reinforce-tb"], CurveParams(scope=LogScope.UPDATE, key="loss")).groups
     assert group.steps.tolist() == [1, 2, 3, 4]  # one gradient step per update (batch_size=None)
+
+
+def test_x_can_be_another_scalar_of_the_records(tmp_path: Path) -> None:
+    run = _synthetic(tmp_path / "s0", [0], [0.0])
+    logger = CsvLogger(run / "csv")
+    for gradient_step, env_step in ((1, 256), (2, 512), (3, 768)):
+        logger.write(
+            LogScope.UPDATE, gradient_step, {"loss": float(gradient_step), "env_step": float(env_step)}
+        )
+    logger.close()
+    params = CurveParams(scope=LogScope.UPDATE, key="loss", x="env_step")
+    (group,) = learning_curves([tmp_path], params).groups
+    assert group.steps.tolist() == [256, 512, 768] and group.mean.tolist() == [1.0, 2.0, 3.0]
+    from tshtrain.errors import ConfigurationError
+
+    with pytest.raises(ConfigurationError, match="has no 'loss' with 'time'"):
+        learning_curves([tmp_path], CurveParams(scope=LogScope.UPDATE, key="loss", x="time"))
 
 
 def test_tshtrain_plot_renders_the_curves(
@@ -93,7 +412,7 @@ def test_tshtrain_plot_renders_the_curves(
         ["plot", str(runs / "reinforce-csv"), str(runs / "reinforce-tb"), "-o", str(output), "--title", "t"]
     )
     assert code == 0
-    assert "wrote" in capsys.readouterr().out
+    assert "(2 curve(s), 3 run(s))" in capsys.readouterr().out
     assert output.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert output.stat().st_size > 10_000
     image = (imread(output)[..., :3] * 255).round().astype(int)

@@ -225,9 +225,9 @@ def _check_keys(runs: Sequence[RunLogs], keys: Sequence[str]) -> None:
             examples = ", ".join(
                 k for k in ("algorithm.name", "env.id", "seed", "algorithm.params.lr") if k in known
             )
+            hint = f"e.g. {examples}" if examples else f"no run there has a {CONFIG_FILE}"
             raise ConfigurationError(
-                f"--group-by {key!r}: not a key of the runs' {CONFIG_FILE} "
-                f"({'e.g. ' + examples if examples else 'no run has one'}) nor {PATH_KEY!r}."
+                f"--group-by {key!r}: not a key of the runs' {CONFIG_FILE} ({hint}) nor {PATH_KEY!r}."
             )
 
 
@@ -261,7 +261,8 @@ def group_runs(
             and ``average_all`` is off.
     """
     keys = tuple(group_by) if group_by is not None else DEFAULT_GROUP_BY
-    _check_keys(runs, keys)
+    if group_by is not None:
+        _check_keys(runs, keys)
     by_label: dict[str, list[RunLogs]] = {}
     for run in runs:
         label = "all runs" if average_all and group_by is None else _group_label(run, keys)
