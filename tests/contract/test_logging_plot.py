@@ -27,7 +27,7 @@ from tshtrain.logger import (
     read_csv_log,
     read_tensorboard_log,
 )
-from tshtrain.logger.plot import CurveParams, learning_curves, legend_label, make_figure, trailing_mean
+from tshtrain.logger.plot import Band, CurveParams, learning_curves, legend_label, make_figure, trailing_mean
 from tshtrain.rundir import RUN_MARKER
 
 pytest.importorskip("matplotlib", reason="plots need matplotlib (pip install 'tshtrain[plot]')")
@@ -278,7 +278,8 @@ def test_seeds_of_different_lengths_are_cut_to_the_common_range_and_say_so(
     np.testing.assert_allclose(group.mean, [5.0, 5.5, 6.0, 6.5, 7.0])
     assert curves.notes == (
         "ppo CartPole-v1: the mean is cut to env steps 0-400, where both runs have points (they end at "
-        "400, 600); --per-seed draws each run whole, --min-runs 1 draws the mean wherever a run has points",
+        "400, 600); each run is drawn whole with --per-seed, and the mean wherever a run has points with "
+        "--min-runs 1",
     )
     assert legend_label(group) == "ppo CartPole-v1 (2 runs, cut to 0–400)"
 
@@ -352,12 +353,12 @@ def test_smooth_is_a_trailing_mean_over_env_steps(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(("band", "expected_top"), [("std", 25.0), ("minmax", 30.0)])
-def test_bands(tmp_path: Path, band: str, expected_top: float) -> None:
+def test_bands(tmp_path: Path, band: Band, expected_top: float) -> None:
     for seed, values in enumerate(([10.0, 10.0], [30.0, 30.0], [20.0, 20.0])):
         _synthetic(tmp_path / f"s{seed}", [0, 100], values, seed=seed)
     (group,) = learning_curves([tmp_path]).groups
     np.testing.assert_allclose(group.mean, [20.0, 20.0])
-    artists = _gid_artists(make_figure([group], band=band))  # type: ignore[arg-type]  # str from the parameter
+    artists = _gid_artists(make_figure([group], band=band))
     top = artists["band:ppo CartPole-v1"].get_paths()[0].vertices[:, 1].max()
     assert top == pytest.approx(expected_top if band == "minmax" else 20.0 + np.sqrt(200.0 / 3.0))
     assert "band:ppo CartPole-v1" not in _gid_artists(make_figure([group], band="none"))

@@ -212,8 +212,12 @@ def _cut_note(group: CurveGroup, params: CurveParams) -> str:
     axis = params.x_axis.replace("_", " ") + "s"
     return (
         f"{group.label}: the mean is cut to {axis} {first:,}-{last:,}, where {who} points (they end at "
-        f"{ends}); --per-seed draws each run whole"
-        + ("" if params.min_runs is not None else ", --min-runs 1 draws the mean wherever a run has points")
+        f"{ends}); each run is drawn whole with --per-seed"
+        + (
+            ""
+            if params.min_runs is not None
+            else ", and the mean wherever a run has points with --min-runs 1"
+        )
     )
 
 
