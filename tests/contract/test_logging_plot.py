@@ -178,6 +178,14 @@ def test_a_train_run_logged_by_csv_and_tensorboard_is_one_run(experiments: Path)
     np.testing.assert_allclose(group.mean, returns.mean(axis=0))
 
 
+def test_each_run_counts_once_however_it_is_named(experiments: Path) -> None:
+    run = experiments / "ppo-cartpole-0"
+    paths = [run, run / "tensorboard", run / "csv", experiments]
+    (group,) = learning_curves(paths, CurveParams(group_by=("algorithm.name", "env.id", "path"))).groups[:1]
+    assert group.label == "algorithm.name=ppo env.id=CartPole-v1 ppo-cartpole-0"
+    assert [r.run_dir for r in group.runs] == [run]
+
+
 def test_a_run_with_tensorboard_logs_only_is_read_from_them(experiments: Path) -> None:
     (group,) = learning_curves([experiments / "ppo-pendulum"]).groups
     tb = read_tensorboard_log(experiments / "ppo-pendulum" / "tensorboard")[LogScope.TEST]

@@ -104,6 +104,10 @@ class CurveParams:
 
     def __post_init__(self) -> None:
         validate_fields(self)
+        if self.group_by is not None and not all(self.group_by):
+            raise ConfigurationError(
+                f"CurveParams.group_by must name at least one key and no empty ones, got {self.group_by!r}."
+            )
 
     @property
     def x_axis(self) -> str:

@@ -125,8 +125,8 @@ def read_config(run_dir: Path) -> dict[str, object] | None:
 
 
 def find_runs(path: str | os.PathLike[str]) -> list[Path]:
-    """``path`` itself if it is a run, else every run below it (sorted; runs without CSV or TensorBoard
-    logs included).
+    """``path`` itself if it is a run (or the run whose ``csv/`` or ``tensorboard/`` it is), else every
+    run below it (sorted; runs without CSV or TensorBoard logs included).
 
     Raises:
         ConfigurationError: ``path`` is not a directory, or holds no run.
@@ -136,6 +136,8 @@ def find_runs(path: str | os.PathLike[str]) -> list[Path]:
         raise ConfigurationError(
             f"{str(path)!r} is not a directory; give run directories of CSV or TensorBoard logs."
         )
+    if path.name in ("csv", "tensorboard") and (path.parent / RUN_MARKER).is_file():
+        return [path.parent]  # the log directory of a train run: the run is its parent
     if _is_run(path):
         return [path]
     runs: list[Path] = []
