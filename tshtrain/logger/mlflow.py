@@ -50,7 +50,8 @@ class MLflowLogger:
         run_name: the new run's name; None: MLflow picks one.
         run_id: continue this existing run instead of creating one.
         params: hyperparameters recorded as the run's params (values are converted with ``str``).
-        intervals: how often the trainer writes each scope; None: ``LogIntervals()``.
+        intervals: how often the trainer writes each scope; None: ``LogIntervals()`` (the trainer's
+            defaults for its family).
 
         Raises:
             ConfigurationError: mlflow is not installed, or the store cannot be reached / written

@@ -114,7 +114,8 @@ class TensorboardLogger:
         """Args:
         log_dir: the directory of the event files (created if needed); point TensorBoard at it or at
             a parent directory.
-        intervals: how often the trainer writes each scope; None: ``LogIntervals()``.
+        intervals: how often the trainer writes each scope; None: ``LogIntervals()`` (the trainer's
+            defaults for its family).
         flush_secs: the writer thread flushes at least this often (besides after each info record and
             on close).
         max_queue: events queued before a write forces a flush.
