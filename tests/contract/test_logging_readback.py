@@ -74,9 +74,9 @@ def test_tensorboard_has_every_update_step_with_env_step(ppo_run: tuple[Path, di
     assert [step for step, _ in scalars["training/n_collected_steps"]] == [256, 512]
     assert [step for step, _ in scalars["test/returns/mean"]] == [0, 256, 512]
     # throughput in the info records (epoch axis) and in info_stats.json
-    assert [step for step, _ in scalars["info/timing/fps"]] == [1, 2]
-    assert [step for step, _ in scalars["info/timing/epoch_fps"]] == [1, 2]
-    assert info["timing"]["fps"] == pytest.approx(512 / info["timing"]["total_time"])
+    assert [step for step, _ in scalars["info/timing/env_speed"]] == [1, 2]
+    assert [step for step, _ in scalars["info/timing/epoch_env_speed"]] == [1, 2]
+    assert info["timing"]["env_speed"] == pytest.approx(512 / info["timing"]["total_time"])
 
 
 def test_tensorboard_hparams_tab_holds_the_flattened_experiment(ppo_run: tuple[Path, dict[str, Any]]) -> None:
@@ -106,7 +106,7 @@ def test_csv_update_records_carry_env_step(ppo_run: tuple[Path, dict[str, Any]])
     assert [(step, data["env_step"]) for step, data in records[LogScope.UPDATE]] == [(2, 256.0), (4, 512.0)]
     header = (run_dir / "csv" / "update.csv").read_text().splitlines()[0].split(",")
     assert header[:2] == ["gradient_step", "env_step"]
-    assert {"timing/fps", "timing/epoch_fps", "env_step"} <= set(records[LogScope.INFO][-1][1])
+    assert {"timing/env_speed", "timing/epoch_env_speed", "env_step"} <= set(records[LogScope.INFO][-1][1])
 
 
 @pytest.mark.skipif(not HAS_MLFLOW, reason="mlflow is not installed (pip install 'tshtrain[mlflow]')")
@@ -125,7 +125,7 @@ def test_mlflow_default_store_works_and_holds_params_and_metrics(
     assert run.data.params["algorithm.name"] == "ppo"
     history = client.get_metric_history(run.info.run_id, "update/env_step")
     assert sorted((m.step, m.value) for m in history) == [(2, 256.0), (4, 512.0)]
-    assert [m.step for m in client.get_metric_history(run.info.run_id, "info/timing/fps")] == [1, 2]
+    assert [m.step for m in client.get_metric_history(run.info.run_id, "info/timing/env_speed")] == [1, 2]
 
 
 @pytest.mark.skipif(not HAS_WANDB, reason="wandb is not installed (pip install 'tshtrain[wandb]')")

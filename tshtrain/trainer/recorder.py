@@ -32,7 +32,7 @@ class RunRecorder:
         """(env_step, perf_counter) when the open epoch began (None: not seen, e.g. resumed inside it)"""
 
     def epoch_opened(self) -> None:
-        """Mark the start of an epoch (for ``timing/epoch_fps``)."""
+        """Mark the start of an epoch (for ``timing/epoch_env_speed``)."""
         self._epoch_start = (self.state.counters.env_step, time.perf_counter())
 
     def collection(self, stat: CollectStats) -> None:
@@ -98,7 +98,7 @@ class RunRecorder:
         self.gate.write(LogScope.TEST, env_step, data)
 
     def info_record(self, info: InfoStats) -> None:
-        """The ``info`` record at the end of an epoch, when due, with ``timing/epoch_fps``: the epoch's
+        """The ``info`` record at the end of an epoch, when due, with ``timing/epoch_env_speed``: the epoch's
         env steps per second of its wall time (left out for an epoch a resumed run entered midway)."""
         epoch = self.state.counters.epoch
         start, self._epoch_start = self._epoch_start, None
@@ -107,5 +107,5 @@ class RunRecorder:
         data = info.as_scalars()
         if start is not None:
             seconds = time.perf_counter() - start[1]
-            data["timing/epoch_fps"] = (info.train_step - start[0]) / seconds if seconds > 0 else 0.0
+            data["timing/epoch_env_speed"] = (info.train_step - start[0]) / seconds if seconds > 0 else 0.0
         self.gate.write(LogScope.INFO, epoch, data)

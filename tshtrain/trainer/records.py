@@ -16,8 +16,8 @@ update   gradient_step  ``env_step`` (the env steps collected so far, to line lo
                         step) and ``gradient_speed`` (its gradient steps per second). Off-policy,
                         each gradient step is its own record at its own gradient_step.
 info     epoch          ``InfoStats.as_scalars()``: counters, best result, ``timing/*`` (with
-                        ``timing/fps``, env steps per second over the run), plus
-                        ``timing/epoch_fps`` (env steps per second of the epoch's wall time)
+                        ``timing/env_speed``, env steps per second over the run), plus
+                        ``timing/epoch_env_speed`` (env steps per second of the epoch's wall time)
 ======== ============== =====================================================================
 """
 

@@ -109,7 +109,7 @@ class RunState:
                 train_time_collect=t["collect"],
                 train_time_update=t["update"],
                 test_time=t["test"],
-                fps=c.env_step / total_time if total_time > 0 else 0.0,
+                env_speed=c.env_step / total_time if total_time > 0 else 0.0,
             ),
             stop_reason=self.stop_reason,
             stop_detail=self.stop_detail,
