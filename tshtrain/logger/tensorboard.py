@@ -65,7 +65,10 @@ def read_tensorboard_hparams(log_dir: str | os.PathLike[str]) -> dict[str, HPara
 
     accumulator = EventAccumulator(str(log_dir))
     accumulator.Reload()
-    content = accumulator.PluginTagToContent(metadata.PLUGIN_NAME)
+    try:
+        content = accumulator.PluginTagToContent(metadata.PLUGIN_NAME)
+    except KeyError:  # no hparams plugin data in these files
+        return {}
     found: dict[str, HParamValue] = {}
     for tag, raw in content.items():
         if tag != metadata.SESSION_START_INFO_TAG:
