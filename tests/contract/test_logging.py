@@ -72,13 +72,16 @@ def test_each_scope_logs_its_statistics(kit: Any) -> None:
     assert test["returns_window/mean"] == 4.0 and test["lens_window/max"] == 4.0
 
     update = logger.records[LogScope.UPDATE][-1][1]
-    assert set(update) == {"loss", "update_time", "gradient_speed"}
+    assert set(update) == {"env_step", "loss", "update_time", "gradient_speed"}
+    assert update["env_step"] == 20  # the env steps collected before this update: lines up with returns
     assert update["gradient_speed"] == pytest.approx(1 / update["update_time"])  # 1 gradient step
 
     info = logger.records[LogScope.INFO][-1][1]
     assert {f"timing/{k}" for k in ("total_time", "train_time", "train_time_collect", "train_time_update",
-                                    "test_time")} <= set(info)  # fmt: skip
+                                    "test_time", "env_speed", "epoch_env_speed")} <= set(info)  # fmt: skip
     assert info["env_step"] == 20 and info["update_step"] == 2
+    assert info["timing/env_speed"] == pytest.approx(20 / info["timing/total_time"])
+    assert info["timing/env_speed"] > 0 and info["timing/epoch_env_speed"] > 0
 
 
 def test_the_rolling_window_holds_the_last_100_training_episodes(kit: Any) -> None:

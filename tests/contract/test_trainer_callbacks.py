@@ -196,9 +196,11 @@ def test_logger_scopes_use_their_step_axes(kit: Any) -> None:
     assert "score" in test
     assert test["n_collected_episodes"] == 1.0
     update = logger.records[LogScope.UPDATE][0][1]
-    # TrainingStats.as_scalars() (the float field, not num_gradient_steps) plus the update step's timing
-    assert kit.untimed(update) == {"loss": 1.0}
-    assert set(update) == {"loss", "update_time", "gradient_speed"}
+    # the env steps collected so far, TrainingStats.as_scalars() (the float field, not
+    # num_gradient_steps) plus the update step's timing
+    assert kit.untimed(update) == {"env_step": 4.0, "loss": 1.0}
+    assert set(update) == {"env_step", "loss", "update_time", "gradient_speed"}
+    assert [data["env_step"] for _, data in logger.records[LogScope.UPDATE]] == [4, 8, 12, 16, 20, 24]
     final_info = logger.records[LogScope.INFO][-1][1]
     assert final_info["env_step"] == info.train_step == 24
     assert final_info["gradient_step"] == info.gradient_step == 12
@@ -239,7 +241,7 @@ def test_offline_test_steps_are_logged_every_epoch(kit: Any) -> None:
     setup = kit.make_offline(max_epochs=3, epoch_num_steps=4, batch_size=8, logger=logger)
     setup.trainer().run()
     assert _steps(logger, LogScope.TEST) == [0, 32, 64, 96]
-    assert _steps(logger, LogScope.UPDATE) == [1]  # update_interval 1000 gradient steps
+    assert _steps(logger, LogScope.UPDATE) == [1, 11]  # offline default: every 10 gradient steps
     assert _steps(logger, LogScope.TRAINING) == []
     assert _steps(logger, LogScope.INFO) == [1, 2, 3]
 

@@ -168,7 +168,13 @@ def test_require_positive_refuses_non_finite_and_non_numbers(value: Any) -> None
 @pytest.mark.parametrize("name", ["training_interval", "test_interval", "update_interval", "info_interval"])
 @pytest.mark.parametrize("value", [0, 1.5, True, None])
 def test_log_intervals_are_positive_ints(name: str, value: Any) -> None:
-    with pytest.raises(ConfigurationError, match=rf"^LogIntervals\.{name} must be an int >= 1, got"):
+    # training and update intervals may be None: the trainer family's default
+    optional = name in ("training_interval", "update_interval")
+    if optional and value is None:
+        LogIntervals(**{name: value})
+        return
+    allowed = "an int >= 1 or None" if optional else "an int >= 1"
+    with pytest.raises(ConfigurationError, match=rf"^LogIntervals\.{name} must be {allowed}, got"):
         LogIntervals(**{name: value})
 
 

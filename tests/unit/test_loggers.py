@@ -399,3 +399,28 @@ def test_composite_of_csv_and_tensorboard_resumes_both(tmp_path: Path) -> None:
     second.close()
     assert restored is not None and restored.counters.epoch == 2
     assert _steps(read_csv_log(tmp_path / "csv")) == _steps(read_tensorboard_log(tmp_path / "tb"))
+
+
+# ====================================================================== hyperparameters
+
+
+def test_flatten_hparams_keeps_every_key() -> None:
+    from tshtrain.logger import flatten_hparams
+
+    data = {"a": {"b": 1, "c": {"d": True}}, "e": None, "f": [1, 2], "g": {}, "h": "x", "i": 0.5}
+    assert flatten_hparams(data) == {
+        "a.b": 1, "a.c.d": True, "e": "None", "f": "[1, 2]", "g": "{}", "h": "x", "i": 0.5,
+    }  # fmt: skip
+
+
+def test_tensorboard_hparams_read_back_with_the_plugin_data(tmp_path: Path) -> None:
+    from tshtrain.logger import read_tensorboard_hparams
+
+    logger = TensorboardLogger(tmp_path, hparams={"algorithm.params.lr": 0.001, "env.id": "CartPole-v1"})
+    logger.write(LogScope.TEST, 0, {"returns/mean": 9.5})
+    logger.close()
+    assert read_tensorboard_hparams(tmp_path) == {"algorithm.params.lr": 0.001, "env.id": "CartPole-v1"}
+    assert read_tensorboard_log(tmp_path)[LogScope.TEST] == [(0, {"returns/mean": 9.5})]
+    bare = tmp_path / "bare"
+    TensorboardLogger(bare).close()
+    assert read_tensorboard_hparams(bare) == {}

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import struct
 import sys
 import time
 from pathlib import Path
@@ -14,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from tests.wandb_file import wandb_records
 from tshtrain.errors import ConfigurationError
 from tshtrain.logger import CompositeLogger, CsvLogger, LogScope, MLflowLogger, WandbLogger, read_csv_log
 
@@ -37,39 +37,11 @@ def _wandb_history(run_dir: Path, num_rows: int) -> list[dict[str, Any]]:
 
 
 def _read_wandb_history(run_dir: Path) -> list[dict[str, Any]]:
-    """The history rows in an offline W&B run's ``run-*.wandb`` file: a LevelDB-style log of 32 KiB
-    blocks of records (crc32 4 bytes, length 2, type 1: full / first / middle / last) holding
-    ``wandb_internal_pb2.Record`` protos, after a 7-byte header."""
-    from wandb.proto import wandb_internal_pb2
-
-    (path,) = run_dir.glob("wandb/offline-run-*/run-*.wandb")
-    raw = path.read_bytes()
-    assert raw[:4] == b":W&B"
-    block, pos, pending, rows = 32768, 7, b"", []
-    while pos + 7 <= len(raw):
-        if block - pos % block < 7:  # a block's tail too short for a header is padding
-            pos += block - pos % block
-            continue
-        _, length, kind = struct.unpack("<IHB", raw[pos : pos + 7])
-        pos += 7
-        if kind == 0 and length == 0:
-            pos += block - pos % block
-            continue
-        if pos + length > len(raw):  # still being written
-            break
-        pending += raw[pos : pos + length]
-        pos += length
-        if kind in (1, 4):  # full or last piece
-            record = wandb_internal_pb2.Record.FromString(pending)
-            pending = b""
-            if record.WhichOneof("record_type") == "history":
-                rows.append(
-                    {
-                        item.key or "/".join(item.nested_key): json.loads(item.value_json)
-                        for item in record.history.item
-                    }
-                )
-    return rows
+    """The history rows in an offline W&B run's ``run-*.wandb`` file."""
+    return [
+        {item.key or "/".join(item.nested_key): json.loads(item.value_json) for item in record.history.item}
+        for record in wandb_records(run_dir, "history")
+    ]
 
 
 @pytest.mark.skipif(not HAS_WANDB, reason="wandb is not installed (pip install 'tshtrain[wandb]')")
@@ -159,7 +131,7 @@ def test_mlflow_continues_an_existing_run(file_store: str) -> None:
 
 @pytest.mark.skipif(not HAS_MLFLOW, reason="mlflow is not installed (pip install 'tshtrain[mlflow]')")
 def test_mlflow_bad_store_or_run_fails_at_construction(file_store: str) -> None:
-    with pytest.raises(ConfigurationError, match=r"MLflowLogger: cannot use the MLflow store"):
+    with pytest.raises(ConfigurationError, match=r"MLflowLogger: cannot use the MLflow tracking store"):
         MLflowLogger(tracking_uri=file_store, run_id="0123456789abcdef0123456789abcdef")
 
 

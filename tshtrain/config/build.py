@@ -337,14 +337,30 @@ def _checkpoint(experiment: Experiment, output_dir: Path) -> CheckpointParams | 
 
 
 def _logger(experiment: Experiment, output_dir: Path) -> Logger | None:
-    from tshtrain.logger import CompositeLogger, CsvLogger, MLflowLogger, TensorboardLogger, WandbLogger
+    """The experiment's writers, each with its intervals and the resolved experiment as hyperparameters
+    (TensorBoard's HPARAMS tab and MLflow's params: flattened; W&B's config: nested)."""
+    from tshtrain.logger import (
+        CompositeLogger,
+        CsvLogger,
+        LogIntervals,
+        MLflowLogger,
+        TensorboardLogger,
+        WandbLogger,
+        flatten_hparams,
+    )
 
+    intervals = LogIntervals(**experiment.log_intervals)
+    data = experiment_data(experiment)
     loggers: list[Logger] = []
     for config in experiment.loggers:
         if config.kind == "tensorboard":
-            loggers.append(TensorboardLogger(output_dir / "tensorboard"))
+            loggers.append(
+                TensorboardLogger(
+                    output_dir / "tensorboard", intervals=intervals, hparams=flatten_hparams(data)
+                )
+            )
         elif config.kind == "csv":
-            loggers.append(CsvLogger(output_dir / "csv"))
+            loggers.append(CsvLogger(output_dir / "csv", intervals=intervals))
         elif config.kind == "wandb":
             loggers.append(
                 WandbLogger(
@@ -354,14 +370,19 @@ def _logger(experiment: Experiment, output_dir: Path) -> Logger | None:
                     tags=config.tags,
                     mode=config.mode,
                     log_dir=output_dir,
-                    config=experiment_data(experiment),
+                    config=data,
+                    intervals=intervals,
                 )
             )
         else:
             uri = config.tracking_uri or (output_dir / "mlruns").resolve().as_uri()
             loggers.append(
                 MLflowLogger(
-                    tracking_uri=uri, experiment_name=config.experiment_name, run_name=output_dir.name
+                    tracking_uri=uri,
+                    experiment_name=config.experiment_name,
+                    run_name=output_dir.name,
+                    params=flatten_hparams(data),
+                    intervals=intervals,
                 )
             )
     if not loggers:

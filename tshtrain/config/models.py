@@ -326,6 +326,10 @@ class Experiment(Section):
     buffer: BufferConfig = Field(default_factory=BufferConfig)
     dataset: DatasetConfig | None = None
     loggers: list[LoggerConfig] = Field(default_factory=_default_loggers)
+    log_intervals: dict[str, Any] = Field(default_factory=dict)
+    """how often each scope is logged: the fields of ``tshtrain.logger.LogIntervals``
+    (``training_interval``, ``test_interval``, ``update_interval``, ``info_interval``); a key left out
+    or null takes the default of the algorithm's trainer family (resolved into numbers)"""
     checkpoint: CheckpointConfig = Field(default_factory=CheckpointConfig)
 
     @field_validator("device")

@@ -20,6 +20,7 @@ from tshtrain.config.registry import DEFAULT_ALGORITHM, AlgorithmSpec, Family, d
 from tshtrain.config.schema import adapter, expected, value_fields
 from tshtrain.constraints import FiniteFloat
 from tshtrain.errors import ConfigurationError, ExperimentError, short_repr
+from tshtrain.logger.base import LogIntervals, family_log_intervals
 from tshtrain.trainer import OfflineTrainerParams, OffPolicyTrainerParams, OnPolicyTrainerParams
 
 TRAINER_PARAMS: dict[Family, type] = {
@@ -85,6 +86,7 @@ def resolve_experiment(data: Mapping[str, Any], source: str = "experiment") -> E
         spec.exploration_model, section.exploration, f"algorithm.exploration ({spec.name})", source
     )
     trainer = _resolve_trainer(spec, experiment.trainer, source)
+    log_intervals = _resolve_log_intervals(spec, experiment.log_intervals, source)
     return experiment.model_copy(
         update={
             "algorithm": section.model_copy(
@@ -95,6 +97,7 @@ def resolve_experiment(data: Mapping[str, Any], source: str = "experiment") -> E
                 }
             ),
             "trainer": trainer,
+            "log_intervals": log_intervals,
         }
     )
 
@@ -161,6 +164,17 @@ def _resolve_trainer(spec: AlgorithmSpec, values: Mapping[str, Any], source: str
     for key, value in values.items():
         resolved[key] = _validate_value(allowed, key, value, f"trainer ({params_cls.__name__})", source)
     return resolved
+
+
+def _resolve_log_intervals(spec: AlgorithmSpec, values: Mapping[str, Any], source: str) -> dict[str, Any]:
+    """Every ``LogIntervals`` field as a number: the file's, else the trainer family's default."""
+    allowed = value_fields(LogIntervals)
+    defaults = family_log_intervals(spec.family is Family.ON_POLICY)
+    given = {
+        key: _validate_value(allowed, key, value, "log_intervals (LogIntervals)", source)
+        for key, value in values.items()
+    }
+    return {key: getattr(defaults, key) if given.get(key) is None else given[key] for key in allowed}
 
 
 def _validate_value(

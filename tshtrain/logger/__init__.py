@@ -6,6 +6,7 @@ packages are imported only when such a logger is built. See ``docs/logging.md``.
 
 from tshtrain.errors import LoggerError
 from tshtrain.logger.base import (
+    OFF_POLICY_LOG_INTERVAL,
     Logger,
     LogIntervals,
     LogResumePoint,
@@ -13,14 +14,18 @@ from tshtrain.logger.base import (
     MemoryLogger,
     NoOpLogger,
     RewindableLogger,
+    family_log_intervals,
 )
 from tshtrain.logger.composite import CompositeLogger
 from tshtrain.logger.csv import CsvLogger, read_csv_log
+from tshtrain.logger.hparams import HPARAM_METRICS, flatten_hparams
 from tshtrain.logger.mlflow import MLflowLogger
-from tshtrain.logger.tensorboard import TensorboardLogger, read_tensorboard_log
+from tshtrain.logger.tensorboard import TensorboardLogger, read_tensorboard_hparams, read_tensorboard_log
 from tshtrain.logger.wandb import WandbLogger
 
 __all__ = [
+    "HPARAM_METRICS",
+    "OFF_POLICY_LOG_INTERVAL",
     "CompositeLogger",
     "CsvLogger",
     "LogIntervals",
@@ -34,6 +39,9 @@ __all__ = [
     "RewindableLogger",
     "TensorboardLogger",
     "WandbLogger",
+    "family_log_intervals",
+    "flatten_hparams",
     "read_csv_log",
+    "read_tensorboard_hparams",
     "read_tensorboard_log",
 ]

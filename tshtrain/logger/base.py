@@ -8,8 +8,9 @@ scope      step axis           what
 training   env_step            statistics of each collection step
 test       env_step            statistics of each test step
 update     gradient_step       statistics of each gradient step (off-policy, offline) or
-                               update step (on-policy)
-info       epoch               counters, best score, timing at the end of an epoch
+                               update step (on-policy), with an ``env_step`` scalar
+info       epoch               counters (``env_step`` among them), best score, timing and
+                               throughput at the end of an epoch
 =========  ==================  ==================================================
 
 A logger only writes what it is given. The writers (TensorBoard, CSV, W&B, MLflow, several at once)
@@ -55,35 +56,70 @@ _STEP_AXIS = {
 }
 
 
+OFF_POLICY_LOG_INTERVAL = 10
+"""N, the default ``training_interval`` (env steps) and ``update_interval`` (gradient steps) of the
+off-policy and offline trainers: a default SAC-Pendulum run (3000 gradient steps to its stop score)
+logs 300 points per loss. Runs of millions of steps may want 100 or 1000 (smaller files)."""
+
+
 @dataclass(frozen=True, kw_only=True)
 class LogIntervals:
     """Minimum distance between two logged points, per scope, on that scope's step axis.
 
     The first record of a scope is always written; after that a record is written when its step is at
     least the interval past the last *written* step of that scope.
+
+    ``training_interval`` and ``update_interval`` left None take the trainer's default for its family
+    (:func:`family_log_intervals`): on-policy every collection step and every update step; off-policy
+    and offline every :data:`OFF_POLICY_LOG_INTERVAL` env steps and gradient steps.
     """
 
-    training_interval: PositiveInt = 1000
-    """env steps between two logged collection steps"""
+    training_interval: PositiveInt | None = None
+    """env steps between two logged collection steps; None: the trainer's default (on-policy: 1, every
+    collection step; off-policy and offline: :data:`OFF_POLICY_LOG_INTERVAL`)"""
     test_interval: PositiveInt = 1
     """env steps between two logged test steps (1: every test step)"""
-    update_interval: PositiveInt = 1000
+    update_interval: PositiveInt | None = None
     """gradient steps between two logged gradient steps (off-policy and offline: each gradient step is a
-    candidate; on-policy: each update step, at the gradient_step it ends on)"""
+    candidate; on-policy: each update step, at the gradient_step it ends on); None: the trainer's
+    default (on-policy: 1, every update step; off-policy and offline: :data:`OFF_POLICY_LOG_INTERVAL`)"""
     info_interval: PositiveInt = 1
     """epochs between two logged info records (these are also the points a run can resume from)"""
 
     def __post_init__(self) -> None:
         validate_fields(self)
 
-    def of(self, scope: LogScope) -> int:
-        """The interval of ``scope``."""
+    def of(self, scope: LogScope) -> int | None:
+        """The interval of ``scope`` (None: the trainer's default)."""
         return {
             LogScope.TRAINING: self.training_interval,
             LogScope.TEST: self.test_interval,
             LogScope.UPDATE: self.update_interval,
             LogScope.INFO: self.info_interval,
         }[scope]
+
+    def resolved(self, defaults: LogIntervals) -> dict[LogScope, int]:
+        """The interval of every scope, the ones left None taken from ``defaults``.
+
+        Raises:
+            ValueError: a scope is None here and in ``defaults``.
+        """
+        resolved: dict[LogScope, int] = {}
+        for scope in LogScope:
+            value = self.of(scope)
+            value = defaults.of(scope) if value is None else value
+            if value is None:
+                raise ValueError(f"LogIntervals: no {scope}_interval here nor in the defaults {defaults}.")
+            resolved[scope] = value
+        return resolved
+
+
+def family_log_intervals(on_policy: bool) -> LogIntervals:
+    """The trainer's default intervals (see :class:`LogIntervals`): on-policy every collection step and
+    every update step; off-policy and offline every :data:`OFF_POLICY_LOG_INTERVAL` env steps and
+    gradient steps. Test and info: every test step and every epoch."""
+    every = 1 if on_policy else OFF_POLICY_LOG_INTERVAL
+    return LogIntervals(training_interval=every, update_interval=every)
 
 
 @dataclass(frozen=True, kw_only=True)

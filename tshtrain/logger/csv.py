@@ -156,7 +156,8 @@ class CsvLogger:
     ):
         """Args:
         log_dir: the directory of the CSV files (created if needed).
-        intervals: how often the trainer writes each scope; None: ``LogIntervals()``.
+        intervals: how often the trainer writes each scope; None: ``LogIntervals()`` (the trainer's
+            defaults for its family).
         flush_secs: flush when this many seconds have passed since the last flush (besides flushing
             after each info record and on close).
 

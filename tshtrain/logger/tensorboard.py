@@ -9,6 +9,11 @@ reads them back.
   ``max_queue`` events are pending or every ``flush_secs`` seconds. On top of that this logger flushes
   after each ``info`` record (the end of an epoch, the resume point) and on ``close``. A hard kill loses
   at most the events after the last flush, which lie past the resume point anyway.
+* **Hyperparameters.** ``hparams={...}`` (flat: see :func:`~tshtrain.logger.hparams.flatten_hparams`)
+  are written once, when the logger is created, as the hparams plugin's experiment and session
+  summaries in the same event files, so TensorBoard's HPARAMS tab lists the run with its values and the
+  metrics :data:`~tshtrain.logger.hparams.HPARAM_METRICS`. :func:`read_tensorboard_hparams` reads them
+  back.
 * **Resume.** ``restore_counters`` reads the event files with tensorboard's ``EventAccumulator``, takes
   the counters of the last ``info`` record, and rewrites (atomically, file by file) any event file that
   holds scalars past that point without them, so that TensorBoard shows each curve once. New events go
@@ -27,6 +32,7 @@ from typing import final
 from tshtrain.atomic import atomic_write_bytes
 from tshtrain.logger._files import prepare_log_dir
 from tshtrain.logger.base import LogIntervals, LogResumePoint, LogScope, counters_from_info
+from tshtrain.logger.hparams import HPARAM_METRICS, HParamValue
 
 Record = tuple[int, dict[str, float]]
 """(step, scalars) of one logged record"""
@@ -49,6 +55,28 @@ def read_tensorboard_scalars(log_dir: str | os.PathLike[str]) -> dict[str, list[
         tag: sorted((int(event.step), float(event.value)) for event in accumulator.Scalars(tag))
         for tag in accumulator.Tags()["scalars"]
     }
+
+
+def read_tensorboard_hparams(log_dir: str | os.PathLike[str]) -> dict[str, HParamValue]:
+    """The hyperparameters of the event files directly in ``log_dir`` (empty if none were written), read
+    as TensorBoard's hparams plugin reads them: the session-start summary's values."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+    from tensorboard.plugins.hparams import metadata
+
+    accumulator = EventAccumulator(str(log_dir))
+    accumulator.Reload()
+    try:
+        content = accumulator.PluginTagToContent(metadata.PLUGIN_NAME)
+    except KeyError:  # no hparams plugin data in these files
+        return {}
+    found: dict[str, HParamValue] = {}
+    for tag, raw in content.items():
+        if tag != metadata.SESSION_START_INFO_TAG:
+            continue
+        for name, value in metadata.parse_session_start_info_plugin_data(raw).hparams.items():
+            kind = value.WhichOneof("kind")
+            found[name] = value.number_value if kind == "number_value" else getattr(value, kind)
+    return found
 
 
 def read_tensorboard_log(log_dir: str | os.PathLike[str]) -> dict[LogScope, list[Record]]:
@@ -108,13 +136,17 @@ class TensorboardLogger:
         log_dir: str | os.PathLike[str],
         *,
         intervals: LogIntervals | None = None,
+        hparams: Mapping[str, HParamValue] | None = None,
         flush_secs: float = 10.0,
         max_queue: int = 100,
     ):
         """Args:
         log_dir: the directory of the event files (created if needed); point TensorBoard at it or at
             a parent directory.
-        intervals: how often the trainer writes each scope; None: ``LogIntervals()``.
+        intervals: how often the trainer writes each scope; None: ``LogIntervals()`` (the trainer's
+            defaults for its family).
+        hparams: hyperparameters for TensorBoard's HPARAMS tab, a flat mapping (e.g.
+            ``flatten_hparams(experiment_data(experiment))``); None: none.
         flush_secs: the writer thread flushes at least this often (besides after each info record and
             on close).
         max_queue: events queued before a write forces a flush.
@@ -127,6 +159,20 @@ class TensorboardLogger:
         self.log_dir = prepare_log_dir(log_dir, "TensorboardLogger")
         self._intervals = intervals or LogIntervals()
         self._writer = SummaryWriter(str(self.log_dir), max_queue=max_queue, flush_secs=flush_secs)
+        if hparams:
+            self._write_hparams(hparams)
+
+    def _write_hparams(self, hparams: Mapping[str, HParamValue]) -> None:
+        """The hparams plugin's three summaries (experiment, session start, session end), written into
+        this log directory (``SummaryWriter.add_hparams`` would start a sub-run of its own)."""
+        from torch.utils.tensorboard.summary import hparams as hparams_summaries
+
+        # torch leaves both untyped; the public add_* methods take no raw summary
+        summaries = hparams_summaries(dict(hparams), dict.fromkeys(HPARAM_METRICS, 0.0))  # type: ignore[no-untyped-call]
+        file_writer = self._writer._get_file_writer()  # type: ignore[no-untyped-call]
+        for summary in summaries:
+            file_writer.add_summary(summary)
+        self._writer.flush()
 
     @property
     def intervals(self) -> LogIntervals:

@@ -54,7 +54,8 @@ class WandbLogger:
         mode: "online" uploads as it goes; "offline" writes to ``log_dir`` only (upload later with
             ``wandb sync``); "disabled" logs nothing.
         log_dir: where wandb keeps its files (its ``dir``); None: the current directory.
-        intervals: how often the trainer writes each scope; None: ``LogIntervals()``.
+        intervals: how often the trainer writes each scope; None: ``LogIntervals()`` (the trainer's
+            defaults for its family).
 
         Raises:
             ConfigurationError: wandb is not installed, or ``wandb.init`` failed (no API key in online

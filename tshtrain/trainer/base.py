@@ -44,7 +44,7 @@ from tshtrain.algorithm.base import Algorithm, TrainingStats
 from tshtrain.counters import Counters
 from tshtrain.data.stats import CollectStats, merge_collect_stats
 from tshtrain.devices import resolve_device
-from tshtrain.logger.base import Logger, NoOpLogger
+from tshtrain.logger.base import Logger, NoOpLogger, family_log_intervals
 from tshtrain.trainer.callbacks import (
     Callback,
     CollectedBatch,
@@ -59,7 +59,7 @@ from tshtrain.trainer.dispatch import CallbackSet
 from tshtrain.trainer.events import EventManager
 from tshtrain.trainer.hook_registry import HookRegistry
 from tshtrain.trainer.options import TrainerOptions
-from tshtrain.trainer.params import TrainerParams
+from tshtrain.trainer.params import OnPolicyTrainerParams, TrainerParams
 from tshtrain.trainer.params_callbacks import ParamsCallbacks
 from tshtrain.trainer.progress import ProgressBar, format_info_table
 from tshtrain.trainer.recorder import RunRecorder
@@ -118,7 +118,9 @@ class Trainer(ABC, Generic[TAlgorithm, TParams]):
         self.callbacks.add(self.events, "events")
         self.callbacks.add(self.eval_events, "eval_events")
         self._bridges = CollectorBridges(self.callbacks, self._strategy.collectors(), self.options)
-        self._recorder = RunRecorder(self.logger, self.state)
+        self._recorder = RunRecorder(
+            self.logger, self.state, family_log_intervals(isinstance(params, OnPolicyTrainerParams))
+        )
         self._bar: ProgressBar | None = None
         self._checkpoints = CheckpointManager(params.checkpoint) if params.checkpoint is not None else None
         self._started = False
@@ -479,6 +481,7 @@ class Trainer(ABC, Generic[TAlgorithm, TParams]):
     def _open_epoch(self) -> None:
         self.state.counters = self.state.counters.advanced(epoch=1)
         self.state.epoch = OpenEpoch()
+        self._recorder.epoch_opened()
         if self._show_progress():
             self._bar = ProgressBar(self._epoch_total(), f"Epoch #{self.state.counters.epoch}")
 

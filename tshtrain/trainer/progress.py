@@ -77,6 +77,7 @@ def format_info_table(info: InfoStats) -> str:
         ("    collection", f"{timing.train_time_collect:.2f} s"),
         ("    updates", f"{timing.train_time_update:.2f} s"),
         ("  test steps", f"{timing.test_time:.2f} s"),
+        ("throughput", f"{timing.env_speed:.0f} env steps/s"),
     ]
     width = max(len(name) for name, _ in rows)
     lines = [f"{name:<{width}}  {value}" for name, value in rows]

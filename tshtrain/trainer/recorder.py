@@ -4,11 +4,12 @@ its interval gating says it is due."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping, Sequence
 
 from tshtrain.algorithm.base import TrainingStats
 from tshtrain.data.stats import CollectStats
-from tshtrain.logger.base import Logger, LogScope
+from tshtrain.logger.base import Logger, LogIntervals, LogScope
 from tshtrain.trainer.dispatch import merge_scalar
 from tshtrain.trainer.records import LogGate, update_timing
 from tshtrain.trainer.run_state import RunState
@@ -19,9 +20,20 @@ from tshtrain.trainer.steps import UpdatePart
 class RunRecorder:
     """The trainer's bookkeeping of one run (see the module docstring)."""
 
-    def __init__(self, logger: Logger, state: RunState):
+    def __init__(self, logger: Logger, state: RunState, defaults: LogIntervals):
+        """Args:
+        logger: where the records go.
+        state: the run state whose counters and timers this recorder advances.
+        defaults: the intervals the logger leaves None (the trainer family's).
+        """
         self.state = state
-        self.gate = LogGate(logger, state)
+        self.gate = LogGate(logger, state, defaults)
+        self._epoch_start: tuple[int, float] | None = None
+        """(env_step, perf_counter) when the open epoch began (None: not seen, e.g. resumed inside it)"""
+
+    def epoch_opened(self) -> None:
+        """Mark the start of an epoch (for ``timing/epoch_env_speed``)."""
+        self._epoch_start = (self.state.counters.env_step, time.perf_counter())
 
     def collection(self, stat: CollectStats) -> None:
         """Count a training collection step (``stat`` already reduced to one return per episode)."""
@@ -60,7 +72,7 @@ class RunRecorder:
             gradient_step += part.stat.num_gradient_steps
             if self.gate.due(LogScope.UPDATE, gradient_step):
                 timing = timing or update_timing(stat.num_gradient_steps, seconds)
-                data = {**part.stat.as_scalars(), **timing}
+                data = {"env_step": float(s.counters.env_step), **part.stat.as_scalars(), **timing}
                 for key, value in part.scalars.items():
                     merge_scalar(data, key, value, "a post_optim_log hook")
                 self.gate.write(LogScope.UPDATE, gradient_step, data)
@@ -86,7 +98,14 @@ class RunRecorder:
         self.gate.write(LogScope.TEST, env_step, data)
 
     def info_record(self, info: InfoStats) -> None:
-        """The ``info`` record at the end of an epoch, when due."""
+        """The ``info`` record at the end of an epoch, when due, with ``timing/epoch_env_speed``: the epoch's
+        env steps per second of its wall time (left out for an epoch a resumed run entered midway)."""
         epoch = self.state.counters.epoch
-        if self.gate.due(LogScope.INFO, epoch):
-            self.gate.write(LogScope.INFO, epoch, info.as_scalars())
+        start, self._epoch_start = self._epoch_start, None
+        if not self.gate.due(LogScope.INFO, epoch):
+            return
+        data = info.as_scalars()
+        if start is not None:
+            seconds = time.perf_counter() - start[1]
+            data["timing/epoch_env_speed"] = (info.train_step - start[0]) / seconds if seconds > 0 else 0.0
+        self.gate.write(LogScope.INFO, epoch, data)

@@ -9,12 +9,15 @@ training env_step       ``CollectStats.as_scalars()`` of the collection step (co
                         plus ``returns_window/*`` and ``lens_window/*`` over the last
                         :data:`EPISODE_WINDOW` training episodes
 test     env_step       the same for the test step, plus ``score`` (windows over test episodes)
-update   gradient_step  ``TrainingStats.as_scalars()`` (every float field: losses, entropy, KL,
-                        clip fraction, Q values, learning rates, gradient norms, ... as the
-                        algorithm reports them), plus ``update_time`` (seconds of the update step)
-                        and ``gradient_speed`` (its gradient steps per second). Off-policy, each
-                        gradient step is its own record at its own gradient_step.
-info     epoch          ``InfoStats.as_scalars()``: counters, best result, ``timing/*``
+update   gradient_step  ``env_step`` (the env steps collected so far, to line losses up with
+                        returns), ``TrainingStats.as_scalars()`` (every float field: losses,
+                        entropy, KL, clip fraction, Q values, learning rates, gradient norms, ... as
+                        the algorithm reports them), plus ``update_time`` (seconds of the update
+                        step) and ``gradient_speed`` (its gradient steps per second). Off-policy,
+                        each gradient step is its own record at its own gradient_step.
+info     epoch          ``InfoStats.as_scalars()``: counters, best result, ``timing/*`` (with
+                        ``timing/env_speed``, env steps per second over the run), plus
+                        ``timing/epoch_env_speed`` (env steps per second of the epoch's wall time)
 ======== ============== =====================================================================
 """
 
@@ -28,7 +31,7 @@ import torch
 
 from tshtrain.data.stats import CollectStats, SequenceSummaryStats
 from tshtrain.errors import LoggerError
-from tshtrain.logger.base import Logger, LogScope
+from tshtrain.logger.base import Logger, LogIntervals, LogScope
 
 EPISODE_WINDOW = 100
 """episodes in the rolling window of the ``returns_window/*`` and ``lens_window/*`` scalars"""
@@ -83,12 +86,15 @@ class LogGate:
 
     The first record of a scope is always written; after that a record is written when its step is at
     least the scope's interval past the last *written* step of that scope (``positions.last_logged``,
-    which the gate advances).
+    which the gate advances). The intervals are the logger's, those it leaves None taken from
+    ``defaults`` (the trainer family's, :func:`~tshtrain.logger.base.family_log_intervals`).
     """
 
-    def __init__(self, logger: Logger, positions: LogPositions):
+    def __init__(self, logger: Logger, positions: LogPositions, defaults: LogIntervals):
         self.logger = logger
         self._positions = positions
+        self.intervals = logger.intervals.resolved(defaults)
+        """the interval of every scope (the logger's, or the default)"""
 
     @property
     def last_logged(self) -> dict[LogScope, int | None]:
@@ -98,7 +104,7 @@ class LogGate:
     def due(self, scope: LogScope, step: int) -> bool:
         """Would a record of ``scope`` at ``step`` be written?"""
         last = self.last_logged[scope]
-        return last is None or step - last >= self.logger.intervals.of(scope)
+        return last is None or step - last >= self.intervals[scope]
 
     def write(self, scope: LogScope, step: int, data: Mapping[str, float]) -> None:
         """Write a record that is :meth:`due`.

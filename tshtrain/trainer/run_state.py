@@ -91,6 +91,7 @@ class RunState:
     def info_stats(self) -> InfoStats:
         """Counters, best result and timing so far, under Tianshou's names."""
         c, t = self.counters, self.timing
+        total_time = time.perf_counter() - self.start_time
         return InfoStats(
             update_step=c.update_step,
             gradient_step=c.gradient_step,
@@ -103,11 +104,12 @@ class RunState:
             test_step=c.test_step,
             test_episode=c.test_episode,
             timing=TimingStats(
-                total_time=time.perf_counter() - self.start_time,
+                total_time=total_time,
                 train_time=t["train"],
                 train_time_collect=t["collect"],
                 train_time_update=t["update"],
                 test_time=t["test"],
+                env_speed=c.env_step / total_time if total_time > 0 else 0.0,
             ),
             stop_reason=self.stop_reason,
             stop_detail=self.stop_detail,

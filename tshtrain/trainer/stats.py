@@ -37,6 +37,9 @@ class TimingStats:
     """in update steps"""
     test_time: float = 0.0
     """in test steps"""
+    env_speed: float = 0.0
+    """throughput: training env steps per second of total_time (SB3's ``time/fps``; offline:
+    transitions sampled per second)"""
 
     def as_scalars(self) -> dict[str, float]:
         """Flat scalars for loggers."""
@@ -46,6 +49,7 @@ class TimingStats:
             "train_time_collect": self.train_time_collect,
             "train_time_update": self.train_time_update,
             "test_time": self.test_time,
+            "env_speed": self.env_speed,
         }
 
 
