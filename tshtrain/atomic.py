@@ -23,7 +23,9 @@ from __future__ import annotations
 
 import os
 import re
+import secrets
 import shutil
+import stat
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -47,11 +49,14 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
     """Replace ``path`` by a file holding ``data``: readers see the old or the new file, never a mix.
 
     The data go to a temporary file in the same directory, are flushed to disk, and the temporary file
-    is renamed over ``path``.
+    is renamed over ``path``. The file gets the permissions ``open(path, "w")`` would give it: those of
+    the file it replaces, else ``0o666`` less the process's umask (``-rw-r--r--`` under the usual
+    umask 022; ``tempfile.mkstemp`` would make it ``-rw-------``).
     """
-    fd, tmp_name = tempfile.mkstemp(dir=path.parent, prefix=_FILE_PREFIX, suffix=_FILE_SUFFIX)
+    fd, tmp_name = _create_temp_file(path.parent)
     try:
         with os.fdopen(fd, "wb") as tmp:
+            _keep_mode_of(path, tmp.fileno())
             tmp.write(data)
             tmp.flush()
             os.fsync(tmp.fileno())
@@ -59,6 +64,30 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
     except BaseException:
         Path(tmp_name).unlink(missing_ok=True)
         raise
+
+
+def _create_temp_file(directory: Path) -> tuple[int, str]:
+    """Create a new, empty temporary file of :func:`atomic_write_bytes` in ``directory``: its file
+    descriptor and name. Created with mode ``0o666``, which the kernel reduces by the umask as for
+    any new file."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NOFOLLOW", 0)
+    for _ in range(100):
+        name = str(directory / f"{_FILE_PREFIX}{secrets.token_hex(8)}{_FILE_SUFFIX}")
+        try:
+            return os.open(name, flags, 0o666), name
+        except FileExistsError:
+            continue
+    raise FileExistsError(f"{directory}: no free temporary file name after 100 tries")
+
+
+def _keep_mode_of(path: Path, fd: int) -> None:
+    """Give the file ``fd`` the permission bits of the regular file ``path``, if there is one."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return
+    if stat.S_ISREG(st.st_mode):
+        os.fchmod(fd, stat.S_IMODE(st.st_mode))
 
 
 @contextmanager

@@ -42,7 +42,8 @@ def add_parser(subparsers: Any) -> None:
         "--video",
         metavar="DIR",
         default=None,
-        help="record every episode as MP4 into DIR (needs moviepy: pip install 'tshtrain[video]')",
+        help="record each of the N episodes as an MP4 file into DIR (needs moviepy: "
+        "pip install 'tshtrain[video]')",
     )
     parser.add_argument(
         "--allow-module",
@@ -99,7 +100,7 @@ def run(args: argparse.Namespace) -> int:
             experiment.env,
             1,
             render_mode="rgb_array",
-            extra_wrappers=[_recorder(Path(args.video))],
+            extra_wrappers=[_recorder(Path(args.video), args.episodes)],
             allowed_modules=args.allowed_modules,
         )
     else:
@@ -150,8 +151,13 @@ def _locate(path: Path) -> tuple[Path, Path] | str:
     )
 
 
-def _recorder(directory: Path) -> Any:
-    """A wrapper factory that records every episode of an env into ``directory``."""
+def _recorder(directory: Path, num_episodes: int) -> Any:
+    """A wrapper factory that records the first ``num_episodes`` episodes of an env into ``directory``.
+
+    Only those: the env goes on past them (same-step autoreset starts episode ``num_episodes`` as the
+    last counted one ends, and the collector resets the env once more when it is done), and recording
+    every episode would save a one-frame video of each of those starts.
+    """
     try:
         import moviepy  # type: ignore[import-untyped]  # noqa: F401  # only checks it is installed
     except ImportError:
@@ -161,12 +167,16 @@ def _recorder(directory: Path) -> Any:
     from gymnasium.wrappers import RecordVideo
 
     return functools.partial(
-        RecordVideo, video_folder=str(directory), episode_trigger=_always, disable_logger=True
+        RecordVideo,
+        video_folder=str(directory),
+        episode_trigger=functools.partial(_is_counted, num_episodes),
+        disable_logger=True,
     )
 
 
-def _always(episode: int) -> bool:
-    return True
+def _is_counted(num_episodes: int, episode: int) -> bool:
+    """Is the 0-based ``episode`` of the env one of the ``num_episodes`` that eval counts?"""
+    return episode < num_episodes
 
 
 def _warn_if_not_finite(policy: Any, checkpoint: Path) -> None:

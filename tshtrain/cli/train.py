@@ -1,9 +1,11 @@
-"""``tshtrain train [CONFIG] [--set KEY=VALUE ...] [--output-dir DIR]``; ``tshtrain train --resume DIR``."""
+"""``tshtrain train [CONFIG] [--set KEY=VALUE ...] [--output-dir DIR]``; ``tshtrain train --resume DIR
+[--extend N]``."""
 
 from __future__ import annotations
 
 import argparse
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -56,6 +58,14 @@ def add_parser(subparsers: Any) -> None:
         help="continue the stopped run in DIR from its newest checkpoint",
     )
     parser.add_argument(
+        "--extend",
+        metavar="N",
+        type=int,
+        default=None,
+        help="with --resume: continue a finished run for N more epochs from its final checkpoint "
+        "(trainer.max_epochs becomes the epochs done + N)",
+    )
+    parser.add_argument(
         "--allow-module",
         dest="allowed_modules",
         action="append",
@@ -90,7 +100,16 @@ def run(args: argparse.Namespace) -> int:
                 file=sys.stderr,
             )
             return EXIT_USAGE
+        if args.extend is not None and args.extend < 1:
+            print(f"tshtrain train: error: --extend N needs N >= 1, got {args.extend}.", file=sys.stderr)
+            return EXIT_USAGE
         return _resume(Path(args.resume), args)
+    if args.extend is not None:
+        print(
+            "tshtrain train: error: --extend N continues a finished run: give it with --resume DIR.",
+            file=sys.stderr,
+        )
+        return EXIT_USAGE
     from tshtrain.config import load_experiment
     from tshtrain.rundir import RunDirectory
 
@@ -136,11 +155,16 @@ def _resume(directory: Path, args: argparse.Namespace) -> int:
                 file=sys.stderr,
             )
             return EXIT_FAILURE
+        extension = None if args.extend is None else _plan_extension(directory, args.extend, overrides)
+        if extension is not None:
+            overrides = [*overrides, f"trainer.max_epochs={extension.max_epochs}"]
         experiment = load_experiment(str(config), overrides)
         built = _build(str(config), experiment, directory, prefill=False, args=args)
         try:
             params = built.trainer.params.checkpoint
             latest = CheckpointManager(params).latest() if params is not None else None
+            if extension is not None:
+                latest = extension.checkpoint
             if latest is None:
                 print(
                     f"tshtrain train: error: --resume {directory}: no complete periodic checkpoint under "
@@ -151,6 +175,8 @@ def _resume(directory: Path, args: argparse.Namespace) -> int:
                 built.close()
                 return EXIT_FAILURE
             built.trainer.load_checkpoint(latest, trusted=trusted)
+            if extension is not None:
+                _reopen(built, extension)
             # only now: an override that does not fit the checkpoint leaves config.yaml as it was
             if overrides:
                 _write_config(experiment, directory)
@@ -161,10 +187,93 @@ def _resume(directory: Path, args: argparse.Namespace) -> int:
             built.close()
             print(
                 f"{directory}: the run already finished ({built.trainer.stop_reason}); nothing to resume. "
-                f"Start a new run to train longer."
+                f"Continue it for N more epochs with: tshtrain train --resume {directory} --extend N"
             )
             return 0
         return _train(built, resumed_from=latest, debug=debug)
+
+
+@dataclass(frozen=True)
+class _Extension:
+    """How ``--extend`` continues a finished run."""
+
+    checkpoint: Path
+    """the checkpoint written at the run's end (``final/``, else the newest periodic one)"""
+    epochs_done: int
+    """the epochs the run had done there"""
+    max_epochs: int
+    """the new budget: ``epochs_done`` + N"""
+
+
+def _plan_extension(directory: Path, num_epochs: int, overrides: list[str]) -> _Extension:
+    """The checkpoint to continue from and the new ``trainer.max_epochs``, read from the checkpoint's
+    manifest before anything is built."""
+    from tshtrain.errors import CheckpointError, ConfigurationError
+    from tshtrain.trainer.checkpoint_io import read_manifest
+    from tshtrain.trainer.stats import StopReason
+
+    where = f"--resume {directory} --extend {num_epochs}"
+    if any(text.partition("=")[0].strip() == "trainer.max_epochs" for text in overrides):
+        raise ConfigurationError(
+            f"{where}: --extend sets trainer.max_epochs (the epochs done + N); drop --set trainer.max_epochs."
+        )
+    checkpoints = directory / "checkpoints"
+    final = checkpoints / "final"
+    periodic = sorted(p for p in checkpoints.glob("periodic-*") if (p / "manifest.json").is_file())
+    checkpoint = final if (final / "manifest.json").is_file() else (periodic[-1] if periodic else None)
+    if checkpoint is None:
+        raise ConfigurationError(
+            f"{where}: no final or periodic checkpoint under {checkpoints} to continue from."
+        )
+    info = read_manifest(checkpoint).info
+    reason = info.get("reason")
+    if checkpoint == final and reason not in {r.value for r in StopReason}:
+        raise ConfigurationError(
+            f"{where}: the run did not finish (its final checkpoint was written after {reason!r}); "
+            f"continue it first with: tshtrain train --resume {directory}"
+        )
+    counters = info.get("counters")
+    epoch = counters.get("epoch") if isinstance(counters, dict) else None
+    if not isinstance(epoch, int) or isinstance(epoch, bool) or epoch < 0:
+        raise CheckpointError(f"{checkpoint}/manifest.json: no epoch count in its counters ({counters!r}).")
+    return _Extension(checkpoint=checkpoint, epochs_done=epoch, max_epochs=epoch + num_epochs)
+
+
+def _reopen(built: Run, extension: _Extension) -> None:
+    """Let the loaded, finished run go on to its new budget; say so where it cannot, or where the
+    result differs from a run that had the larger budget from the start."""
+    from tshtrain.errors import CheckpointError, ConfigurationError
+    from tshtrain.trainer.stats import StopReason
+
+    trainer, where = built.trainer, f"--resume {built.output_dir} --extend"
+    if trainer.counters.epoch != extension.epochs_done:
+        raise CheckpointError(
+            f"{extension.checkpoint}: its manifest counts {extension.epochs_done} epochs, its state "
+            f"{trainer.counters.epoch}."
+        )
+    if not trainer.done:
+        raise ConfigurationError(
+            f"{where}: the run has not finished (checkpoint {extension.checkpoint.name}); continue it "
+            f"first with: tshtrain train --resume {built.output_dir}"
+        )
+    stop_score = built.experiment.trainer.get("stop_score")
+    best = trainer.best.score
+    stopped_by_score = trainer.stop_reason is StopReason.STOP_FN
+    if stopped_by_score and stop_score is not None and best is not None and best >= stop_score:
+        raise ConfigurationError(
+            f"{where}: the run stopped at epoch {extension.epochs_done} because its test score reached "
+            f"trainer.stop_score={stop_score} (best: {best}), so it would stop again at once; add "
+            f"--set trainer.stop_score=null (or a score above {best}) to train on."
+        )
+    trainer.reopen()
+    linear = sorted(k for k, v in built.experiment.algorithm.params.items() if v == "linear")
+    if linear:
+        print(
+            f"note: algorithm.params {', '.join(linear)} are 'linear' schedules: they now decay over all "
+            f"{extension.max_epochs} epochs, so training goes on at the rates a {extension.max_epochs}-epoch "
+            f"run has at epoch {extension.epochs_done} (higher than where this run ended); the first "
+            f"{extension.epochs_done} epochs decayed faster than such a run's would have."
+        )
 
 
 def _build(

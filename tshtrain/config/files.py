@@ -235,7 +235,8 @@ def dumps(data: Mapping[str, Any], kind: str = "yaml") -> str:
 
 def write_atomic(path: str | os.PathLike[str], text: str) -> None:
     """Write ``text`` to a temporary file beside ``path``, then rename it into place, so a reader sees
-    the old file or the whole new one, never half of it."""
+    the old file or the whole new one, never half of it. The permissions are those ``open(path, "w")``
+    would give (see :func:`tshtrain.atomic.atomic_write_bytes`)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     atomic_write_bytes(path, text.encode("utf-8"))

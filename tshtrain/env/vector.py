@@ -72,20 +72,40 @@ def make_vector_env(
     kwargs = dict(env_kwargs or {})
 
     def build_one() -> gym.Env[Any, Any]:
-        single = gym.make(env, **kwargs) if isinstance(env, str) else env()
+        try:
+            single = gym.make(env, **kwargs) if isinstance(env, str) else env()
+        except (gym.error.DependencyNotInstalled, ImportError) as error:
+            error.add_note(_missing_package_note(env, error))  # the CLI prints notes on its one line
+            raise
         for wrap in wrappers:
             single = wrap(single)
         return single
 
     # "module:Env-v0" ids register their env when gymnasium.make imports the module: let make check them
-    if isinstance(env, str) and ":" not in env and env not in gym.registry:
-        close = gym.envs.registration.find_highest_version(None, env.split("-v")[0])
-        hint = f" Did you mean {env.split('-v')[0]}-v{close}?" if close is not None else ""
-        raise ConfigurationError(f"make_vector_env: unknown Gymnasium id {env!r}.{hint}")
+    if isinstance(env, str) and ":" not in env:
+        _require_registered(env)
     factories = [build_one] * num_envs
     if mode is VectorMode.SYNC:
         return gym.vector.SyncVectorEnv(factories, autoreset_mode=AutoresetMode.SAME_STEP)
     return WorkerNamingAsyncVectorEnv(factories, autoreset_mode=AutoresetMode.SAME_STEP)
+
+
+def _require_registered(env_id: str) -> None:
+    """Raise :class:`ConfigurationError` with Gymnasium's own explanation (``Did you mean: `CartPole`?``,
+    the versions there are, ``Have you installed the proper package for ALE?``) unless ``env_id`` is
+    registered; before any env is built, so the error is the first thing that goes wrong."""
+    try:
+        gym.spec(env_id)
+    except gym.error.Error as error:
+        raise ConfigurationError(f"make_vector_env: unknown Gymnasium id {env_id!r}: {error}") from None
+
+
+def _missing_package_note(env: str | EnvFactory, error: BaseException) -> str:
+    """The note added to an error that says a package is missing: which env needed it."""
+    what = repr(env) if isinstance(env, str) else f"the env of {getattr(env, '__name__', repr(env))}"
+    missing = getattr(error, "name", None) if isinstance(error, ModuleNotFoundError) else None
+    package = f" (module {missing!r}; install the package that provides it)" if missing else ""
+    return f"make_vector_env could not build {what} without it{package}"
 
 
 class WorkerNamingAsyncVectorEnv(gym.vector.AsyncVectorEnv):

@@ -289,6 +289,31 @@ class Trainer(ABC, Generic[TAlgorithm, TParams]):
         if epoch is not None and self._show_progress():
             self._bar = ProgressBar(self._epoch_total(), f"Epoch #{self.state.counters.epoch}")
 
+    def reopen(self) -> None:
+        """Continue a run that ended: after :meth:`load_checkpoint` of the checkpoint written at its end
+        (``final/``), clear its stop so that :meth:`run` trains on, epoch by epoch, up to this trainer's
+        ``params.max_epochs`` (build it with more epochs than the run had) or the next stop.
+
+        The continued run is the run that a larger ``max_epochs`` would have given from the start, as far
+        as nothing else depends on the budget (a ``"linear"`` schedule built over the old budget does).
+
+        Raises:
+            RuntimeError: no checkpoint was loaded, the loaded run had not ended, or ``params.max_epochs``
+                epochs already ran.
+        """
+        s = self.state
+        if not self._resumed or not s.done:
+            raise RuntimeError(
+                f"{type(self).__name__}.reopen(): load the checkpoint of a run that ended first "
+                f"(loaded: {self._resumed}, ended: {s.done})."
+            )
+        if s.counters.epoch >= self.params.max_epochs:
+            raise RuntimeError(
+                f"{type(self).__name__}.reopen(): {s.counters.epoch} epochs ran already and max_epochs is "
+                f"{self.params.max_epochs}; build the trainer with max_epochs > {s.counters.epoch}."
+            )
+        s.reopen()
+
     def state_dict(self) -> dict[str, Any]:
         """Everything of the trainer a resumed run needs but the buffers' arrays and env snapshots:
         algorithm, run state, callbacks, collectors, buffer generators, global RNGs."""

@@ -88,6 +88,12 @@ class RunState:
             self.stop_reason = reason
             self.stop_detail = detail
 
+    def reopen(self) -> None:
+        """Undo :meth:`finish`: the run goes on (an ended run extended to a larger budget)."""
+        self.done = False
+        self.stop_reason = None
+        self.stop_detail = None
+
     def info_stats(self) -> InfoStats:
         """Counters, best result and timing so far, under Tianshou's names."""
         c, t = self.counters, self.timing
