@@ -43,7 +43,8 @@ SHORT_RUN = [
     "--set", "loggers=[{kind: csv}]",
 ]  # fmt: skip
 TEST_LINE = re.compile(
-    r"Epoch #(\d+): test_reward: (-?\d+\.\d{2}) ± (\d+\.\d{2}), best_reward: -?\d+\.\d{2} ± \d+\.\d{2} in #\d+"
+    r"Epoch #(\d+): test_reward: (-?\d+\.\d{2}) ± (\d+\.\d{2}), "
+    r"best_reward: -?\d+\.\d{2} ± \d+\.\d{2} in #\d+"
 )
 NUMBER = r"-?(?:\d+(?:\.\d+)?(?:e[-+]\d+)?[kMG]?|nan|inf)"
 BAR_FRAME = re.compile(
@@ -191,7 +192,9 @@ def test_the_bar_fits_the_terminal_and_each_epoch_is_drawn_once(tmp_path: Path, 
 
 def test_without_a_terminal_there_are_plain_lines(tmp_path: Path) -> None:
     command = [sys.executable, "-m", "tshtrain.cli", "train", *SHORT_RUN, "-o", str(tmp_path / "run")]
-    done = subprocess.run(command, capture_output=True, text=True, env=_child_env(), cwd=tmp_path, timeout=120)
+    done = subprocess.run(
+        command, check=False, capture_output=True, text=True, env=_child_env(), cwd=tmp_path, timeout=120
+    )
     assert done.returncode == 0, done.stderr
     out = done.stdout + done.stderr
     assert "\r" not in out and "\x1b" not in out and "%|" not in out
@@ -235,7 +238,10 @@ def test_layout_takes_fields_whole_by_importance_and_shows_them_in_place() -> No
     full = "| 8/16 [0:01<0:02, 5k env_step/s, run ETA 0:12] rew 21.3 loss 2.08"
     assert layout_right("8/16", fields, None) == full
     assert layout_right("8/16", fields, len(full)) == full
-    assert layout_right("8/16", fields, len(full) - 1) == "| 8/16 [0:01<0:02, 5k env_step/s, run ETA 0:12] rew 21.3"
+    assert (
+        layout_right("8/16", fields, len(full) - 1)
+        == "| 8/16 [0:01<0:02, 5k env_step/s, run ETA 0:12] rew 21.3"
+    )
     assert layout_right("8/16", fields, 50) == "| 8/16 [5k env_step/s, run ETA 0:12] rew 21.3"
     assert layout_right("8/16", fields, 40) == "| 8/16 [5k env_step/s, run ETA 0:12]"
     assert layout_right("8/16", fields, 10) == "| 8/16"

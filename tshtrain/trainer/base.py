@@ -473,14 +473,7 @@ class Trainer(ABC, Generic[TAlgorithm, TParams]):
             )
             if self._checkpoints is not None and s.is_reset:
                 self._checkpoints.best(self._state_view())
-        line = format_test_line(
-            s.counters.epoch,
-            stat.returns_stat.mean,
-            stat.returns_stat.std,
-            s.best.reward,
-            s.best.reward_std,
-            s.best.epoch,
-        )
+        line = format_test_line(s.counters.epoch, stat.returns_stat, s.best)
         summary_log.info(line)
         if self.params.verbose:
             write_line(line)

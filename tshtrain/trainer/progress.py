@@ -25,6 +25,8 @@ from typing import IO, Any
 import tqdm
 
 from tshtrain.algorithm.base import TrainingStats
+from tshtrain.data.stats import SequenceSummaryStats
+from tshtrain.trainer.run_state import BestResult
 from tshtrain.trainer.stats import InfoStats
 
 MIN_BAR_WIDTH = 10
@@ -58,16 +60,17 @@ def format_duration(seconds: float) -> str:
     return f"{hours}:{minutes:02d}:{secs:02d}" if hours else f"{minutes}:{secs:02d}"
 
 
-def format_test_line(
-    epoch: int, mean: float, std: float, best_mean: float | None, best_std: float | None, best_epoch: int | None
-) -> str:
+def format_test_line(epoch: int, returns: SequenceSummaryStats, best: BestResult) -> str:
     """The line of one test step (Tianshou's words, rounded returns)."""
-    best = (
+    best_text = (
         "-"
-        if best_mean is None or best_std is None
-        else f"{format_return(best_mean)} ± {format_return(best_std)} in #{best_epoch}"
+        if best.reward is None or best.reward_std is None
+        else f"{format_return(best.reward)} ± {format_return(best.reward_std)} in #{best.epoch}"
     )
-    return f"Epoch #{epoch}: test_reward: {format_return(mean)} ± {format_return(std)}, best_reward: {best}"
+    return (
+        f"Epoch #{epoch}: test_reward: {format_return(returns.mean)} ± {format_return(returns.std)}, "
+        f"best_reward: {best_text}"
+    )
 
 
 def write_line(text: str, file: IO[str] | None = None) -> None:
@@ -178,6 +181,8 @@ class ProgressBar:
         self._stats: list[str] = []
         self._file: IO[str] = sys.stderr
         initial = min(initial, total)
+        self._initial = initial
+        self._n = initial
         self._bar: tqdm.tqdm[Any] = tqdm.tqdm(
             total=total,
             initial=initial,
@@ -206,13 +211,14 @@ class ProgressBar:
         for name, value in {**total, **(extra or {}), **losses}.items():
             stats.append(f"{name} {short_number(value)}")
         self._stats = stats
-        amount = max(0, min(amount, self._total - self._bar.n))  # a last collection may overshoot
+        amount = max(0, min(amount, self._total - self._n))  # a last collection may overshoot
+        self._n += amount
         state = self._bar.format_dict
-        n, elapsed = self._bar.n + amount, float(state["elapsed"])
-        rate = state["rate"]  # tqdm's smoothed rate, known once it redrew during a move
+        elapsed = float(state["elapsed"])
+        rate: float | None = state["rate"]  # tqdm's smoothed rate, known once it redrew during a move
         if rate is None and elapsed > 0:
-            rate = (n - self._bar.initial) / elapsed
-        self._bar.bar_format = self._bar_format(n, rate, elapsed)
+            rate = (self._n - self._initial) / elapsed
+        self._bar.bar_format = self._bar_format(self._n, rate, elapsed)
         self._bar.update(amount)
 
     def close(self) -> None:
@@ -257,7 +263,6 @@ def inner_bar(num_steps: int, description: str) -> Iterable[int]:
         leave=False,
         position=1,
         dynamic_ncols=True,
-        unit_scale=True,
         bar_format="{desc} {percentage:3.0f}%|{bar}| {n_fmt}/{total_fmt} [{elapsed}<{remaining}, "
         "{rate_noinv_fmt}]",
         unit="",
