@@ -297,10 +297,10 @@ def test_progress_bar_shows_marked_scalars(monkeypatch: pytest.MonkeyPatch) -> N
     postfixes: list[dict[str, float]] = []
 
     class FakeBar:
-        def __init__(self, total: int, description: str):
-            del total, description
+        def __init__(self, **layout: Any):
+            del layout
 
-        def advance(self, amount: int, env_step: int, last: Any, stat: Any, extra: Any = None) -> None:
+        def advance(self, amount: int, last: Any, stat: Any, extra: Any = None) -> None:
             postfixes.append(dict(extra or {}))
 
         def close(self) -> None:

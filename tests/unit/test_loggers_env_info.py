@@ -132,7 +132,7 @@ def test_info_table_lists_the_final_info_stats() -> None:
     lines = table.splitlines()
     assert lines[1] == "Training finished"
     assert "stop reason        max_epochs" in lines
-    assert "best reward        187.400000 ± 12.100000" in lines
+    assert "best reward        187.40 ± 12.10" in lines
     assert "gradient steps     12" in lines
     assert "    collection     0.75 s" in lines
     empty = format_info_table(

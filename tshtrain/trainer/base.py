@@ -61,7 +61,14 @@ from tshtrain.trainer.hook_registry import HookRegistry
 from tshtrain.trainer.options import TrainerOptions
 from tshtrain.trainer.params import OnPolicyTrainerParams, TrainerParams
 from tshtrain.trainer.params_callbacks import ParamsCallbacks
-from tshtrain.trainer.progress import ProgressBar, format_info_table
+from tshtrain.trainer.progress import (
+    ProgressBar,
+    RunClock,
+    format_info_table,
+    format_run_summary,
+    format_test_line,
+    write_line,
+)
 from tshtrain.trainer.recorder import RunRecorder
 from tshtrain.trainer.run_state import BestResult, OpenEpoch, RunState
 from tshtrain.trainer.state import TrainerState
@@ -70,6 +77,8 @@ from tshtrain.trainer.stepping import CollectedSteps, TrainingStepResult
 from tshtrain.trainer.steps import StepStrategy
 
 log = logging.getLogger(__name__)
+summary_log = logging.getLogger("tshtrain.trainer")
+"""the test-step lines and the end-of-run summary, at INFO, whether or not ``verbose`` prints them"""
 
 TAlgorithm = TypeVar("TAlgorithm", bound=Algorithm[Any])
 TParams = TypeVar("TParams", bound=TrainerParams)
@@ -122,6 +131,7 @@ class Trainer(ABC, Generic[TAlgorithm, TParams]):
             self.logger, self.state, family_log_intervals(isinstance(params, OnPolicyTrainerParams))
         )
         self._bar: ProgressBar | None = None
+        self._run_clock = RunClock()
         self._checkpoints = CheckpointManager(params.checkpoint) if params.checkpoint is not None else None
         self._started = False
         self._resumed = False
@@ -202,7 +212,8 @@ class Trainer(ABC, Generic[TAlgorithm, TParams]):
         """Reset, run all epochs (or until a stop), close the logger and return the final InfoStats.
 
         After :meth:`load_checkpoint`, the run continues from the checkpoint instead of resetting.
-        With ``verbose``, a summary table of the final InfoStats is printed at the end. With
+        With ``verbose``, a summary table of the final InfoStats is printed at the end (and a one-line
+        summary is logged to the ``tshtrain.trainer`` logger at INFO either way). With
         ``params.checkpoint``, a final checkpoint is written however the run ends.
         """
         if self._closed:
@@ -224,8 +235,9 @@ class Trainer(ABC, Generic[TAlgorithm, TParams]):
         self._final_checkpoint(str(self.state.stop_reason))
         self.close()
         info = self.info_stats()
+        summary_log.info(format_run_summary(info))
         if self.params.verbose:
-            print(format_info_table(info), flush=True)
+            write_line(format_info_table(info))
         return info
 
     def __iter__(self) -> Iterator[EpochStats]:
@@ -287,7 +299,7 @@ class Trainer(ABC, Generic[TAlgorithm, TParams]):
         self._resumed = True
         epoch = self.state.epoch
         if epoch is not None and self._show_progress():
-            self._bar = ProgressBar(self._epoch_total(), f"Epoch #{self.state.counters.epoch}")
+            self._bar = self._new_bar(epoch.progress)
 
     def reopen(self) -> None:
         """Continue a run that ended: after :meth:`load_checkpoint` of the checkpoint written at its end
@@ -451,9 +463,7 @@ class Trainer(ABC, Generic[TAlgorithm, TParams]):
         assert epoch is not None
         epoch.progress += amount
         if self._bar is not None:
-            self._bar.advance(
-                amount, self.state.counters.env_step, self._last_returns(), stat, self.callbacks.progress
-            )
+            self._bar.advance(amount, self._last_returns(), stat, self.callbacks.progress)
 
     # ================================================================== the test step
     def _test_step(self, *, initial: bool = False) -> CollectStats:
@@ -490,13 +500,10 @@ class Trainer(ABC, Generic[TAlgorithm, TParams]):
             )
             if self._checkpoints is not None and s.is_reset:
                 self._checkpoints.best(self._state_view())
+        line = format_test_line(s.counters.epoch, stat.returns_stat, s.best)
+        summary_log.info(line)
         if self.params.verbose:
-            print(
-                f"Epoch #{s.counters.epoch}: test_reward: {stat.returns_stat.mean:.6f} ± "
-                f"{stat.returns_stat.std:.6f}, best_reward: {s.best.reward:.6f} ± "
-                f"{s.best.reward_std:.6f} in #{s.best.epoch}",
-                flush=True,
-            )
+            write_line(line)
         result = TestResult(collect_stat=stat, score=float(score), is_best=is_best, initial=initial)
         self.callbacks.call("on_test_end", result)
         self._recorder.test_record(stat, float(score), self.callbacks.test_sink.scalars)
@@ -508,16 +515,26 @@ class Trainer(ABC, Generic[TAlgorithm, TParams]):
         self.state.epoch = OpenEpoch()
         self._recorder.epoch_opened()
         if self._show_progress():
-            self._bar = ProgressBar(self._epoch_total(), f"Epoch #{self.state.counters.epoch}")
+            self._bar = self._new_bar(0)
+
+    def _new_bar(self, initial: int) -> ProgressBar:
+        return ProgressBar(
+            epoch=self.state.counters.epoch,
+            max_epochs=self.params.max_epochs,
+            total=self._epoch_total(),
+            initial=initial,
+            unit="env_step" if self._strategy.online else "update",
+            run_clock=self._run_clock,
+        )
 
     def _close_epoch(self) -> EpochStats:
         s = self.state
         test_stat = None
-        if self.params.test_collector is not None and not s.done:
-            test_stat = self._test_step()
-        if self._bar is not None:
+        if self._bar is not None:  # closed first: the test step's line goes below the finished bar
             self._bar.close()
             self._bar = None
+        if self.params.test_collector is not None and not s.done:
+            test_stat = self._test_step()
         if s.counters.epoch >= self.params.max_epochs:
             s.finish(StopReason.MAX_EPOCHS)
         epoch = s.epoch

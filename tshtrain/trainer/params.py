@@ -87,7 +87,8 @@ class TrainerParams:
     logger: Logger | None = None
     """where statistics go; None: nothing is logged"""
     verbose: bool = True
-    """print one line per test step"""
+    """print one line per test step and a summary table at the end (the lines go to the logger
+    ``tshtrain.trainer`` at INFO either way)"""
     show_progress: bool | None = None
     """progress bars; None: only when stderr is a terminal"""
     checkpoint: CheckpointParams | None = None
