@@ -62,7 +62,9 @@ class DictEnv(gym.Env[dict[str, np.ndarray], np.int64]):
         return {"pos": self.pos.copy(), "count": np.array([self.count], np.int64)}
 
     def step(self, action: np.int64) -> tuple[dict[str, np.ndarray], float, bool, bool, dict[str, Any]]:
-        self.pos = self.pos + np.float32(int(action) - 1) * 0.7 + self.np_random.normal(0, 0.3, 2).astype(np.float32)
+        self.pos = (
+            self.pos + np.float32(int(action) - 1) * 0.7 + self.np_random.normal(0, 0.3, 2).astype(np.float32)
+        )
         self.count += 1
         info = {"metrics": {"dist": float(np.abs(self.pos).sum()), "count": self.count}, "score": 1.5}
         return self._obs(), float(-np.abs(self.pos).sum()), bool(np.abs(self.pos).max() > 3.0), False, info
@@ -77,7 +79,10 @@ def q_policy(seed: int = 0) -> QValuePolicy:
     torch.manual_seed(seed)
     space = gym.spaces.Discrete(2)
     return QValuePolicy(
-        mlp(4, 2, (16,), nn.ReLU), space, eps_schedule=EpsilonSchedule(start=1.0, end=0.1, num_env_steps=300), seed=seed
+        mlp(4, 2, (16,), nn.ReLU),
+        space,
+        eps_schedule=EpsilonSchedule(start=1.0, end=0.1, num_env_steps=300),
+        seed=seed,
     )
 
 
@@ -85,7 +90,9 @@ def dict_policy(seed: int = 0) -> QValuePolicy:
     torch.manual_seed(seed)
     space = DictEnv().observation_space
     net = nn.Sequential(obs_encoder(space), nn.LazyLinear(3))
-    return QValuePolicy(net, gym.spaces.Discrete(3), eps_schedule=EpsilonSchedule(start=0.5, end=0.2), seed=seed)
+    return QValuePolicy(
+        net, gym.spaces.Discrete(3), eps_schedule=EpsilonSchedule(start=0.5, end=0.2), seed=seed
+    )
 
 
 def pendulum() -> gym.vector.VectorEnv[Any, Any, Any]:
@@ -94,7 +101,9 @@ def pendulum() -> gym.vector.VectorEnv[Any, Any, Any]:
 
 def sac_policy(seed: int = 0) -> TanhGaussianPolicy:
     torch.manual_seed(seed)
-    return TanhGaussianPolicy(mlp(3, 2, (16,), nn.ReLU), gym.spaces.Box(-2.0, 2.0, (1,), np.float32), seed=seed)
+    return TanhGaussianPolicy(
+        mlp(3, 2, (16,), nn.ReLU), gym.spaces.Box(-2.0, 2.0, (1,), np.float32), seed=seed
+    )
 
 
 def ddpg_policy(seed: int = 0) -> DeterministicActorPolicy:
@@ -181,9 +190,22 @@ def test_dqn_cartpole_n_step_random_then_epsilon_greedy() -> None:
 def test_truncation_and_termination_and_n_episode_mode() -> None:
     def build(direct: bool) -> Collector:
         policy = q_policy(1)
-        return Collector(policy, cartpole(max_steps=12), ReplayBuffer(500), exploration_noise=True, seed=5, direct_step=direct)
+        return Collector(
+            policy,
+            cartpole(max_steps=12),
+            ReplayBuffer(500),
+            exploration_noise=True,
+            seed=5,
+            direct_step=direct,
+        )
 
-    calls = [{"n_step": 30}, {"n_episode": 4}, {"n_step": 7}, {"n_episode": 3, "random": True}, {"n_step": 50}]
+    calls = [
+        {"n_step": 30},
+        {"n_episode": 4},
+        {"n_step": 7},
+        {"n_episode": 3, "random": True},
+        {"n_step": 50},
+    ]
     fast, _ = run_both(build, calls)
     truncated = fast.buffer.field_arrays()["truncated"]  # type: ignore[union-attr]
     terminated = fast.buffer.field_arrays()["terminated"]  # type: ignore[union-attr]
@@ -194,7 +216,9 @@ def test_dict_observations_and_env_info() -> None:
     def build(direct: bool) -> Collector:
         env = make_vector_env(lambda: gym.wrappers.TimeLimit(DictEnv(), 9), 1)
         buffer = VectorReplayBuffer(400, 1, seed=0)
-        return Collector(dict_policy(), env, buffer, exploration_noise=True, seed=2, info_key="metrics", direct_step=direct)
+        return Collector(
+            dict_policy(), env, buffer, exploration_noise=True, seed=2, info_key="metrics", direct_step=direct
+        )
 
     fast, _ = run_both(build, [{"n_step": 80}, {"n_episode": 5}, {"n_step": 33, "random": True}])
     assert fast.collect(n_step=40).env_info.keys() == {"dist", "count"}
@@ -205,7 +229,9 @@ def test_dict_observations_and_env_info() -> None:
 def test_info_key_of_plain_values() -> None:
     def build(direct: bool) -> Collector:
         env = make_vector_env(lambda: gym.wrappers.TimeLimit(DictEnv(), 9), 1)
-        return Collector(dict_policy(), env, None, exploration_noise=True, seed=2, info_key="score", direct_step=direct)
+        return Collector(
+            dict_policy(), env, None, exploration_noise=True, seed=2, info_key="score", direct_step=direct
+        )
 
     fast, vector = pair(build)
     for _ in range(3):
@@ -218,9 +244,14 @@ def test_info_key_of_plain_values() -> None:
 def test_box_actions_with_noise_on_pendulum(make_policy: Callable[[int], Any]) -> None:
     def build(direct: bool) -> Collector:
         buffer = VectorReplayBuffer(300, 1, seed=0)
-        return Collector(make_policy(0), pendulum(), buffer, exploration_noise=True, seed=7, direct_step=direct)
+        return Collector(
+            make_policy(0), pendulum(), buffer, exploration_noise=True, seed=7, direct_step=direct
+        )
 
-    run_both(build, [{"n_step": 60, "random": True}, *[{"n_step": 40}] * 3, {"n_episode": 2, "deterministic": True}])
+    run_both(
+        build,
+        [{"n_step": 60, "random": True}, *[{"n_step": 40}] * 3, {"n_episode": 2, "deterministic": True}],
+    )
 
 
 def test_test_collector_without_buffer() -> None:
@@ -234,7 +265,14 @@ def test_test_collector_without_buffer() -> None:
 
 def test_listener_calls_are_the_same() -> None:
     def build(direct: bool) -> Collector:
-        return Collector(q_policy(), cartpole(max_steps=10), ReplayBuffer(200), exploration_noise=True, seed=0, direct_step=direct)
+        return Collector(
+            q_policy(),
+            cartpole(max_steps=10),
+            ReplayBuffer(200),
+            exploration_noise=True,
+            seed=0,
+            direct_step=direct,
+        )
 
     fast, vector = pair(build)
     listeners = RecordingListener(), RecordingListener()
@@ -259,7 +297,14 @@ def test_prioritized_buffer_goes_through_its_own_add() -> None:
 
 def test_buffer_with_more_columns_than_envs() -> None:
     def build(direct: bool) -> Collector:
-        return Collector(q_policy(), cartpole(), VectorReplayBuffer(400, 4), exploration_noise=True, seed=0, direct_step=direct)
+        return Collector(
+            q_policy(),
+            cartpole(),
+            VectorReplayBuffer(400, 4),
+            exploration_noise=True,
+            seed=0,
+            direct_step=direct,
+        )
 
     run_both(build, [{"n_step": 30}, {"n_episode": 2}])
 
@@ -291,7 +336,9 @@ def test_check_finite_raises_the_same_error(field: str) -> None:
     messages = []
     for direct in (True, False):
         env = make_vector_env(lambda: NanAfter(gym.make("CartPole-v1"), 37, field), 1)
-        collector = Collector(q_policy(), env, ReplayBuffer(100), seed=0, check_finite=True, direct_step=direct)
+        collector = Collector(
+            q_policy(), env, ReplayBuffer(100), seed=0, check_finite=True, direct_step=direct
+        )
         collector.collect(n_step=20)
         with pytest.raises(EnvStepError) as info:
             collector.collect(n_step=30)
@@ -326,7 +373,9 @@ class Endless(gym.Env[np.ndarray, np.int64]):
     observation_space = gym.spaces.Box(-1, 1, (1,), np.float32)
     action_space = gym.spaces.Discrete(2)
 
-    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[np.ndarray, dict[str, Any]]:
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[np.ndarray, dict[str, Any]]:
         super().reset(seed=seed)
         return np.zeros(1, np.float32), {}
 
@@ -338,7 +387,9 @@ def test_episode_limit_error_is_the_same() -> None:
     messages = []
     for direct in (True, False):
         policy = QValuePolicy(mlp(1, 2, (4,), nn.ReLU), gym.spaces.Discrete(2), seed=0)
-        collector = Collector(policy, make_vector_env(Endless, 1), ReplayBuffer(100), seed=0, direct_step=direct)
+        collector = Collector(
+            policy, make_vector_env(Endless, 1), ReplayBuffer(100), seed=0, direct_step=direct
+        )
         with pytest.raises(EpisodeLimitError) as info:
             collector.collect(n_episode=1, max_env_steps=40)
         messages.append(str(info.value))
@@ -352,7 +403,9 @@ def test_episode_limit_error_is_the_same() -> None:
 def test_checkpoint_round_trip_continues_as_if_never_stopped() -> None:
     def build(direct: bool) -> Collector:
         buffer = VectorReplayBuffer(300, 1, seed=0)
-        return Collector(q_policy(), cartpole(max_steps=15), buffer, exploration_noise=True, seed=4, direct_step=direct)
+        return Collector(
+            q_policy(), cartpole(max_steps=15), buffer, exploration_noise=True, seed=4, direct_step=direct
+        )
 
     straight = build(True)
     straight.collect(n_step=37)
@@ -367,7 +420,9 @@ def test_checkpoint_round_trip_continues_as_if_never_stopped() -> None:
         resumed = build(direct)
         resumed.policy.load_state_dict(policy_state)  # type: ignore[attr-defined]
         assert resumed.buffer is not None
-        resumed.buffer.restore({k: v.copy() for k, v in first.buffer.field_arrays().items()}, first.buffer.layout())
+        resumed.buffer.restore(
+            {k: v.copy() for k, v in first.buffer.field_arrays().items()}, first.buffer.layout()
+        )
         resumed.load_state_dict(state)
         assert resumed.restore_env_snapshot(snapshot)
         assert_same_stats(resumed.collect(n_step=37), second)

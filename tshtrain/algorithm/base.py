@@ -248,7 +248,8 @@ class Policy(nn.Module, ABC):
 
     def _apply(self, fn: Callable[[torch.Tensor], torch.Tensor], recurse: bool = True) -> Self:
         self._device_tensor = None  # .to() / .cuda() / ...: find the device afresh
-        return super()._apply(fn, recurse)
+        moved: Self = super()._apply(fn, recurse)  # type: ignore[no-untyped-call]  # torch leaves it untyped
+        return moved
 
     def _actions_device(self) -> torch.device:
         """:attr:`device` without walking the modules on every call: the tensor that decides it (the

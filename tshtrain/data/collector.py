@@ -88,10 +88,11 @@ class EnvInfoAccumulator:
             self._add_level(final, rows)
 
     def add_single(self, info: Mapping[str, Any], final_info: Mapping[str, Any] | None) -> None:
-        """Add one step of a single env stepped directly (:class:`~tshtrain.data.single_env.SingleEnvStepper`):
-        ``info`` as the step (or, after an episode ended, the reset) returned it, ``final_info`` the ended
-        step's info (None: no episode ended). Sums what :meth:`add` sums of the vector info
-        ``SyncVectorEnv`` builds from them, in the same order."""
+        """Add one step of a single env stepped directly (the one-env fast path,
+        :class:`~tshtrain.data.single_env.SingleEnvStepper`): ``info`` as the step (or, after an
+        episode ended, the reset) returned it, ``final_info`` the ended step's info (None: no episode
+        ended). Sums what :meth:`add` sums of the vector info ``SyncVectorEnv`` builds from them, in
+        the same order."""
         self._add_single_level(info)
         if final_info is not None:
             self._add_single_level(final_info)
@@ -374,7 +375,14 @@ class Collector(BaseCollector):
     @override
     def _collect_steps(self, num_vector_steps: int, random: bool, deterministic: bool) -> CollectedEpisodes:
         if self._single is not None:
-            return self._collect_single(self._single, random, deterministic, num_vector_steps, None, None)
+            return self._collect_single(
+                self._single,
+                random,
+                deterministic,
+                num_steps=num_vector_steps,
+                n_episode=None,
+                max_env_steps=None,
+            )
         returns: list[np.ndarray] = []
         lens: list[np.ndarray] = []
         for _ in range(num_vector_steps):
@@ -395,7 +403,14 @@ class Collector(BaseCollector):
         if np.any(self._ep_len):  # unfinished episodes from step-based collection: start afresh
             self.reset_env()
         if self._single is not None:
-            return self._collect_single(self._single, random, deterministic, None, n_episode, max_env_steps)
+            return self._collect_single(
+                self._single,
+                random,
+                deterministic,
+                num_steps=None,
+                n_episode=n_episode,
+                max_env_steps=max_env_steps,
+            )
         active_mask = np.zeros(self.num_envs, dtype=bool)
         active_mask[: min(n_episode, self.num_envs)] = True
         started = int(active_mask.sum())
@@ -427,6 +442,7 @@ class Collector(BaseCollector):
         stepper: SingleEnvStepper,
         random: bool,
         deterministic: bool,
+        *,
         num_steps: int | None,
         n_episode: int | None,
         max_env_steps: int | None,

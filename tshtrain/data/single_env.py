@@ -66,6 +66,13 @@ def _writer(space: gym.Space[Any]) -> Callable[[Any, Any], None]:
     return write_array
 
 
+def _empty_batch(space: gym.Space[Any]) -> ObsArray:
+    """Zeros of ``space`` with a batch dimension of one (the arrays ``SyncVectorEnv`` fills)."""
+    batch = create_empty_array(space, 1, fn=np.zeros)
+    assert isinstance(batch, np.ndarray | dict)  # array spaces or a Dict of them: see single_env_stepper
+    return batch
+
+
 def single_env_stepper(env: gym.vector.VectorEnv[Any, Any, Any]) -> SingleEnvStepper | None:
     """A :class:`SingleEnvStepper` for ``env`` if it can be stepped directly with the same results:
     exactly Gymnasium's ``SyncVectorEnv`` (no vector wrapper, no subclass: either may change what
@@ -94,7 +101,7 @@ class SingleEnvStepper:
         restored env snapshot takes effect)"""
         space = vector_env.single_observation_space
         self._write = _writer(space)
-        arrays = [create_empty_array(space, 1, fn=np.zeros) for _ in range(3)]
+        arrays = [_empty_batch(space) for _ in range(3)]
         self._current: ObsArray = arrays[0]
         self._free: tuple[ObsArray, ObsArray] = (arrays[1], arrays[2])
 
