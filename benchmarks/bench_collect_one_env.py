@@ -1,5 +1,5 @@
-"""Collection cost per env step with one env: a hand loop vs the Collector's vector path vs its one-env
-fast path (``direct_step``), and the 8-env Collector vs its hand loop (which the fast path must not slow).
+"""Collection cost per env step: a hand loop vs the Collector's vector path vs its direct-step fast paths,
+with one env (DQN's and SAC's policies) and with 2 and 8 envs (which the fast paths must not slow).
 
 Run from the repository root::
 
@@ -12,21 +12,24 @@ Workloads (torch on one thread; the same network object in every contestant of a
   epsilon 0.04 (as DQN's collection after the decay), 256 env steps per ``collect`` call.
 * ``sac_pendulum``: Pendulum-v1, SAC's ``TanhGaussianPolicy`` over a 2x256 ReLU MLP (sampled actions),
   256 env steps per ``collect``.
-* ``argmax_cartpole_8``: CartPole-v1 with 8 envs in a ``SyncVectorEnv``, ``QValuePolicy`` greedy (no
-  noise), 256 vector steps per ``collect``; the vector path (the fast path applies to one env only).
+* ``argmax_cartpole_2`` / ``argmax_cartpole_8``: CartPole-v1 with 2 / 8 envs in a ``SyncVectorEnv``,
+  ``QValuePolicy`` over a 2x64 tanh MLP, greedy (no noise), 256 vector steps per ``collect``.
 
 Contestants:
 
-* ``hand``: the loop one writes by hand: the raw env (the 8-env workload: Gymnasium's same-step
-  ``SyncVectorEnv``), ``torch.no_grad`` forward of the network, epsilon-greedy / Gaussian sampling
-  inline, a numpy ring buffer of preallocated arrays written row by row, reset on episode end.
+* ``hand``: the loop one writes by hand: the raw env (the 2- and 8-env workloads: Gymnasium's same-step
+  ``SyncVectorEnv``, final observations taken from its info), ``torch.no_grad`` forward of the network,
+  epsilon-greedy / Gaussian sampling inline, a numpy ring buffer of preallocated arrays written row by
+  row, reset on episode end.
 * ``vector``: ``Collector(..., direct_step=False)`` into a ``VectorReplayBuffer``: ``env.step`` of the
-  one-env ``SyncVectorEnv``.
-* ``fast``: ``Collector(...)`` (``direct_step=True``, the default): the sub-env stepped directly.
+  ``SyncVectorEnv`` (the collector as it was before the fast paths, with today's policy code).
+* ``fast``: ``Collector(...)`` (``direct_step=True``, the default): the sub-envs stepped directly (one
+  env: the scalar path).
 
 Each run takes the same number of env steps; the runs of one workload are interleaved (hand, vector,
 fast, hand, ...), and the median over the repetitions is reported in microseconds per env step, with
-ratios to the hand loop (interleaving and ratios keep the numbers meaningful on a loaded machine).
+ratios to the hand loop: of the medians, and the median of the per-repetition ratios (interleaving and
+ratios keep the numbers meaningful on a loaded machine).
 Results go to ``benchmarks/results/collect_one_env.json``.
 """
 
@@ -115,22 +118,22 @@ def hand_sac(actor: nn.Module, num_steps: int) -> Run:
     return run
 
 
-def hand_argmax_8(q_net: nn.Module, num_steps: int) -> Run:
+def hand_argmax(q_net: nn.Module, num_steps: int, num_envs: int) -> Run:
     envs = gym.vector.SyncVectorEnv(
-        [lambda: gym.make("CartPole-v1")] * 8, autoreset_mode=gym.vector.AutoresetMode.SAME_STEP
+        [lambda: gym.make("CartPole-v1")] * num_envs, autoreset_mode=gym.vector.AutoresetMode.SAME_STEP
     )
-    rows = BUFFER // 8
-    obs_buf = np.zeros((rows, 8, 4), np.float32)
-    next_buf = np.zeros((rows, 8, 4), np.float32)
-    act_buf = np.zeros((rows, 8), np.int64)
-    rew_buf = np.zeros((rows, 8), np.float32)
-    term_buf = np.zeros((rows, 8), bool)
-    trunc_buf = np.zeros((rows, 8), bool)
+    rows = BUFFER // num_envs
+    obs_buf = np.zeros((rows, num_envs, 4), np.float32)
+    next_buf = np.zeros((rows, num_envs, 4), np.float32)
+    act_buf = np.zeros((rows, num_envs), np.int64)
+    rew_buf = np.zeros((rows, num_envs), np.float32)
+    term_buf = np.zeros((rows, num_envs), bool)
+    trunc_buf = np.zeros((rows, num_envs), bool)
     obs, _ = envs.reset(seed=0)
 
     def run() -> None:
         nonlocal obs
-        for t in range(num_steps // 8):
+        for t in range(num_steps // num_envs):
             with torch.no_grad():
                 action = q_net(torch.from_numpy(obs)).argmax(-1).numpy()
             next_obs, reward, terminated, truncated, info = envs.step(action)
@@ -175,12 +178,13 @@ def sac_collector(actor: nn.Module, num_steps: int, direct: bool) -> Run:
     return collector_run(collector, num_steps)
 
 
-def argmax_collector_8(q_net: nn.Module, num_steps: int) -> Run:
-    env = make_vector_env("CartPole-v1", 8)
+def argmax_collector(q_net: nn.Module, num_steps: int, num_envs: int, direct: bool) -> Run:
+    env = make_vector_env("CartPole-v1", num_envs)
     policy = QValuePolicy(q_net, env.single_action_space, seed=0)
-    collector = Collector(policy, env, VectorReplayBuffer(BUFFER, 8, seed=0), seed=0)
-    assert not collector.uses_direct_step
-    return collector_run(collector, num_steps, chunk=CHUNK * 8)
+    buffer = VectorReplayBuffer(BUFFER, num_envs, seed=0)
+    collector = Collector(policy, env, buffer, seed=0, direct_step=direct)
+    assert collector.uses_direct_step == direct
+    return collector_run(collector, num_steps, chunk=CHUNK * num_envs)
 
 
 # ------------------------------------------------------------------------------------------ measuring
@@ -207,6 +211,11 @@ def measure(
         "us_per_env_step": micros,
         "median_us_per_env_step": medians,
         "ratio_to_hand": {name: medians[name] / medians["hand"] for name in contestants},
+        # the runs of one rep ran back to back: their ratio is steadier on a loaded machine
+        "median_rep_ratio_to_hand": {
+            name: statistics.median(v / h for v, h in zip(values, micros["hand"], strict=True))
+            for name, values in micros.items()
+        },
     }
 
 
@@ -231,17 +240,24 @@ def main() -> None:
             "vector": lambda: sac_collector(actor, num_steps, False),
             "fast": lambda: sac_collector(actor, num_steps, True),
         },
+        "argmax_cartpole_2": {
+            "hand": lambda: hand_argmax(q_net_8, num_steps, 2),
+            "vector": lambda: argmax_collector(q_net_8, num_steps, 2, False),
+            "fast": lambda: argmax_collector(q_net_8, num_steps, 2, True),
+        },
         "argmax_cartpole_8": {
-            "hand": lambda: hand_argmax_8(q_net_8, num_steps),
-            "collector": lambda: argmax_collector_8(q_net_8, num_steps),
+            "hand": lambda: hand_argmax(q_net_8, num_steps, 8),
+            "vector": lambda: argmax_collector(q_net_8, num_steps, 8, False),
+            "fast": lambda: argmax_collector(q_net_8, num_steps, 8, True),
         },
     }
     results = {name: measure(contestants, num_steps, reps, name) for name, contestants in workloads.items()}
     print(f"\nµs per env step, median of {reps} interleaved runs of {num_steps:,} env steps (ratio to hand)")
-    print(f"{'workload':20s} {'contestant':10s} {'µs/step':>9s} {'x hand':>7s}")
+    print(f"{'workload':20s} {'contestant':10s} {'µs/step':>9s} {'x hand':>7s} {'rep x hand':>11s}")
     for workload, res in results.items():
         for name, median in res["median_us_per_env_step"].items():
-            print(f"{workload:20s} {name:10s} {median:9.1f} {res['ratio_to_hand'][name]:7.2f}")
+            ratio, rep_ratio = res["ratio_to_hand"][name], res["median_rep_ratio_to_hand"][name]
+            print(f"{workload:20s} {name:10s} {median:9.1f} {ratio:7.2f} {rep_ratio:11.2f}")
     path = write_json(
         "collect_one_env",
         {

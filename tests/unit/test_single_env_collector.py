@@ -1,5 +1,6 @@
-"""The Collector's one-env fast path (``direct_step``): the same buffers, stats, random numbers, listener
-calls, errors and checkpoints as the vector path (``direct_step=False``) with the same seeds."""
+"""The Collector's direct stepping (``direct_step``; one env: the scalar fast path, several: the sub-envs
+stepped without ``SyncVectorEnv.step``): the same buffers, stats, random numbers, listener calls, errors
+and checkpoints as the vector path (``direct_step=False``) with the same seeds."""
 
 from __future__ import annotations
 
@@ -70,9 +71,9 @@ class DictEnv(gym.Env[dict[str, np.ndarray], np.int64]):
         return self._obs(), float(-np.abs(self.pos).sum()), bool(np.abs(self.pos).max() > 3.0), False, info
 
 
-def cartpole(max_steps: int | None = None) -> gym.vector.VectorEnv[Any, Any, Any]:
+def cartpole(max_steps: int | None = None, num_envs: int = 1) -> gym.vector.VectorEnv[Any, Any, Any]:
     kwargs = {"max_episode_steps": max_steps} if max_steps else {}
-    return make_vector_env("CartPole-v1", 1, env_kwargs=kwargs)
+    return make_vector_env("CartPole-v1", num_envs, env_kwargs=kwargs)
 
 
 def q_policy(seed: int = 0) -> QValuePolicy:
@@ -434,7 +435,9 @@ def test_which_envs_take_the_fast_path() -> None:
     policy = q_policy()
     assert Collector(policy, cartpole()).uses_direct_step
     assert not Collector(policy, cartpole(), direct_step=False).uses_direct_step
-    assert not Collector(policy, make_vector_env("CartPole-v1", 2)).uses_direct_step
+    assert Collector(policy, cartpole(num_envs=2)).uses_direct_step
+    assert Collector(policy, cartpole(), info_key="x").uses_direct_step  # one env: info is summed directly
+    assert not Collector(policy, cartpole(num_envs=2), info_key="x").uses_direct_step  # needs the vector info
     async_env = make_vector_env("CartPole-v1", 1, mode="async")
     try:
         assert not Collector(policy, async_env).uses_direct_step
@@ -442,3 +445,55 @@ def test_which_envs_take_the_fast_path() -> None:
         async_env.close()
     wrapped = gym.wrappers.vector.RecordEpisodeStatistics(cartpole())
     assert not Collector(policy, wrapped).uses_direct_step
+
+
+# ---------------------------------------------------------------------------- several envs
+
+
+@pytest.mark.parametrize("num_envs", [2, 3, 8])
+def test_several_envs_n_step_and_n_episode(num_envs: int) -> None:
+    def build(direct: bool) -> Collector:
+        buffer = VectorReplayBuffer(150 * num_envs, num_envs, seed=0)
+        env = cartpole(max_steps=20, num_envs=num_envs)
+        return Collector(q_policy(2), env, buffer, exploration_noise=True, seed=9, direct_step=direct)
+
+    calls = [
+        {"n_step": 40, "random": True},
+        {"n_step": 64},
+        {"n_episode": 5},  # fewer episodes than envs for 8: only some envs store
+        {"n_step": 33},
+        {"n_episode": 2, "deterministic": True},
+    ]
+    fast, _ = run_both(build, calls)
+    fields = fast.buffer.field_arrays()  # type: ignore[union-attr]
+    assert fields["truncated"].any() and fields["terminated"].any()
+
+
+def test_several_envs_dict_observations_and_listener() -> None:
+    def build(direct: bool) -> Collector:
+        env = make_vector_env(lambda: gym.wrappers.TimeLimit(DictEnv(), 7), 3)
+        buffer = VectorReplayBuffer(300, 3, seed=0)
+        return Collector(dict_policy(), env, buffer, exploration_noise=True, seed=1, direct_step=direct)
+
+    fast, vector = pair(build)
+    listeners = RecordingListener(), RecordingListener()
+    fast.listener, vector.listener = listeners
+    for kwargs in ({"n_step": 45}, {"n_episode": 4}, {"n_step": 12, "random": True}):
+        assert_same_stats(fast.collect(**kwargs), vector.collect(**kwargs))
+        assert_same_state(fast, vector)
+    assert_same_buffers(fast.buffer, vector.buffer)
+    assert listeners[0].calls == listeners[1].calls
+
+
+def test_several_envs_error_names_the_sub_env() -> None:
+    built = iter(range(100))
+
+    def make() -> gym.Env[Any, Any]:
+        env = gym.make("CartPole-v1")
+        return Exploding(env) if next(built) % 3 == 2 else env
+
+    collector = Collector(q_policy(), make_vector_env(make, 3), None, seed=0)
+    assert collector.uses_direct_step
+    with pytest.raises(RuntimeError, match="boom") as info:
+        collector.collect(n_step=30)
+    assert info.value.__notes__[0].startswith("raised by the step of sub-env 2 of the vector env")

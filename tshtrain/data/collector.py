@@ -25,7 +25,7 @@ from typing_extensions import override
 from tshtrain.data.batch import ObsArray
 from tshtrain.data.buffer import BaseReplayBuffer
 from tshtrain.data.collector_base import BaseCollector, CollectedEpisodes, CollectorListener
-from tshtrain.data.single_env import SingleEnvStepper, is_finite_step, single_env_stepper
+from tshtrain.data.direct_step import SingleEnvStepper, VectorEnvStepper, direct_stepper, is_finite_step
 from tshtrain.env.spaces import make_action_checker, sample_actions
 from tshtrain.env.vector import failing_sub_env, require_same_step_autoreset
 from tshtrain.errors import ConfigurationError, EnvStepError, EpisodeLimitError
@@ -89,7 +89,7 @@ class EnvInfoAccumulator:
 
     def add_single(self, info: Mapping[str, Any], final_info: Mapping[str, Any] | None) -> None:
         """Add one step of a single env stepped directly (the one-env fast path,
-        :class:`~tshtrain.data.single_env.SingleEnvStepper`): ``info`` as the step (or, after an
+        :class:`~tshtrain.data.direct_step.SingleEnvStepper`): ``info`` as the step (or, after an
         episode ended, the reset) returned it, ``final_info`` the ended step's info (None: no episode
         ended). Sums what :meth:`add` sums of the vector info ``SyncVectorEnv`` builds from them, in
         the same order."""
@@ -197,10 +197,11 @@ class Collector(BaseCollector):
         info_key: report the numeric scalars the envs put in ``info[info_key]`` (skrl's
             ``environment_info``): their means over the collected env steps are
             ``CollectStats.env_info`` (see :class:`EnvInfoAccumulator`). None: info is not read.
-        direct_step: with a ``SyncVectorEnv`` of one env, step its sub-env directly instead of calling
-            ``env.step`` (:mod:`tshtrain.data.single_env`): the same transitions, stats, random numbers
-            and listener calls at well under half the collector's cost per env step. False: always go
-            through ``env.step``. See :attr:`uses_direct_step`.
+        direct_step: with a plain ``SyncVectorEnv``, step its sub-envs directly instead of calling
+            ``env.step`` (:mod:`tshtrain.data.direct_step`): the same transitions, stats, random numbers,
+            listener calls and errors for less. One env: a scalar path that costs well under half the
+            vector path per env step; several envs (unless ``info_key`` is set): ``env.step`` without
+            its info merging and copies. False: always call ``env.step``. See :attr:`uses_direct_step`.
         """
         require_same_step_autoreset(env)
         super().__init__(
@@ -219,14 +220,16 @@ class Collector(BaseCollector):
         self._ep_return: np.ndarray = np.zeros(self.num_envs, dtype=np.float64)
         self._ep_len = np.zeros(self.num_envs, dtype=np.int64)
         self._ep_stored = np.zeros(self.num_envs, dtype=bool)  # current episode has stored transitions
-        self._single = single_env_stepper(env) if direct_step else None
+        stepper = direct_stepper(env, reads_info=info_key is not None) if direct_step else None
+        self._single = stepper if isinstance(stepper, SingleEnvStepper) else None
+        self._direct = stepper if isinstance(stepper, VectorEnvStepper) else None
         self.reset(reset_buffer=True, reset_stats=True, seed=seed)
 
     @property
     def uses_direct_step(self) -> bool:
-        """True if this collector steps its one sub-env directly (the one-env fast path, see the
-        ``direct_step`` argument); False if it calls ``env.step``."""
-        return self._single is not None
+        """True if this collector steps the sub-envs itself (see the ``direct_step`` argument); False if
+        it calls ``env.step``."""
+        return self._single is not None or self._direct is not None
 
     # ------------------------------------------------------------------ resetting
     @override
@@ -287,7 +290,10 @@ class Collector(BaseCollector):
         """
         act, env_act = self._actions(random, deterministic)
         try:
-            obs_next, rew, terminated, truncated, info = self.env.step(env_act)
+            if self._direct is not None:
+                obs_next, rew, terminated, truncated, info = self._direct.step(env_act, self._obs)
+            else:
+                obs_next, rew, terminated, truncated, info = self.env.step(env_act)
         except Exception as error:  # free unless raised: name the sub-env, keep the exception's type
             error.add_note(self._step_error_note(error))
             raise
@@ -341,8 +347,9 @@ class Collector(BaseCollector):
         """Env steps this collector took (since its stats reset) before the current vector step."""
         return self.num_collected_env_steps + max(self._vector_steps_this_collect - 1, 0) * self.num_envs
 
-    def _step_error_note(self, error: BaseException, *, single: bool = False) -> str:
-        index = 0 if single else failing_sub_env(self.env, error)
+    def _step_error_note(self, error: BaseException) -> str:
+        stepper = self._single or self._direct
+        index = stepper.failed_env if stepper is not None else failing_sub_env(self.env, error)
         who = f"sub-env {index}" if index is not None else "a sub-env (index unknown)"
         return (
             f"raised by the step of {who} of the vector env, in a collect that started after collector "
@@ -462,7 +469,7 @@ class Collector(BaseCollector):
                 try:
                     step = stepper.step(env_act)
                 except Exception as error:
-                    error.add_note(self._step_error_note(error, single=True))
+                    error.add_note(self._step_error_note(error))
                     raise
                 done = step.terminated or step.truncated
                 if self.check_finite:
