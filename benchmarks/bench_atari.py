@@ -104,7 +104,8 @@ def ppo_tshtrain(rollouts: int) -> Run:
 
     steps = NUM_ENVS * PPO_ROLLOUT_STEPS
     experiment = _tshtrain_experiment(
-        "ppo_atari_breakout", ["device=cpu", "trainer.max_epochs=1", f"trainer.epoch_num_steps={rollouts * steps}"]
+        "ppo_atari_breakout",
+        ["device=cpu", "trainer.max_epochs=1", f"trainer.epoch_num_steps={rollouts * steps}"],
     )
     envs = make_vector_env(_make_env, NUM_ENVS)
     algorithm = build_algorithm(experiment, envs.single_observation_space, envs.single_action_space)
@@ -258,7 +259,9 @@ def ppo_tianshou(rollouts: int) -> Run:
     actor = DiscreteActor(preprocess_net=_tianshou_cnn(None), action_shape=4, softmax_output=False)
     critic = DiscreteCritic(preprocess_net=_tianshou_cnn(None))
     optim = AdamOptimizerFactory(lr=2.5e-4).with_lr_scheduler_factory(
-        LRSchedulerFactoryLinear(max_epochs=1, epoch_num_steps=rollouts * steps, collection_step_num_env_steps=steps)
+        LRSchedulerFactoryLinear(
+            max_epochs=1, epoch_num_steps=rollouts * steps, collection_step_num_env_steps=steps
+        )
     )
     policy = DiscreteActorPolicy(actor=actor, action_space=envs.action_space[0], deterministic_eval=True)
     algorithm = PPO(
@@ -353,7 +356,7 @@ def env_only(env_steps: int) -> Run:
 
 # =============================================================================== main
 def _table(title: str, contestants: list[Contestant], reps: int, notes: list[str]) -> TableResult:
-    rows = run_interleaved(contestants, reps=reps, unit="env steps/s", label=title.split()[0])
+    rows = run_interleaved(contestants, reps=reps, unit="env steps/s", label=title.split(maxsplit=1)[0])
     table = TableResult(
         title=title,
         unit="env steps/s",
@@ -368,9 +371,13 @@ def _table(title: str, contestants: list[Contestant], reps: int, notes: list[str
     return table
 
 
-def _contestants(builders: dict[str, Callable[[], Run]], work: int, warmup: dict[str, Callable[[], Run]]) -> list[Contestant]:
+def _contestants(
+    builders: dict[str, Callable[[], Run]], work: int, warmup: dict[str, Callable[[], Run]]
+) -> list[Contestant]:
     return [
-        Contestant(name=name, setup=build, work=work, info_only=name == "env only", warmup_setup=warmup.get(name))
+        Contestant(
+            name=name, setup=build, work=work, info_only=name == "env only", warmup_setup=warmup.get(name)
+        )
         for name, build in builders.items()
     ]
 
@@ -401,7 +408,10 @@ def main(argv: list[str] | None = None) -> None:
             {"env only": lambda: env_only(64)},
         ),
         args.reps,
-        [f"{args.ppo_rollouts} rollout(s) of {NUM_ENVS}x{PPO_ROLLOUT_STEPS} env steps and their updates per run"],
+        [
+            f"{args.ppo_rollouts} rollout(s) of {NUM_ENVS}x{PPO_ROLLOUT_STEPS} env steps and their "
+            f"updates per run"
+        ],
     )
     dqn = _table(
         f"DQN on Breakout: training env steps/s, {NUM_ENVS} envs",
@@ -422,8 +432,8 @@ def main(argv: list[str] | None = None) -> None:
         ),
         args.reps,
         [
-            f"{args.dqn_prefill} random env steps then {args.dqn_env_steps} epsilon-greedy env steps per run, "
-            f"{args.dqn_env_steps // 4} gradient steps of 32"
+            f"{args.dqn_prefill} random env steps then {args.dqn_env_steps} epsilon-greedy env steps per "
+            f"run, {args.dqn_env_steps // 4} gradient steps of 32"
         ],
     )
     machine, versions, revision = cpu_info(), package_versions(PACKAGES), git_revision()

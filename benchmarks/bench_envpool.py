@@ -36,7 +36,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from harness import (  # noqa: E402
+from harness import (
     RESULTS_DIR,
     Contestant,
     Goal,
@@ -135,13 +135,20 @@ def _envpool_raw(task: str, num_steps: int) -> Callable[[], Run]:
 
 def bench_task(task: str, num_steps: int, reps: int) -> TableResult:
     contestants = [
-        Contestant(name="gymnasium sync", setup=_gymnasium(task, "sync", num_steps), work=num_steps * NUM_ENVS),
+        Contestant(
+            name="gymnasium sync", setup=_gymnasium(task, "sync", num_steps), work=num_steps * NUM_ENVS
+        ),
         Contestant(
             name="gymnasium async", setup=_gymnasium(task, "async", num_steps), work=num_steps * NUM_ENVS
         ),
-        Contestant(name="envpool (tshtrain)", setup=_envpool_adapter(task, num_steps), work=num_steps * NUM_ENVS),
         Contestant(
-            name="envpool (raw)", setup=_envpool_raw(task, num_steps), work=num_steps * NUM_ENVS, info_only=True
+            name="envpool (tshtrain)", setup=_envpool_adapter(task, num_steps), work=num_steps * NUM_ENVS
+        ),
+        Contestant(
+            name="envpool (raw)",
+            setup=_envpool_raw(task, num_steps),
+            work=num_steps * NUM_ENVS,
+            info_only=True,
         ),
     ]
     title = "Atari Breakout (84x84x4 frames)" if task == "atari" else "MuJoCo Hopper-v4"

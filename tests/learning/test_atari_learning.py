@@ -25,11 +25,11 @@ import pytest
 pytest.importorskip("ale_py")
 pytest.importorskip("cv2")
 
-from typing_extensions import override  # noqa: E402
+from typing_extensions import override
 
-from tshtrain.config import build_run, load_experiment  # noqa: E402
-from tshtrain.trainer.callbacks import Callback, RunContext  # noqa: E402
-from tshtrain.trainer.stats import EpochStats  # noqa: E402
+from tshtrain.config import build_run, load_experiment
+from tshtrain.trainer.callbacks import Callback, RunContext
+from tshtrain.trainer.stats import EpochStats
 
 CONFIG = Path(__file__).resolve().parents[2] / "examples" / "configs" / "ppo_atari_breakout.yaml"
 EPOCH_ENV_STEPS = 8192
@@ -81,8 +81,10 @@ def train_breakout(seed: int, output_dir: Path) -> list[tuple[int, int, float, i
     finally:
         run.close()
     for epoch, env_step, mean, count in curve.epochs:
-        print(f"CURVE ppo_atari_breakout seed={seed} epoch={epoch} env_steps={env_step} "
-              f"mean_training_return={mean:.2f} episodes={count}")
+        print(
+            f"CURVE ppo_atari_breakout seed={seed} epoch={epoch} env_steps={env_step} "
+            f"mean_training_return={mean:.2f} episodes={count}"
+        )
     return curve.epochs
 
 

@@ -16,10 +16,10 @@ import torch
 pytest.importorskip("ale_py")
 pytest.importorskip("cv2")
 
-from tshtrain.algorithm.blocks.encoders import CnnEncoder, obs_encoder  # noqa: E402
-from tshtrain.config import build_run, load_experiment, make_envs  # noqa: E402
-from tshtrain.config.defaults import TASK_EXAMPLES  # noqa: E402
-from tshtrain.env.atari import atari_wrappers, make_atari_env  # noqa: E402
+from tshtrain.algorithm.blocks.encoders import CnnEncoder, obs_encoder
+from tshtrain.config import build_run, load_experiment, make_envs
+from tshtrain.config.defaults import TASK_EXAMPLES
+from tshtrain.env.atari import atari_wrappers, make_atari_env
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "configs"
 ATARI_EXAMPLES = ("ppo_atari_breakout", "dqn_atari_breakout")

@@ -22,7 +22,7 @@ from tshtrain.config import build_run, load_experiment  # noqa: E402
 from tshtrain.data import Collector, VectorReplayBuffer  # noqa: E402
 from tshtrain.env import autoreset_mode  # noqa: E402
 from tshtrain.env.envpool import EnvPoolVectorEnv  # noqa: E402
-from tshtrain.errors import ConfigurationError  # noqa: E402
+from tshtrain.errors import ConfigurationError, ExperimentError  # noqa: E402
 
 NUM_ENVS = 4
 SEED = 7
@@ -79,11 +79,16 @@ def test_stored_transitions_never_span_episodes() -> None:
     for column in range(NUM_ENVS):
         reference = _replay_column(arrays["act"][:, column], column)
         for t, (obs, obs_next, terminated, truncated) in enumerate(reference):
-            np.testing.assert_array_equal(arrays["obs"][t, column], obs, err_msg=f"obs, env {column} step {t}")
+            np.testing.assert_array_equal(
+                arrays["obs"][t, column], obs, err_msg=f"obs, env {column} step {t}"
+            )
             np.testing.assert_array_equal(
                 arrays["obs_next"][t, column], obs_next, err_msg=f"obs_next, env {column} step {t}"
             )
-            assert (arrays["terminated"][t, column], arrays["truncated"][t, column]) == (terminated, truncated)
+            assert (arrays["terminated"][t, column], arrays["truncated"][t, column]) == (
+                terminated,
+                truncated,
+            )
         # inside an episode obs_next is the next row's obs; across an end it is not (a new episode starts)
         same = np.all(arrays["obs_next"][:-1, column] == arrays["obs"][1:, column], axis=-1)
         np.testing.assert_array_equal(same, ~ends[:-1, column])
@@ -150,11 +155,15 @@ def test_experiment_file_env_type_envpool(tmp_path: Path) -> None:
 
 
 def test_experiment_file_refuses_wrappers_with_envpool() -> None:
-    with pytest.raises(Exception, match="env.wrappers apply to Gymnasium envs only"):
+    with pytest.raises(ExperimentError, match=r"env\.wrappers apply to Gymnasium envs only"):
         load_experiment(
             None,
-            ["algorithm.name=ppo", "env.type=envpool", "env.id=CartPole-v1",
-             "env.wrappers=[{name: gymnasium.wrappers.FlattenObservation}]"],
+            [
+                "algorithm.name=ppo",
+                "env.type=envpool",
+                "env.id=CartPole-v1",
+                "env.wrappers=[{name: gymnasium.wrappers.FlattenObservation}]",
+            ],
         )
 
 

@@ -2,8 +2,9 @@
 
 ``env.type: gymnasium`` builds a Gymnasium vector env (numpy data, :class:`~tshtrain.data.Collector`,
 :class:`~tshtrain.data.VectorReplayBuffer`), ``envpool`` an EnvPool pool on the same numpy path;
-``vmas`` and ``torch_cartpole`` build a torch-native :class:`~tshtrain.env.TensorVectorEnv` on ``env.device`` (default: the experiment's device) with a
-:class:`~tshtrain.data.TensorCollector` and a :class:`~tshtrain.data.TensorReplayBuffer` on that device.
+``vmas`` and ``torch_cartpole`` build a torch-native :class:`~tshtrain.env.TensorVectorEnv` on
+``env.device`` (default: the experiment's device) with a :class:`~tshtrain.data.TensorCollector` and a
+:class:`~tshtrain.data.TensorReplayBuffer` on that device.
 """
 
 from __future__ import annotations

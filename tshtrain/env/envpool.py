@@ -129,9 +129,7 @@ class EnvPoolVectorEnv(gym.vector.VectorEnv[Any, Any, Any]):
         obs, info = self._pool.reset()
         return self._in_env_order(obs, info), dict(info)
 
-    def step(
-        self, actions: Any
-    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
+    def step(self, actions: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
         """One step of every sub-env; the ones that ended are reset in the same step (module docstring)."""
         actions = np.asarray(actions)
         obs, rew, terminated, truncated, info = self._pool.step(actions, self._all_ids)
