@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import json
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -133,6 +134,14 @@ def _envpool_raw(task: str, num_steps: int) -> Callable[[], Run]:
     return setup
 
 
+def _notes(num_steps: int, reps: int) -> list[str]:
+    return [
+        f"{num_steps} vector steps per repetition, {reps} interleaved repetitions. CPU rates count this "
+        f"process's CPU time only: EnvPool's threads are in it, Gymnasium async's worker processes are not "
+        f"(that CPU column is not comparable)."
+    ]
+
+
 def bench_task(task: str, num_steps: int, reps: int) -> TableResult:
     contestants = [
         Contestant(
@@ -162,7 +171,7 @@ def bench_task(task: str, num_steps: int, reps: int) -> TableResult:
             Goal(numerator="envpool (tshtrain)", denominator="gymnasium async", target=1.0),
             Goal(numerator="envpool (tshtrain)", denominator="envpool (raw)", target=0.9),
         ],
-        notes=[f"{num_steps} vector steps per repetition, {reps} interleaved repetitions"],
+        notes=_notes(num_steps, reps),
     )
     print_table(table)
     return table
@@ -173,7 +182,17 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--vector-steps", type=int, default=1000, help="vector steps per repetition")
     parser.add_argument("--reps", type=int, default=5)
     parser.add_argument("--quick", action="store_true", help="100 vector steps, 2 repetitions, JSON only")
+    parser.add_argument(
+        "--render", action="store_true", help="rewrite the markdown from results/bench_envpool.json only"
+    )
     args = parser.parse_args(argv)
+    if args.render:
+        payload = json.loads((RESULTS_DIR / "bench_envpool.json").read_text(encoding="utf-8"))
+        tables = {task: TableResult.from_json(t) for task, t in payload["tables"].items()}
+        for table in tables.values():
+            table.notes = _notes(payload["vector_steps"], payload["reps"])
+        write_markdown(payload, tables)
+        return
     if args.quick:
         args.vector_steps, args.reps = 100, 2
     pin_torch_threads()
@@ -181,7 +200,7 @@ def main(argv: list[str] | None = None) -> None:
     tables = {task: bench_task(task, args.vector_steps, args.reps) for task in tasks}
     machine, versions, revision = cpu_info(), package_versions(PACKAGES), git_revision()
     name = "bench_envpool_quick" if args.quick else "bench_envpool"
-    payload = {
+    payload: dict[str, Any] = {
         "vector_steps": args.vector_steps,
         "reps": args.reps,
         "num_envs": NUM_ENVS,
@@ -193,8 +212,13 @@ def main(argv: list[str] | None = None) -> None:
     }
     json_path = write_json(name, payload)
     print(f"\nwrote {json_path}")
-    if args.quick:
-        return
+    if not args.quick:
+        write_markdown(payload, tables)
+
+
+def write_markdown(payload: dict[str, Any], tables: dict[str, TableResult]) -> None:
+    """benchmarks/results/bench_envpool.md from a run's payload and tables."""
+    machine, versions, revision = payload["machine"], payload["versions"], payload["revision"]
     parts = [
         "# EnvPool vs Gymnasium's vector envs (env steps/s, random actions, 8 envs)",
         "",

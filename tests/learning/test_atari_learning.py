@@ -17,6 +17,7 @@ Every run prints the curve (``CURVE``) and a ``RESULT`` line.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -33,9 +34,9 @@ from tshtrain.trainer.stats import EpochStats
 
 CONFIG = Path(__file__).resolve().parents[2] / "examples" / "configs" / "ppo_atari_breakout.yaml"
 EPOCH_ENV_STEPS = 8192
-NUM_EPOCHS = 8
+NUM_EPOCHS = 12
 BUDGET_ENV_STEPS = EPOCH_ENV_STEPS * NUM_EPOCHS
-"""65,536 env steps = 262,144 frames"""
+"""98,304 env steps = 393,216 frames"""
 MAX_FRAMES = 8000
 THRESHOLD = 3.0
 MIN_GAIN = 1.0
@@ -53,6 +54,11 @@ class _TrainingReturns(Callback):
         returns = collected.returns if collected is not None else np.zeros(0)
         mean = float(np.mean(returns)) if len(returns) else float("nan")
         self.epochs.append((stats.epoch, ctx.counters.env_step, mean, len(returns)))
+        print(
+            f"CURVE ppo_atari_breakout epoch={stats.epoch} env_steps={ctx.counters.env_step} "
+            f"mean_training_return={mean:.2f} episodes={len(returns)}",
+            flush=True,
+        )
 
 
 def train_breakout(seed: int, output_dir: Path) -> list[tuple[int, int, float, int]]:
@@ -66,6 +72,7 @@ def train_breakout(seed: int, output_dir: Path) -> list[tuple[int, int, float, i
             "trainer.test_step_num_episodes=1",
             "env.num_test_envs=1",
             f"env.kwargs.max_num_frames_per_episode={MAX_FRAMES}",
+            f"env.wrappers={json.dumps(atari_wrappers(terminal_on_life_loss=True))}",
             "torch_threads=1",
             "trainer.show_progress=false",
             "trainer.verbose=false",
@@ -80,11 +87,6 @@ def train_breakout(seed: int, output_dir: Path) -> list[tuple[int, int, float, i
         run.trainer.run()
     finally:
         run.close()
-    for epoch, env_step, mean, count in curve.epochs:
-        print(
-            f"CURVE ppo_atari_breakout seed={seed} epoch={epoch} env_steps={env_step} "
-            f"mean_training_return={mean:.2f} episodes={count}"
-        )
     return curve.epochs
 
 
