@@ -29,6 +29,7 @@ pytest.importorskip("cv2")
 from typing_extensions import override
 
 from tshtrain.config import build_run, load_experiment
+from tshtrain.env.atari import atari_wrappers
 from tshtrain.trainer.callbacks import Callback, RunContext
 from tshtrain.trainer.stats import EpochStats
 
