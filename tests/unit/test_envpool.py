@@ -182,3 +182,17 @@ def test_atari_pool_has_the_gymnasium_preprocessing_shape(task_id: str) -> None:
                 assert not np.array_equal(info["final_obs"][i], obs[i])
     env.close()
     assert ended >= 1
+
+
+def test_info_follows_gymnasium_same_step_layout() -> None:
+    """Ended sub-envs: the ending step's info under final_info (masked), the reset's at the top level."""
+    env = EnvPoolVectorEnv("CartPole-v1", 3, seed=1, max_episode_steps=5)
+    env.reset()
+    for _ in range(5):
+        _, _, terminated, truncated, info = env.step(np.zeros(3, dtype=np.int64))
+    env.close()
+    done = terminated | truncated
+    assert done.all()  # CartPole under a constant push lasts more than 5 steps: the time limit ended all
+    np.testing.assert_array_equal(info["final_info"]["elapsed_step"], [5, 5, 5])
+    np.testing.assert_array_equal(info["final_info"]["_elapsed_step"], done)
+    np.testing.assert_array_equal(info["elapsed_step"], [0, 0, 0])  # the new episodes' reset

@@ -49,6 +49,25 @@ def _envpool_module() -> Any:
         ) from error
 
 
+def _same_step_info(
+    info: dict[str, Any], reset_info: Mapping[str, Any], rows: np.ndarray, done: np.ndarray
+) -> dict[str, Any]:
+    """Gymnasium's same-step layout: ``final_info`` holds the ending step's per-env arrays (each with its
+    ``_key`` mask: the sub-envs that ended), the top level the reset's values in the ended rows."""
+    final_info: dict[str, Any] = {}
+    merged = dict(info)
+    for key, value in info.items():
+        if not isinstance(value, np.ndarray) or value.shape[:1] != done.shape:
+            continue
+        final_info[key], final_info[f"_{key}"] = value, done
+        reset_value = reset_info.get(key)
+        if isinstance(reset_value, np.ndarray) and reset_value.shape[1:] == value.shape[1:]:
+            merged[key] = value.copy()
+            merged[key][rows] = reset_value
+    merged["final_info"], merged["_final_info"] = final_info, done
+    return merged
+
+
 class EnvPoolVectorEnv(gym.vector.VectorEnv[Any, Any, Any]):
     """An EnvPool pool of ``num_envs`` sub-envs of one task, in same-step autoreset mode.
 
@@ -141,12 +160,12 @@ class EnvPoolVectorEnv(gym.vector.VectorEnv[Any, Any, Any]):
             final_obs = np.empty(self.num_envs, dtype=object)
             final_obs[ended] = list(obs[ended])
             reset_obs, _, _, _, reset_info = self._pool.step(actions[ended], ended)
+            rows = np.asarray(reset_info["env_id"])
             obs = obs.copy()
-            obs[np.asarray(reset_info["env_id"])] = reset_obs
+            obs[rows] = reset_obs
+            info = _same_step_info(info, reset_info, rows, done)
             info["final_obs"] = final_obs
             info["_final_obs"] = done
-            info["final_info"] = {k: v for k, v in info.items() if not k.startswith(("final", "_final"))}
-            info["_final_info"] = done
         return obs, np.asarray(rew, dtype=np.float64), terminated, truncated, info
 
     def _in_env_order(self, obs: np.ndarray, info: Mapping[str, Any]) -> np.ndarray:
