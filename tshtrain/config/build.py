@@ -28,6 +28,7 @@ from tshtrain.config.envs import (
     AnyVectorEnv,
     is_tensor_env,
     make_collector,
+    make_envpool_env,
     make_tensor_env,
     tensor_buffer,
 )
@@ -78,17 +79,26 @@ def make_envs(
     render_mode: str | None = None,
     extra_wrappers: Sequence[Callable[[gym.Env[Any, Any]], gym.Env[Any, Any]]] = (),
     allowed_modules: Collection[str] = (),
+    seed: int = 0,
 ) -> gym.vector.VectorEnv[Any, Any, Any]:
     """A vector env of the experiment's env section; ``render_mode`` and ``extra_wrappers`` (applied after
     the experiment's own) are for videos. Modules the section names (wrappers, a ``module:`` env id) are
     imported only when allowed (:mod:`tshtrain.config.entry_points`): Gymnasium's wrappers, tshtrain's
-    env helpers and ``allowed_modules``. Gymnasium envs only: torch-native env types are built by
-    :func:`make_any_envs`."""
+    env helpers and ``allowed_modules``. Gymnasium and EnvPool envs only (``seed``: the seed an EnvPool
+    pool is built with; Gymnasium envs are seeded by their collector): torch-native env types are built
+    by :func:`make_any_envs`."""
     if is_tensor_env(env):
         raise ExperimentError(
             f"env.type: {env.type!r} is a torch-native env; Gymnasium wrappers, rendering and videos do "
             f"not apply to it (use tshtrain.config.make_any_envs)."
         )
+    if env.type == "envpool":
+        if render_mode is not None or extra_wrappers:
+            raise ExperimentError(
+                f"env.type: 'envpool' ({env.id!r}) does not render; record videos with the Gymnasium env "
+                f"of the same game (env.type: gymnasium)."
+            )
+        return make_envpool_env(env, num_envs, seed=seed)
     module = env_id_module(env.id)
     if module is not None:
         require_allowed(module, where="env.id", name=env.id, allowed_modules=allowed_modules)
@@ -112,7 +122,7 @@ def make_any_envs(
     envs of test steps) otherwise."""
     if is_tensor_env(experiment.env):
         return make_tensor_env(experiment.env, num_envs, seed=seed, device=experiment.device, test=test)
-    return make_envs(experiment.env, num_envs, allowed_modules=allowed_modules)
+    return make_envs(experiment.env, num_envs, allowed_modules=allowed_modules, seed=seed)
 
 
 def build_algorithm(

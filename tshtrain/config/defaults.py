@@ -283,6 +283,87 @@ MINIGRID_EXAMPLE: dict[str, Any] = {
 """PPO on MiniGrid-Empty-5x5-v0 with Dict observations (image + direction) and a small CNN: every seed
 of 0-4 reaches the optimal test return 0.955 within 15k env steps (tests/learning/test_minigrid.py)"""
 
+_ATARI_ENV: dict[str, Any] = {
+    "id": "tshtrain.env.atari:ALE/Breakout-v5",
+    "kwargs": {"frameskip": 1},  # AtariPreprocessing skips the frames (ALE must not)
+    "wrappers": [
+        {
+            "name": "gymnasium.wrappers.AtariPreprocessing",
+            "kwargs": {"frame_skip": 4, "screen_size": 84, "noop_max": 30, "terminal_on_life_loss": False},
+        },
+        {"name": "gymnasium.wrappers.FrameStackObservation", "kwargs": {"stack_size": 4}},
+    ],
+}
+"""Breakout with Gymnasium's Atari preprocessing (84x84 grayscale, 4 frames per step, up to 30 no-ops at
+the start) and the last 4 frames stacked: observations Box(0, 255, (4, 84, 84), uint8), the Nature CNN by
+``encoder: auto``; the same wrappers as ``tshtrain.env.atari.atari_wrappers()``"""
+_NATURE_CNN: dict[str, Any] = {
+    "type": "cnn",
+    "channels": [32, 64, 64],
+    "kernel_sizes": [8, 4, 3],
+    "strides": [4, 2, 1],
+    "features": 512,
+}
+
+PPO_ATARI_EXAMPLE: dict[str, Any] = {
+    "algorithm": {
+        "name": "ppo",
+        "params": {
+            "lr": 2.5e-4,
+            "lr_schedule": "linear",
+            "clip_range": 0.1,
+            "clip_schedule": "linear",
+            "gamma": 0.99,
+            "gae_lambda": 0.95,
+            "ent_coef": 0.01,
+            "vf_coef": 0.5,
+            "max_grad_norm": 0.5,
+        },
+        "network": {"hidden_sizes": [], "activation": "relu", "encoder": _NATURE_CNN},
+    },
+    "env": {**_ATARI_ENV, "num_training_envs": 8, "num_test_envs": 4},
+    "trainer": {
+        "max_epochs": 100,
+        "epoch_num_steps": 100_352,
+        "collection_step_num_env_steps": 1024,
+        "batch_size": 256,
+        "update_step_num_repetitions": 4,
+        "test_step_num_episodes": 4,
+    },
+}
+"""PPO on Breakout with rl-zoo's Atari hyperparameters (8 envs x 128 steps, 4 epochs of 4 mini-batches,
+lr 2.5e-4 and clip 0.1 both decayed linearly, entropy 0.01): 10M env steps (40M frames) in 100 epochs"""
+
+DQN_ATARI_EXAMPLE: dict[str, Any] = {
+    "algorithm": {
+        "name": "dqn",
+        "params": {
+            "lr": 1e-4,
+            "gamma": 0.99,
+            "target_update_freq": 1000,
+            "is_double": False,
+            "huber_loss": True,
+            "max_grad_norm": 10.0,
+        },
+        "network": {"hidden_sizes": [], "activation": "relu", "encoder": _NATURE_CNN},
+        "exploration": {"eps_start": 1.0, "eps_end": 0.01, "eps_decay_env_steps": 1_000_000},
+    },
+    "env": {**_ATARI_ENV, "num_training_envs": 8, "num_test_envs": 4},
+    "trainer": {
+        "max_epochs": 100,
+        "epoch_num_steps": 100_000,
+        "collection_step_num_env_steps": 32,
+        "update_step_num_gradient_steps_per_sample": 0.125,
+        "batch_size": 32,
+        "test_step_num_episodes": 4,
+    },
+    "buffer": {"size": 100_000, "prefill_env_steps": 100_000},
+}
+"""DQN on Breakout with rl-zoo's Atari hyperparameters (replay of 100k transitions filled with 100k random
+steps first, target network every 1000 gradient steps, lr 1e-4, one gradient step of 32 per 4 env steps,
+epsilon 1 -> 0.01 over the first 10% of the 10M env steps). The buffer holds obs and obs_next as uint8:
+about 5.6 GB"""
+
 TASK_EXAMPLES: dict[str, tuple[str, Mapping[str, Any]]] = {
     "ppo_vmas_navigation": (
         "PPO on VMAS navigation (2 agents, one joint policy), 1024 batched torch envs whose data never "
@@ -323,6 +404,16 @@ TASK_EXAMPLES: dict[str, tuple[str, Mapping[str, Any]]] = {
     "ppo_minigrid_empty": (
         "PPO on MiniGrid-Empty-5x5-v0: Dict observations (image + direction), a CNN encoder (needs minigrid)",
         MINIGRID_EXAMPLE,
+    ),
+    "ppo_atari_breakout": (
+        "PPO on Atari Breakout (ALE/Breakout-v5): Atari preprocessing, 4 stacked frames, the Nature CNN "
+        "(needs tshtrain[atari])",
+        PPO_ATARI_EXAMPLE,
+    ),
+    "dqn_atari_breakout": (
+        "DQN on Atari Breakout (ALE/Breakout-v5): Atari preprocessing, 4 stacked frames, the Nature CNN "
+        "(needs tshtrain[atari]; the 100k buffer takes about 5.6 GB)",
+        DQN_ATARI_EXAMPLE,
     ),
 }
 """example experiment files for tasks beyond each algorithm's default one: file stem -> (summary, the

@@ -1,9 +1,10 @@
 """The envs, buffers and collectors of an experiment's ``env`` section, for both data paths.
 
 ``env.type: gymnasium`` builds a Gymnasium vector env (numpy data, :class:`~tshtrain.data.Collector`,
-:class:`~tshtrain.data.VectorReplayBuffer`); ``vmas`` and ``torch_cartpole`` build a torch-native
-:class:`~tshtrain.env.TensorVectorEnv` on ``env.device`` (default: the experiment's device) with a
-:class:`~tshtrain.data.TensorCollector` and a :class:`~tshtrain.data.TensorReplayBuffer` on that device.
+:class:`~tshtrain.data.VectorReplayBuffer`), ``envpool`` an EnvPool pool on the same numpy path;
+``vmas`` and ``torch_cartpole`` build a torch-native :class:`~tshtrain.env.TensorVectorEnv` on
+``env.device`` (default: the experiment's device) with a :class:`~tshtrain.data.TensorCollector` and a
+:class:`~tshtrain.data.TensorReplayBuffer` on that device.
 """
 
 from __future__ import annotations
@@ -25,7 +26,18 @@ AnyVectorEnv = gym.vector.VectorEnv[Any, Any, Any] | TensorVectorEnv
 
 def is_tensor_env(env: EnvConfig) -> bool:
     """True for the torch-native env types (``vmas``, ``torch_cartpole``)."""
-    return env.type != "gymnasium"
+    return env.type in ("vmas", "torch_cartpole")
+
+
+def make_envpool_env(env: EnvConfig, num_envs: int, *, seed: int) -> gym.vector.VectorEnv[Any, Any, Any]:
+    """The EnvPool env of ``env`` (type ``envpool``): :class:`~tshtrain.env.envpool.EnvPoolVectorEnv`
+    of the task ``env.id`` with ``num_envs`` sub-envs seeded ``seed``, ``seed + 1``, ..."""
+    from tshtrain.env.envpool import EnvPoolVectorEnv
+
+    try:
+        return EnvPoolVectorEnv(env.id, num_envs, seed=seed, **env.kwargs)
+    except ConfigurationError as error:
+        raise ExperimentError(f"env (envpool {env.id!r}, kwargs {env.kwargs}): {error}") from None
 
 
 def make_tensor_env(

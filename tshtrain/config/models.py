@@ -46,16 +46,19 @@ class WrapperConfig(Section):
 class EnvConfig(Section):
     """The environments: training and test vector envs of the same Gymnasium id."""
 
-    type: Literal["gymnasium", "vmas", "torch_cartpole"] = "gymnasium"
+    type: Literal["gymnasium", "envpool", "vmas", "torch_cartpole"] = "gymnasium"
     """what builds the envs: ``gymnasium`` (``gymnasium.make(id)`` in a vector env, numpy data);
+    ``envpool`` (the EnvPool task ``id`` in C++ threads, numpy data, same-step autoreset:
+    :class:`tshtrain.env.envpool.EnvPoolVectorEnv`; needs the ``envpool`` extra);
     ``vmas`` (the VMAS scenario ``id`` as a batched torch env, :class:`tshtrain.env.vmas.VmasEnv`);
     ``torch_cartpole`` (:class:`tshtrain.env.TorchCartPole`; ``id`` is ignored). The last two are
     torch-native: their data never leaves ``env.device``"""
     id: str = "CartPole-v1"
-    """a registered Gymnasium id (type ``gymnasium``) or a VMAS scenario name (type ``vmas``)"""
+    """a registered Gymnasium id (type ``gymnasium``), an EnvPool task id (type ``envpool``, e.g.
+    ``Breakout-v5``) or a VMAS scenario name (type ``vmas``)"""
     kwargs: dict[str, Any] = Field(default_factory=dict)
-    """keyword arguments of ``gymnasium.make``, or of ``VmasEnv`` / ``TorchCartPole`` (e.g.
-    ``max_episode_steps``, and a VMAS scenario's own arguments such as ``n_agents``)"""
+    """keyword arguments of ``gymnasium.make``, ``envpool.make``, or of ``VmasEnv`` / ``TorchCartPole``
+    (e.g. ``max_episode_steps``, and a VMAS scenario's own arguments such as ``n_agents``)"""
     device: str | None = None
     """where a torch-native env simulates (``cpu``, ``cuda``, ``cuda:N``, ``mps``, ``auto``); None: the
     experiment's ``device``. Gymnasium envs run on the host and take no device"""
@@ -85,7 +88,7 @@ class EnvConfig(Section):
                 raise ValueError(f"env.wrappers apply to Gymnasium envs only, not to type {self.type!r}")
             if self.vector != "sync":
                 raise ValueError(f"env.vector applies to Gymnasium envs only, not to type {self.type!r}")
-        elif self.device is not None:
+        if self.type in ("gymnasium", "envpool") and self.device is not None:
             raise ValueError("env.device applies to torch-native envs (type vmas or torch_cartpole) only")
         return self
 
