@@ -18,22 +18,21 @@ from typing import Any, Protocol, final
 import numpy as np
 
 from tshtrain.data.batch import ObsArray, RolloutBatch, TransitionBatch, obs_len
+from tshtrain.data.ring import BufferLayout, RingPositions
 from tshtrain.errors import ConfigurationError, require_positive
 from tshtrain.functional.targets import nstep_indices, nstep_returns
 
 _CORE_FIELDS = ("act", "rew", "terminated", "truncated")
 
-
-@dataclass(frozen=True, kw_only=True)
-class BufferLayout:
-    """Sizes and write positions of a buffer (what a saved buffer needs besides its arrays)."""
-
-    column_capacity: int
-    num_columns: int
-    ptr: tuple[int, ...]
-    """next row to write, per column"""
-    length: tuple[int, ...]
-    """number of stored transitions, per column"""
+__all__ = [
+    "BaseReplayBuffer",
+    "BufferLayout",
+    "NStepTargets",
+    "ReplayBuffer",
+    "SavableBuffer",
+    "VectorReplayBuffer",
+    "flatten_obs",
+]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -118,24 +117,21 @@ class BaseReplayBuffer(ABC):
         self._arrays: dict[str, np.ndarray] = {}
         self._flat: dict[str, np.ndarray] = {}
         self._obs_keys: tuple[str, ...] | None = None  # None: array observations
-        self._ptr = np.zeros(num_columns, dtype=np.int64)
-        self._len = np.zeros(num_columns, dtype=np.int64)
-        self._synced = True  # all columns share ptr and length: fast paths apply
-        self._column_ids = np.arange(num_columns)
+        self._ring = RingPositions(column_capacity, num_columns)
 
     # ------------------------------------------------------------------ sizes
     @property
     def capacity(self) -> int:
         """Total number of transitions the buffer can hold."""
-        return self.column_capacity * self.num_columns
+        return self._ring.capacity
 
     def __len__(self) -> int:
-        return int(self._len.sum())
+        return self._ring.total()
 
     @property
     def column_lengths(self) -> np.ndarray:
         """Number of stored transitions per column (a copy)."""
-        return self._len.copy()
+        return self._ring.len.copy()
 
     @property
     def is_allocated(self) -> bool:
@@ -149,12 +145,7 @@ class BaseReplayBuffer(ABC):
 
     def layout(self) -> BufferLayout:
         """Sizes and write positions (for saving)."""
-        return BufferLayout(
-            column_capacity=self.column_capacity,
-            num_columns=self.num_columns,
-            ptr=tuple(int(p) for p in self._ptr),
-            length=tuple(int(n) for n in self._len),
-        )
+        return self._ring.layout()
 
     def reset(self, *, keep_statistics: bool = False) -> None:
         """Forget all stored transitions (arrays stay allocated).
@@ -164,9 +155,7 @@ class BaseReplayBuffer(ABC):
                 collector, so the buffer holds none to keep.
         """
         del keep_statistics
-        self._ptr[:] = 0
-        self._len[:] = 0
-        self._synced = True
+        self._ring.reset()
 
     # ------------------------------------------------------------------ writing
     def _allocate(self, fields: Mapping[str, np.ndarray], num_rows: int) -> None:
@@ -199,7 +188,7 @@ class BaseReplayBuffer(ABC):
         """
         if (
             env_ids is None
-            and self._synced
+            and self._ring.synced
             and self._obs_keys is None
             and self._arrays
             and isinstance(obs, np.ndarray)
@@ -234,16 +223,12 @@ class BaseReplayBuffer(ABC):
                 f"{type(self).__name__}.add: fields {sorted(fields)} differ from the stored "
                 f"fields {sorted(self._arrays)}."
             )
-        if env_ids is None:
-            if num_rows > self.num_columns:
-                raise ConfigurationError(
-                    f"{type(self).__name__} has {self.num_columns} sub-buffers but {num_rows} envs "
-                    f"add at once; use VectorReplayBuffer(total_size, buffer_num={num_rows}) or more."
-                )
-            if self._synced and num_rows == self.num_columns:
-                return self._add_all_columns(fields)
-            env_ids = np.arange(num_rows)
-        return self._add_columns(fields, np.asarray(env_ids, dtype=np.int64))
+        columns = self._ring.target_columns(
+            num_rows, env_ids, owner=type(self).__name__, vector_cls="VectorReplayBuffer"
+        )
+        if columns is None:
+            return self._add_all_columns(fields)
+        return self._add_columns(fields, columns)
 
     def add_single(
         self,
@@ -277,7 +262,8 @@ class BaseReplayBuffer(ABC):
                 obs_next=obs_next,
             )
             return int(written[0])
-        row = int(self._ptr[0])
+        ring = self._ring
+        row = int(ring.ptr[0])
         if isinstance(obs, np.ndarray):
             arrays["obs"][row] = obs
             arrays["obs_next"][row] = obs_next
@@ -290,38 +276,22 @@ class BaseReplayBuffer(ABC):
         arrays["rew"][row] = rew
         arrays["terminated"][row] = terminated
         arrays["truncated"][row] = truncated
-        self._advance_all(row)
+        ring.advance_all(row)
         return row
 
-    def _advance_all(self, row: int) -> None:
-        self._ptr.fill(row + 1 if row + 1 < self.column_capacity else 0)
-        length = int(self._len[0])
-        if length < self.column_capacity:
-            self._len.fill(length + 1)
-
     def _add_all_columns(self, fields: Mapping[str, np.ndarray]) -> np.ndarray:
-        row = int(self._ptr[0])
+        ring = self._ring
+        row = int(ring.ptr[0])
         for name, value in fields.items():
             self._arrays[name][row] = value
-        self._advance_all(row)
-        return row * self.num_columns + self._column_ids
+        ring.advance_all(row)
+        return row * self.num_columns + ring.column_ids
 
     def _add_columns(self, fields: Mapping[str, np.ndarray], env_ids: np.ndarray) -> np.ndarray:
-        if len(env_ids) and (env_ids.min() < 0 or env_ids.max() >= self.num_columns):
-            raise ConfigurationError(
-                f"{type(self).__name__}.add: env ids {env_ids.tolist()} outside 0..{self.num_columns - 1}."
-            )
-        if len(np.unique(env_ids)) != len(env_ids):  # two rows for one column would lose a transition
-            raise ConfigurationError(
-                f"{type(self).__name__}.add: env ids {env_ids.tolist()} contain duplicates; add each "
-                f"env's transitions in separate calls."
-            )
-        rows = self._ptr[env_ids]
+        rows = self._ring.ptr[env_ids]
         for name, value in fields.items():
             self._arrays[name][rows, env_ids] = value
-        self._ptr[env_ids] = (rows + 1) % self.column_capacity
-        self._len[env_ids] = np.minimum(self._len[env_ids] + 1, self.column_capacity)
-        self._synced = bool(np.all(self._ptr == self._ptr[0]) and np.all(self._len == self._len[0]))
+        self._ring.advance_columns(env_ids, rows)
         return np.asarray(rows * self.num_columns + env_ids)
 
     def truncate_episodes(self, env_ids: np.ndarray) -> None:
@@ -333,11 +303,9 @@ class BaseReplayBuffer(ABC):
         no episode-aware lookup (:meth:`next_index`, :meth:`rollout` boundaries) crosses into the
         episode that follows in the same column.
         """
-        cols = np.asarray(env_ids, dtype=np.int64)
-        cols = cols[self._len[cols] > 0]
-        if len(cols) == 0 or not self._arrays:
+        idx = self._ring.newest_indices(env_ids)
+        if len(idx) == 0 or not self._arrays:
             return
-        idx = ((self._ptr[cols] - 1) % self.column_capacity) * self.num_columns + cols
         open_idx = idx[~(self._flat["terminated"][idx] | self._flat["truncated"][idx])]
         self._flat["truncated"][open_idx] = True
 
@@ -352,13 +320,14 @@ class BaseReplayBuffer(ABC):
         """``batch_size`` flat indices drawn uniformly (with replacement) from the stored transitions."""
         require_positive(type(self).__name__ + ".sample", "batch_size", batch_size)
         self._require_data("sample")
-        if self._synced:
+        lengths = self._ring.len
+        if self._ring.synced:
             # rows 0..L-1 of every column are filled: they are the first L*E flat entries
-            return self.rng.integers(0, int(self._len[0]) * self.num_columns, size=batch_size)
-        cum = np.cumsum(self._len)
+            return self.rng.integers(0, int(lengths[0]) * self.num_columns, size=batch_size)
+        cum = np.cumsum(lengths)
         draws = self.rng.integers(0, int(cum[-1]), size=batch_size)
         cols = np.searchsorted(cum, draws, side="right")
-        rows = draws - (cum[cols] - self._len[cols])
+        rows = draws - (cum[cols] - lengths[cols])
         return rows * self.num_columns + cols
 
     def sample(self, batch_size: int) -> TransitionBatch:
@@ -385,22 +354,11 @@ class BaseReplayBuffer(ABC):
 
     def chronological_indices(self) -> np.ndarray:
         """Flat indices of all stored transitions, oldest first (time-major, then column)."""
-        if len(self) == 0:
-            return np.zeros(0, dtype=np.int64)
-        row_TE, valid_TE = self._rows_TE()
-        flat_TE = row_TE * self.num_columns + np.arange(self.num_columns)
-        return np.asarray(flat_TE[valid_TE])
+        return self._ring.chronological_indices()
 
     def sample_all(self) -> TransitionBatch:
         """All stored transitions in chronological order (see :meth:`chronological_indices`)."""
         return self.get(self.chronological_indices())
-
-    def _rows_TE(self) -> tuple[np.ndarray, np.ndarray]:
-        t_max = int(self._len.max())
-        start_E = (self._ptr - self._len) % self.column_capacity
-        step_T = np.arange(t_max)[:, None]
-        row_TE = (start_E[None, :] + step_T) % self.column_capacity
-        return row_TE, step_T < self._len[None, :]
 
     def rollout(self) -> RolloutBatch:
         """All stored transitions as a time-major (T, E) :class:`RolloutBatch` (for on-policy updates).
@@ -409,16 +367,12 @@ class BaseReplayBuffer(ABC):
         case), the arrays are views of the buffer (no copy).
         """
         self._require_data("rollout")
-        if (
-            self._synced
-            and int(self._ptr[0]) == int(self._len[0]) % self.column_capacity
-            and (int(self._len[0]) < self.column_capacity or int(self._ptr[0]) == 0)
-        ):
-            steps = int(self._len[0])
+        if self._ring.is_contiguous_from_zero():
+            steps = int(self._ring.len[0])
             fields = {name: arr[:steps] for name, arr in self._arrays.items()}
             valid_TE = np.ones((steps, self.num_columns), dtype=bool)
         else:
-            row_TE, valid_TE = self._rows_TE()
+            row_TE, valid_TE = self._ring.rows_TE()
             cols = np.arange(self.num_columns)
             fields = {name: arr[row_TE, cols] for name, arr in self._arrays.items()}
             fields["rew"] = np.where(valid_TE, fields["rew"], np.float32(0.0))
@@ -455,7 +409,7 @@ class BaseReplayBuffer(ABC):
         rows, cols = np.divmod(indices, self.num_columns)
         flat = self._flat
         stop = flat["terminated"][indices] | flat["truncated"][indices]
-        stop |= rows == (self._ptr[cols] - 1) % self.column_capacity
+        stop |= rows == self._ring.newest_rows_E()[cols]
         nxt_rows = np.where(stop, rows, (rows + 1) % self.column_capacity)
         return nxt_rows * self.num_columns + cols
 
@@ -464,7 +418,7 @@ class BaseReplayBuffer(ABC):
         transition (or the oldest transition of its column) maps to itself."""
         rows, cols = np.divmod(indices, self.num_columns)
         prev_rows = (rows - 1) % self.column_capacity
-        oldest = rows == (self._ptr[cols] - self._len[cols]) % self.column_capacity
+        oldest = rows == self._ring.oldest_rows_E()[cols]
         prev_flat = prev_rows * self.num_columns + cols
         stop = oldest | self._flat["terminated"][prev_flat] | self._flat["truncated"][prev_flat]
         return np.where(stop, indices, prev_flat)
@@ -493,16 +447,7 @@ class BaseReplayBuffer(ABC):
         Exact unless a column received its whole capacity or more at once; then all rows of the full
         columns are returned (the newest data is among them).
         """
-        cap = self.column_capacity
-        ptr_before = np.asarray(before.ptr, dtype=np.int64)
-        added = (self._ptr - ptr_before) % cap
-        if int(added.sum()) < n_collected:  # some column wrapped around completely
-            added = np.where((self._len == cap) & (added == 0), cap, added)
-        columns = [
-            ((self._ptr[e] - added[e] + np.arange(added[e])) % cap) * self.num_columns + e
-            for e in np.flatnonzero(added)
-        ]
-        return np.concatenate(columns) if columns else np.zeros(0, dtype=np.int64)
+        return self._ring.new_indices(before, n_collected)
 
     def new_transitions(self, before: BufferLayout, n_collected: int) -> TransitionBatch:
         """The transitions of :meth:`new_indices` (a copy)."""
@@ -527,9 +472,7 @@ class BaseReplayBuffer(ABC):
         self._flat = {k: a.reshape(self.capacity, *a.shape[2:]) for k, a in self._arrays.items()}
         obs_keys = [k.split("/", 1)[1] for k in self._arrays if k.startswith("obs/")]
         self._obs_keys = tuple(obs_keys) if obs_keys else None
-        self._ptr = np.asarray(layout.ptr, dtype=np.int64)
-        self._len = np.asarray(layout.length, dtype=np.int64)
-        self._synced = bool(np.all(self._ptr == self._ptr[0]) and np.all(self._len == self._len[0]))
+        self._ring.restore(layout)
 
 
 @final

@@ -24,7 +24,7 @@ from typing_extensions import override
 
 from tshtrain.data.batch import ObsArray
 from tshtrain.data.buffer import BaseReplayBuffer
-from tshtrain.data.collector_base import BaseCollector, CollectedEpisodes, CollectorListener
+from tshtrain.data.collector_base import BaseCollector, CollectedEpisodes, CollectorListener, EpisodeQuota
 from tshtrain.data.direct_step import SingleEnvStepper, VectorEnvStepper, direct_stepper, is_finite_step
 from tshtrain.data.env_info import EnvInfoAccumulator
 from tshtrain.env.spaces import make_action_checker, sample_actions
@@ -335,31 +335,19 @@ class Collector(BaseCollector):
                 n_episode=n_episode,
                 max_env_steps=max_env_steps,
             )
-        active_mask = np.zeros(self.num_envs, dtype=bool)
-        active_mask[: min(n_episode, self.num_envs)] = True
-        started = int(active_mask.sum())
+        quota = EpisodeQuota(n_episode, self.num_envs)
         returns: list[np.ndarray] = []
         lens: list[np.ndarray] = []
-        stored = 0
-        while active_mask.any():
-            active = np.flatnonzero(active_mask)
-            all_active = len(active) == self.num_envs
-            done_idx, ep_returns, ep_lens = self._vector_step(
-                random, deterministic, None if all_active else active
-            )
-            stored += len(active)
-            finished = active_mask[done_idx]
+        while quota.running():
+            done_idx, ep_returns, ep_lens = self._vector_step(random, deterministic, quota.step_envs())
+            finished = quota.finish(done_idx)
             if finished.any():
                 returns.append(ep_returns[finished])
                 lens.append(ep_lens[finished])
-            for env_id in done_idx[finished]:
-                if started < n_episode:
-                    started += 1
-                else:
-                    active_mask[env_id] = False
-            if max_env_steps is not None and stored >= max_env_steps and active_mask.any():
-                self._episode_limit(n_episode, stored, max_env_steps, active_mask)
-        return self._collected(stored, self._concat(returns), np.concatenate(lens or [np.zeros(0, np.int64)]))
+            if max_env_steps is not None and quota.over_limit(max_env_steps):
+                self._episode_limit(n_episode, quota.stored, max_env_steps, quota.active_mask)
+        lens_N = np.concatenate(lens or [np.zeros(0, np.int64)])
+        return self._collected(quota.stored, self._concat(returns), lens_N)
 
     def _collect_single(
         self,

@@ -12,7 +12,7 @@ from __future__ import annotations
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
-from typing import Any, ClassVar, Literal, NamedTuple, Protocol, TypeAlias
+from typing import Any, ClassVar, Literal, NamedTuple, Protocol, TypeAlias, final
 
 import numpy as np
 
@@ -70,6 +70,60 @@ class CollectedEpisodes:
         self.lens = lens
         self.env_info = dict(env_info or {})
         self.env_info_counts = dict(env_info_counts or {})
+
+
+@final
+class EpisodeQuota:
+    """Which sub-envs still collect during ``collect(n_episode=n)`` (both collectors' episode loop).
+
+    The first ``min(n, num_envs)`` envs start an episode; an env that finishes one starts another while
+    fewer than ``n`` have been started, and stops otherwise. Only the transitions of collecting envs
+    are stored and counted.
+    """
+
+    __slots__ = ("active_mask", "n_episode", "started", "stored")
+
+    def __init__(self, n_episode: int, num_envs: int):
+        """Args:
+        n_episode: the number of episodes to finish.
+        num_envs: the number of sub-envs.
+        """
+        self.n_episode = n_episode
+        self.active_mask = np.zeros(num_envs, dtype=bool)
+        """the envs that still collect"""
+        self.active_mask[: min(n_episode, num_envs)] = True
+        self.started = int(self.active_mask.sum())
+        """episodes started so far"""
+        self.stored = 0
+        """env steps of collecting envs so far (the transitions stored)"""
+
+    def running(self) -> bool:
+        """True while some env still collects."""
+        return bool(self.active_mask.any())
+
+    def step_envs(self) -> np.ndarray | None:
+        """The envs whose transitions the next vector step stores (None: all of them); counts them."""
+        active = np.flatnonzero(self.active_mask)
+        self.stored += len(active)
+        return None if len(active) == len(self.active_mask) else active
+
+    def finish(self, done_idx: np.ndarray) -> np.ndarray:
+        """Record the episodes that ended in the last vector step (``done_idx``: the envs, ascending).
+
+        Returns:
+            A mask over ``done_idx``: the envs that were collecting (their episodes count).
+        """
+        finished: np.ndarray = self.active_mask[done_idx]
+        for env_id in done_idx[finished]:
+            if self.started < self.n_episode:
+                self.started += 1
+            else:
+                self.active_mask[env_id] = False
+        return finished
+
+    def over_limit(self, max_env_steps: int) -> bool:
+        """True when ``max_env_steps`` steps were stored and some env still collects."""
+        return self.stored >= max_env_steps and self.running()
 
 
 class BaseCollector(ABC):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import numpy as np
@@ -40,26 +40,12 @@ class EnvInfoAccumulator:
             self._add_single_level(final_info)
 
     def _add_single_level(self, info: Mapping[str, Any]) -> None:
-        entry = info.get(self.key)
-        if entry is None:
-            return
-        if isinstance(entry, Mapping):
-            for name, value in entry.items():
-                if not name.startswith("_"):
-                    self._add_values(name, _one_env_values(value), None, None)
-        else:
-            self._add_values(self.key, _one_env_values(entry), None, None)
+        for name, value, _ in _metrics(info, self.key):
+            self._add_values(name, _one_env_values(value), None, None)
 
     def _add_level(self, info: Mapping[str, Any], rows: np.ndarray | None) -> None:
-        entry = info.get(self.key)
-        if entry is None:
-            return
-        if isinstance(entry, Mapping):
-            for name, value in entry.items():
-                if not name.startswith("_"):
-                    self._add_values(name, value, entry.get(f"_{name}"), rows)
-        else:
-            self._add_values(self.key, entry, info.get(f"_{self.key}"), rows)
+        for name, value, mask in _metrics(info, self.key):
+            self._add_values(name, value, mask, rows)
 
     def _add_values(self, name: str, value: Any, mask: Any, rows: np.ndarray | None) -> None:
         if value is None:
@@ -90,3 +76,18 @@ def _one_env_values(value: Any) -> np.ndarray | None:
     if isinstance(value, np.ndarray):
         return value[None]
     return None
+
+
+def _metrics(info: Mapping[str, Any], key: str) -> Iterator[tuple[str, Any, Any]]:
+    """(name, value, mask) of each metric under ``info[key]``: the entry itself (named ``key``) or,
+    for a dict, each of its entries not named ``_*``; the mask is the matching ``_name`` entry (None
+    when there is none)."""
+    entry = info.get(key)
+    if entry is None:
+        return
+    if isinstance(entry, Mapping):
+        for name, value in entry.items():
+            if not name.startswith("_"):
+                yield name, value, entry.get(f"_{name}")
+    else:
+        yield key, entry, info.get(f"_{key}")

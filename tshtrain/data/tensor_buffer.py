@@ -21,7 +21,7 @@ import numpy as np
 import torch
 
 from tshtrain.data.batch import ObsTensor, TensorRolloutBatch, TorchTransitionBatch
-from tshtrain.data.buffer import BufferLayout
+from tshtrain.data.ring import BufferLayout, RingPositions
 from tshtrain.errors import ConfigurationError, require_positive
 
 
@@ -84,23 +84,21 @@ class TensorReplayBuffer:
         self._arrays: dict[str, torch.Tensor] = {}
         self._flat: dict[str, torch.Tensor] = {}
         self._obs_keys: tuple[str, ...] | None = None
-        self._ptr = np.zeros(buffer_num, dtype=np.int64)
-        self._len = np.zeros(buffer_num, dtype=np.int64)
-        self._synced = True
+        self._ring = RingPositions(self.column_capacity, buffer_num)
 
     # ------------------------------------------------------------------ sizes
     @property
     def capacity(self) -> int:
         """Total number of transitions the buffer can hold."""
-        return self.column_capacity * self.num_columns
+        return self._ring.capacity
 
     def __len__(self) -> int:
-        return int(self._len.sum())
+        return self._ring.total()
 
     @property
     def column_lengths(self) -> np.ndarray:
         """Number of stored transitions per column (a copy)."""
-        return self._len.copy()
+        return self._ring.len.copy()
 
     @property
     def is_allocated(self) -> bool:
@@ -114,20 +112,13 @@ class TensorReplayBuffer:
 
     def layout(self) -> BufferLayout:
         """Sizes and write positions (for saving)."""
-        return BufferLayout(
-            column_capacity=self.column_capacity,
-            num_columns=self.num_columns,
-            ptr=tuple(int(p) for p in self._ptr),
-            length=tuple(int(n) for n in self._len),
-        )
+        return self._ring.layout()
 
     def reset(self, *, keep_statistics: bool = False) -> None:
         """Forget all stored transitions (tensors stay allocated); ``keep_statistics`` as in
         :meth:`tshtrain.data.BaseReplayBuffer.reset`."""
         del keep_statistics
-        self._ptr[:] = 0
-        self._len[:] = 0
-        self._synced = True
+        self._ring.reset()
 
     # ------------------------------------------------------------------ writing
     def _allocate(self, fields: Mapping[str, torch.Tensor]) -> None:
@@ -170,54 +161,33 @@ class TensorReplayBuffer:
                 f"TensorReplayBuffer.add: fields {sorted(fields)} differ from the stored fields "
                 f"{sorted(self._arrays)}."
             )
-        num_rows = len(rew)
-        if env_ids is None:
-            if num_rows > self.num_columns:
-                raise ConfigurationError(
-                    f"TensorReplayBuffer has {self.num_columns} sub-buffers but {num_rows} envs add at "
-                    f"once; use TensorReplayBuffer(total_size, buffer_num={num_rows}) or more."
-                )
-            if self._synced and num_rows == self.num_columns:
-                self._add_all_columns(fields)
-                return
-            env_ids = np.arange(num_rows)
-        self._add_columns(fields, np.asarray(env_ids, dtype=np.int64))
+        columns = self._ring.target_columns(
+            len(rew), env_ids, owner="TensorReplayBuffer", vector_cls="TensorReplayBuffer"
+        )
+        if columns is None:
+            self._add_all_columns(fields)
+        else:
+            self._add_columns(fields, columns)
 
     def _add_all_columns(self, fields: Mapping[str, torch.Tensor]) -> None:
-        row = int(self._ptr[0])
+        row = int(self._ring.ptr[0])
         for name, value in fields.items():
             self._arrays[name][row] = value
-        self._ptr.fill(row + 1 if row + 1 < self.column_capacity else 0)
-        length = int(self._len[0])
-        if length < self.column_capacity:
-            self._len.fill(length + 1)
+        self._ring.advance_all(row)
 
     def _add_columns(self, fields: Mapping[str, torch.Tensor], env_ids: np.ndarray) -> None:
-        if len(env_ids) and (env_ids.min() < 0 or env_ids.max() >= self.num_columns):
-            raise ConfigurationError(
-                f"TensorReplayBuffer.add: env ids {env_ids.tolist()} outside 0..{self.num_columns - 1}."
-            )
-        if len(np.unique(env_ids)) != len(env_ids):
-            raise ConfigurationError(
-                f"TensorReplayBuffer.add: env ids {env_ids.tolist()} contain duplicates; add each env's "
-                f"transitions in separate calls."
-            )
-        rows = self._ptr[env_ids]
+        rows = self._ring.ptr[env_ids]
         flat = torch.from_numpy(rows * self.num_columns + env_ids).to(self.device)
         for name, value in fields.items():
             self._flat[name][flat] = value.to(self._flat[name].dtype)
-        self._ptr[env_ids] = (rows + 1) % self.column_capacity
-        self._len[env_ids] = np.minimum(self._len[env_ids] + 1, self.column_capacity)
-        self._synced = bool(np.all(self._ptr == self._ptr[0]) and np.all(self._len == self._len[0]))
+        self._ring.advance_columns(env_ids, rows)
 
     def truncate_episodes(self, env_ids: np.ndarray) -> None:
         """Mark the newest transition of each given column truncated unless it already ends its
         episode (see :meth:`tshtrain.data.BaseReplayBuffer.truncate_episodes`)."""
-        cols = np.asarray(env_ids, dtype=np.int64)
-        cols = cols[self._len[cols] > 0]
-        if len(cols) == 0 or not self._arrays:
+        idx_np = self._ring.newest_indices(env_ids)
+        if len(idx_np) == 0 or not self._arrays:
             return
-        idx_np = ((self._ptr[cols] - 1) % self.column_capacity) * self.num_columns + cols
         idx = torch.from_numpy(idx_np).to(self.device)
         open_ = ~(self._flat["terminated"][idx] | self._flat["truncated"][idx])
         self._flat["truncated"][idx] = self._flat["truncated"][idx] | open_
@@ -231,12 +201,13 @@ class TensorReplayBuffer:
         """``batch_size`` flat indices (on ``device``) drawn uniformly with replacement."""
         require_positive("TensorReplayBuffer.sample", "batch_size", batch_size)
         self._require_data("sample")
-        if self._synced:
-            high = int(self._len[0]) * self.num_columns
+        lengths = self._ring.len
+        if self._ring.synced:
+            high = int(lengths[0]) * self.num_columns
             return torch.randint(0, high, (batch_size,), generator=self.rng, device=self.device)
-        cum_np = np.cumsum(self._len)
+        cum_np = np.cumsum(lengths)
         cum = torch.from_numpy(cum_np).to(self.device)
-        lens = torch.from_numpy(self._len).to(self.device)
+        lens = torch.from_numpy(lengths).to(self.device)
         draws = torch.randint(0, int(cum_np[-1]), (batch_size,), generator=self.rng, device=self.device)
         cols = torch.searchsorted(cum, draws, right=True)
         rows = draws - (cum[cols] - lens[cols])
@@ -264,28 +235,18 @@ class TensorReplayBuffer:
             indices=indices,
         )
 
-    def _rows_TE(self) -> tuple[torch.Tensor, torch.Tensor]:
-        t_max = int(self._len.max())
-        start_E = (self._ptr - self._len) % self.column_capacity
-        step_T = np.arange(t_max)[:, None]
-        row_TE = (start_E[None, :] + step_T) % self.column_capacity
-        valid_TE = step_T < self._len[None, :]
-        return torch.from_numpy(row_TE).to(self.device), torch.from_numpy(valid_TE).to(self.device)
-
     def rollout(self) -> TensorRolloutBatch:
         """All stored transitions as a time-major (T, E) :class:`TensorRolloutBatch`; views of the
         buffer when every column holds the same steps written from row 0 (the on-policy case)."""
         self._require_data("rollout")
-        length, ptr = int(self._len[0]), int(self._ptr[0])
-        if (
-            self._synced
-            and ptr == length % self.column_capacity
-            and (length < self.column_capacity or ptr == 0)
-        ):
+        if self._ring.is_contiguous_from_zero():
+            length = int(self._ring.len[0])
             fields = {name: arr[:length] for name, arr in self._arrays.items()}
             valid_TE = torch.ones((length, self.num_columns), dtype=torch.bool, device=self.device)
         else:
-            row_TE, valid_TE = self._rows_TE()
+            row_np, valid_np = self._ring.rows_TE()
+            row_TE = torch.from_numpy(row_np).to(self.device)
+            valid_TE = torch.from_numpy(valid_np).to(self.device)
             cols_E = torch.arange(self.num_columns, device=self.device)
             fields = {name: arr[row_TE, cols_E] for name, arr in self._arrays.items()}
             fields["rew"] = torch.where(valid_TE, fields["rew"], torch.zeros_like(fields["rew"]))
@@ -294,8 +255,9 @@ class TensorReplayBuffer:
     def _make_rollout(self, fields: Mapping[str, torch.Tensor], valid_TE: torch.Tensor) -> TensorRolloutBatch:
         terminated, truncated = fields["terminated"], fields["truncated"]
         last_TE = torch.zeros_like(valid_TE)
-        has_data = np.flatnonzero(self._len > 0)
-        last_rows = torch.from_numpy(self._len[has_data] - 1).to(self.device)
+        lengths = self._ring.len
+        has_data = np.flatnonzero(lengths > 0)
+        last_rows = torch.from_numpy(lengths[has_data] - 1).to(self.device)
         last_TE[last_rows, torch.from_numpy(has_data).to(self.device)] = True
         boundary = terminated | truncated | last_TE | ~valid_TE
 
@@ -322,7 +284,7 @@ class TensorReplayBuffer:
         stored transition (or the newest of its column) maps to itself."""
         cols = indices % self.num_columns
         rows = indices // self.num_columns
-        newest_E = torch.from_numpy((self._ptr - 1) % self.column_capacity).to(self.device)
+        newest_E = torch.from_numpy(self._ring.newest_rows_E()).to(self.device)
         stop = self._flat["terminated"][indices] | self._flat["truncated"][indices]
         stop = stop | (rows == newest_E[cols])
         nxt_rows = torch.where(stop, rows, (rows + 1) % self.column_capacity)
@@ -354,16 +316,7 @@ class TensorReplayBuffer:
     def new_indices(self, before: BufferLayout, n_collected: int) -> np.ndarray:
         """Flat indices (host integers) of the transitions written since the layout ``before``, as
         :meth:`tshtrain.data.BaseReplayBuffer.new_indices` (layout arithmetic only, no device sync)."""
-        cap = self.column_capacity
-        ptr_before = np.asarray(before.ptr, dtype=np.int64)
-        added = (self._ptr - ptr_before) % cap
-        if int(added.sum()) < n_collected:  # some column wrapped around completely
-            added = np.where((self._len == cap) & (added == 0), cap, added)
-        columns = [
-            ((self._ptr[e] - added[e] + np.arange(added[e])) % cap) * self.num_columns + e
-            for e in np.flatnonzero(added)
-        ]
-        return np.concatenate(columns) if columns else np.zeros(0, dtype=np.int64)
+        return self._ring.new_indices(before, n_collected)
 
     def new_transitions(self, before: BufferLayout, n_collected: int) -> TorchTransitionBatch:
         """The transitions of :meth:`new_indices` (copies, on ``device``)."""
@@ -382,9 +335,7 @@ class TensorReplayBuffer:
         self._flat = {k: a.view(self.capacity, *a.shape[2:]) for k, a in self._arrays.items()}
         obs_keys = [k.split("/", 1)[1] for k in self._arrays if k.startswith("obs/")]
         self._obs_keys = tuple(obs_keys) if obs_keys else None
-        self._ptr = np.asarray(layout.ptr, dtype=np.int64).copy()
-        self._len = np.asarray(layout.length, dtype=np.int64).copy()
-        self._synced = bool(np.all(self._ptr == self._ptr[0]) and np.all(self._len == self._len[0]))
+        self._ring.restore(layout)
 
     def sampler_state(self) -> Any:
         """The sampling generator's state (a CPU uint8 tensor)."""

@@ -23,7 +23,7 @@ import torch
 from typing_extensions import override
 
 from tshtrain.data.batch import ObsTensor
-from tshtrain.data.collector_base import BaseCollector, CollectedEpisodes, EnvSnapshotFormat
+from tshtrain.data.collector_base import BaseCollector, CollectedEpisodes, EnvSnapshotFormat, EpisodeQuota
 from tshtrain.data.tensor_buffer import TensorReplayBuffer
 from tshtrain.env.tensor_env import TensorVectorEnv
 from tshtrain.env.tensor_spaces import make_tensor_action_checker, sample_actions_torch
@@ -282,31 +282,19 @@ class TensorCollector(BaseCollector):
     ) -> CollectedEpisodes:
         if bool(self._ep_len.any()):  # unfinished episodes from step-based collection: start afresh
             self.reset_env()
-        active_mask = np.zeros(self.num_envs, dtype=bool)
-        active_mask[: min(n_episode, self.num_envs)] = True
-        started = int(active_mask.sum())
+        quota = EpisodeQuota(n_episode, self.num_envs)
         returns: list[np.ndarray] = []
         lens: list[np.ndarray] = []
-        stored = 0
-        while active_mask.any():
-            active = np.flatnonzero(active_mask)
-            all_active = len(active) == self.num_envs
-            done, ep_returns, ep_lens = self._vector_step(
-                random, deterministic, None if all_active else active
-            )
-            stored += len(active)
+        while quota.running():
+            done, ep_returns, ep_lens = self._vector_step(random, deterministic, quota.step_envs())
             done_idx = np.flatnonzero(done.cpu().numpy())
-            finished_idx = done_idx[active_mask[done_idx]]
+            finished_idx = done_idx[quota.finish(done_idx)]
             if len(finished_idx):
                 rows = torch.from_numpy(finished_idx).to(self.device)
                 returns.append(ep_returns[rows].to(torch.float64).cpu().numpy())
                 lens.append(ep_lens[rows].cpu().numpy())
-            for env_id in finished_idx:
-                if started < n_episode:
-                    started += 1
-                else:
-                    active_mask[env_id] = False
-            if max_env_steps is not None and stored >= max_env_steps and active_mask.any():
+            if max_env_steps is not None and quota.over_limit(max_env_steps):
+                stored, active_mask = quota.stored, quota.active_mask
                 longest = int(self._ep_len[torch.from_numpy(active_mask).to(self.device)].max())
                 raise EpisodeLimitError(
                     f"TensorCollector.collect: {stored} env steps without finishing {n_episode} episodes "
@@ -316,7 +304,7 @@ class TensorCollector(BaseCollector):
                 )
         shape = tuple(self._ep_return.shape[1:])
         return self._collected(
-            stored,
+            quota.stored,
             np.concatenate(returns) if returns else np.zeros((0, *shape), dtype=np.float64),
             np.concatenate(lens) if lens else np.zeros(0, dtype=np.int64),
         )
