@@ -124,3 +124,11 @@ def test_atari_examples_train_one_tiny_epoch(stem: str, tmp_path: Path) -> None:
         run.close()
     assert info.train_step == 64
     assert encoders and all(not e.channels_last and e.obs_shape == (4, 84, 84) for e in encoders)
+
+
+def test_default_run_directory_is_one_level_without_the_module() -> None:
+    from tshtrain.cli.train import _default_output_dir
+
+    experiment = load_experiment(str(EXAMPLES / "ppo_atari_breakout.yaml"))
+    name = _default_output_dir(experiment)
+    assert name.startswith("runs/ppo-ale-breakout-v5-") and name.count("/") == 1 and ":" not in name

@@ -373,4 +373,6 @@ def _default_output_dir(experiment: Experiment) -> str:
     import time
 
     stamp = time.strftime("%Y%m%d-%H%M%S")
-    return f"runs/{experiment.algorithm.name}-{experiment.env.id.lower()}-{stamp}"
+    # "tshtrain.env.atari:ALE/Breakout-v5" -> "ale-breakout-v5": no module prefix, one directory level
+    env_name = experiment.env.id.rpartition(":")[2].replace("/", "-").lower()
+    return f"runs/{experiment.algorithm.name}-{env_name}-{stamp}"
