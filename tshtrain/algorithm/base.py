@@ -23,7 +23,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from itertools import chain
 from typing import Any, Generic, Protocol, Self, TypeVar, final
 
@@ -56,6 +56,8 @@ def check_finite_loss(algorithm: str, name: str, loss: torch.Tensor) -> None:
             f"learning rate, clip gradients, or check the rewards and observations for NaN/inf."
         )
 
+
+_CPU = torch.device("cpu")
 
 FUSED_ADAM_DEVICE_TYPES = frozenset({"cpu", "cuda", "mps"})
 """device types with a fused Adam kernel in torch >= 2.4 (MPS: float32 and float16 parameters)"""
@@ -242,6 +244,23 @@ class Policy(nn.Module, ABC):
         self._act_bounds_cache: dict[torch.device, tuple[torch.Tensor, torch.Tensor]] = {}
         self.generator = seeded_generator(seed, device or torch.device("cpu"))
         """the generator from which this policy samples actions (on the policy's device)"""
+        self._device_tensor: tuple[torch.Tensor, ...] | None = None  # see _actions_device
+
+    def _apply(self, fn: Callable[[torch.Tensor], torch.Tensor], recurse: bool = True) -> Self:
+        self._device_tensor = None  # .to() / .cuda() / ...: find the device afresh
+        moved: Self = super()._apply(fn, recurse)  # type: ignore[no-untyped-call]  # torch leaves it untyped
+        return moved
+
+    def _actions_device(self) -> torch.device:
+        """:attr:`device` without walking the modules on every call: the tensor that decides it (the
+        first parameter, else buffer) is remembered, and its device read; moving the policy (any
+        ``nn.Module._apply``: ``to``, ``cuda``, ...) forgets it. A parameter moved alone keeps its object
+        (``param.data`` is replaced), so its device is still read right."""
+        found = self._device_tensor
+        if found is None:
+            first = next(chain(self.parameters(), self.buffers()), None)
+            found = self._device_tensor = () if first is None else (first,)
+        return found[0].device if found else _CPU
 
     @property
     def device(self) -> torch.device:
@@ -254,8 +273,18 @@ class Policy(nn.Module, ABC):
 
     def compute_actions(self, obs: ObsArray, *, deterministic: bool) -> np.ndarray:
         """Numpy in, numpy out: what the collector calls once per vector step."""
+        device = self._actions_device()
+        if (
+            isinstance(obs, np.ndarray)
+            and device.type == "cpu"
+            and obs.dtype != np.float64
+            and obs.flags.writeable
+        ):
+            obs_t: ObsTensor = torch.from_numpy(obs)  # what obs_to_torch does here, in a fraction of a µs
+        else:
+            obs_t = obs_to_torch(obs, device)
         with torch.inference_mode():
-            act: torch.Tensor = self.actions(obs_to_torch(obs, self.device), deterministic=deterministic)
+            act: torch.Tensor = self.actions(obs_t, deterministic=deterministic)
         return act.cpu().numpy()
 
     def map_action(self, act: np.ndarray) -> np.ndarray:

@@ -245,6 +245,54 @@ class BaseReplayBuffer(ABC):
             env_ids = np.arange(num_rows)
         return self._add_columns(fields, np.asarray(env_ids, dtype=np.int64))
 
+    def add_single(
+        self,
+        *,
+        obs: ObsArray,
+        act: np.ndarray,
+        rew: float,
+        terminated: bool,
+        truncated: bool,
+        obs_next: ObsArray,
+    ) -> int:
+        """Add the transition of one env (the one-env collector's hot path): ``obs``, ``act`` and
+        ``obs_next`` are batches of one row, ``rew`` / ``terminated`` / ``truncated`` plain scalars.
+
+        Stores what :meth:`add` stores for the same transition as arrays of one row, but without
+        building a field dict or checking the fields: the caller guarantees that they match the
+        buffer's (the collector does). The first add (which fixes the arrays), buffers of several
+        columns and subclasses that override :meth:`add` (prioritized buffers) go through :meth:`add`.
+
+        Returns:
+            The flat index written.
+        """
+        arrays = self._arrays
+        if not arrays or self.num_columns != 1 or type(self).add is not BaseReplayBuffer.add:
+            written = self.add(
+                obs=obs,
+                act=act,
+                rew=np.array([rew], dtype=np.float64),
+                terminated=np.array([terminated]),
+                truncated=np.array([truncated]),
+                obs_next=obs_next,
+            )
+            return int(written[0])
+        row = int(self._ptr[0])
+        if isinstance(obs, np.ndarray):
+            arrays["obs"][row] = obs
+            arrays["obs_next"][row] = obs_next
+        else:
+            assert isinstance(obs_next, Mapping)
+            for key, value in obs.items():
+                arrays["obs/" + key][row] = value
+                arrays["obs_next/" + key][row] = obs_next[key]
+        arrays["act"][row] = act
+        arrays["rew"][row] = rew
+        arrays["terminated"][row] = terminated
+        arrays["truncated"][row] = truncated
+        self._advance_all(row)
+        return row
+
     def _advance_all(self, row: int) -> None:
         self._ptr.fill(row + 1 if row + 1 < self.column_capacity else 0)
         length = int(self._len[0])

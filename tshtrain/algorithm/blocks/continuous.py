@@ -199,8 +199,9 @@ class TanhGaussianPolicy(Policy):
 
     @override
     def actions(self, obs: ObsTensor, *, deterministic: bool) -> torch.Tensor:
+        mu, log_std = self.mean_log_std(obs)
         if deterministic:
-            mu, _ = self.mean_log_std(obs)
             return torch.tanh(mu)
-        act, _ = self.sample(obs)
-        return act
+        # what sample() draws and computes for the action, without its log-density
+        eps = torch.randn(mu.shape, generator=self.generator, device=mu.device, dtype=mu.dtype)
+        return torch.tanh(mu + log_std.exp() * eps)

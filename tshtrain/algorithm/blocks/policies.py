@@ -202,6 +202,11 @@ class QValuePolicy(Policy):
         return self.q_values(obs).argmax(dim=-1)
 
     def _epsilon_greedy(self, act: np.ndarray, eps: float, rng: np.random.Generator) -> np.ndarray:
+        if len(act) == 1:  # one env: scalar draws, the same numbers as the batch draws below
+            if rng.random() < eps:
+                act = act.copy()
+                act[0] = rng.integers(0, self._num_actions)
+            return act
         explore = rng.random(len(act)) < eps
         if explore.any():
             act = act.copy()
@@ -211,7 +216,7 @@ class QValuePolicy(Policy):
     @override
     def add_exploration_noise(self, act: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         eps = self.eps
-        self.explored_env_steps += len(act)
+        self.explored_env_steps.add_(len(act))  # in place: no nn.Module.__setattr__ per vector step
         return self._epsilon_greedy(act, eps, rng)
 
     @override
