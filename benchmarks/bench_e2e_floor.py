@@ -54,6 +54,8 @@ from harness import (
 )
 
 FLOOR = "floor (env + net)"
+FUSED_FLOOR = "floor (env + net, fused Adam)"
+PARTS = (ef.ENV_PART, ef.NET_PART, ef.FUSED_NET_PART, FLOOR, FUSED_FLOOR)
 DEFAULT_SEEDS = {"ppo": 5, "dqn": 5, "sac": 3}
 
 
@@ -124,11 +126,15 @@ def summarise(key: str, runs: list[FloorRun]) -> dict[str, Any]:
     floor = {s: env[s] + net[s] for s in sorted(set(env) & set(net))}
     cpu_env, cpu_net = cpu_by_name.get(ef.ENV_PART, {}), cpu_by_name.get(ef.NET_PART, {})
     cpu_floor = {s: cpu_env[s] + cpu_net[s] for s in floor}
-    ordered = [n for n in ef.CONTESTANTS[key] if n in by_name and n not in (ef.ENV_PART, ef.NET_PART)]
+    fused = by_name.get(ef.FUSED_NET_PART, {})
+    fused_floor = {s: env[s] + fused[s] for s in sorted(set(env) & set(fused))}
+    cpu_fused = cpu_by_name.get(ef.FUSED_NET_PART, {})
+    cpu_fused_floor = {s: cpu_env[s] + cpu_fused[s] for s in fused_floor}
+    ordered = [n for n in ef.CONTESTANTS[key] if n in by_name and n not in PARTS]
     rows: dict[str, Any] = {}
-    for name in [*ordered, ef.ENV_PART, ef.NET_PART, FLOOR]:
-        secs = floor if name == FLOOR else by_name.get(name, {})
-        cpu = cpu_floor if name == FLOOR else cpu_by_name.get(name, {})
+    for name in [*ordered, ef.ENV_PART, ef.NET_PART, ef.FUSED_NET_PART, FLOOR, FUSED_FLOOR]:
+        secs = {FLOOR: floor, FUSED_FLOOR: fused_floor}.get(name, by_name.get(name, {}))
+        cpu = {FLOOR: cpu_floor, FUSED_FLOOR: cpu_fused_floor}.get(name, cpu_by_name.get(name, {}))
         if not secs:
             continue
         rs = [r for r in runs if r.contestant == name]
@@ -140,6 +146,7 @@ def summarise(key: str, runs: list[FloorRun]) -> dict[str, Any]:
             "cpu_seconds_median": statistics.median(cpu.values()),
             "seeds": sorted(secs),
             "vs_floor": _ratio(secs, floor),
+            "vs_fused_floor": _ratio(secs, fused_floor),
             "cpu_vs_floor": _ratio(cpu, cpu_floor),
             "cpu_vs_raw_hand": _ratio(cpu, cpu_by_name.get(ef.RAW_HAND, {})),
             "vs_raw_hand": _ratio(secs, by_name.get(ef.RAW_HAND, {})),
@@ -183,15 +190,15 @@ def markdown(key: str, title: str, settings: str, runs: list[FloorRun], summary:
         "",
         f"| contestant | wall s median | min | max | over floor s | wall / floor (paired range) "
         f"| wall / {ef.RAW_HAND} (paired range) | goal | CPU / floor (paired range) "
-        "| final training return | test return (10 ep.) |",
-        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: | ---: | ---: |",
+        "| wall / floor with fused Adam | final training return | test return (10 ep.) |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: | ---: | ---: | ---: |",
     ]
     for name, row in rows.items():
         goal_cell = ""
         if name == "tshtrain":
             mark = "met" if goal["met"] else "**not met**"
             goal_cell = f"<= {goal['tshtrain_vs_raw_hand_at_most']:.2f}x: {mark}"
-        part = name in (ef.ENV_PART, ef.NET_PART, FLOOR)
+        part = name in PARTS
         cells = [
             f"*{name}*" if part else name,
             f"{row['seconds_median']:.1f}",

@@ -8,7 +8,9 @@ The floor of a training run is the time of its two irreducible parts, measured a
 * **network work alone** (``*_net_alone``): the same forward passes for acting (one per env step
   that a hand loop acts on with the network) and the same forward / backward / optimizer steps of
   the update, on random tensors of the right shapes drawn before the clock starts, with plain
-  ``torch.optim.Adam`` (not fused) and denormals flushed.
+  ``torch.optim.Adam`` (not fused) and denormals flushed. ``fused=True`` measures the same work with
+  fused Adam (``torch.optim.Adam(fused=True)``, what tshtrain uses): a second, lower floor, since a
+  fused Adam step costs a fraction of a per-tensor one for these small networks.
 
 No storage, no sampling of a replay buffer, no GAE, no conversion of observations: whatever a
 contestant spends above ``env + net`` is the cost of its loop, its buffers and its library.
@@ -19,6 +21,7 @@ Builders follow ``e2e_contestants``: ``(make_env, seed, num_env_steps) -> (run, 
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Any
 
@@ -75,7 +78,9 @@ def env_alone(num_envs: int, steps_taken: Callable[[int], int]) -> FloorBuilder:
 
 
 # ============================================================================================ PPO
-def ppo_net_alone(make_env: EnvFactory, seed: int, num_env_steps: int) -> tuple[Run, ec.ActFn | None]:
+def ppo_net_alone(
+    make_env: EnvFactory, seed: int, num_env_steps: int, *, fused: bool = False
+) -> tuple[Run, ec.ActFn | None]:
     """PPO's network work (settings of ``ec.PPO_SETTINGS``): per update, 32 acting passes of the actor
     on (8, 4) with a categorical sample; one pass of the critic over the rollout and the last
     observations (264 rows) and of the actor over the rollout (the old log-probabilities); then 20
@@ -87,7 +92,7 @@ def ppo_net_alone(make_env: EnvFactory, seed: int, num_env_steps: int) -> tuple[
     actor = mlp([obs_dim, 64, 64, num_actions], nn.Tanh)
     critic = mlp([obs_dim, 64, 64, 1], nn.Tanh)
     params = [*actor.parameters(), *critic.parameters()]
-    optimizer = torch.optim.Adam(params, lr=1e-3)
+    optimizer = torch.optim.Adam(params, lr=1e-3, fused=fused or None)
     num_updates = num_env_steps // ec.PPO_ROLLOUT
     act_obs = [torch.randn(num_envs, obs_dim) for _ in range(POOL)]
     rollouts = [torch.randn(ec.PPO_ROLLOUT + num_envs, obs_dim) for _ in range(POOL)]
@@ -156,7 +161,9 @@ def _dqn_num_greedy(seed: int, num_env_steps: int) -> int:
     return int((rng.random(n) >= eps).sum())
 
 
-def dqn_net_alone(make_env: EnvFactory, seed: int, num_env_steps: int) -> tuple[Run, ec.ActFn | None]:
+def dqn_net_alone(
+    make_env: EnvFactory, seed: int, num_env_steps: int, *, fused: bool = False
+) -> tuple[Run, ec.ActFn | None]:
     """DQN's network work (settings of ``ec.DQN_SETTINGS``): one greedy pass of the Q-network on one
     observation per env step that acts greedily; per round, the target network copied from the online
     one and 128 gradient steps on a batch of 64 (Huber loss against the target network's max, gradient
@@ -166,7 +173,7 @@ def dqn_net_alone(make_env: EnvFactory, seed: int, num_env_steps: int) -> tuple[
     obs_dim, num_actions, batch = 4, 2, 64
     q_net = mlp([obs_dim, 256, 256, num_actions], nn.ReLU)
     target_net = mlp([obs_dim, 256, 256, num_actions], nn.ReLU)
-    optimizer = torch.optim.Adam(q_net.parameters(), lr=2.3e-3)
+    optimizer = torch.optim.Adam(q_net.parameters(), lr=2.3e-3, fused=fused or None)
     rounds = (num_env_steps - ec.DQN_PREFILL) // ec.DQN_ROUND
     num_greedy = _dqn_num_greedy(seed, num_env_steps)
     greedy_per_round = [num_greedy // rounds + (r < num_greedy % rounds) for r in range(rounds)]
@@ -226,7 +233,9 @@ def _dqn_hand(*, vector: bool, flush: bool) -> ec.Builder:
 
 
 # ============================================================================================ SAC
-def sac_net_alone(make_env: EnvFactory, seed: int, num_env_steps: int) -> tuple[Run, ec.ActFn | None]:
+def sac_net_alone(
+    make_env: EnvFactory, seed: int, num_env_steps: int, *, fused: bool = False
+) -> tuple[Run, ec.ActFn | None]:
     """SAC's network work (settings of ``ec.SAC_SETTINGS``): one squashed-Gaussian actor pass on one
     observation per env step after the random ones; per env step after those, one gradient step of
     the twin critics (target from the actor and the target critics), of the actor and of alpha on a
@@ -241,10 +250,10 @@ def sac_net_alone(make_env: EnvFactory, seed: int, num_env_steps: int) -> tuple[
     q2_targ.load_state_dict(q2.state_dict())
     critic_params = [*q1.parameters(), *q2.parameters()]
     target_params = [*q1_targ.parameters(), *q2_targ.parameters()]
-    actor_opt = torch.optim.Adam(actor.parameters(), lr=1e-3)
-    critic_opt = torch.optim.Adam(critic_params, lr=1e-3)
+    actor_opt = torch.optim.Adam(actor.parameters(), lr=1e-3, fused=fused or None)
+    critic_opt = torch.optim.Adam(critic_params, lr=1e-3, fused=fused or None)
     log_alpha = torch.zeros(1, requires_grad=True)
-    alpha_opt = torch.optim.Adam([log_alpha], lr=1e-3)
+    alpha_opt = torch.optim.Adam([log_alpha], lr=1e-3, fused=fused or None)
     num_steps = num_env_steps - ec.SAC_PREFILL
     act_obs = [torch.randn(1, obs_dim) for _ in range(POOL)]
     batches = [
@@ -316,7 +325,7 @@ def _sac_hand(*, vector: bool, flush: bool) -> ec.Builder:
 
 
 # ============================================================================================ tables
-ENV_PART, NET_PART = "floor: env", "floor: net"
+ENV_PART, NET_PART, FUSED_NET_PART = "floor: env", "floor: net", "floor: net (fused Adam)"
 RAW_HAND = "hand (raw envs)"
 """the reference of the goals"""
 
@@ -328,6 +337,7 @@ PPO_CONTESTANTS: dict[str, FloorBuilder] = {
     "Tianshou": ec.PPO_CONTESTANTS["Tianshou"],
     ENV_PART: env_alone(ec.PPO_NUM_ENVS, lambda n: n // ec.PPO_ROLLOUT * ec.PPO_ROLLOUT),
     NET_PART: ppo_net_alone,
+    FUSED_NET_PART: functools.partial(ppo_net_alone, fused=True),
 }
 DQN_CONTESTANTS: dict[str, FloorBuilder] = {
     "tshtrain": ec.DQN_CONTESTANTS["tshtrain"],
@@ -338,6 +348,7 @@ DQN_CONTESTANTS: dict[str, FloorBuilder] = {
     "Tianshou": ec.DQN_CONTESTANTS["Tianshou"],
     ENV_PART: env_alone(1, lambda n: ec.DQN_PREFILL + (n - ec.DQN_PREFILL) // ec.DQN_ROUND * ec.DQN_ROUND),
     NET_PART: dqn_net_alone,
+    FUSED_NET_PART: functools.partial(dqn_net_alone, fused=True),
 }
 SAC_CONTESTANTS: dict[str, FloorBuilder] = {
     "tshtrain": ec.SAC_CONTESTANTS["tshtrain"],
@@ -347,6 +358,7 @@ SAC_CONTESTANTS: dict[str, FloorBuilder] = {
     "Tianshou": ec.SAC_CONTESTANTS["Tianshou"],
     ENV_PART: env_alone(1, lambda n: n),
     NET_PART: sac_net_alone,
+    FUSED_NET_PART: functools.partial(sac_net_alone, fused=True),
 }
 CONTESTANTS = {"ppo": PPO_CONTESTANTS, "dqn": DQN_CONTESTANTS, "sac": SAC_CONTESTANTS}
 GOALS = {"ppo": 0.7, "dqn": 0.9, "sac": 0.9}
