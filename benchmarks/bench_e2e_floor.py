@@ -245,8 +245,8 @@ def markdown(key: str, title: str, settings: str, runs: list[FloorRun], summary:
 
 # ============================================================================ main
 def profile_tshtrain(key: str, env_id: str, num_env_steps: int, seed: int = 0, top: int = 25) -> Path:
-    """cProfile one tshtrain run (cumulative, top ``top``; then by own time) into
-    ``results/e2e_floor_profile_<key>.txt``."""
+    """cProfile one tshtrain run (cumulative, top ``top``; then by own time; then tshtrain's own functions
+    and the one-env collection loop's callees) into ``results/e2e_floor_profile_<key>.txt``."""
     recorder = Recorder(threshold=None)
 
     def make_env() -> gym.Env[Any, Any]:
@@ -264,6 +264,9 @@ def profile_tshtrain(key: str, env_id: str, num_env_steps: int, seed: int = 0, t
     stats = pstats.Stats(prof, stream=buf)
     stats.sort_stats("cumulative").print_stats(top)
     stats.sort_stats("tottime").print_stats(top)
+    buf.write("\n\ntshtrain's own functions (and the collector's callees) by cumulative time:\n")
+    stats.sort_stats("cumulative").print_stats(r"tshtrain/", top)
+    stats.print_callees(r"collector.py:\d+\(_collect_single\)")
     out = RESULTS_DIR / f"e2e_floor_profile_{key}.txt"
     header = (
         f"cProfile of one tshtrain {key} run ({num_env_steps:,} env steps, seed {seed}, env {env_id}), "
@@ -290,6 +293,9 @@ def main() -> None:
     parser.add_argument("--profile", choices=["ppo", "dqn", "sac"], help="cProfile one tshtrain run")
     parser.add_argument("--render", type=Path, help="rebuild the tables and docs from a results JSON")
     parser.add_argument("--no-docs", action="store_true", help="do not rewrite docs/benchmarks.md")
+    parser.add_argument(
+        "--tag", help="write results/e2e_floor_<tag>.json / .md instead (a side run: docs untouched)"
+    )
     args = parser.parse_args()
     pin_torch_threads()
     warnings.filterwarnings("ignore")
@@ -301,9 +307,11 @@ def main() -> None:
         return
     if args.render:
         data = json.loads(args.render.read_text())
-        report(data, docs=not args.no_docs)
+        report(data, docs=not args.no_docs and not args.tag, name=args.render.stem)
         return
     name = "e2e_floor_quick" if args.quick else "e2e_floor"
+    if args.tag:
+        name, args.no_docs = f"{name}_{args.tag}", True
     data: dict[str, Any] = {
         "machine": cpu_info(),
         "versions": package_versions(PACKAGES),
@@ -338,11 +346,11 @@ def main() -> None:
                 write_json(name, data)
         print(markdown(key, w.title, w.settings, runs, entry["summary"]), flush=True)
     if not args.quick:
-        report(data, docs=not args.no_docs)
+        report(data, docs=not args.no_docs, name=name)
 
 
-def report(data: dict[str, Any], *, docs: bool) -> None:
-    """Write ``results/e2e_floor.md`` and (``docs``) the section of docs/benchmarks.md from ``data``."""
+def report(data: dict[str, Any], *, docs: bool, name: str = "e2e_floor") -> None:
+    """Write ``results/<name>.md`` and (``docs``) the section of docs/benchmarks.md from ``data``."""
     parts = []
     for key, entry in data["workloads"].items():
         runs = [FloorRun(**r) for r in entry["runs"]]
@@ -357,7 +365,7 @@ def report(data: dict[str, Any], *, docs: bool) -> None:
     )
     if data.get("note"):
         body = f"{data['note']}\n\n{body}"
-    md_path = RESULTS_DIR / "e2e_floor.md"
+    md_path = RESULTS_DIR / f"{name}.md"
     md_path.write_text(f"# End to end against the floor\n\n{body}\n")
     print(f"written {md_path}")
     if docs:
