@@ -1,5 +1,14 @@
 """Building and seeding vector environments; helpers for Gymnasium spaces."""
 
+from tshtrain.env.multi_agent import (
+    ACTION_MASK_KEY,
+    AGENT_ID_KEY,
+    OBS_KEY,
+    STATE_KEY,
+    AgentColumns,
+    AgentStep,
+    MultiAgentVectorEnv,
+)
 from tshtrain.env.spaces import (
     ArraySpec,
     action_spec,
@@ -21,8 +30,15 @@ from tshtrain.env.vector import (
 )
 
 __all__ = [
+    "ACTION_MASK_KEY",
+    "AGENT_ID_KEY",
+    "OBS_KEY",
+    "STATE_KEY",
+    "AgentColumns",
+    "AgentStep",
     "ArraySpec",
     "EnvFactory",
+    "MultiAgentVectorEnv",
     "TensorObs",
     "TensorStep",
     "TensorVectorEnv",
