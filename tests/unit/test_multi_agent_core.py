@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import copy
 
-from typing import Any
-
 import gymnasium as gym
 import numpy as np
 import pytest
@@ -233,7 +231,10 @@ def test_q_policy_explores_among_legal_actions_only() -> None:
 
 
 def test_column_scope_samples_only_its_columns_numpy_and_tensor() -> None:
-    for buffer in (VectorReplayBuffer(40, buffer_num=4, seed=0), TensorReplayBuffer(40, buffer_num=4, seed=0, device="cpu")):
+    for buffer in (
+        VectorReplayBuffer(40, buffer_num=4, seed=0),
+        TensorReplayBuffer(40, buffer_num=4, seed=0, device="cpu"),
+    ):
         obs = np.arange(4, dtype=np.float32).reshape(4, 1)
         for _ in range(5):
             if isinstance(buffer, TensorReplayBuffer):
@@ -260,9 +261,8 @@ def test_column_scope_samples_only_its_columns_numpy_and_tensor() -> None:
             cols = np.asarray(buffer.sample(200).obs).reshape(-1)
         assert set(cols.tolist()) == {2.0, 3.0}
         assert buffer.scoped_len == 20  # the scope ends with the block
-        with pytest.raises(ValueError, match="contiguous"):
-            with buffer.column_scope(slice(0, 4, 2)):
-                pass
+        with pytest.raises(ValueError, match="contiguous"), buffer.column_scope(slice(0, 4, 2)):
+            pass
 
 
 def test_off_policy_learners_update_from_their_own_columns_and_round_trip() -> None:
@@ -348,5 +348,3 @@ def test_collect_stats_log_per_agent_returns_after_reduction() -> None:
     merged = merge_collect_stats([named, named])
     assert merged.agent_returns is not None and merged.agent_returns.shape == (4, 2)
     assert merged.agents == ("x", "y")
-
-
