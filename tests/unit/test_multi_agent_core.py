@@ -12,6 +12,7 @@ import pytest
 import torch
 from torch import nn
 
+from tests.multi_agent_envs import LeavingParallel, TurnGame
 from tshtrain.algorithm import (
     DQN,
     MASKED_VALUE,
@@ -31,120 +32,8 @@ from tshtrain.algorithm import (
 )
 from tshtrain.data import MultiAgentCollector, TensorReplayBuffer, VectorReplayBuffer
 from tshtrain.data.stats import CollectStats, merge_collect_stats
-from tshtrain.env import ACTION_MASK_KEY, OBS_KEY, AgentColumns, AgentStep, MultiAgentVectorEnv
+from tshtrain.env import ACTION_MASK_KEY, OBS_KEY, AgentColumns
 from tshtrain.errors import ConfigurationError
-
-
-class TurnGame(MultiAgentVectorEnv):
-    """Two players alternate; a game lasts ``length`` moves. Each move's action is added to the mover's
-    reward; the player who moves last gets +10 and the other -10 at the end (both terminal in the last
-    vector step). Observation: (move index, player, env index); mask: actions 0..2 legal, 3 illegal."""
-
-    def __init__(self, num_envs: int, length: int = 4):
-        self.columns = AgentColumns(("p0", "p1"), num_envs)
-        self.single_observation_space = gym.spaces.Dict(
-            {
-                OBS_KEY: gym.spaces.Box(-np.inf, np.inf, (3,), np.float32),
-                ACTION_MASK_KEY: gym.spaces.Box(0, 1, (4,), np.int8),
-            }
-        )
-        self.single_action_space = gym.spaces.Discrete(4)
-        self.turn_based = True
-        self.length = length
-        self.move = np.zeros(num_envs, dtype=np.int64)
-        self.log: list[tuple[int, int, int]] = []  # (env, player, action)
-
-    def reset(self, *, seed: int | None = None, env_ids: np.ndarray | None = None) -> None:
-        del seed
-        ids = np.arange(self.num_envs) if env_ids is None else env_ids
-        self.move[ids] = 0
-
-    def _obs_of(self) -> dict[str, np.ndarray]:
-        c = self.num_columns
-        obs = np.zeros((c, 3), dtype=np.float32)
-        for col in range(c):
-            agent, env = divmod(col, self.num_envs)
-            obs[col] = (self.move[env], agent, env)
-        mask = np.tile(np.array([1, 1, 1, 0], dtype=np.int8), (c, 1))
-        return {OBS_KEY: obs, ACTION_MASK_KEY: mask}
-
-    @property
-    def obs(self) -> dict[str, np.ndarray]:
-        return self._obs_of()
-
-    @property
-    def acting_C(self) -> np.ndarray:
-        acting = np.zeros(self.num_columns, dtype=bool)
-        for env in range(self.num_envs):
-            acting[self.columns.column(int(self.move[env] % 2), env)] = True
-        return acting
-
-    def step(self, act: np.ndarray, columns: np.ndarray) -> AgentStep:
-        c, e = self.num_columns, self.num_envs
-        rew = np.zeros(c, dtype=np.float32)
-        term = np.zeros(c, dtype=bool)
-        final = self._obs_of()
-        done = np.zeros(e, dtype=bool)
-        for a, col in zip(act, columns, strict=True):
-            agent, env = divmod(int(col), e)
-            assert agent == self.move[env] % 2
-            self.log.append((env, agent, int(a)))
-            rew[col] += float(a)
-            self.move[env] += 1
-            if self.move[env] == self.length:
-                rew[col] += 10.0
-                rew[self.columns.column(1 - agent, env)] -= 10.0
-                term[[self.columns.column(0, env), self.columns.column(1, env)]] = True
-                done[env] = True
-        final = self._obs_of()
-        self.move[done] = 0
-        return AgentStep(rew, term, np.zeros(c, dtype=bool), final, done)
-
-    def close(self) -> None:
-        pass
-
-
-class LeavingParallel(MultiAgentVectorEnv):
-    """Parallel env of 2 agents: every live agent acts each step, reward = action; agent 1 leaves
-    (terminated) after 1 step, the episode ends (agent 0 truncated) after 3 steps."""
-
-    def __init__(self, num_envs: int):
-        self.columns = AgentColumns(("a", "b"), num_envs)
-        self.single_observation_space = gym.spaces.Box(-np.inf, np.inf, (2,), np.float32)
-        self.single_action_space = gym.spaces.Discrete(3)
-        self.turn_based = False
-        self.t = np.zeros(num_envs, dtype=np.int64)
-
-    def reset(self, *, seed: int | None = None, env_ids: np.ndarray | None = None) -> None:
-        del seed
-        self.t[:] = 0
-
-    @property
-    def obs(self) -> np.ndarray:
-        e = self.num_envs
-        return np.array([[self.t[col % e], col // e] for col in range(self.num_columns)], dtype=np.float32)
-
-    @property
-    def acting_C(self) -> np.ndarray:
-        e = self.num_envs
-        return np.array([col < e or self.t[col % e] < 1 for col in range(self.num_columns)])
-
-    def step(self, act: np.ndarray, columns: np.ndarray) -> AgentStep:
-        e, c = self.num_envs, self.num_columns
-        rew = np.zeros(c, dtype=np.float32)
-        rew[columns] = act
-        self.t += 1
-        term = np.zeros(c, dtype=bool)
-        trunc = np.zeros(c, dtype=bool)
-        term[e:] = self.t == 1
-        done = self.t == 3
-        trunc[:e] = done
-        final = self.obs
-        self.t[done] = 0
-        return AgentStep(rew, term, trunc, final, done)
-
-    def close(self) -> None:
-        pass
 
 
 def _q_policy(seed: int = 0, masked: bool = True) -> QValuePolicy:
@@ -270,7 +159,7 @@ def test_off_policy_learners_update_from_their_own_columns_and_round_trip() -> N
     dqn = DQN(policy=_q_policy(1), params=DQNParams(lr=1e-2, target_update_freq=2))
     algorithm = MultiAgentOffPolicy(
         independent_learners(env.columns, {"p0": RandomPolicy(env.single_action_space, seed=0), "p1": dqn}),
-        num_columns=env.num_columns,
+        num_units=2,
     )
     buffer = VectorReplayBuffer(100, buffer_num=4, seed=0)
     collector = MultiAgentCollector(algorithm.policy, env, buffer, exploration_noise=True, seed=0)
@@ -308,16 +197,20 @@ def test_learner_layouts_are_checked() -> None:
         independent_learners(columns, {"x": dqn})
     with pytest.raises(ConfigurationError, match="not an on-policy"):
         MultiAgentOnPolicy(shared_learner(columns, dqn))
-    with pytest.raises(ConfigurationError, match="cover 6 columns but the env has 8"):
-        MultiAgentOffPolicy(shared_learner(columns, dqn), num_columns=8)
+    with pytest.raises(ConfigurationError, match="cover 2 units"):
+        MultiAgentOffPolicy(shared_learner(columns, dqn), num_units=3)
     with pytest.raises(ConfigurationError, match="tile"):
         MultiAgentOffPolicy([Learner("a", slice(1, 3), algorithm=dqn)])
+    with pytest.raises(ConfigurationError, match="multiple of the units"):
+        MultiAgentPolicy(shared_learner(("x", "y", "z"), dqn)).compute_actions(
+            np.zeros((4, 3), np.float32), deterministic=True
+        )
     with pytest.raises(ConfigurationError, match="fixed"):
         MultiAgentOffPolicy([Learner("a", slice(0, 3), policy=RandomPolicy(gym.spaces.Discrete(2)))])
     with pytest.raises(ConfigurationError, match="one scope per agent"):
         scoped_learners([4, 4], [dqn])
     learners = scoped_learners([2, 3], [dqn, RandomPolicy(gym.spaces.Discrete(4))])
-    assert [(lr.columns.start, lr.columns.stop) for lr in learners] == [(0, 2), (2, 5)]
+    assert [(lr.units.start, lr.units.stop) for lr in learners] == [(0, 2), (2, 5)]
 
 
 def test_policy_routes_rows_by_columns() -> None:
@@ -333,10 +226,14 @@ def test_policy_routes_rows_by_columns() -> None:
     obs = np.zeros((5, 1), np.float32)
     np.testing.assert_array_equal(policy.compute_actions(obs, deterministic=True), [1, 1, 4, 4, 4])
     np.testing.assert_array_equal(
-        policy.compute_actions_for(obs[:3], np.array([1, 3, 4]), deterministic=True), [1, 4, 4]
+        policy.compute_actions_for(obs[:3], np.array([1, 3, 4]), deterministic=True, num_columns=5), [1, 4, 4]
     )
-    with pytest.raises(ConfigurationError, match="must match"):
+    with pytest.raises(ConfigurationError, match="multiple of the units"):
         policy.compute_actions(np.zeros((4, 1), np.float32), deterministic=True)
+    # a batch of twice the columns: each unit is two columns
+    np.testing.assert_array_equal(
+        policy.compute_actions(np.zeros((10, 1), np.float32), deterministic=True), [1] * 4 + [4] * 6
+    )
 
 
 def test_collect_stats_log_per_agent_returns_after_reduction() -> None:

@@ -1,8 +1,10 @@
 """Several agents trained by one trainer: a multi-agent algorithm composed of per-agent algorithms.
 
 The data of ``A`` agents in ``E`` envs lies in ``A * E`` **columns** (agent-major; see
-:mod:`tshtrain.env.multi_agent`). A :class:`Learner` acts for a contiguous range of columns with its
-policy and, unless its policy is fixed, trains it with its own single-agent algorithm:
+:mod:`tshtrain.env.multi_agent`). A :class:`Learner` acts for a contiguous range of **units** with its
+policy and, unless its policy is fixed, trains it with its own single-agent algorithm. A unit is an
+agent (its ``E`` columns, whatever ``E`` the training or test env has) or, for agent scopes over a
+single-agent vector env, one sub-env:
 
 ================================  ===========================================================
 layout                            learners
@@ -131,19 +133,21 @@ class ScriptedPolicy(Policy):
 # ---------------------------------------------------------------------- learners
 @final
 class Learner:
-    """A policy acting for the contiguous ``columns`` and, unless fixed, the algorithm training it."""
+    """A policy acting for the contiguous ``units`` (agents, or scope sub-envs; see the module
+    docstring) and, unless fixed, the algorithm training it."""
 
     def __init__(
         self,
         name: str,
-        columns: slice,
+        units: slice,
         *,
         algorithm: Algorithm[Any, Any] | None = None,
         policy: Policy | None = None,
     ):
         """Args:
         name: the learner's name (its key in checkpoints and its logger scope).
-        columns: the contiguous columns it acts for (``slice(first, stop)``).
+        units: the contiguous units it acts for (``slice(first, stop)``): agents ``first .. stop - 1``,
+            or the sub-envs of a scope.
         algorithm: trains the learner's policy (``algorithm.policy``).
         policy: a fixed policy (random, scripted, a frozen one loaded from a checkpoint); give exactly
             one of ``algorithm`` and ``policy``.
@@ -153,16 +157,16 @@ class Learner:
                 f"Learner {name!r}: give exactly one of algorithm (a trained learner) and policy (a fixed "
                 f"one), got algorithm={type(algorithm).__name__}, policy={type(policy).__name__}."
             )
-        if columns.step not in (None, 1) or columns.start is None or columns.stop is None:
+        if units.step not in (None, 1) or units.start is None or units.stop is None:
             raise ConfigurationError(
-                f"Learner {name!r}: columns must be a contiguous slice(first, stop), got {columns!r}."
+                f"Learner {name!r}: units must be a contiguous slice(first, stop), got {units!r}."
             )
-        if not 0 <= columns.start < columns.stop:
+        if not 0 <= units.start < units.stop:
             raise ConfigurationError(
-                f"Learner {name!r}: columns {columns!r} are empty or negative; first < stop is needed."
+                f"Learner {name!r}: units {units!r} are empty or negative; first < stop is needed."
             )
         self.name = name
-        self.columns = slice(int(columns.start), int(columns.stop))
+        self.units = slice(int(units.start), int(units.stop))
         self.algorithm = algorithm
         self.policy: Policy = algorithm.policy if algorithm is not None else policy  # type: ignore[assignment]
 
@@ -171,10 +175,9 @@ class Learner:
         """False for a fixed policy."""
         return self.algorithm is not None
 
-    @property
-    def num_columns(self) -> int:
-        """How many columns the learner acts for."""
-        return self.columns.stop - self.columns.start
+    def columns(self, scale: int) -> slice:
+        """The learner's columns when each unit has ``scale`` columns (E for agents)."""
+        return slice(self.units.start * scale, self.units.stop * scale)
 
     def state_dict(self) -> dict[str, Any]:
         """The algorithm's state, or a fixed policy's weights and generators."""
@@ -196,25 +199,30 @@ class Learner:
             if self.algorithm is not None
             else f"fixed {type(self.policy).__name__}"
         )
-        return f"Learner({self.name!r}, columns {self.columns.start}..{self.columns.stop - 1}, {kind})"
+        return f"Learner({self.name!r}, units {self.units.start}..{self.units.stop - 1}, {kind})"
+
+
+def _agent_names(agents: Sequence[str] | AgentColumns) -> tuple[str, ...]:
+    return agents.agents if isinstance(agents, AgentColumns) else tuple(agents)
 
 
 def independent_learners(
-    columns: AgentColumns, members: Mapping[str, Algorithm[Any, Any] | Policy]
+    agents: Sequence[str] | AgentColumns, members: Mapping[str, Algorithm[Any, Any] | Policy]
 ) -> list[Learner]:
-    """One learner per agent, named after it: ``members[agent]`` is its algorithm, or a fixed policy.
-    Every agent needs a member."""
-    missing = [agent for agent in columns.agents if agent not in members]
-    unknown = [name for name in members if name not in columns.agents]
+    """One learner per agent (in the env's agent order), named after it: ``members[agent]`` is its
+    algorithm, or a fixed policy. Every agent needs a member."""
+    names = _agent_names(agents)
+    missing = [agent for agent in names if agent not in members]
+    unknown = [name for name in members if name not in names]
     if missing or unknown:
         raise ConfigurationError(
-            f"independent_learners: the env's agents are {list(columns.agents)}; missing members for "
+            f"independent_learners: the env's agents are {list(names)}; missing members for "
             f"{missing}, members for unknown agents {unknown}."
         )
     learners = []
-    for index, agent in enumerate(columns.agents):
+    for index, agent in enumerate(names):
         member = members[agent]
-        span = columns.agent_slice(index)
+        span = slice(index, index + 1)
         if isinstance(member, Algorithm):
             learners.append(Learner(agent, span, algorithm=member))
         else:
@@ -223,10 +231,10 @@ def independent_learners(
 
 
 def shared_learner(
-    columns: AgentColumns, algorithm: Algorithm[Any, Any], *, name: str = "shared"
+    agents: Sequence[str] | AgentColumns, algorithm: Algorithm[Any, Any], *, name: str = "shared"
 ) -> list[Learner]:
-    """One learner over every agent's columns (parameter sharing)."""
-    return [Learner(name, slice(0, columns.num_columns), algorithm=algorithm)]
+    """One learner for every agent (parameter sharing)."""
+    return [Learner(name, slice(0, len(_agent_names(agents))), algorithm=algorithm)]
 
 
 def scoped_learners(
@@ -258,7 +266,7 @@ def scoped_learners(
     return learners
 
 
-def _check_tiling(learners: Sequence[Learner], num_columns: int | None, owner: str) -> int:
+def _check_tiling(learners: Sequence[Learner], num_units: int | None, owner: str) -> int:
     if not learners:
         raise ConfigurationError(f"{owner}: give at least one learner.")
     names = [learner.name for learner in learners]
@@ -266,16 +274,16 @@ def _check_tiling(learners: Sequence[Learner], num_columns: int | None, owner: s
         raise ConfigurationError(f"{owner}: learner names must be unique, got {names}.")
     expected = 0
     for learner in learners:
-        if learner.columns.start != expected:
+        if learner.units.start != expected:
             raise ConfigurationError(
-                f"{owner}: the learners' columns must tile 0..n-1 in order; {learner!r} starts at "
-                f"{learner.columns.start}, expected {expected}. Learners: {list(learners)}."
+                f"{owner}: the learners' units must tile 0..n-1 in order; {learner!r} starts at "
+                f"{learner.units.start}, expected {expected}. Learners: {list(learners)}."
             )
-        expected = learner.columns.stop
-    if num_columns is not None and expected != num_columns:
+        expected = learner.units.stop
+    if num_units is not None and expected != num_units:
         raise ConfigurationError(
-            f"{owner}: the learners cover {expected} columns but the env has {num_columns}; "
-            f"learners: {list(learners)}."
+            f"{owner}: the learners cover {expected} units (agents or scope sub-envs) but the env has "
+            f"{num_units}; learners: {list(learners)}."
         )
     if not any(learner.trainable for learner in learners):
         raise ConfigurationError(f"{owner}: every learner has a fixed policy; nothing would be trained.")
@@ -287,45 +295,61 @@ def _check_tiling(learners: Sequence[Learner], num_columns: int | None, owner: s
 class MultiAgentPolicy(Policy):
     """What the collector runs: each learner's policy on its rows (columns) of a batch.
 
-    A batch of all columns (``C`` rows) is split by the learners' column ranges. The multi-agent
-    collector of turn-based games asks for some columns only (:meth:`compute_actions_for`). The
-    split of the latest call is reused by :meth:`add_exploration_noise` and :meth:`map_action`.
+    A batch of all ``C`` columns is split by the learners' units, each unit being ``C / num_units``
+    columns (so the same policy serves training and test envs with different numbers of envs). The
+    multi-agent collector of turn-based games asks for some columns only
+    (:meth:`compute_actions_for`). The split of the latest call is reused by
+    :meth:`add_exploration_noise` and :meth:`map_action`.
     """
 
     def __init__(self, learners: Sequence[Learner]):
         policies = [learner.policy for learner in learners]
         super().__init__(action_space=policies[0].action_space, action_scaling=False)
         self.members = nn.ModuleList(policies)
-        self.bounds = np.array([learner.columns.start for learner in learners] + [learners[-1].columns.stop])
-        """the columns' first index per learner, and the end"""
-        self.num_columns = int(self.bounds[-1])
-        self._all_rows: list[tuple[int, int, int]] = [
-            (k, int(self.bounds[k]), int(self.bounds[k + 1])) for k in range(len(policies))
-        ]
-        self._routing = self._all_rows
+        self.unit_bounds = np.array([learner.units.start for learner in learners] + [learners[-1].units.stop])
+        """each learner's first unit, and the end"""
+        self.num_units = int(self.unit_bounds[-1])
+        """agents (or scope sub-envs) in all"""
+        self._all_rows: dict[int, list[tuple[int, int, int]]] = {}
+        self._routing: list[tuple[int, int, int]] = []
 
     def _policies(self) -> list[Policy]:
         return [member for member in self.members if isinstance(member, Policy)]
 
-    def routing(self, columns: np.ndarray | None, num_rows: int) -> list[tuple[int, int, int]]:
+    def scale(self, num_columns: int) -> int:
+        """Columns per unit in an env of ``num_columns`` columns (a ConfigurationError unless it
+        divides)."""
+        if num_columns % self.num_units:
+            raise ConfigurationError(
+                f"MultiAgentPolicy: an env of {num_columns} columns for learners over {self.num_units} "
+                f"units (agents, or scope sub-envs); the columns must be a multiple of the units."
+            )
+        return num_columns // self.num_units
+
+    def routing(
+        self, columns: np.ndarray | None, num_rows: int, num_columns: int | None = None
+    ) -> list[tuple[int, int, int]]:
         """(learner index, first row, stop row) of each learner that has rows in a batch of the
-        ``columns`` (ascending; None: all columns in order)."""
+        ``columns`` (ascending; None: all ``num_rows`` columns in order) of an env with
+        ``num_columns`` columns (None: ``num_rows``)."""
         if columns is None:
-            if num_rows != self.num_columns:
-                raise ConfigurationError(
-                    f"MultiAgentPolicy: a batch of {num_rows} rows for learners over {self.num_columns} "
-                    f"columns; the env's columns (A agents x E envs, or the scopes' sub-envs) must match."
-                )
-            return self._all_rows
-        cuts = np.searchsorted(columns, self.bounds)
+            found = self._all_rows.get(num_rows)
+            if found is None:
+                bounds = self.unit_bounds * self.scale(num_rows)
+                found = self._all_rows[num_rows] = [
+                    (k, int(bounds[k]), int(bounds[k + 1])) for k in range(len(self.members))
+                ]
+            return found
+        bounds = self.unit_bounds * self.scale(num_rows if num_columns is None else num_columns)
+        cuts = np.searchsorted(columns, bounds)
         return [
             (k, int(cuts[k]), int(cuts[k + 1])) for k in range(len(self.members)) if cuts[k] < cuts[k + 1]
         ]
 
-    def route(self, columns: np.ndarray | None, num_rows: int) -> None:
+    def route(self, columns: np.ndarray | None, num_rows: int, num_columns: int | None = None) -> None:
         """Split the next :meth:`map_action` / :meth:`add_exploration_noise` batches by the learners of
         ``columns`` (what :meth:`compute_actions_for` does before it computes)."""
-        self._routing = self.routing(columns, num_rows)
+        self._routing = self.routing(columns, num_rows, num_columns)
 
     @staticmethod
     def _rows(obs: Any, first: int, stop: int) -> Any:
@@ -334,11 +358,17 @@ class MultiAgentPolicy(Policy):
         return obs[first:stop]
 
     def compute_actions_for(
-        self, obs: ObsArray, columns: np.ndarray | None, *, deterministic: bool
+        self,
+        obs: ObsArray,
+        columns: np.ndarray | None,
+        *,
+        deterministic: bool,
+        num_columns: int | None = None,
     ) -> np.ndarray:
-        """Actions for the observations of ``columns`` (ascending; None: every column in order)."""
+        """Actions for the observations of ``columns`` (ascending; None: every column in order) of an
+        env with ``num_columns`` columns (None: as many as rows)."""
         num_rows = len(next(iter(obs.values()))) if isinstance(obs, Mapping) else len(obs)
-        self._routing = self.routing(columns, num_rows)
+        self._routing = self.routing(columns, num_rows, num_columns)
         policies = self._policies()
         parts = [
             policies[k].compute_actions(self._rows(obs, first, stop), deterministic=deterministic)
@@ -447,15 +477,26 @@ class _Members:
     """What both multi-agent families share: the learners, their state and their devices."""
 
     def __init__(
-        self, learners: Sequence[Learner], num_columns: int | None, owner: str, update_mode: UpdateMode
+        self, learners: Sequence[Learner], num_units: int | None, owner: str, update_mode: UpdateMode
     ):
-        _check_tiling(learners, num_columns, owner)
+        self.num_units = _check_tiling(learners, num_units, owner)
+        self.owner = owner
         if update_mode not in ("sequential", "parallel"):
             raise ConfigurationError(
                 f"{owner}: update_mode must be 'sequential' or 'parallel', got {update_mode!r}."
             )
         self.learners = list(learners)
         self.update_mode: UpdateMode = update_mode
+
+    def scale(self, num_columns: int) -> int:
+        """Columns per unit in a buffer / rollout of ``num_columns`` columns."""
+        if num_columns % self.num_units:
+            raise ConfigurationError(
+                f"{self.owner}.update: the buffer has {num_columns} columns, not a multiple of the "
+                f"learners' {self.num_units} units (agents, or scope sub-envs); build the training buffer "
+                f"with exactly one column per agent and env (buffer_num=env.num_columns)."
+            )
+        return num_columns // self.num_units
 
     def trained(self) -> list[Learner]:
         return [learner for learner in self.learners if learner.trainable]
@@ -500,13 +541,13 @@ class MultiAgentOnPolicy(OnPolicyAlgorithm[MultiAgentPolicy, MultiAgentTrainingS
         self,
         learners: Sequence[Learner],
         *,
-        num_columns: int | None = None,
+        num_units: int | None = None,
         update_mode: UpdateMode = "sequential",
     ):
         """Args:
-        learners: tile the columns ``0 .. num_columns - 1`` in order (see :func:`independent_learners`,
+        learners: tile the units ``0 .. num_units - 1`` in order (see :func:`independent_learners`,
             :func:`shared_learner`, :func:`scoped_learners`); their algorithms are on-policy.
-        num_columns: the env's columns (checked when given).
+        num_units: the env's agents (or, with scopes, sub-envs); checked when given.
         update_mode: ``sequential`` or ``parallel`` (see the module docstring).
         """
         for learner in learners:
@@ -517,7 +558,7 @@ class MultiAgentOnPolicy(OnPolicyAlgorithm[MultiAgentPolicy, MultiAgentTrainingS
                     f"updates every learner from the latest rollout. Use MultiAgentOffPolicy for "
                     f"off-policy learners."
                 )
-        self.members = _Members(learners, num_columns, "MultiAgentOnPolicy", update_mode)
+        self.members = _Members(learners, num_units, "MultiAgentOnPolicy", update_mode)
         super().__init__(policy=MultiAgentPolicy(learners))
         self._parallel: Any = None
 
@@ -553,10 +594,11 @@ class MultiAgentOnPolicy(OnPolicyAlgorithm[MultiAgentPolicy, MultiAgentTrainingS
         hooks: UpdateHooks = NO_UPDATE_HOOKS,
     ) -> MultiAgentTrainingStats:
         per_learner: dict[str, TrainingStats] = {}
+        scale = self.members.scale(rollout.shape[1])
         for learner in self.members.trained():
             algorithm = learner.algorithm
             assert isinstance(algorithm, OnPolicyAlgorithm)
-            part = rollout.select_columns(learner.columns)
+            part = rollout.select_columns(learner.columns(scale))
             if part.num_steps == 0:
                 continue
             per_learner[learner.name] = algorithm.update(
@@ -576,7 +618,7 @@ class MultiAgentOffPolicy(OffPolicyAlgorithm[MultiAgentPolicy, MultiAgentTrainin
         self,
         learners: Sequence[Learner],
         *,
-        num_columns: int | None = None,
+        num_units: int | None = None,
         update_mode: UpdateMode = "sequential",
     ):
         """See :class:`MultiAgentOnPolicy`; the learners' algorithms are off-policy."""
@@ -587,7 +629,7 @@ class MultiAgentOffPolicy(OffPolicyAlgorithm[MultiAgentPolicy, MultiAgentTrainin
                     f"{type(learner.algorithm).__name__}, not an off-policy algorithm. Use "
                     f"MultiAgentOnPolicy for on-policy learners."
                 )
-        self.members = _Members(learners, num_columns, "MultiAgentOffPolicy", update_mode)
+        self.members = _Members(learners, num_units, "MultiAgentOffPolicy", update_mode)
         super().__init__(policy=MultiAgentPolicy(learners))
         self._parallel: Any = None
 
@@ -618,10 +660,11 @@ class MultiAgentOffPolicy(OffPolicyAlgorithm[MultiAgentPolicy, MultiAgentTrainin
         self, buffer: AnyReplayBuffer, batch_size: int, *, hooks: UpdateHooks = NO_UPDATE_HOOKS
     ) -> MultiAgentTrainingStats:
         per_learner: dict[str, TrainingStats] = {}
+        scale = self.members.scale(buffer.num_columns)
         for learner in self.members.trained():
             algorithm = learner.algorithm
             assert isinstance(algorithm, OffPolicyAlgorithm)
-            with buffer.column_scope(learner.columns):
+            with buffer.column_scope(learner.columns(scale)):
                 if buffer.scoped_len == 0:
                     continue
                 per_learner[learner.name] = algorithm.update(buffer, batch_size, hooks=hooks)

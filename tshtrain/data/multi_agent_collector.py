@@ -18,6 +18,7 @@ episode and one column per agent (reduce them with the trainer's ``multi_agent_r
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any, Protocol
 
 import numpy as np
@@ -38,12 +39,18 @@ class MultiAgentCollectorPolicy(Protocol):
     (:class:`tshtrain.algorithm.multi_agent.MultiAgentPolicy` implements it)."""
 
     def compute_actions_for(
-        self, obs: ObsArray, columns: np.ndarray | None, *, deterministic: bool
+        self,
+        obs: ObsArray,
+        columns: np.ndarray | None,
+        *,
+        deterministic: bool,
+        num_columns: int | None = None,
     ) -> np.ndarray:
-        """Actions of the columns ``columns`` (ascending; None: all) for their observations."""
+        """Actions of the columns ``columns`` (ascending; None: all) of an env with ``num_columns``
+        columns, for their observations."""
         ...
 
-    def route(self, columns: np.ndarray | None, num_rows: int) -> None:
+    def route(self, columns: np.ndarray | None, num_rows: int, num_columns: int | None = None) -> None:
         """Take the rows of the next ``map_action`` calls to be the columns ``columns`` (random
         actions, which need no ``compute_actions_for`` call)."""
         ...
@@ -108,12 +115,12 @@ class MultiAgentCollector(BaseCollector):
         """Args:
         policy: the joint policy (:class:`~tshtrain.algorithm.multi_agent.MultiAgentPolicy`).
         env: the envs; their ``A * E`` columns are the buffer's columns.
-        buffer: where transitions go; it needs at least ``A * E`` sub-buffers
+        buffer: where transitions go; it needs exactly ``A * E`` sub-buffers
             (``VectorReplayBuffer(total_size, buffer_num=env.num_columns)``). None: nothing is stored.
         exploration_noise: apply the policy's exploration noise.
         seed: seeds the envs (env i gets seed + i) and the collector's generator.
         """
-        if buffer is not None and buffer.num_columns < env.num_columns:
+        if buffer is not None and buffer.num_columns != env.num_columns:
             raise ConfigurationError(
                 f"MultiAgentCollector: the buffer has {buffer.num_columns} sub-buffer(s) but the env has "
                 f"{env.num_columns} columns ({env.columns.num_agents} agents x {env.num_envs} envs); use "
@@ -137,6 +144,7 @@ class MultiAgentCollector(BaseCollector):
         self._ep_return = np.zeros((env.num_envs, env.columns.num_agents), dtype=np.float64)
         self._ep_len = np.zeros(env.num_envs, dtype=np.int64)
         self._ep_stored = np.zeros(num_columns, dtype=bool)  # the column's episode has stored transitions
+        self._transitions = 0  # transitions stored in this collect call
         self.reset_env(seed)
 
     # ------------------------------------------------------------------ resetting
@@ -156,7 +164,7 @@ class MultiAgentCollector(BaseCollector):
     # ------------------------------------------------------------------ collecting
     @override
     def _begin_collect(self) -> None:
-        pass
+        self._transitions = 0
 
     def _allocate(self, obs: ObsArray, act: np.ndarray) -> None:
         num_columns = self.env.num_columns
@@ -180,9 +188,11 @@ class MultiAgentCollector(BaseCollector):
                 env_act = sample_legal_actions(np.asarray(mask), self.rng)
             else:
                 env_act = sample_actions(self.env.single_action_space, num, self.rng)
-            self.policy.route(columns, num)  # the rows of map_action_inverse / map_action
+            self.policy.route(columns, num, self.env.num_columns)  # rows of map_action(_inverse)
             return self.policy.map_action_inverse(env_act)
-        act = self.policy.compute_actions_for(obs, columns, deterministic=deterministic)
+        act = self.policy.compute_actions_for(
+            obs, columns, deterministic=deterministic, num_columns=self.env.num_columns
+        )
         if self.exploration_noise:
             act = self.policy.add_exploration_noise(act, self.rng)
         return act
@@ -276,7 +286,8 @@ class MultiAgentCollector(BaseCollector):
         returns: list[np.ndarray] = []
         lens: list[np.ndarray] = []
         for _ in range(num_vector_steps):
-            _, done, ep_returns, ep_lens = self._vector_step(random, deterministic, None)
+            written, done, ep_returns, ep_lens = self._vector_step(random, deterministic, None)
+            self._transitions += written
             stored += self.num_envs
             if len(done):
                 returns.append(ep_returns)
@@ -299,7 +310,8 @@ class MultiAgentCollector(BaseCollector):
                 )
             active = quota.active_mask.copy()
             quota.step_envs()
-            _, done, ep_returns, ep_lens = self._vector_step(random, deterministic, active)
+            written, done, ep_returns, ep_lens = self._vector_step(random, deterministic, active)
+            self._transitions += written
             if len(done):
                 counted = quota.finish(done)
                 if counted.any():
@@ -336,7 +348,7 @@ class MultiAgentCollector(BaseCollector):
             reset_before_collect=reset_before_collect,
             max_env_steps=max_env_steps,
         )
-        return stats.with_agents(self.agents)
+        return replace(stats, agents=self.agents, n_stored_transitions=self._transitions)
 
     # ------------------------------------------------------------------ the envs
     @override

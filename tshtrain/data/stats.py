@@ -61,6 +61,9 @@ class CollectStats:
     steps that reported it (empty without an info_key)"""
     env_info_counts: Mapping[str, int] = field(default_factory=dict)
     """how many env steps reported each ``env_info`` scalar (to merge records)"""
+    n_stored_transitions: int | None = None
+    """transitions written to the buffer when that differs from ``n_collected_steps`` (several agents:
+    one per agent whose transition completed); None: the same"""
     agents: tuple[str, ...] = ()
     """the agents' names, one per column of multi-agent ``returns`` (empty: single-agent)"""
     agent_returns: np.ndarray | None = None
@@ -73,6 +76,11 @@ class CollectStats:
         use :meth:`with_return_reduction` to choose another reduction)."""
         returns = self.returns if self.returns.ndim <= 1 else self.returns.mean(axis=-1)
         return SequenceSummaryStats.from_sequence(returns)
+
+    @property
+    def stored_transitions(self) -> int:
+        """Transitions written to the buffer (:attr:`n_stored_transitions`, else ``n_collected_steps``)."""
+        return self.n_collected_steps if self.n_stored_transitions is None else self.n_stored_transitions
 
     @property
     def lens_stat(self) -> SequenceSummaryStats:
@@ -134,6 +142,9 @@ def merge_collect_stats(stats: list[CollectStats]) -> CollectStats:
         collect_time=sum(s.collect_time for s in stats),
         env_info=_merge_env_info(stats),
         env_info_counts=_merge_env_info_counts(stats),
+        n_stored_transitions=sum(s.stored_transitions for s in stats)
+        if any(s.n_stored_transitions is not None for s in stats)
+        else None,
         agents=next((s.agents for s in stats if s.agents), ()),
         agent_returns=np.concatenate([s.agent_returns for s in stats if s.agent_returns is not None])
         if any(s.agent_returns is not None for s in stats)
