@@ -13,6 +13,7 @@ import pytest
 import torch
 from torch import nn
 
+from tests.multi_agent_envs import LeavingParallel, TurnGame
 from tshtrain.algorithm import (
     DQN,
     PPO,
@@ -35,8 +36,6 @@ from tshtrain.data.stats import CollectStats
 from tshtrain.env import OBS_KEY, make_vector_env
 from tshtrain.trainer import OffPolicyTrainer, OffPolicyTrainerParams, OnPolicyTrainer, OnPolicyTrainerParams
 from tshtrain.trainer.checkpoint import CheckpointParams
-
-from tests.multi_agent_envs import LeavingParallel, TurnGame
 
 
 def _dqn_vs_random(seed: int, *, max_epochs: int = 2, **kwargs: Any) -> OffPolicyTrainer:
