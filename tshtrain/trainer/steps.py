@@ -170,7 +170,8 @@ class OnPolicyStep(_OnlineStrategy):
         rollout = self.buffer.rollout()
         if rollout.num_steps != stat.stored_transitions:
             raise RuntimeError(
-                f"OnPolicyTrainer: the collection step gathered {stat.stored_transitions} transitions "
+                f"OnPolicyTrainer: the collection step gathered {stat.stored_transitions} "
+                f"{'env steps' if stat.n_stored_transitions is None else 'transitions'} "
                 f"but the training buffer holds {rollout.num_steps} (capacity {self.buffer.capacity}); its "
                 f"sub-buffers overflowed during episode collection. Enlarge the training buffer so that "
                 f"one collection step fits, or collect fewer episodes per collection step."
