@@ -9,8 +9,9 @@ Both lay agent ``a`` of env ``e`` out as column ``a * E + e``
 (:class:`~tshtrain.env.multi_agent.AgentColumns`). A column's observation is the agent's observation
 array, or, when the env has action masks (a Dict observation of ``observation`` and ``action_mask``),
 appends agent ids (``agent_id=True``) or a global state (``global_state=True``: ``env.state()``), a
-flat Dict with the keys ``obs``, ``action_mask`` (int8), ``state`` and ``agent_id`` (float32 one-hot). All agents must share one observation space and
-one action space. Observations are written in place into arrays of ``C = A * E`` rows.
+flat Dict with the keys ``obs``, ``action_mask`` (int8), ``state`` and ``agent_id`` (float32 one-hot).
+All agents must share one observation space and one action space. Observations are written in place
+into arrays of ``C = A * E`` rows.
 
 Episodes: an agent whose episode ends (terminated, truncated, or gone from ``env.agents`` without a
 flag, which counts as truncated) gets its terminal flag and its final observation in the step where it
