@@ -27,11 +27,11 @@ only modules inside the packages of :data:`ALLOWED_PACKAGES` are imported.
 
 from __future__ import annotations
 
-import copyreg
 import importlib
 import io
 import pickle
 import re
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal, final
 
@@ -227,19 +227,42 @@ def _actions(act: np.ndarray, discrete: bool) -> Sequence[Any]:
     return list(np.asarray(act))
 
 
-def _restore_dict(obj: Any, state: dict[str, Any]) -> None:
-    """Unpickling: put an object's attributes back (for EzPickle objects, which pickle as their
-    constructor arguments and so would lose their state)."""
-    obj.__dict__.update(state)
+@final
+class _Dropped:
+    """Stands in for a pickled pygame object (render surfaces, fonts: not picklable)."""
+
+
+_DROPPED = _Dropped()
+
+
+def _dropped() -> _Dropped:
+    return _DROPPED
+
+
+def _rebuild(cls: type[Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """Unpickling an EzPickle object: a fresh one from its constructor arguments ..."""
+    return cls(*args, **kwargs)
+
+
+def _restore_state(obj: Any, state: dict[str, Any]) -> None:
+    """... with the pickled attributes put back, except the dropped pygame objects (the fresh object's
+    own stay)."""
+    obj.__dict__.update({key: value for key, value in state.items() if value is not _DROPPED})
 
 
 class _StatePickler(pickle.Pickler):
-    """Pickles EzPickle objects (PettingZoo / MPE envs) by their attributes, not their constructor
-    arguments, so that an episode in progress survives."""
+    """Pickles EzPickle objects (PettingZoo / MPE envs; plain pickling keeps only their constructor
+    arguments) as constructor arguments *and* attributes, so that an episode in progress survives;
+    pygame objects (render surfaces, fonts) are dropped, the rebuilt env makes its own."""
 
     def reducer_override(self, obj: Any) -> Any:
-        if isinstance(obj, EzPickle) and not isinstance(obj, type) and hasattr(obj, "__dict__"):
-            return (copyreg.__newobj__, (type(obj),), dict(obj.__dict__), None, None, _restore_dict)  # type: ignore[attr-defined]  # copyreg.__newobj__ exists, typeshed omits it
+        if isinstance(obj, type):
+            return NotImplemented
+        if isinstance(obj, EzPickle) and hasattr(obj, "__dict__"):
+            args = (type(obj), tuple(obj._ezpickle_args), dict(obj._ezpickle_kwargs))
+            return (_rebuild, args, dict(obj.__dict__), None, None, _restore_state)
+        if type(obj).__module__.startswith("pygame"):
+            return (_dropped, ())
         return NotImplemented
 
 
@@ -605,7 +628,11 @@ def pettingzoo_env_fns(
         parallel = _default_parallel(env_id)
     function_name = "parallel_env" if parallel else "env"
     try:
-        module = importlib.import_module(env_id)
+        with warnings.catch_warnings():
+            # PettingZoo >= 1.26 warns on importing an env module ("old environment creation API"); the
+            # module is what the id names, so the warning would only tell the user to change the id
+            warnings.filterwarnings("ignore", "The old environment creation API", DeprecationWarning)
+            module = importlib.import_module(env_id)
     except ImportError as error:
         raise ConfigurationError(
             f"cannot import the env module {env_id!r} ({error}); is it spelt right, and are the optional "
