@@ -473,6 +473,7 @@ class PettingZooAECVectorEnv(MultiAgentVectorEnv):
         self, env_fns: Sequence[Callable[[], Any]], *, agent_id: bool = False, global_state: bool = False
     ):
         self._envs = _build_envs(env_fns, "PettingZooAECVectorEnv")
+        self._src_E = [_attribute_source(env) for env in self._envs]
         self._layout = _ColumnLayout(self._envs, agent_id=agent_id, global_state=global_state)
         self.columns = self._layout.columns
         self.single_observation_space = self._layout.space
@@ -526,18 +527,20 @@ class PettingZooAECVectorEnv(MultiAgentVectorEnv):
 
     def _settle(self, e: int) -> None:
         """Take the env's dead steps, reset it when its episode is over, and let its next agent act."""
-        env = self._envs[e]
+        env, src = self._envs[e], self._src_E[e]
         while True:
-            while env.agents and _has_ended(env, env.agent_selection):
-                env.step(None)
-                self._account(e)
-            if env.agents and self._live_E[e]:
-                break
+            if src.agents:
+                name = src.agent_selection
+                if src.terminations[name] or src.truncations[name]:
+                    env.step(None)
+                    self._account(e)
+                    continue
+                if self._live_E[e]:
+                    break
             self._ep.env_done_E[e] = True
             env.reset(seed=None)
             self._start_episode(e)  # recursion depth 1: a fresh episode has live agents
             return
-        name = env.agent_selection
         col = self._layout.agent_index[name] * self.num_envs + e
         if self._ep.ended_C[col]:
             raise RuntimeError(f"{env}: agent {name!r} acts again after its episode ended in this episode.")
@@ -550,12 +553,14 @@ class PettingZooAECVectorEnv(MultiAgentVectorEnv):
 
     def _account(self, e: int) -> None:
         """After one ``env.step``: add its rewards, and end the columns of agents whose episode ended."""
-        env, num_envs, ep, index = self._envs[e], self.num_envs, self._ep, self._layout.agent_index
-        for name, reward in env.rewards.items():
-            col = index[name] * num_envs + e
-            if not ep.ended_C[col]:
-                ep.rew_C[col] += reward
-        terminations, truncations, present = env.terminations, env.truncations, env.agents
+        env, src, num_envs, ep = self._envs[e], self._src_E[e], self.num_envs, self._ep
+        index = self._layout.agent_index
+        for name, reward in src.rewards.items():
+            if reward:
+                col = index[name] * num_envs + e
+                if not ep.ended_C[col]:
+                    ep.rew_C[col] += reward
+        terminations, truncations, present = src.terminations, src.truncations, src.agents
         live = self._live_E[e]
         for name in [n for n in live if n not in present or terminations.get(n) or truncations.get(n)]:
             live.remove(name)
@@ -581,6 +586,7 @@ class PettingZooAECVectorEnv(MultiAgentVectorEnv):
         if len(envs) != self.num_envs or acting_C.shape != self._ep.acting_C.shape:
             return False
         self._envs, self._rows, self._live_E, self._was_reset = envs, rows, live_E, was_reset
+        self._src_E = [_attribute_source(env) for env in envs]
         self._ep.acting_C[:], self._ep.ended_C[:] = acting_C, ended_C
         return True
 
@@ -590,8 +596,25 @@ class PettingZooAECVectorEnv(MultiAgentVectorEnv):
             env.close()
 
 
-def _has_ended(env: Any, agent: str) -> bool:
-    return bool(env.terminations[agent] or env.truncations[agent])
+_FORWARDED = frozenset({"agents", "agent_selection", "rewards", "terminations", "truncations"})
+
+
+def _attribute_source(env: Any) -> Any:
+    """The object whose ``agents``, ``agent_selection``, ``rewards``, ``terminations`` and
+    ``truncations`` an AEC env's reads of them return: the env, or the env inside PettingZoo's own
+    wrappers (OrderEnforcing, TerminateIllegal, AssertOutOfBounds, ...), which forward those reads
+    through ``__getattr__`` (about 1 us per read and wrapper layer, a third of a tic-tac-toe move) and
+    never keep copies. Other wrappers are not looked through. ``step`` and ``observe`` always go through
+    all wrappers (TerminateIllegal checks moves against the mask it observed)."""
+    source = env
+    while (
+        type(source).__module__.startswith("pettingzoo.utils.wrappers.")
+        and "env" in vars(source)
+        and not _FORWARDED & set(vars(source))
+        and not any(_FORWARDED & set(vars(cls)) for cls in type(source).__mro__)
+    ):
+        source = source.env
+    return source
 
 
 def _default_parallel(env_id: str) -> bool:
