@@ -16,7 +16,7 @@ pytest.importorskip("mpe2")
 from mpe2 import simple_spread_v3
 from pettingzoo import AECEnv, ParallelEnv
 from pettingzoo.classic import tictactoe_v3
-from pettingzoo.utils import AgentSelector
+from pettingzoo.utils import AgentSelector, BaseWrapper
 
 from tshtrain.env import (
     ACTION_MASK_KEY,
@@ -370,9 +370,35 @@ def test_aec_agent_that_leaves_early_is_terminal_at_once_and_rests() -> None:
     np.testing.assert_array_equal(obs[0], [0, 0])
 
 
+class DoubledRewards(BaseWrapper):  # type: ignore[type-arg]  # pettingzoo's generics are unused here
+    """A user's wrapper that changes what ``rewards`` reads: the adapter must not read past it."""
+
+    @property
+    def rewards(self) -> dict[str, float]:
+        return {agent: 2.0 * reward for agent, reward in self.env.rewards.items()}
+
+
+def test_aec_reads_rewards_through_wrappers_other_than_pettingzoos_own() -> None:
+    env = PettingZooAECVectorEnv([lambda: DoubledRewards(tictactoe_v3.env())])
+    env.reset(seed=0)
+    for col, square in [(0, 0), (1, 3), (0, 1), (1, 4)]:
+        env.step(np.array([square]), np.array([col]))
+    step = env.step(np.array([2]), np.array([0]))
+    np.testing.assert_array_equal(step.rew_C, [2.0, -2.0])
+    assert step.terminated_C.all() and step.env_done_E[0]
+
+
 # ------------------------------------------------------------------------------------------- errors
 def test_env_ids_outside_the_allowed_packages_are_refused() -> None:
-    for env_id in ("os.path", "pettingzoox.classic", "pettingzoo..x", "mpe2", " mpe2.simple_v3", "builtins"):
+    refused = (
+        "os.path",
+        "pettingzoox.classic",
+        "pettingzoo..x",
+        "mpe2",
+        " mpe2.simple_v3",
+        "pettingzoo.__main__",
+    )
+    for env_id in refused:
         with pytest.raises(ConfigurationError, match=r"\['pettingzoo', 'mpe2'\]"):
             pettingzoo_env_fns(env_id, 1)
     with pytest.raises(ConfigurationError, match="cannot import"):

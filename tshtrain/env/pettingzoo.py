@@ -57,7 +57,8 @@ ALLOWED_PACKAGES: tuple[str, ...] = ("pettingzoo", "mpe2")
 """the packages whose modules :func:`pettingzoo_env_fns` may import (an env id names a module inside
 one of them; nothing else is ever imported)"""
 
-_ENV_ID = re.compile(r"^(?:pettingzoo|mpe2)(?:\.[A-Za-z_][A-Za-z0-9_]*)+$")
+_ENV_ID = re.compile(r"^(?:pettingzoo|mpe2)(?:\.[A-Za-z][A-Za-z0-9_]*)+$")
+"""an env id: a dotted module path inside an allowed package (no private or dunder modules)"""
 _PZ_OBS, _PZ_MASK = "observation", "action_mask"
 
 
@@ -210,7 +211,7 @@ def _env_ids(env_ids: np.ndarray | None, num_envs: int) -> list[int]:
 def _check_columns(columns: np.ndarray, acting_C: np.ndarray, num_rows: int) -> list[int]:
     """The acting columns as a list; ConfigurationError unless ``columns`` are exactly those."""
     expected = np.flatnonzero(acting_C)
-    if columns.shape != expected.shape or not np.array_equal(columns, expected) or num_rows != len(expected):
+    if columns.shape != expected.shape or num_rows != len(expected) or not (columns == expected).all():
         raise ConfigurationError(
             f"step(act, columns): columns must be the acting ones {short_repr(expected.tolist())} with one "
             f"action row each; got columns {short_repr(np.asarray(columns).tolist())} and {num_rows} actions."
@@ -482,6 +483,12 @@ class PettingZooAECVectorEnv(MultiAgentVectorEnv):
         self._ep = _Episodes(self._layout)
         self._live_E: list[list[str]] = [[] for _ in range(self.num_envs)]
         """per env: the agents whose episode has not ended (in column order)"""
+        self._col_of_E = [
+            {name: self.columns.column(a, e) for a, name in enumerate(self.agents)}
+            for e in range(self.num_envs)
+        ]
+        """per env: agent name -> column"""
+        self._write = self._layout.write
         self._was_reset = False
 
     @override
@@ -517,10 +524,11 @@ class PettingZooAECVectorEnv(MultiAgentVectorEnv):
         num_envs, ep = self.num_envs, self._ep
         cols = _check_columns(np.asarray(columns), ep.acting_C, len(act))
         ep.begin()
+        envs, acting_C = self._envs, ep.acting_C
         for col, action in zip(cols, _actions(act, self._layout.discrete_actions), strict=True):
             e = col % num_envs
-            ep.acting_C[col] = False
-            self._envs[e].step(action)
+            acting_C[col] = False
+            envs[e].step(action)
             self._account(e)
             self._settle(e)
         return ep.result()
@@ -541,38 +549,34 @@ class PettingZooAECVectorEnv(MultiAgentVectorEnv):
             env.reset(seed=None)
             self._start_episode(e)  # recursion depth 1: a fresh episode has live agents
             return
-        col = self._layout.agent_index[name] * self.num_envs + e
-        if self._ep.ended_C[col]:
-            raise RuntimeError(f"{env}: agent {name!r} acts again after its episode ended in this episode.")
+        col = self._col_of_E[e][name]
         if name not in self._live_E[e]:
+            if self._ep.ended_C[col]:
+                raise RuntimeError(f"{env}: agent {name!r} acts again after its episode ended.")
             self._live_E[e].append(name)  # joined during the episode
-        self._layout.write(self._rows, col, env.observe(name))
+        self._write(self._rows, col, env.observe(name))
         if self._rows.state is not None:
             self._rows.state[col] = env.state()
         self._ep.acting_C[col] = True
 
     def _account(self, e: int) -> None:
         """After one ``env.step``: add its rewards, and end the columns of agents whose episode ended."""
-        env, src, num_envs, ep = self._envs[e], self._src_E[e], self.num_envs, self._ep
-        index = self._layout.agent_index
+        src, col_of, ep = self._src_E[e], self._col_of_E[e], self._ep
         for name, reward in src.rewards.items():
-            if reward:
-                col = index[name] * num_envs + e
-                if not ep.ended_C[col]:
-                    ep.rew_C[col] += reward
+            if reward and not ep.ended_C[col_of[name]]:  # (an agent that ended rests)
+                ep.rew_C[col_of[name]] += reward
         terminations, truncations, present = src.terminations, src.truncations, src.agents
         live = self._live_E[e]
-        for name in [n for n in live if n not in present or terminations.get(n) or truncations.get(n)]:
+        for name in [n for n in live if terminations.get(n) or truncations.get(n) or n not in present]:
             live.remove(name)
-            col = index[name] * num_envs + e
-            term = bool(terminations.get(name, False))
-            final = ep.end(col, term, bool(truncations.get(name, False)))
-            if name in present:
-                self._layout.write(final, col, env.observe(name))
+            col = col_of[name]
+            final = ep.end(col, bool(terminations.get(name, False)), bool(truncations.get(name, False)))
+            if name in present:  # (src: PettingZoo's own wrappers do not change observations)
+                self._write(final, col, src.observe(name))
             else:  # gone without a flag: the observation of its last turn
                 self._layout.copy_row(final, self._rows, col)
             if final.state is not None:
-                final.state[col] = env.state()
+                final.state[col] = self._envs[e].state()
 
     @override
     def state_snapshot(self) -> bytes | None:
@@ -604,8 +608,9 @@ def _attribute_source(env: Any) -> Any:
     ``truncations`` an AEC env's reads of them return: the env, or the env inside PettingZoo's own
     wrappers (OrderEnforcing, TerminateIllegal, AssertOutOfBounds, ...), which forward those reads
     through ``__getattr__`` (about 1 us per read and wrapper layer, a third of a tic-tac-toe move) and
-    never keep copies. Other wrappers are not looked through. ``step`` and ``observe`` always go through
-    all wrappers (TerminateIllegal checks moves against the mask it observed)."""
+    never keep copies or change observations. Other wrappers are not looked through. ``step`` and the
+    acting agent's ``observe`` go through all wrappers (TerminateIllegal checks a move against the mask
+    it observed); final observations are read from the source (half the cost of a wrapped observe)."""
     source = env
     while (
         type(source).__module__.startswith("pettingzoo.utils.wrappers.")
