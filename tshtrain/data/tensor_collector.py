@@ -10,6 +10,17 @@ tensor ops and reach the host once, at the end of the ``collect`` call. What doe
   attached listener (the trainer's ``on_episodes_end`` / ``on_envs_reset`` callbacks, rendering);
 * actions are checked for shape and dtype only (metadata, no sync); their values are not
   range-checked on this path (see :func:`tshtrain.env.tensor_spaces.make_tensor_action_checker`).
+
+**Agent columns.** An env with ``num_agents = A > 1`` (such as
+:class:`~tshtrain.env.vmas.VmasEnv` with ``agent_layout="columns"``) has ``A * E`` rows, agent-major
+(agent ``a`` of env ``e`` is row ``a * E + e``, see :mod:`tshtrain.env.multi_agent`), whose episodes end
+together per env. Every row is a buffer column and a stream of transitions, so steps count rows as for
+any tensor env (``num_envs`` is ``A * E``; ``collect(n_step=n)`` stores ``n`` transitions, rounded up to
+whole vector steps, and ``n_collected_steps`` counts transitions: ``A`` per step of an env, which is
+what an on-policy update over all rows receives). Episodes count envs: an episode is an env's episode
+(all its rows end together), ``collect(n_episode=n)`` finishes ``n`` of them, storing all ``A`` rows of
+each collecting env, ``n_collected_episodes`` counts them and ``CollectStats.returns`` has shape
+``(n_episodes, A)`` (agents in row-block order: one return per agent).
 """
 
 from __future__ import annotations
@@ -149,9 +160,20 @@ class TensorCollector(BaseCollector):
             raise ConfigurationError(
                 f"TensorCollector.buffer must be a TensorReplayBuffer or None, got {type(buffer).__name__}."
             )
+        num_rows = int(env.num_envs)
+        num_agents = int(getattr(env, "num_agents", 1))
+        if num_agents > 1 and num_rows % num_agents:
+            raise ConfigurationError(
+                f"TensorCollector: the env has num_agents={num_agents} but {num_rows} rows, not a "
+                f"multiple of it; agent columns need num_envs = num_agents * number of envs."
+            )
         super().__init__(
-            num_envs=int(env.num_envs), buffer=buffer, exploration_noise=exploration_noise, info_key=info_key
+            num_envs=num_rows, buffer=buffer, exploration_noise=exploration_noise, info_key=info_key
         )
+        self.num_agents = max(num_agents, 1)
+        """agents per env (A): above 1 for agent columns (see the module docstring)"""
+        self.num_worlds = num_rows // self.num_agents
+        """envs whose episodes count (E): ``num_envs`` with one agent, ``num_envs / A`` with columns"""
         self.policy = policy
         self.env = env
         self.device = torch.device(env.device)
@@ -210,12 +232,15 @@ class TensorCollector(BaseCollector):
     def _vector_step(
         self, random: bool, deterministic: bool, active: np.ndarray | None
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """One step of all envs; stores the rows of ``active`` envs (all if None).
+        """One step of all envs; stores the rows of ``active`` envs (all if None; with agent columns
+        ``active`` holds env ids and all their rows are stored).
 
         Returns:
-            (done (N,), the returns of every env's episode including this step, their lengths); the
-            last two are only meaningful where ``done``.
+            (done, the returns of every row's episode including this step, their lengths), one entry
+            per row; the last two are only meaningful where ``done``.
         """
+        if active is not None and self.num_agents > 1:
+            active = (np.arange(self.num_agents)[:, None] * self.num_worlds + active[None, :]).reshape(-1)
         act, env_act = self._actions(random, deterministic)
         step = self.env.step(env_act)
         rew = step.rew.to(torch.float32)
@@ -257,6 +282,11 @@ class TensorCollector(BaseCollector):
             self.listener.on_vector_step(np.flatnonzero(done.cpu().numpy()))
         return done, returns, lens
 
+    def _per_env(self, returns_R: torch.Tensor) -> torch.Tensor:
+        """Agent columns: the per-row returns (..., A * E) as (..., E, A)."""
+        shape = returns_R.shape[:-1]
+        return returns_R.view(*shape, self.num_agents, self.num_worlds).transpose(-1, -2)
+
     def _collected(self, stored: int, returns: np.ndarray, lens: np.ndarray) -> CollectedEpisodes:
         means, counts = self._env_info.result() if self._env_info is not None else ({}, {})
         return CollectedEpisodes(stored, returns, lens, means, counts)
@@ -272,8 +302,14 @@ class TensorCollector(BaseCollector):
             return_steps.append(returns)
             len_steps.append(lens)
         done_TN = torch.stack(done_steps)  # ended episodes, step-major then env: the numpy order
-        ep_returns = torch.stack(return_steps)[done_TN].to(torch.float64).cpu().numpy()
-        ep_lens = torch.stack(len_steps)[done_TN].cpu().numpy()
+        returns_TN = torch.stack(return_steps)
+        lens_TN = torch.stack(len_steps)
+        if self.num_agents > 1:  # an env's rows end together: read its first agent's row
+            done_TN = done_TN[:, : self.num_worlds]
+            returns_TN = self._per_env(returns_TN)
+            lens_TN = lens_TN[:, : self.num_worlds]
+        ep_returns = returns_TN[done_TN].to(torch.float64).cpu().numpy()
+        ep_lens = lens_TN[done_TN].cpu().numpy()
         return self._collected(num_vector_steps * self.num_envs, ep_returns, ep_lens)
 
     @override
@@ -282,29 +318,33 @@ class TensorCollector(BaseCollector):
     ) -> CollectedEpisodes:
         if bool(self._ep_len.any()):  # unfinished episodes from step-based collection: start afresh
             self.reset_env()
-        quota = EpisodeQuota(n_episode, self.num_envs)
+        quota = EpisodeQuota(n_episode, self.num_worlds)  # counts envs; rows = num_agents * envs
         returns: list[np.ndarray] = []
         lens: list[np.ndarray] = []
         while quota.running():
             done, ep_returns, ep_lens = self._vector_step(random, deterministic, quota.step_envs())
+            if self.num_agents > 1:
+                worlds = self.num_worlds
+                done, ep_returns, ep_lens = done[:worlds], self._per_env(ep_returns), ep_lens[:worlds]
             done_idx = np.flatnonzero(done.cpu().numpy())
             finished_idx = done_idx[quota.finish(done_idx)]
             if len(finished_idx):
                 rows = torch.from_numpy(finished_idx).to(self.device)
                 returns.append(ep_returns[rows].to(torch.float64).cpu().numpy())
                 lens.append(ep_lens[rows].cpu().numpy())
-            if max_env_steps is not None and quota.over_limit(max_env_steps):
-                stored, active_mask = quota.stored, quota.active_mask
-                longest = int(self._ep_len[torch.from_numpy(active_mask).to(self.device)].max())
+            if max_env_steps is not None and quota.over_limit(-(-max_env_steps // self.num_agents)):
+                stored, active_mask = quota.stored * self.num_agents, quota.active_mask
+                ep_len = self._ep_len[: self.num_worlds]
+                longest = int(ep_len[torch.from_numpy(active_mask).to(self.device)].max())
                 raise EpisodeLimitError(
                     f"TensorCollector.collect: {stored} env steps without finishing {n_episode} episodes "
                     f"(max_env_steps={max_env_steps}); envs {np.flatnonzero(active_mask)[:8].tolist()} are "
                     f"{longest} steps into their episode. An env that never terminates or truncates needs "
                     f"a time limit; or raise the bound."
                 )
-        shape = tuple(self._ep_return.shape[1:])
+        shape = (self.num_agents,) if self.num_agents > 1 else tuple(self._ep_return.shape[1:])
         return self._collected(
-            quota.stored,
+            quota.stored * self.num_agents,
             np.concatenate(returns) if returns else np.zeros((0, *shape), dtype=np.float64),
             np.concatenate(lens) if lens else np.zeros(0, dtype=np.int64),
         )
