@@ -9,6 +9,12 @@ from tshtrain.env.multi_agent import (
     AgentStep,
     MultiAgentVectorEnv,
 )
+from tshtrain.env.pettingzoo import (
+    PettingZooAECVectorEnv,
+    PettingZooParallelVectorEnv,
+    make_pettingzoo_vector_env,
+    pettingzoo_env_fns,
+)
 from tshtrain.env.spaces import (
     ArraySpec,
     action_spec,
@@ -39,6 +45,8 @@ __all__ = [
     "ArraySpec",
     "EnvFactory",
     "MultiAgentVectorEnv",
+    "PettingZooAECVectorEnv",
+    "PettingZooParallelVectorEnv",
     "TensorObs",
     "TensorStep",
     "TensorVectorEnv",
@@ -49,8 +57,10 @@ __all__ = [
     "array_spec",
     "autoreset_mode",
     "check_actions",
+    "make_pettingzoo_vector_env",
     "make_vector_env",
     "observation_specs",
+    "pettingzoo_env_fns",
     "require_same_step_autoreset",
     "sample_actions",
     "sample_actions_torch",
