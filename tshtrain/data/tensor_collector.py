@@ -14,11 +14,13 @@ tensor ops and reach the host once, at the end of the ``collect`` call. What doe
 **Agent columns.** An env with ``num_agents = A > 1`` (such as
 :class:`~tshtrain.env.vmas.VmasEnv` with ``agent_layout="columns"``) has ``A * E`` rows, agent-major
 (agent ``a`` of env ``e`` is row ``a * E + e``, see :mod:`tshtrain.env.multi_agent`), whose episodes end
-together per env. Every row is a buffer column, but the collector counts envs: ``num_envs`` is ``E``, an
-env step is one step of one env (``collect(n_step=n)`` takes ``ceil(n / E)`` vector steps and reports
-``E`` env steps for each, while ``A * E`` transitions are stored), an episode is an env's episode
-(``collect(n_episode=n)`` finishes ``n`` of them, storing all ``A`` rows of each collecting env), and
-``CollectStats.returns`` has shape ``(n_episodes, A)`` (agents in row-block order).
+together per env. Every row is a buffer column and a stream of transitions, so steps count rows as for
+any tensor env (``num_envs`` is ``A * E``; ``collect(n_step=n)`` stores ``n`` transitions, rounded up to
+whole vector steps, and ``n_collected_steps`` counts transitions: ``A`` per step of an env, which is
+what an on-policy update over all rows receives). Episodes count envs: an episode is an env's episode
+(all its rows end together), ``collect(n_episode=n)`` finishes ``n`` of them, storing all ``A`` rows of
+each collecting env, ``n_collected_episodes`` counts them and ``CollectStats.returns`` has shape
+``(n_episodes, A)`` (agents in row-block order: one return per agent).
 """
 
 from __future__ import annotations
@@ -160,34 +162,24 @@ class TensorCollector(BaseCollector):
             )
         num_rows = int(env.num_envs)
         num_agents = int(getattr(env, "num_agents", 1))
-        if num_agents > 1:
-            if num_rows % num_agents:
-                raise ConfigurationError(
-                    f"TensorCollector: the env has num_agents={num_agents} but {num_rows} rows, not a "
-                    f"multiple of it; agent columns need num_envs = num_agents * number of envs."
-                )
-            if buffer is not None and buffer.num_columns < num_rows:
-                raise ConfigurationError(
-                    f"TensorCollector: the buffer has {buffer.num_columns} sub-buffer(s) but the env has "
-                    f"{num_rows} columns ({num_agents} agents x {num_rows // num_agents} envs); use "
-                    f"TensorReplayBuffer(total_size, buffer_num={num_rows})."
-                )
+        if num_agents > 1 and num_rows % num_agents:
+            raise ConfigurationError(
+                f"TensorCollector: the env has num_agents={num_agents} but {num_rows} rows, not a "
+                f"multiple of it; agent columns need num_envs = num_agents * number of envs."
+            )
         super().__init__(
-            num_envs=num_rows // max(num_agents, 1),
-            buffer=buffer,
-            exploration_noise=exploration_noise,
-            info_key=info_key,
+            num_envs=num_rows, buffer=buffer, exploration_noise=exploration_noise, info_key=info_key
         )
         self.num_agents = max(num_agents, 1)
         """agents per env (A): above 1 for agent columns (see the module docstring)"""
-        self.num_rows = num_rows
-        """rows of every batch the env takes and returns (``A * num_envs``)"""
+        self.num_worlds = num_rows // self.num_agents
+        """envs whose episodes count (E): ``num_envs`` with one agent, ``num_envs / A`` with columns"""
         self.policy = policy
         self.env = env
         self.device = torch.device(env.device)
         """the env's device: every tensor of the collector lives there"""
         self.check_actions = check_actions
-        self._check_actions = make_tensor_action_checker(env.single_action_space, num_rows)
+        self._check_actions = make_tensor_action_checker(env.single_action_space, self.num_envs)
         self.rng = torch.Generator(device=self.device)
         """the collector's generator (random actions, exploration noise)"""
         if seed is None:
@@ -196,9 +188,9 @@ class TensorCollector(BaseCollector):
             self.rng.manual_seed(int(np.random.SeedSequence(seed).generate_state(1)[0]))
         self._return_dtype = torch.float32 if self.device.type == "mps" else torch.float64
         self._obs: ObsTensor = torch.zeros(0, device=self.device)
-        self._ep_return = torch.zeros(num_rows, dtype=self._return_dtype, device=self.device)
-        self._ep_len = torch.zeros(num_rows, dtype=torch.int64, device=self.device)
-        self._ep_stored = torch.zeros(num_rows, dtype=torch.bool, device=self.device)
+        self._ep_return = torch.zeros(self.num_envs, dtype=self._return_dtype, device=self.device)
+        self._ep_len = torch.zeros(self.num_envs, dtype=torch.int64, device=self.device)
+        self._ep_stored = torch.zeros(self.num_envs, dtype=torch.bool, device=self.device)
         self._env_info: _TensorEnvInfo | None = None
         self.reset(reset_buffer=True, reset_stats=True, seed=seed)
 
@@ -226,7 +218,7 @@ class TensorCollector(BaseCollector):
         """(stored actions, env actions) for the current observations."""
         if random:
             space = self.env.single_action_space
-            env_act = sample_actions_torch(space, self.num_rows, self.rng, self.device)
+            env_act = sample_actions_torch(space, self.num_envs, self.rng, self.device)
             return self.policy.map_action_inverse_torch(env_act), env_act
         # the policy may live on another device than the env: its actions come back to the env's
         act = self.policy.compute_actions_torch(self._obs, deterministic=deterministic).to(self.device)
@@ -248,7 +240,7 @@ class TensorCollector(BaseCollector):
             per row; the last two are only meaningful where ``done``.
         """
         if active is not None and self.num_agents > 1:
-            active = (np.arange(self.num_agents)[:, None] * self.num_envs + active[None, :]).reshape(-1)
+            active = (np.arange(self.num_agents)[:, None] * self.num_worlds + active[None, :]).reshape(-1)
         act, env_act = self._actions(random, deterministic)
         step = self.env.step(env_act)
         rew = step.rew.to(torch.float32)
@@ -287,13 +279,13 @@ class TensorCollector(BaseCollector):
         self._ep_len = torch.where(done, torch.zeros_like(lens), lens)
         self._obs = step.obs
         if self.listener is not None:
-            self.listener.on_vector_step(np.flatnonzero(done[: self.num_envs].cpu().numpy()))
+            self.listener.on_vector_step(np.flatnonzero(done.cpu().numpy()))
         return done, returns, lens
 
     def _per_env(self, returns_R: torch.Tensor) -> torch.Tensor:
         """Agent columns: the per-row returns (..., A * E) as (..., E, A)."""
         shape = returns_R.shape[:-1]
-        return returns_R.view(*shape, self.num_agents, self.num_envs).transpose(-1, -2)
+        return returns_R.view(*shape, self.num_agents, self.num_worlds).transpose(-1, -2)
 
     def _collected(self, stored: int, returns: np.ndarray, lens: np.ndarray) -> CollectedEpisodes:
         means, counts = self._env_info.result() if self._env_info is not None else ({}, {})
@@ -313,9 +305,9 @@ class TensorCollector(BaseCollector):
         returns_TN = torch.stack(return_steps)
         lens_TN = torch.stack(len_steps)
         if self.num_agents > 1:  # an env's rows end together: read its first agent's row
-            done_TN = done_TN[:, : self.num_envs]
+            done_TN = done_TN[:, : self.num_worlds]
             returns_TN = self._per_env(returns_TN)
-            lens_TN = lens_TN[:, : self.num_envs]
+            lens_TN = lens_TN[:, : self.num_worlds]
         ep_returns = returns_TN[done_TN].to(torch.float64).cpu().numpy()
         ep_lens = lens_TN[done_TN].cpu().numpy()
         return self._collected(num_vector_steps * self.num_envs, ep_returns, ep_lens)
@@ -326,26 +318,23 @@ class TensorCollector(BaseCollector):
     ) -> CollectedEpisodes:
         if bool(self._ep_len.any()):  # unfinished episodes from step-based collection: start afresh
             self.reset_env()
-        quota = EpisodeQuota(n_episode, self.num_envs)
+        quota = EpisodeQuota(n_episode, self.num_worlds)  # counts envs; rows = num_agents * envs
         returns: list[np.ndarray] = []
         lens: list[np.ndarray] = []
         while quota.running():
             done, ep_returns, ep_lens = self._vector_step(random, deterministic, quota.step_envs())
             if self.num_agents > 1:
-                done, ep_returns, ep_lens = (
-                    done[: self.num_envs],
-                    self._per_env(ep_returns),
-                    ep_lens[: self.num_envs],
-                )
+                worlds = self.num_worlds
+                done, ep_returns, ep_lens = done[:worlds], self._per_env(ep_returns), ep_lens[:worlds]
             done_idx = np.flatnonzero(done.cpu().numpy())
             finished_idx = done_idx[quota.finish(done_idx)]
             if len(finished_idx):
                 rows = torch.from_numpy(finished_idx).to(self.device)
                 returns.append(ep_returns[rows].to(torch.float64).cpu().numpy())
                 lens.append(ep_lens[rows].cpu().numpy())
-            if max_env_steps is not None and quota.over_limit(max_env_steps):
-                stored, active_mask = quota.stored, quota.active_mask
-                ep_len = self._ep_len[: self.num_envs]
+            if max_env_steps is not None and quota.over_limit(-(-max_env_steps // self.num_agents)):
+                stored, active_mask = quota.stored * self.num_agents, quota.active_mask
+                ep_len = self._ep_len[: self.num_worlds]
                 longest = int(ep_len[torch.from_numpy(active_mask).to(self.device)].max())
                 raise EpisodeLimitError(
                     f"TensorCollector.collect: {stored} env steps without finishing {n_episode} episodes "
@@ -355,7 +344,7 @@ class TensorCollector(BaseCollector):
                 )
         shape = (self.num_agents,) if self.num_agents > 1 else tuple(self._ep_return.shape[1:])
         return self._collected(
-            quota.stored,
+            quota.stored * self.num_agents,
             np.concatenate(returns) if returns else np.zeros((0, *shape), dtype=np.float64),
             np.concatenate(lens) if lens else np.zeros(0, dtype=np.int64),
         )
@@ -374,15 +363,13 @@ class TensorCollector(BaseCollector):
     # ------------------------------------------------------------------ checkpoints
     @override
     def state_dict(self) -> dict[str, Any]:
-        """See :meth:`BaseCollector.state_dict`; with agent columns the accumulators are saved per env
-        and agent, shape (E, A)."""
         obs = self._obs
         return {
             "rng": self.rng.get_state(),
             "obs": obs.cpu() if isinstance(obs, torch.Tensor) else {k: v.cpu() for k, v in obs.items()},
-            "ep_return": self._by_env(self._ep_return).cpu(),
-            "ep_len": self._by_env(self._ep_len).cpu(),
-            "ep_stored": self._by_env(self._ep_stored).cpu(),
+            "ep_return": self._ep_return.cpu(),
+            "ep_len": self._ep_len.cpu(),
+            "ep_stored": self._ep_stored.cpu(),
             **self._counters_state(),
         }
 
@@ -390,22 +377,10 @@ class TensorCollector(BaseCollector):
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         self.rng.set_state(state["rng"])
         self._obs = _to_device(state["obs"], self.device)
-        self._ep_return = self._by_row(state["ep_return"]).to(self.device)
-        self._ep_len = self._by_row(state["ep_len"]).to(self.device)
-        self._ep_stored = self._by_row(state["ep_stored"]).to(self.device)
+        self._ep_return = state["ep_return"].to(self.device)
+        self._ep_len = state["ep_len"].to(self.device)
+        self._ep_stored = state["ep_stored"].to(self.device)
         self._load_counters(state)
-
-    def _by_env(self, per_row: torch.Tensor) -> torch.Tensor:
-        """Agent columns: a per-row accumulator (A * E,) as (E, A) (unchanged otherwise)."""
-        if self.num_agents == 1:
-            return per_row
-        return per_row.view(self.num_agents, self.num_envs).T.contiguous()
-
-    def _by_row(self, per_env: torch.Tensor) -> torch.Tensor:
-        """The inverse of :meth:`_by_env`."""
-        if self.num_agents == 1:
-            return per_env
-        return per_env.T.reshape(self.num_rows).contiguous()
 
     env_snapshot_format: ClassVar[EnvSnapshotFormat] = "torch"
 
