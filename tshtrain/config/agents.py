@@ -161,7 +161,15 @@ def return_reduction(agents: AgentsConfig | None, env_agents: tuple[str, ...]) -
     reduction = agents.return_reduction
     if reduction.startswith("agent:"):
         return functools.partial(_agent_return, env_agents.index(reduction.removeprefix("agent:")))
-    return functools.partial({"sum": np.sum, "min": np.min, "max": np.max}[reduction], axis=1)
+    return functools.partial(_reduce_agents, reduction)
+
+
+def _reduce_agents(how: str, returns: np.ndarray) -> np.ndarray:
+    if how == "sum":
+        return np.asarray(returns.sum(axis=1))
+    if how == "min":
+        return np.asarray(returns.min(axis=1))
+    return np.asarray(returns.max(axis=1))
 
 
 def _agent_return(index: int, returns: np.ndarray) -> np.ndarray:
@@ -230,7 +238,7 @@ def load_frozen_policy(
     weights = state.get("policy") if isinstance(state, dict) else None
     if not isinstance(weights, dict):
         raise ExperimentError(f"{where}.checkpoint: {manifest.path} holds no policy weights for {agent!r}.")
-    policy = algorithm.policy
+    policy: Policy = algorithm.policy
     try:
         policy.load_state_dict(weights)
     except (RuntimeError, KeyError, ValueError) as error:

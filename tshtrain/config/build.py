@@ -245,10 +245,13 @@ def _training_buffer(experiment: Experiment, spec: AlgorithmSpec, envs: AnyVecto
     per_step = experiment.trainer.get("collection_step_num_env_steps")
     num_agents = max(1, len(env_agents(envs)))
     on_policy_size = None
+    if isinstance(envs, TensorVectorEnv):  # VMAS agent columns: every row counts as an env step
+        rows = int(envs.num_envs)
+        if spec.family is Family.ON_POLICY and per_step is not None:
+            on_policy_size = -(-per_step // rows) * rows
+        return tensor_buffer(experiment, on_policy_size or max(b.size, rows), envs)
     if spec.family is Family.ON_POLICY and per_step is not None:
         on_policy_size = -(-per_step // num_envs) * num_envs * num_agents
-    if isinstance(envs, TensorVectorEnv):
-        return tensor_buffer(experiment, on_policy_size or max(b.size, int(envs.num_envs)), envs)
     if num_agents > 1:  # a multi-agent numpy env: one column per agent and env
         columns = num_env_columns(envs)
         size = on_policy_size or max(b.size, columns)

@@ -148,7 +148,8 @@ class EnvConfig(Section):
             )
         if self.agent_layout != "joint" and self.type != "vmas":
             raise ValueError(
-                f"env.agent_layout: {self.agent_layout!r} applies to type vmas only, not to type {self.type!r}"
+                f"env.agent_layout: {self.agent_layout!r} applies to type vmas only, not to type "
+                f"{self.type!r}"
             )
         return self
 

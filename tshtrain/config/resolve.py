@@ -344,7 +344,7 @@ def _describe(error: ValidationError, source: str, prefix: str = "") -> str:
     for item in error.errors():
         loc = ".".join(str(part) for part in item["loc"])
         where = f"{prefix}{loc}: " if loc else prefix and f"{prefix.rstrip('.')}: "
-        message = item["msg"].removeprefix("Value error, ")
+        message = item["msg"]
         given = item.get("input")
         got = "" if isinstance(given, Mapping) else f" (got {given!r})"  # a section: the message names it
         lines.append(f"{source}: {where}{message}{got}")
