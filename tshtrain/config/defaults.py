@@ -394,6 +394,7 @@ _SIMPLE_SPREAD_TRAINER: dict[str, Any] = {
     "batch_size": 800,
     "update_step_num_repetitions": 10,
     "test_step_num_episodes": 16,
+    "stop_score": None,
 }
 
 DQN_TICTACTOE_EXAMPLE: dict[str, Any] = {
@@ -421,6 +422,7 @@ DQN_TICTACTOE_EXAMPLE: dict[str, Any] = {
         "update_step_num_gradient_steps_per_sample": 0.25,
         "batch_size": 64,
         "test_step_num_episodes": 50,
+        "stop_score": None,
     },
     "buffer": {"size": 50_000, "prefill_env_steps": 1000},
 }
@@ -497,6 +499,7 @@ TASK_EXAMPLES: dict[str, tuple[str, Mapping[str, Any]]] = {
                 "batch_size": 4096,
                 "update_step_num_repetitions": 5,
                 "test_step_num_episodes": 32,
+                "stop_score": None,
             },
         },
     ),
