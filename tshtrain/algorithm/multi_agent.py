@@ -56,6 +56,7 @@ from tshtrain.algorithm.base import (
     generator_states,
     load_generator_states,
 )
+from tshtrain.algorithm.multi_agent_parallel import ParallelParams, ParallelUpdater
 from tshtrain.data.batch import AnyRolloutBatch, ObsArray, ObsTensor
 from tshtrain.data.collector_base import AnyReplayBuffer
 from tshtrain.devices import resolve_device
@@ -543,12 +544,15 @@ class MultiAgentOnPolicy(OnPolicyAlgorithm[MultiAgentPolicy, MultiAgentTrainingS
         *,
         num_units: int | None = None,
         update_mode: UpdateMode = "sequential",
+        parallel: ParallelParams | None = None,
     ):
         """Args:
         learners: tile the units ``0 .. num_units - 1`` in order (see :func:`independent_learners`,
             :func:`shared_learner`, :func:`scoped_learners`); their algorithms are on-policy.
         num_units: the env's agents (or, with scopes, sub-envs); checked when given.
         update_mode: ``sequential`` or ``parallel`` (see the module docstring).
+        parallel: how the worker processes of ``update_mode="parallel"`` run (default
+            ``ParallelParams()``); call :meth:`close` when done with a parallel algorithm.
         """
         for learner in learners:
             if learner.algorithm is not None and not isinstance(learner.algorithm, OnPolicyAlgorithm):
@@ -560,7 +564,9 @@ class MultiAgentOnPolicy(OnPolicyAlgorithm[MultiAgentPolicy, MultiAgentTrainingS
                 )
         self.members = _Members(learners, num_units, "MultiAgentOnPolicy", update_mode)
         super().__init__(policy=MultiAgentPolicy(learners))
-        self._parallel: Any = None
+        self.parallel_params = parallel or ParallelParams()
+        """how the workers of ``update_mode="parallel"`` run"""
+        self._parallel: ParallelUpdater | None = None  # the workers, started by the first update
 
     @property
     def learners(self) -> list[Learner]:
@@ -573,16 +579,29 @@ class MultiAgentOnPolicy(OnPolicyAlgorithm[MultiAgentPolicy, MultiAgentTrainingS
 
     @override
     def state_dict(self) -> dict[str, Any]:
-        return self.members.state_dict()
+        state = self.members.state_dict()
+        if self._parallel is not None and self._parallel.running:  # the workers hold what is current
+            state.update(self._parallel.state_dicts())
+        return state
 
     @override
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         self.members.load_state_dict(state, "MultiAgentOnPolicy")
+        if self._parallel is not None and self._parallel.running:
+            self._parallel.load_state_dicts({lr.name: state[lr.name] for lr in self._parallel.learners})
 
     @override
     def to(self, device: str | torch.device) -> Self:
+        self.close()  # the workers hold CPU copies; they restart (on the CPU only) at the next update
         self.members.to(device)
         return self
+
+    def close(self) -> None:
+        """Stop the worker processes of ``update_mode="parallel"`` after loading their states into this
+        process's algorithms; the next update starts them again. A no-op in sequential mode."""
+        if self._parallel is not None:
+            self._parallel.close()
+            self._parallel = None
 
     @override
     def update(
@@ -595,6 +614,16 @@ class MultiAgentOnPolicy(OnPolicyAlgorithm[MultiAgentPolicy, MultiAgentTrainingS
     ) -> MultiAgentTrainingStats:
         per_learner: dict[str, TrainingStats] = {}
         scale = self.members.scale(rollout.shape[1])
+        if self.members.update_mode == "parallel":
+            if self._parallel is None:
+                self._parallel = ParallelUpdater(self.members.trained(), self.parallel_params, "MultiAgentOnPolicy")
+            per_learner = self._parallel.update(
+                rollout, scale, batch_size=batch_size, num_repetitions=num_repetitions, hooks=hooks
+            )
+            return MultiAgentTrainingStats(
+                num_gradient_steps=sum(s.num_gradient_steps for s in per_learner.values()),
+                per_learner=per_learner,
+            )
         for learner in self.members.trained():
             algorithm = learner.algorithm
             assert isinstance(algorithm, OnPolicyAlgorithm)
@@ -629,6 +658,14 @@ class MultiAgentOffPolicy(OffPolicyAlgorithm[MultiAgentPolicy, MultiAgentTrainin
                     f"{type(learner.algorithm).__name__}, not an off-policy algorithm. Use "
                     f"MultiAgentOnPolicy for on-policy learners."
                 )
+        if update_mode == "parallel":
+            raise ConfigurationError(
+                "MultiAgentOffPolicy: update_mode='parallel' is not supported. An off-policy update is one "
+                "gradient step on a sample that each learner draws from the shared replay buffer inside its "
+                "update; a worker process would need the buffer shipped (or each batch sampled and sent) at "
+                "every gradient step, costing more than the step itself. Use update_mode='sequential', or "
+                "MultiAgentOnPolicy for parallel on-policy learners."
+            )
         self.members = _Members(learners, num_units, "MultiAgentOffPolicy", update_mode)
         super().__init__(policy=MultiAgentPolicy(learners))
         self._parallel: Any = None
