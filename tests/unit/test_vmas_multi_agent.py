@@ -166,10 +166,12 @@ def collectors(
 
 def test_per_agent_returns_in_n_step_collection() -> None:
     col_j, col_c, _, buf_c = collectors()
-    assert (col_c.num_envs, col_c.num_agents, col_c.num_worlds) == (A * E, A, E)
+    assert (col_c.num_envs, col_c.num_agents, col_c.num_rows) == (E, A, A * E)
     stats_j = col_j.collect(n_step=E * 13)
-    stats_c = col_c.collect(n_step=A * E * 13)
-    assert stats_c.n_collected_steps == A * stats_j.n_collected_steps == len(buf_c) == A * E * 13
+    stats_c = col_c.collect(n_step=E * 13)  # env steps count envs, as in the joint view
+    assert stats_c.n_collected_steps == stats_j.n_collected_steps == E * 13
+    assert stats_c.stored_transitions == len(buf_c) == A * E * 13  # one transition per agent
+    assert stats_j.n_stored_transitions is None and stats_c.agents == col_c.env.agents
     assert stats_c.n_collected_episodes == stats_j.n_collected_episodes > 0  # env episodes
     assert stats_c.returns.shape == (stats_j.n_collected_episodes, A)
     np.testing.assert_array_equal(stats_c.lens, stats_j.lens)
@@ -180,7 +182,7 @@ def test_per_agent_returns_in_n_step_collection() -> None:
 
 def test_per_agent_returns_match_the_stored_rewards() -> None:
     _, col_c, _, buf_c = collectors(desync_episode_clocks=False)
-    stats = col_c.collect(n_step=A * E * 5)  # exactly one episode per env (time limit 5)
+    stats = col_c.collect(n_step=E * 5)  # exactly one episode per env (time limit 5)
     assert stats.n_collected_episodes == E and stats.lens.tolist() == [5] * E
     rollout = buf_c.rollout()
     rew = rollout.rew
@@ -197,7 +199,8 @@ def test_n_episode_counts_env_episodes(n_episode: int) -> None:
     assert stats_c.returns.shape == (n_episode, A)
     np.testing.assert_array_equal(stats_c.lens, stats_j.lens)
     np.testing.assert_allclose(stats_c.returns.sum(1), stats_j.returns, rtol=1e-5, atol=1e-6)
-    assert stats_c.n_collected_steps == A * stats_j.n_collected_steps == len(buf_c) == A * len(buf_j)
+    assert stats_c.n_collected_steps == stats_j.n_collected_steps == len(buf_j)
+    assert stats_c.stored_transitions == len(buf_c) == A * len(buf_j)
     # all A rows of a collecting env are stored, as many as the env's transitions in the joint view
     lengths_AE = buf_c.column_lengths.reshape(A, E)
     assert (lengths_AE == buf_j.column_lengths[None, :]).all()
@@ -206,8 +209,8 @@ def test_n_episode_counts_env_episodes(n_episode: int) -> None:
 
 def test_random_actions_and_empty_returns() -> None:
     _, col_c, _, _ = collectors()
-    stats = col_c.collect(n_step=A * E, random=True)
-    assert stats.n_collected_steps == A * E and stats.returns.shape[1:] == (A,)
+    stats = col_c.collect(n_step=E, random=True)
+    assert stats.n_collected_steps == E and stats.stored_transitions == A * E and stats.returns.shape[1:] == (A,)
     stats = col_c.collect(n_episode=2, random=True)
     assert stats.returns.shape == (2, A)
 
@@ -223,15 +226,15 @@ def test_collector_checkpoint_round_trip_continues_identically() -> None:
         return loaded
 
     first = fresh()
-    first.collect(n_step=A * E * 3)  # episodes of 5 steps are under way
+    first.collect(n_step=E * 3)  # episodes of 5 steps are under way
     state = save(first)
     assert state["ep_return"].shape == (A * E,)
-    again = first.collect(n_step=A * E * 4)
+    again = first.collect(n_step=E * 4)
 
     second = fresh()
-    second.collect(n_step=A * E * 3)
+    second.collect(n_step=E * 3)
     second.load_state_dict(state)
-    resumed = second.collect(n_step=A * E * 4)
+    resumed = second.collect(n_step=E * 4)
     np.testing.assert_array_equal(resumed.returns, again.returns)
     np.testing.assert_array_equal(resumed.lens, again.lens)
     assert resumed.returns.shape[1:] == (A,) and len(resumed.lens) > 0
@@ -240,9 +243,9 @@ def test_collector_checkpoint_round_trip_continues_identically() -> None:
         assert torch.equal(value, expected) if isinstance(value, torch.Tensor) else value == expected
 
     third = fresh()  # without the accumulators the returns differ: the test can fail
-    third.collect(n_step=A * E * 3)
+    third.collect(n_step=E * 3)
     third.load_state_dict({**state, "ep_return": torch.zeros_like(state["ep_return"])})
-    assert not np.array_equal(third.collect(n_step=A * E * 4).returns, again.returns)
+    assert not np.array_equal(third.collect(n_step=E * 4).returns, again.returns)
 
 
 # ---------------------------------------------------------------------------- networks
@@ -301,7 +304,7 @@ def test_mappo_on_box_actions_trains_one_ppo_over_all_columns() -> None:
     algorithm = PPO(policy=policy, critic=critic, params=PPOParams(), seed=0)
     buffer = TensorReplayBuffer(8 * A * E, A * E, device="cpu")
     collector = TensorCollector(policy, env, buffer, seed=0)
-    collector.collect(n_step=8 * A * E)
+    collector.collect(n_step=8 * E)  # 8 steps of every env: 8 * A * E transitions
     before = [p.detach().clone() for p in policy.parameters()]
     stats = algorithm.update(buffer.rollout(), batch_size=32, num_repetitions=1)
     assert stats.num_gradient_steps > 0

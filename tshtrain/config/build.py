@@ -245,10 +245,10 @@ def _training_buffer(experiment: Experiment, spec: AlgorithmSpec, envs: AnyVecto
     per_step = experiment.trainer.get("collection_step_num_env_steps")
     num_agents = max(1, len(env_agents(envs)))
     on_policy_size = None
-    if isinstance(envs, TensorVectorEnv):  # VMAS agent columns: every row counts as an env step
+    if isinstance(envs, TensorVectorEnv):  # VMAS agent columns: A rows per env, env steps count envs
         rows = int(envs.num_envs)
         if spec.family is Family.ON_POLICY and per_step is not None:
-            on_policy_size = -(-per_step // rows) * rows
+            on_policy_size = -(-per_step // (rows // num_agents)) * rows
         return tensor_buffer(experiment, on_policy_size or max(b.size, rows), envs)
     if spec.family is Family.ON_POLICY and per_step is not None:
         on_policy_size = -(-per_step // num_envs) * num_envs * num_agents
