@@ -1,0 +1,182 @@
+"""MAPPO with parameter sharing learns VMAS balance (4 agents carry a package to a goal): one PPO over the
+agent columns of VmasEnv(agent_layout="columns", agent_id=True, global_state=True), actor on
+``obs`` + ``agent_id``, centralised critic on ``state`` + ``agent_id`` (blocks/agent_nets.py), through the
+ordinary OnPolicyTrainer and TensorCollector, 512 worlds on the CPU.
+
+Returns are the agents' shared reward summed over an episode (100-step time limit; the package falling
+ends it with -10). Deterministic test returns over 64 episodes: a random policy gets about -5.5, the
+untrained network about -2; trained runs reach 30-44 (docs/multi_agent_vmas_results.md has the per-seed
+table). CI runs seed 0 on a reduced budget and asks for a clear rise; the slow tier runs three seeds to
+the full threshold.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import pytest
+import torch
+
+pytest.importorskip("vmas")
+
+from tshtrain.algorithm import PPO, PPOParams
+from tshtrain.algorithm.blocks.agent_nets import mappo_actor_critic
+from tshtrain.data import TensorCollector, TensorReplayBuffer
+from tshtrain.env.vmas import VmasEnv
+from tshtrain.trainer import InfoStats, OnPolicyTrainer, OnPolicyTrainerParams, StopReason
+
+NUM_AGENTS = 4
+EPISODE_STEPS = 100
+FULL_THRESHOLD = 25.0
+"""the slow tier's bar: far above random (-5.5) and the untrained policy (-2); trained runs level off
+at 30-44"""
+CI_THRESHOLD = 5.0
+"""the CI run's bar after its reduced budget (it also has to rise by CI_MARGIN over its start)"""
+CI_MARGIN = 5.0
+
+
+@dataclass(frozen=True)
+class Budget:
+    """How much training a run gets. Env steps count worlds (one env step = one step of one world, storing
+    one transition per agent), as the trainer's ``collection_step_num_env_steps`` does."""
+
+    num_worlds: int
+    """VMAS worlds stepped together (E); the env has NUM_AGENTS * E rows"""
+    collection_vector_steps: int
+    """steps of all worlds per collection step: num_worlds * this env steps, NUM_AGENTS times as many
+    transitions"""
+    max_epochs: int
+    collection_steps_per_epoch: int
+    """collection steps (each followed by an update) per epoch; a test step ends every epoch"""
+    test_worlds: int
+    test_episodes: int
+
+    @property
+    def collection_env_steps(self) -> int:
+        """env steps per collection step (the trainer's ``collection_step_num_env_steps``)"""
+        return self.num_worlds * self.collection_vector_steps
+
+    @property
+    def collection_transitions(self) -> int:
+        """agent transitions per collection step (what one update receives)"""
+        return NUM_AGENTS * self.collection_env_steps
+
+
+FULL = Budget(
+    num_worlds=512, collection_vector_steps=32, max_epochs=30, collection_steps_per_epoch=1, test_worlds=64, test_episodes=64
+)
+"""up to 30 x 16,384 = 491,520 env steps (1,966,080 agent transitions); stops at FULL_THRESHOLD"""
+CI = Budget(
+    num_worlds=512, collection_vector_steps=16, max_epochs=3, collection_steps_per_epoch=4, test_worlds=32, test_episodes=32
+)
+"""12 updates over 12 x 8,192 = 98,304 env steps (393,216 agent transitions); few test worlds (a VMAS
+step costs milliseconds however few worlds it has)"""
+
+
+def _env(seed: int, num_worlds: int, *, test: bool) -> VmasEnv:
+    return VmasEnv(
+        "balance",
+        num_envs=num_worlds,
+        seed=seed,
+        n_agents=NUM_AGENTS,
+        max_episode_steps=EPISODE_STEPS,
+        desync_episode_clocks=not test,  # test episodes run their full length
+        agent_layout="columns",
+        agent_id=True,
+        global_state=True,
+    )
+
+
+@dataclass(frozen=True)
+class Run:
+    """What one training run measured."""
+
+    start: float
+    """the untrained policy's deterministic test return"""
+    final: float
+    """the trained policy's deterministic test return on fresh test episodes after the run"""
+    seconds: float
+    """wall time of the trainer's run"""
+    info: InfoStats
+
+
+def random_return(seed: int, budget: Budget) -> float:
+    """The mean return of uniformly random actions over the budget's test episodes."""
+    torch.set_num_threads(1)
+    env = _env(seed + 1000, budget.test_worlds, test=True)
+    policy, _ = mappo_actor_critic(env.single_observation_space, env.single_action_space, seed=seed)
+    stats = TensorCollector(policy, env, seed=seed + 1).collect(n_episode=budget.test_episodes, random=True)
+    return float(stats.returns.sum(axis=1).mean() / NUM_AGENTS)
+
+
+def train(seed: int, budget: Budget, stop_at: float | None, *, centralised_critic: bool = True) -> Run:
+    """Train MAPPO (IPPO with ``centralised_critic=False``) on balance."""
+    torch.set_num_threads(1)
+    torch.manual_seed(seed)
+    env = _env(seed, budget.num_worlds, test=False)
+    test_env = _env(seed + 1000, budget.test_worlds, test=True)
+    policy, critic = mappo_actor_critic(
+        env.single_observation_space,
+        env.single_action_space,
+        hidden_sizes=(64, 64),
+        centralised_critic=centralised_critic,
+        seed=seed,
+    )
+    algorithm = PPO(policy=policy, critic=critic, params=PPOParams(lr=3e-4, max_grad_norm=1.0), seed=seed)
+    rows = env.num_envs  # NUM_AGENTS x num_worlds: one buffer column per agent of each world
+    buffer = TensorReplayBuffer(budget.collection_transitions, rows, device="cpu")
+    collector = TensorCollector(policy, env, buffer, seed=seed)
+    test_collector = TensorCollector(policy, test_env, seed=seed + 1)
+    start = _test_return(test_collector, budget)
+    params = OnPolicyTrainerParams(
+        training_collector=collector,
+        test_collector=test_collector,
+        test_step_num_episodes=budget.test_episodes,
+        max_epochs=budget.max_epochs,
+        epoch_num_steps=budget.collection_env_steps * budget.collection_steps_per_epoch,
+        collection_step_num_env_steps=budget.collection_env_steps,
+        batch_size=budget.collection_transitions // 4,
+        update_step_num_repetitions=4,
+        stop_fn=None if stop_at is None else (lambda score: score >= stop_at),
+        verbose=False,
+        show_progress=False,
+    )
+    began = time.perf_counter()
+    info = OnPolicyTrainer(algorithm, params).run()
+    seconds = time.perf_counter() - began
+    final = _test_return(test_collector, budget)
+    print(
+        f"RESULT {'mappo' if centralised_critic else 'ippo'} balance seed={seed} start={start:.2f} "
+        f"final={final:.2f} best_reward={info.best_reward:.2f} best_epoch={info.best_epoch} "
+        f"env_steps={info.train_step} stop={info.stop_reason} time={seconds:.1f}s"
+    )
+    return Run(start=start, final=final, seconds=seconds, info=info)
+
+
+def _test_return(test_collector: TensorCollector, budget: Budget) -> float:
+    stats = test_collector.collect(n_episode=budget.test_episodes, deterministic=True, reset_before_collect=True)
+    return float(stats.returns.mean())
+
+
+@pytest.mark.learning
+def test_random_policy_stays_below_the_thresholds() -> None:
+    baseline = random_return(0, FULL)
+    assert baseline < CI_THRESHOLD - CI_MARGIN < FULL_THRESHOLD, baseline
+
+
+@pytest.mark.learning
+def test_mappo_learns_vmas_balance_reduced() -> None:
+    run = train(0, CI, stop_at=None)
+    assert run.info.best_reward is not None
+    assert run.info.best_reward >= CI_THRESHOLD, run
+    assert run.info.best_reward >= run.start + CI_MARGIN, run
+
+
+@pytest.mark.slow
+@pytest.mark.learning
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_mappo_learns_vmas_balance(seed: int) -> None:
+    run = train(seed, FULL, stop_at=FULL_THRESHOLD)
+    assert run.info.stop_reason is StopReason.STOP_FN, run
+    assert run.info.best_reward is not None and run.info.best_reward >= FULL_THRESHOLD, run
