@@ -19,6 +19,8 @@ from tshtrain.algorithm import (
     PPO,
     ActionMasked,
     CategoricalPolicy,
+    DiscreteQEnsemble,
+    DiscreteSAC,
     DQNParams,
     MultiAgentOffPolicy,
     MultiAgentOnPolicy,
@@ -30,6 +32,7 @@ from tshtrain.algorithm import (
     scoped_learners,
     shared_learner,
 )
+from tshtrain.algorithm.blocks.agent_nets import SelectKeys
 from tshtrain.algorithm.blocks.policies import EpsilonSchedule
 from tshtrain.data import Collector, MultiAgentCollector, VectorReplayBuffer
 from tshtrain.data.stats import CollectStats
@@ -169,3 +172,51 @@ def test_agent_scopes_train_side_by_side_on_one_single_agent_vector_env(scopes: 
         assert any(not torch.equal(a, b) for a, b in zip(old, _weights_of(member), strict=True))
     state = algorithm.state_dict()
     assert set(state) == {f"agent_{k}" for k in range(len(scopes))}
+
+
+def test_independent_learners_of_different_families_train_side_by_side() -> None:
+    """A value-based learner (DQN) and an actor-critic one (discrete SAC), each on its own agent's
+    columns, through one OffPolicyTrainer; each reports its own statistics and neither acts illegally."""
+    torch.manual_seed(0)
+    env, test_env = TurnGame(num_envs=2, length=4), TurnGame(num_envs=2, length=4)
+    space = env.single_action_space
+    q_net = ActionMasked(mlp(3, 4, (16,)), single_key=OBS_KEY)
+    dqn = DQN(
+        policy=QValuePolicy(q_net, space, eps_schedule=EpsilonSchedule(num_env_steps=50), seed=0),
+        params=DQNParams(lr=1e-3, target_update_freq=5),
+    )
+    actor = CategoricalPolicy(ActionMasked(mlp(3, 4, (16,)), single_key=OBS_KEY), space, seed=1)
+    sac = DiscreteSAC(policy=actor, critic=SelectKeys(DiscreteQEnsemble(3, 4, (16,)), [OBS_KEY]))
+    algorithm = MultiAgentOffPolicy(independent_learners(env.columns, {"p0": sac, "p1": dqn}), num_units=2)
+    trainer = OffPolicyTrainer(
+        algorithm,
+        OffPolicyTrainerParams(
+            training_collector=MultiAgentCollector(
+                algorithm.policy,
+                env,
+                VectorReplayBuffer(400, buffer_num=4, seed=0),
+                exploration_noise=True,
+                seed=0,
+            ),
+            test_collector=MultiAgentCollector(algorithm.policy, test_env, seed=1),
+            max_epochs=2,
+            epoch_num_steps=40,
+            collection_step_num_env_steps=8,
+            batch_size=16,
+            test_step_num_episodes=2,
+            verbose=False,
+            show_progress=False,
+        ),
+    )
+    before_sac, before_dqn = _params(actor), _params(dqn.policy)
+    trainer.run()
+    assert any(not torch.equal(a, b) for a, b in zip(before_sac, _params(actor), strict=True))
+    assert any(not torch.equal(a, b) for a, b in zip(before_dqn, _params(dqn.policy), strict=True))
+    assert all(action != 3 for _, _, action in env.log)  # the masked action is never taken
+    stats = algorithm.update(trainer.params.training_collector.buffer, 8)  # type: ignore[arg-type]
+    scalars = stats.as_scalars()
+    assert "p1/loss" in scalars and "p0/critic_loss" in scalars and "p0/alpha" in scalars
+
+
+def _params(module: nn.Module) -> list[torch.Tensor]:
+    return [p.detach().clone() for p in module.parameters()]

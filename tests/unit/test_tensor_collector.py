@@ -13,7 +13,7 @@ from gymnasium.envs.classic_control.cartpole import CartPoleEnv
 
 from tshtrain.algorithm import CategoricalPolicy, QValuePolicy, mlp
 from tshtrain.data import Collector, TensorCollector, TensorReplayBuffer, VectorReplayBuffer
-from tshtrain.env import TorchCartPole, sample_actions_torch
+from tshtrain.env import TensorStep, TorchCartPole, sample_actions_torch
 from tshtrain.env.torch_cartpole import cartpole_dynamics
 from tshtrain.errors import ConfigurationError, EpisodeLimitError
 
@@ -219,3 +219,59 @@ def test_state_dict_round_trip_continues_identically() -> None:
     assert first.n_collected_episodes > 0
     np.testing.assert_array_equal(first.returns, again.returns)
     np.testing.assert_array_equal(first.lens, again.lens)
+
+
+class MaskedTensorEnv:
+    """Five actions of which only those the mask allows are legal; an illegal action ends the episode
+    with reward -1 (so a collector that ignores the mask is caught)."""
+
+    num_envs = 6
+    device = torch.device("cpu")
+    single_action_space = gym.spaces.Discrete(5)
+    single_observation_space = gym.spaces.Dict(
+        {
+            "obs": gym.spaces.Box(-1.0, 1.0, (2,), np.float32),
+            "action_mask": gym.spaces.Box(0, 1, (5,), np.int8),
+        }
+    )
+
+    def __init__(self) -> None:
+        self.gen = torch.Generator().manual_seed(0)
+        self.illegal = 0
+        self.mask = self._draw()
+
+    def _draw(self) -> torch.Tensor:
+        mask = (torch.rand(self.num_envs, 5, generator=self.gen) < 0.4).to(torch.int8)
+        mask[:, 4] = 1  # at least one legal action
+        return mask
+
+    def _obs(self) -> dict[str, torch.Tensor]:
+        return {"obs": torch.zeros(self.num_envs, 2), "action_mask": self.mask.clone()}
+
+    def reset(self, *, seed: int | None = None) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
+        return self._obs(), {}
+
+    def step(self, actions: torch.Tensor) -> TensorStep:
+        legal = self.mask.gather(1, actions.view(-1, 1)).view(-1) == 1
+        self.illegal += int((~legal).sum())
+        self.mask = self._draw()
+        obs = self._obs()
+        false = torch.zeros(self.num_envs, dtype=torch.bool)
+        return TensorStep(obs, legal.float() - 1.0 * ~legal, ~legal, false, obs, {})
+
+    def close(self) -> None:
+        pass
+
+
+def test_random_actions_respect_action_masks() -> None:
+    env = MaskedTensorEnv()
+    policy = CategoricalPolicy(mlp(2, 5, (8,)), env.single_action_space)  # random actions: not called
+    buffer = TensorReplayBuffer(60 * 6, 6, device="cpu")
+    collector = TensorCollector(policy, env, buffer, seed=0)
+    collector.collect(n_step=6 * 50, random=True)
+    assert env.illegal == 0
+    rollout = buffer.rollout()
+    acts = rollout.act.reshape(-1)
+    masks = rollout.obs["action_mask"].reshape(-1, 5)
+    assert (masks.gather(1, acts.view(-1, 1).long()) == 1).all()  # masks are stored with the obs
+    assert len(set(acts.tolist())) > 1  # not a constant legal action

@@ -271,8 +271,9 @@ class Policy(nn.Module, ABC):
 
     @property
     def device(self) -> torch.device:
-        """Device of the policy's parameters (else buffers; CPU if it has neither)."""
-        return module_device(self)
+        """Device of the policy's parameters (else buffers; CPU if it has neither); read from the
+        remembered first tensor (see :meth:`_actions_device`), so the per-update reads cost no module walk."""
+        return self._actions_device()
 
     @abstractmethod
     def actions(self, obs: ObsTensor, *, deterministic: bool) -> torch.Tensor:

@@ -38,8 +38,13 @@ from tshtrain.data.batch import ObsTensor
 from tshtrain.data.collector_base import BaseCollector, CollectedEpisodes, EnvSnapshotFormat, EpisodeQuota
 from tshtrain.data.stats import CollectStats
 from tshtrain.data.tensor_buffer import TensorReplayBuffer
+from tshtrain.env.multi_agent import ACTION_MASK_KEY
 from tshtrain.env.tensor_env import TensorVectorEnv
-from tshtrain.env.tensor_spaces import make_tensor_action_checker, sample_actions_torch
+from tshtrain.env.tensor_spaces import (
+    make_tensor_action_checker,
+    sample_actions_torch,
+    sample_legal_actions_torch,
+)
 from tshtrain.errors import ConfigurationError, EpisodeLimitError
 
 
@@ -230,8 +235,13 @@ class TensorCollector(BaseCollector):
     def _actions(self, random: bool, deterministic: bool) -> tuple[torch.Tensor, torch.Tensor]:
         """(stored actions, env actions) for the current observations."""
         if random:
-            space = self.env.single_action_space
-            env_act = sample_actions_torch(space, self.num_rows, self.rng, self.device)
+            obs = self._obs
+            mask = None if isinstance(obs, torch.Tensor) else obs.get(ACTION_MASK_KEY)
+            if mask is not None:  # action masks: uniform among the legal actions
+                env_act = sample_legal_actions_torch(mask, self.rng)
+            else:
+                space = self.env.single_action_space
+                env_act = sample_actions_torch(space, self.num_rows, self.rng, self.device)
             return self.policy.map_action_inverse_torch(env_act), env_act
         # the policy may live on another device than the env: its actions come back to the env's
         act = self.policy.compute_actions_torch(self._obs, deterministic=deterministic).to(self.device)

@@ -112,7 +112,7 @@ class _ColumnLayout:
         if agent_id:
             keys[AGENT_ID_KEY] = gym.spaces.Box(0.0, 1.0, (num_agents,), np.float32)
             self._agent_id_C = np.repeat(np.eye(num_agents, dtype=np.float32), len(envs), axis=0)
-            self._agent_id_C.flags.writeable = False  # shared by every batch of rows
+            # shared by every batch of rows (read-only by convention: a non-writable array makes torch warn)
         self.space: gym.Space[Any] = gym.spaces.Dict(keys) if len(keys) > 1 else inner
         self.discrete_actions = isinstance(self.action_space, gym.spaces.Discrete)
         self._num_columns = num_columns
