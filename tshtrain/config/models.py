@@ -63,7 +63,7 @@ class EnvConfig(Section):
     ``env.device``"""
     kind: EnvType | None = Field(default=None, exclude=True)
     """an alias of ``type`` (files may say ``kind: pettingzoo``); giving both with different values is an
-    error. Never written back: the resolved experiment states ``type``"""
+    error. Always None once resolved and never written back: the resolved experiment states ``type``"""
     id: str = "CartPole-v1"
     """a registered Gymnasium id (type ``gymnasium``), an EnvPool task id (type ``envpool``, e.g.
     ``Breakout-v5``), a VMAS scenario name (type ``vmas``) or a PettingZoo env module (type
@@ -107,7 +107,8 @@ class EnvConfig(Section):
                     f"env.type {given!r} and env.kind {data['kind']!r} differ; kind is an alias of type: "
                     f"give one of them (allowed: {', '.join(ENV_TYPES)})"
                 )
-            data = {**data, "type": data["kind"]}
+            # the resolved env states ``type`` only: the same env compares equal however it was written
+            data = {**data, "type": data["kind"], "kind": None}
         return data
 
     @field_validator("device")
