@@ -101,6 +101,18 @@ def _pz(agents: dict[str, Any], **algorithm: Any) -> dict[str, Any]:
             r"agents\.layout: 'shared' needs a multi-agent env .* got env\.type 'gymnasium'",
         ),
         (
+            {"algorithm": {"name": "ppo"}, "env": {"kind": "pettingzoo", "id": "gymnasium.envs"}, "agents": {}},
+            r"env\.id: 'gymnasium\.envs' is not a PettingZoo env module; .* \['pettingzoo', 'mpe2'\]",
+        ),
+        (
+            {"algorithm": {"name": "ppo"}, "env": {"kind": "pettingzoo"}, "agents": {}},
+            r"env\.id: 'CartPole-v1' is not a PettingZoo env module",
+        ),
+        (
+            _pz({"update_mode": "parallel"}),
+            r"agents\.update_mode: 'parallel' runs on-policy learners only .* Allowed for dqn: sequential",
+        ),
+        (
             {"algorithm": {"name": "ppo"}, "env": {"agent_id": True}},
             r"env\.agent_id: true needs a multi-agent env",
         ),
@@ -115,7 +127,7 @@ def _pz(agents: dict[str, Any], **algorithm: Any) -> dict[str, Any]:
         (
             {
                 "algorithm": {"name": "bc"},
-                "env": {"kind": "pettingzoo"},
+                "env": {"kind": "pettingzoo", "id": "mpe2.simple_spread_v3"},
                 "agents": {},
                 "dataset": {"path": "x"},
             },
@@ -424,6 +436,17 @@ def test_a_frozen_policy_takes_the_learners_weights_and_refuses_pickles(tmp_path
             assert torch.equal(value, saved[key]), key
     assert not any(p.requires_grad for p in frozen.policy.parameters())
     assert _build(_frozen(out)).learners[0].name == "player_1"  # a run directory: its best checkpoint
+
+    # self-play against the frozen player: it plays, is saved with the run and is never trained
+    member = {"policy": "frozen", "checkpoint": str(checkpoint), "learner": "player_2"}
+    against = _tictactoe_run(tmp_path, "against", agents={"members": {"player_1": member}})
+    after = _state(against / "checkpoints" / "final")["algorithm"]
+    weights = {k: v for k, v in saved.items() if isinstance(v, torch.Tensor) and v.is_floating_point()}
+    _assert_same({k: after["player_1"]["policy"][k] for k in weights}, weights, "player_1.policy")
+    assert not all(
+        torch.equal(value, saved[key]) for key, value in after["player_2"]["policy"].items() if key in saved
+    )
+    assert main(["eval", str(against), "-n", "2"]) == 0
 
     with pytest.raises(
         ExperimentError,
