@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import math
 import pickle
 import shutil
 from pathlib import Path
@@ -101,7 +102,11 @@ def _pz(agents: dict[str, Any], **algorithm: Any) -> dict[str, Any]:
             r"agents\.layout: 'shared' needs a multi-agent env .* got env\.type 'gymnasium'",
         ),
         (
-            {"algorithm": {"name": "ppo"}, "env": {"kind": "pettingzoo", "id": "gymnasium.envs"}, "agents": {}},
+            {
+                "algorithm": {"name": "ppo"},
+                "env": {"kind": "pettingzoo", "id": "gymnasium.envs"},
+                "agents": {},
+            },
             r"env\.id: 'gymnasium\.envs' is not a PettingZoo env module; .* \['pettingzoo', 'mpe2'\]",
         ),
         (
@@ -327,8 +332,8 @@ def _assert_same(a: Any, b: Any, where: str = "state") -> None:
         assert isinstance(b, list | tuple) and len(a) == len(b), where
         for index, (x, y) in enumerate(zip(a, b, strict=True)):
             _assert_same(x, y, f"{where}[{index}]")
-    elif isinstance(a, float) and a != a:  # NaN
-        assert isinstance(b, float) and b != b, where
+    elif isinstance(a, float) and math.isnan(a):
+        assert isinstance(b, float) and math.isnan(b), where
     else:
         assert a == b, f"{where}: {a!r} != {b!r}"
 
