@@ -215,6 +215,13 @@ def test_example_configs_train_with_a_tiny_budget(path: Path, tmp_path: Path) ->
         tiny += ["--set", "trainer.epoch_num_steps=64", "--set", "trainer.collection_step_num_episodes=2"]
     else:
         tiny += ["--set", "trainer.epoch_num_steps=20"]
+    agents = experiment.agents
+    if agents is not None and agents.agents_scope is not None:  # test envs split like the training envs
+        tiny += ["--set", f"env.num_test_envs={sum(agents.agents_scope)}"]
+    elif agents is not None:  # multi-agent envs: two envs, a small rollout
+        tiny += ["--set", "env.num_training_envs=2", "--set", "trainer.batch_size=16"]
+        if "collection_step_num_episodes" in family:
+            tiny += ["--set", "trainer.collection_step_num_env_steps=32"]
     if experiment.dataset is not None:
         tiny += ["--set", f"dataset.path={_dataset(tmp_path, experiment.env.id)}"]
     else:

@@ -494,8 +494,10 @@ TASK_EXAMPLES: dict[str, tuple[str, Mapping[str, Any]]] = {
             "agents": {"layout": "shared"},
             "trainer": {
                 "max_epochs": 10,
-                "epoch_num_steps": 131_072,  # VMAS columns count one env step per agent row
-                "collection_step_num_env_steps": 32_768,
+                # env steps count worlds (4 agent transitions each): 32 steps of the 256 worlds per
+                # collection step (32768 transitions per update), 4 updates per epoch
+                "epoch_num_steps": 32_768,
+                "collection_step_num_env_steps": 8192,
                 "batch_size": 4096,
                 "update_step_num_repetitions": 5,
                 "test_step_num_episodes": 32,

@@ -7,6 +7,7 @@ checks them against the algorithm's params class and the trainer's params class.
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Any, Literal
 
 from pydantic import (
@@ -24,6 +25,7 @@ from pydantic_core import PydanticCustomError
 
 from tshtrain.config.defaults import DEFAULT_DEVICE
 from tshtrain.devices import DEVICE_FORMS, check_device_form
+from tshtrain.env.pettingzoo import ALLOWED_PACKAGES as PETTINGZOO_PACKAGES
 from tshtrain.errors import ConfigurationError
 
 
@@ -46,6 +48,11 @@ class WrapperConfig(Section):
 ENV_TYPES = ("gymnasium", "envpool", "vmas", "torch_cartpole", "pettingzoo")
 """what ``env.type`` (alias ``env.kind``) names"""
 EnvType = Literal["gymnasium", "envpool", "vmas", "torch_cartpole", "pettingzoo"]
+_PETTINGZOO_ID = re.compile(
+    rf"^(?:{'|'.join(map(re.escape, PETTINGZOO_PACKAGES))})(?:\.[A-Za-z][A-Za-z0-9_]*)+$"
+)
+"""an env id of type pettingzoo: a dotted module path inside an allowed package (as
+:mod:`tshtrain.env.pettingzoo` requires)"""
 
 
 class EnvConfig(Section):
@@ -63,7 +70,7 @@ class EnvConfig(Section):
     ``env.device``"""
     kind: EnvType | None = Field(default=None, exclude=True)
     """an alias of ``type`` (files may say ``kind: pettingzoo``); giving both with different values is an
-    error. Never written back: the resolved experiment states ``type``"""
+    error. Always None once resolved and never written back: the resolved experiment states ``type``"""
     id: str = "CartPole-v1"
     """a registered Gymnasium id (type ``gymnasium``), an EnvPool task id (type ``envpool``, e.g.
     ``Breakout-v5``), a VMAS scenario name (type ``vmas``) or a PettingZoo env module (type
@@ -107,7 +114,8 @@ class EnvConfig(Section):
                     f"env.type {given!r} and env.kind {data['kind']!r} differ; kind is an alias of type: "
                     f"give one of them (allowed: {', '.join(ENV_TYPES)})"
                 )
-            data = {**data, "type": data["kind"]}
+            # the resolved env states ``type`` only: the same env compares equal however it was written
+            data = {**data, "type": data["kind"], "kind": None}
         return data
 
     @field_validator("device")
@@ -141,6 +149,12 @@ class EnvConfig(Section):
                     f"agent_layout: columns (got type {self.type!r}"
                     + (f", agent_layout {self.agent_layout!r})" if self.type == "vmas" else ")")
                 )
+        if self.type == "pettingzoo" and not _PETTINGZOO_ID.match(self.id):
+            raise ValueError(
+                f"env.id: {self.id!r} is not a PettingZoo env module; type pettingzoo takes a module inside "
+                f"the packages {list(PETTINGZOO_PACKAGES)}, e.g. 'pettingzoo.classic.tictactoe_v3' or "
+                f"'mpe2.simple_spread_v3'"
+            )
         if self.pettingzoo_api is not None and self.type != "pettingzoo":
             raise ValueError(
                 f"env.pettingzoo_api: {self.pettingzoo_api!r} applies to type pettingzoo only, not to type "

@@ -118,6 +118,12 @@ def _resolve_agents(experiment: Experiment, spec: AlgorithmSpec, source: str) ->
             f"{source}: agents: {spec.name} is an offline algorithm; several learners train online only "
             f"(on- or off-policy algorithms)."
         )
+    if agents.update_mode == "parallel" and spec.family is Family.OFF_POLICY:
+        raise ExperimentError(
+            f"{source}: agents.update_mode: 'parallel' runs on-policy learners only (each update in its own "
+            f"process); {spec.name} is off-policy, whose every gradient step samples the shared replay "
+            f"buffer. Allowed for {spec.name}: sequential."
+        )
     members: dict[str, MemberConfig] = {}
     for name, member in agents.members.items():
         if member.algorithm is None:
