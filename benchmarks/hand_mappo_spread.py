@@ -288,7 +288,9 @@ def main() -> None:
             row = run(kind, seed, args.env_steps)
             print(json.dumps(row), flush=True)
             saved["runs"] = [
-                r for r in saved["runs"] if (r["kind"], r["seed"], r["env_steps"]) != (kind, seed, row["env_steps"])
+                r
+                for r in saved["runs"]
+                if (r["kind"], r["seed"], r["env_steps"]) != (kind, seed, row["env_steps"])
             ] + [row]
             args.out.write_text(json.dumps(saved, indent=1))
     args.out.write_text(json.dumps(saved, indent=1))

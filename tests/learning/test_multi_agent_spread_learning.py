@@ -1,7 +1,7 @@
 """IPPO with parameter sharing and MAPPO learn MPE2 ``simple_spread_v3`` (3 agents, 5 discrete actions,
-25-step episodes) through the ordinary :class:`~tshtrain.trainer.OnPolicyTrainer`:
-:class:`~tshtrain.data.MultiAgentCollector` over a :class:`~tshtrain.env.pettingzoo.PettingZooParallelVectorEnv`
-(``agent_id=True``; MAPPO also ``global_state=True``), one PPO over all agent columns
+25-step episodes) through the ordinary :class:`~tshtrain.trainer.OnPolicyTrainer`: a
+:class:`~tshtrain.data.MultiAgentCollector` over a
+:class:`~tshtrain.env.pettingzoo.PettingZooParallelVectorEnv` (``agent_id=True``; MAPPO also ``global_state=True``), one PPO over all agent columns
 (:func:`~tshtrain.algorithm.shared_learner` in :class:`~tshtrain.algorithm.MultiAgentOnPolicy`), networks
 from :func:`~tshtrain.algorithm.blocks.agent_nets.mappo_actor_critic`.
 
@@ -26,11 +26,10 @@ from tshtrain.algorithm import PPO, MultiAgentOnPolicy, PPOParams, shared_learne
 from tshtrain.algorithm.blocks.agent_nets import mappo_actor_critic
 from tshtrain.data import MultiAgentCollector, VectorReplayBuffer
 from tshtrain.data.stats import CollectStats
+from tshtrain.env.pettingzoo import PettingZooParallelVectorEnv, make_pettingzoo_vector_env
 from tshtrain.trainer import OnPolicyTrainer, OnPolicyTrainerParams
 
 pytest.importorskip("mpe2")
-
-from tshtrain.env.pettingzoo import PettingZooParallelVectorEnv, make_pettingzoo_vector_env  # noqa: E402
 
 Layout = Literal["ippo", "mappo"]
 
