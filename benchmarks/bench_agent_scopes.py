@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import os
 import statistics
 import sys
 import time
@@ -126,6 +127,15 @@ def _algorithm(num_agents: int, s: Settings, mode: str) -> tuple[MultiAgentOnPol
     return algorithm, env
 
 
+def _cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of process ``pid`` so far (Linux ``/proc``; 10 ms resolution)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+WORKER_CPU: dict[str, list[list[float]]] = {}
+"""update table, parallel mode: per run, each worker's CPU seconds (by ``"<A> agents"``)"""
+
 _OPEN: list[MultiAgentOnPolicy] = []
 """parallel algorithms of the previous run, closed (untimed) by the next setup"""
 
@@ -152,10 +162,16 @@ def _update_run(num_agents: int, s: Settings, mode: str, reps: int) -> Callable[
         algorithm.update(rollout, batch_size=s.batch_size, num_repetitions=1)  # starts the workers
         if mode == "parallel":
             _OPEN.append(algorithm)
+            assert algorithm._parallel is not None
+            pids = list(algorithm._parallel.pids().values())
 
         def run() -> None:
+            before = [_cpu_seconds(pid) for pid in pids] if mode == "parallel" else []
             for _ in range(reps):
                 algorithm.update(rollout, batch_size=s.batch_size, num_repetitions=s.num_epochs)
+            if mode == "parallel":
+                used = [_cpu_seconds(pid) - b for pid, b in zip(pids, before, strict=True)]
+                WORKER_CPU.setdefault(f"{num_agents} agents", []).append(used)
 
         return run
 
@@ -278,6 +294,15 @@ def _skrl_run(num_agents: int, s: Settings, parallel: bool) -> Callable[[], Run]
 
 
 # ---------------------------------------------------------------------- main
+RESULTS_NOTE = """\
+Notes: the machine has 2 cores shared with other jobs (see the load average at the end), so the
+parallel mode cannot beat the sequential one by more than 2x here, and with more runnable processes
+than cores its workers wait for a CPU; *CPU* is the main process's CPU time only (parallel workers'
+CPU: the last section). tshtrain's workers are started in the untimed setup; skrl's ParallelTrainer
+spawns its processes inside `train()`, so its rows include their start-up. Discussion:
+`docs/multi_agent_scopes.md`."""
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -337,7 +362,12 @@ def main() -> None:
         if skrl:
             e2e += [
                 Contestant(name="skrl sequential", setup=_skrl_run(num_agents, s, False), work=env_steps),
-                Contestant(name="skrl parallel", setup=_skrl_run(num_agents, s, True), work=env_steps),
+                Contestant(
+                    name="skrl parallel",
+                    setup=_skrl_run(num_agents, s, True),
+                    work=env_steps,
+                    warmup_setup=lambda: lambda: None,  # spawns fresh processes every run anyway
+                ),
             ]
             goals += [
                 Goal(numerator="skrl parallel", denominator="skrl sequential", target=1.0),
@@ -359,12 +389,20 @@ def main() -> None:
         print_table(table)
     for a, secs in startup.items():
         print(f"parallel worker start-up, {a} agents: median {statistics.median(secs):.3f} s {secs}")
+    worker_ms = {
+        key: statistics.median(max(run) for run in runs[1:] or runs) * 1000 / s.updates_per_run
+        for key, runs in WORKER_CPU.items()
+    }
+    print(f"busiest worker's CPU ms per training step (update table, median): {worker_ms}")
     if args.quick:
         return
     payload = {
         "settings": dataclasses.asdict(s),
         "tables": [t.to_json() for t in tables],
         "startup_seconds": {str(a): v for a, v in startup.items()},
+        "worker_cpu_seconds_per_run": WORKER_CPU,
+        "busiest_worker_cpu_ms_per_training_step": worker_ms,
+        "load_average_at_end": os.getloadavg(),
         "machine": cpu_info(),
         "versions": package_versions(["torch", "gymnasium", "skrl", "numpy"]),
         "revision": git_revision(),
@@ -377,11 +415,21 @@ def main() -> None:
         "",
         environment_markdown(payload["machine"], payload["versions"], payload["revision"]),
         "",
+        RESULTS_NOTE,
+        "",
     ]
     for table in tables:
         lines += [f"## {table.title}", "", markdown_table(table), ""]
     lines += ["## parallel worker start-up (forkserver, untimed in the tables above)", ""]
     lines += [f"- {a} agents: median {statistics.median(v):.3f} s over {len(v)}" for a, v in startup.items()]
+    lines += [
+        "",
+        "## busiest parallel worker's CPU time per training step (update table, median over runs)",
+        "",
+        *[f"- {key}: {ms:.1f} ms" for key, ms in worker_ms.items()],
+        "",
+        f"Load average at the end of the run: {os.getloadavg()}",
+    ]
     (RESULTS_DIR / "agent_scopes.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
 
 
