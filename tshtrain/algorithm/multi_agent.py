@@ -580,14 +580,16 @@ class MultiAgentOnPolicy(OnPolicyAlgorithm[MultiAgentPolicy, MultiAgentTrainingS
     @override
     def state_dict(self) -> dict[str, Any]:
         state = self.members.state_dict()
-        if self._parallel is not None and self._parallel.running:  # the workers hold what is current
+        if self._parallel is not None:  # the workers hold what is current (raises if they failed)
             state.update(self._parallel.state_dicts())
         return state
 
     @override
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        if self._parallel is not None and not self._parallel.running:  # stopped by a worker failure
+            self._parallel = None  # the next update starts fresh workers from the loaded state
         self.members.load_state_dict(state, "MultiAgentOnPolicy")
-        if self._parallel is not None and self._parallel.running:
+        if self._parallel is not None:
             self._parallel.load_state_dicts({lr.name: state[lr.name] for lr in self._parallel.learners})
 
     @override
@@ -598,7 +600,9 @@ class MultiAgentOnPolicy(OnPolicyAlgorithm[MultiAgentPolicy, MultiAgentTrainingS
 
     def close(self) -> None:
         """Stop the worker processes of ``update_mode="parallel"`` after loading their states into this
-        process's algorithms; the next update starts them again. A no-op in sequential mode."""
+        process's algorithms; the next update starts them again. A no-op in sequential mode. After a
+        worker failure (:class:`~tshtrain.errors.ParallelWorkerError`) the workers are stopped already and
+        their optimizer states are lost: load a checkpoint instead to go on training."""
         if self._parallel is not None:
             self._parallel.close()
             self._parallel = None
@@ -616,7 +620,9 @@ class MultiAgentOnPolicy(OnPolicyAlgorithm[MultiAgentPolicy, MultiAgentTrainingS
         scale = self.members.scale(rollout.shape[1])
         if self.members.update_mode == "parallel":
             if self._parallel is None:
-                self._parallel = ParallelUpdater(self.members.trained(), self.parallel_params, "MultiAgentOnPolicy")
+                self._parallel = ParallelUpdater(
+                    self.members.trained(), self.parallel_params, "MultiAgentOnPolicy"
+                )
             per_learner = self._parallel.update(
                 rollout, scale, batch_size=batch_size, num_repetitions=num_repetitions, hooks=hooks
             )

@@ -47,27 +47,33 @@ the main process's ``torch.set_flush_denormal`` setting at every update.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import importlib
 import io
+import multiprocessing
 import multiprocessing.connection
 import pickle
 import signal
+import time
 import traceback
 import weakref
 from collections.abc import Mapping, Sequence
+from multiprocessing.context import ForkContext, ForkServerContext, SpawnContext
 from multiprocessing.process import BaseProcess
 from multiprocessing.reduction import ForkingPickler
-from typing import TYPE_CHECKING, Any, Literal, NamedTuple, TypeAlias, final
+from typing import Any, Literal, NamedTuple, NoReturn, Protocol, TypeAlias, final
 
 import numpy as np
 import torch
-import torch.multiprocessing as torch_mp
+import torch.multiprocessing  # registers the reductions that send tensors by shared memory
 from torch import nn
 
 from tshtrain.algorithm.base import (
     NO_UPDATE_HOOKS,
+    Algorithm,
     OnPolicyAlgorithm,
+    Policy,
     TrainingStats,
     UpdateHooks,
     generator_states,
@@ -77,11 +83,27 @@ from tshtrain.constraints import PositiveFloat, PositiveInt, validate_fields
 from tshtrain.data.batch import AnyRolloutBatch, RolloutBatch, TensorRolloutBatch
 from tshtrain.errors import ConfigurationError, ParallelWorkerError
 
-if TYPE_CHECKING:
-    from tshtrain.algorithm.multi_agent import Learner
-
 StartMethod: TypeAlias = Literal["forkserver", "spawn", "fork"]
 """how worker processes start (see the module docstring)"""
+
+
+class ParallelLearner(Protocol):
+    """What :class:`ParallelUpdater` needs of a learner (``tshtrain.algorithm.multi_agent.Learner``)."""
+
+    @property
+    def name(self) -> str:
+        """the learner's name (its worker's, its stats' and its state's key)"""
+
+    @property
+    def algorithm(self) -> Algorithm[Any, Any] | None:
+        """the learner's algorithm (on-policy, for a worker)"""
+
+    @property
+    def policy(self) -> Policy:
+        """the learner's policy (``algorithm.policy``)"""
+
+    def columns(self, scale: int) -> slice:
+        """the learner's columns in a rollout with ``scale`` columns per unit"""
 
 
 @final
@@ -95,6 +117,10 @@ class ParallelParams:
     """``torch.set_num_threads`` in each worker: 1 gives each learner one core"""
     shutdown_timeout_s: PositiveFloat = 10.0
     """how long :meth:`ParallelUpdater.close` waits for a worker to exit before terminating it"""
+    reply_timeout_s: PositiveFloat | None = None
+    """how long the main process waits for a worker's reply (an update, a state) before it stops every
+    worker and raises :class:`~tshtrain.errors.ParallelWorkerError`; None: as long as the worker lives (a
+    worker that dies is always reported at once)"""
 
     def __post_init__(self) -> None:
         validate_fields(self)
@@ -149,7 +175,7 @@ class _Reply(NamedTuple):
     traceback: str = ""
 
 
-class _RemoteTraceback(Exception):
+class _RemoteTracebackError(Exception):
     """Carries a worker's traceback as the ``__cause__`` of the error re-raised in the main process."""
 
     def __str__(self) -> str:
@@ -207,7 +233,7 @@ def _flush_denormal_is_on() -> bool:
     return float("5e-324") * 1.0 == 0.0
 
 
-def _shared_modules(algorithm: OnPolicyAlgorithm[Any, Any]) -> list[nn.Module]:
+def _shared_modules(algorithm: Algorithm[Any, Any]) -> list[nn.Module]:
     return [c for c in algorithm.components().values() if isinstance(c, nn.Module)]
 
 
@@ -216,7 +242,7 @@ def _unshared_tensors(modules: Sequence[nn.Module]) -> list[str]:
         f"{type(module).__name__}.{name}"
         for module in modules
         for name, tensor in [*module.named_parameters(), *module.named_buffers()]
-        if not tensor.is_shared()
+        if not tensor.untyped_storage().is_shared()
     ]
 
 
@@ -278,7 +304,9 @@ def _error_reply(exc: BaseException) -> _Reply:
 
 
 def _worker_main(
-    algorithm: OnPolicyAlgorithm[Any, Any] | None, conn: multiprocessing.connection.Connection, num_threads: int
+    algorithm: OnPolicyAlgorithm[Any, Any] | None,
+    conn: multiprocessing.connection.Connection,
+    num_threads: int,
 ) -> None:
     """A worker's loop: receive the algorithm (unless forked with it), reply ready, then serve requests
     until :class:`_Close` or until the main process goes away."""
@@ -311,6 +339,21 @@ def _worker_main(
 
 
 # ---------------------------------------------------------------------- the main side
+def _context(method: StartMethod) -> ForkServerContext | SpawnContext | ForkContext:
+    if method == "forkserver":
+        return multiprocessing.get_context("forkserver")
+    if method == "spawn":
+        return multiprocessing.get_context("spawn")
+    return multiprocessing.get_context("fork")
+
+
+def _shared_empty(shape: torch.Size, dtype: torch.dtype) -> torch.Tensor:
+    """An uninitialised CPU tensor in shared memory (staging is CPU only: workers run on the CPU)."""
+    tensor = torch.empty(shape, dtype=dtype, device="cpu")
+    tensor.share_memory_()  # type: ignore[no-untyped-call]  # torch leaves it unannotated
+    return tensor
+
+
 @final
 class _Worker:
     def __init__(self, name: str, process: BaseProcess, conn: multiprocessing.connection.Connection):
@@ -325,10 +368,8 @@ def _stop_workers(workers: Sequence[_Worker], timeout_s: float) -> None:
     """Ask every worker to exit, wait, then terminate (and kill) stragglers; reaps every process."""
     for worker in workers:
         if worker.process.is_alive():
-            try:
+            with contextlib.suppress(OSError, ValueError):  # the worker is exiting already
                 _send(worker.conn, _Close())
-            except (OSError, ValueError):
-                pass
     for worker in workers:
         worker.process.join(timeout_s)
         if worker.process.is_alive():
@@ -345,25 +386,25 @@ class ParallelUpdater:
     """The worker processes of a multi-agent on-policy algorithm in ``update_mode="parallel"``, one per
     trainable learner (see the module docstring)."""
 
-    def __init__(self, learners: Sequence[Learner], params: ParallelParams, owner: str):
+    def __init__(self, learners: Sequence[ParallelLearner], params: ParallelParams, owner: str):
         """Start one worker per learner of ``learners`` (trainable, on-policy) with ``params``; the
         learners' modules are moved to shared memory first.
 
         Raises:
-            ConfigurationError: a learner is not on the CPU, or two learners share parameters.
+            ConfigurationError: a learner is fixed, not on-policy or not on the CPU, or two learners
+                share parameters.
         """
         self.owner = owner
         self.params = params
         self.learners = list(learners)
-        self._check(self.learners)
-        for learner in self.learners:
-            assert learner.algorithm is not None
-            for module in _shared_modules(learner.algorithm):  # type: ignore[arg-type]
+        self._algorithms = self._check(self.learners)
+        for algorithm in self._algorithms.values():
+            for module in _shared_modules(algorithm):
                 module.share_memory()
         self._staging: dict[str, torch.Tensor] = {}
         self._staging_version = 0
-        context = torch_mp.get_context(params.start_method)
-        if params.start_method == "forkserver":  # only takes effect if the server has not started yet
+        context = _context(params.start_method)
+        if isinstance(context, ForkServerContext):  # only takes effect if the server has not started yet
             context.set_forkserver_preload([__name__, *_WARM_IMPORTS])
         self._workers: list[_Worker] = []
         self._finalizer = weakref.finalize(self, _stop_workers, self._workers, params.shutdown_timeout_s)
@@ -372,7 +413,7 @@ class ParallelUpdater:
             ours, theirs = context.Pipe()
             process = context.Process(
                 target=_worker_main,
-                args=(learner.algorithm if forked else None, theirs, params.num_threads),
+                args=(self._algorithms[learner.name] if forked else None, theirs, params.num_threads),
                 name=f"tshtrain-learner-{learner.name}",
                 daemon=True,
             )
@@ -380,19 +421,27 @@ class ParallelUpdater:
             theirs.close()
             self._workers.append(_Worker(learner.name, process, ours))
             if not forked:
-                _send(ours, learner.algorithm, shared=True)
+                _send(ours, self._algorithms[learner.name], shared=True)
         self._gather(self._workers, "start")
 
-    def _check(self, learners: Sequence[Learner]) -> None:
+    def _check(self, learners: Sequence[ParallelLearner]) -> dict[str, OnPolicyAlgorithm[Any, Any]]:
+        """Each learner's algorithm by name, checked (see :meth:`__init__`)."""
         owners: dict[int, str] = {}
+        algorithms: dict[str, OnPolicyAlgorithm[Any, Any]] = {}
         for learner in learners:
-            assert learner.algorithm is not None
-            if learner.algorithm.device.type != "cpu":
+            algorithm = learner.algorithm
+            if not isinstance(algorithm, OnPolicyAlgorithm):
+                raise ConfigurationError(
+                    f"{self.owner}: update_mode='parallel' runs the updates of on-policy learners; learner "
+                    f"{learner.name!r} has {type(algorithm).__name__}."
+                )
+            if algorithm.device.type != "cpu":
                 raise ConfigurationError(
                     f"{self.owner}: update_mode='parallel' runs learners on the CPU only; learner "
-                    f"{learner.name!r} is on {learner.algorithm.device}. Use update_mode='sequential'."
+                    f"{learner.name!r} is on {algorithm.device}. Use update_mode='sequential'."
                 )
-            for module in _shared_modules(learner.algorithm):  # type: ignore[arg-type]
+            algorithms[learner.name] = algorithm
+            for module in _shared_modules(algorithm):
                 for tensor in [*module.parameters(), *module.buffers()]:
                     other = owners.setdefault(id(tensor), learner.name)
                     if other != learner.name:
@@ -401,6 +450,7 @@ class ParallelUpdater:
                             f"update_mode='parallel' needs learners that share nothing (their processes "
                             f"would write them at once). Use update_mode='sequential'."
                         )
+        return algorithms
 
     @property
     def running(self) -> bool:
@@ -422,11 +472,12 @@ class ParallelUpdater:
             else:
                 flat[name] = value
         sources = {
-            key: torch.from_numpy(np.asarray(v)) if isinstance(v, np.ndarray) else v for key, v in flat.items()
+            key: torch.from_numpy(np.asarray(v)) if isinstance(v, np.ndarray) else v
+            for key, v in flat.items()
         }
         layout = {key: (t.shape, t.dtype) for key, t in sources.items()}
         if layout != {key: (t.shape, t.dtype) for key, t in self._staging.items()}:
-            self._staging = {key: torch.empty(s, dtype=d).share_memory_() for key, (s, d) in layout.items()}
+            self._staging = {key: _shared_empty(s, d) for key, (s, d) in layout.items()}
             self._staging_version += 1
         for key, source in sources.items():
             self._staging[key].copy_(source)
@@ -437,7 +488,10 @@ class ParallelUpdater:
     def _ask(self, requests: Mapping[str, _Request], what: str) -> dict[str, Any]:
         """Send each worker its request, wait for every reply; re-raise the first worker error."""
         if not self.running:
-            raise ParallelWorkerError(f"{self.owner}: the parallel workers were closed; cannot {what}.")
+            raise ParallelWorkerError(
+                f"{self.owner}: the parallel workers were closed after a worker failure; cannot {what}. "
+                f"Load a checkpoint (load_state_dict) to start fresh workers from it."
+            )
         workers = [w for w in self._workers if w.name in requests]
         for worker in workers:
             try:
@@ -449,27 +503,45 @@ class ParallelUpdater:
     def _gather(self, workers: Sequence[_Worker], what: str) -> dict[str, Any]:
         """Wait for a reply from each of ``workers``; re-raise the first worker error."""
         replies: dict[str, _Reply] = {}
-        pending = {worker.conn: worker for worker in workers}
+        pending = {worker.name: worker for worker in workers}
+        timeout_s = self.params.reply_timeout_s
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
         while pending:
-            sentinels = {worker.process.sentinel: worker for worker in pending.values()}
-            for ready in multiprocessing.connection.wait([*pending, *sentinels]):
-                if ready in pending:
-                    worker = pending.pop(ready)  # type: ignore[call-overload]
+            by_conn: dict[object, _Worker] = {worker.conn: worker for worker in pending.values()}
+            by_sentinel: dict[object, _Worker] = {w.process.sentinel: w for w in pending.values()}
+            left_s = None if deadline is None else max(0.0, deadline - time.monotonic())
+            ready = multiprocessing.connection.wait([*by_conn, *by_sentinel], left_s)  # type: ignore[list-item]
+            if not ready:
+                self._timed_out(list(pending.values()), what)
+            for handle in ready:
+                if handle in by_conn:
+                    worker = by_conn[handle]
                     try:
                         replies[worker.name] = _recv(worker.conn)
                     except (EOFError, OSError):
                         self._died(worker, what)
-                elif sentinels[ready].conn in pending and not sentinels[ready].conn.poll():  # type: ignore[index]
-                    self._died(sentinels[ready], what)  # type: ignore[index]
+                    del pending[worker.name]
+                elif by_sentinel[handle].name in pending and not by_sentinel[handle].conn.poll():
+                    self._died(by_sentinel[handle], what)  # exited without a reply
         for worker in workers:
             reply = replies[worker.name]
             if reply.error is not None:
-                raise reply.error from _RemoteTraceback(
+                raise reply.error from _RemoteTracebackError(
                     f"in the worker of learner {worker.name!r} (pid {worker.process.pid}):\n{reply.traceback}"
                 )
         return {name: reply.value for name, reply in replies.items()}
 
-    def _died(self, worker: _Worker, what: str) -> None:
+    def _timed_out(self, workers: Sequence[_Worker], what: str) -> NoReturn:
+        names = ", ".join(f"{w.name!r} (pid {w.process.pid})" for w in workers)
+        self.close_without_sync()
+        raise ParallelWorkerError(
+            f"{self.owner}: the worker process of learner {names} did not answer within "
+            f"ParallelParams.reply_timeout_s={self.params.reply_timeout_s} s while asked to {what}; every "
+            f"worker was stopped. Raise reply_timeout_s if updates take that long, else resume from a "
+            f"checkpoint."
+        )
+
+    def _died(self, worker: _Worker, what: str) -> NoReturn:
         worker.process.join(1.0)
         code = worker.process.exitcode
         self.close_without_sync()
@@ -529,7 +601,10 @@ class ParallelUpdater:
         """Each learner's full algorithm state, from its worker (with the main process's policy
         generators, which the main process owns between updates)."""
         return self._ask(
-            {learner.name: _GetState(_portable(generator_states(learner.policy))) for learner in self.learners},
+            {
+                learner.name: _GetState(_portable(generator_states(learner.policy)))
+                for learner in self.learners
+            },
             "return its state",
         )
 
@@ -545,9 +620,8 @@ class ParallelUpdater:
             return
         states = self.state_dicts()
         self.close_without_sync()
-        for learner in self.learners:
-            assert learner.algorithm is not None
-            learner.algorithm.load_state_dict(states[learner.name])
+        for name, algorithm in self._algorithms.items():
+            algorithm.load_state_dict(states[name])
 
     def close_without_sync(self) -> None:
         """Stop the workers without fetching their states. Idempotent."""
