@@ -61,6 +61,7 @@ def train(
     train_envs = make_pettingzoo_vector_env(ENV_ID, NUM_TRAINING_ENVS)
     test_envs = make_pettingzoo_vector_env(ENV_ID, NUM_TEST_ENVS)
     space = train_envs.single_action_space
+    assert isinstance(space, gym.spaces.Discrete)  # the 9 squares
     policy = QValuePolicy(
         q_network(train_envs.single_observation_space, int(space.n)),
         space,

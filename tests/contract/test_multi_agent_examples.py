@@ -4,8 +4,6 @@ through their command line (``main(argv)``), and build the learner layout they d
 from __future__ import annotations
 
 import importlib.util
-import sys
-from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
 
@@ -25,15 +23,6 @@ def _load(stem: str) -> ModuleType:
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
-
-
-@pytest.fixture
-def load() -> Iterator[type[ModuleType]]:
-    before = set(sys.modules)
-    yield _load  # type: ignore[misc]
-    for name in set(sys.modules) - before:
-        if name.startswith("multi_agent_example_"):
-            del sys.modules[name]
 
 
 def test_every_multi_agent_example_is_covered() -> None:
