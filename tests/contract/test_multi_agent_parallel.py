@@ -85,6 +85,21 @@ def _assert_same_state(a: Any, b: Any) -> None:
             assert x == y
 
 
+def _run_then_restart_workers(trainer: OnPolicyTrainer) -> MultiAgentOnPolicy:
+    """Run the trainer (which stops the workers at the end), then start them again with one update."""
+    trainer.run()
+    algorithm = _algorithm(trainer)
+    assert algorithm._parallel is None
+    collector = trainer.params.training_collector
+    collector.buffer.reset()
+    collector.collect(n_step=32)
+    buffer = collector.buffer
+    assert isinstance(buffer, VectorReplayBuffer)
+    algorithm.update(buffer.rollout(), batch_size=16, num_repetitions=1)
+    assert algorithm._parallel is not None and algorithm._parallel.running
+    return algorithm
+
+
 def _exists(pid: int) -> bool:
     """Whether a process ``pid`` exists (a zombie counts: it was not reaped)."""
     try:
@@ -101,13 +116,12 @@ def test_parallel_updates_give_the_sequential_weights_bit_for_bit() -> None:
     parallel.run()
     seq_alg, par_alg = _algorithm(sequential), _algorithm(parallel)
     try:
-        assert par_alg._parallel is not None and par_alg._parallel.running
-        # the main process acts with the workers' weights (shared memory), without a copy
+        assert par_alg._parallel is None  # the trainer stopped the workers when the run ended
         after = list(par_alg.policy.parameters())
         assert any(not torch.equal(a, b) for a, b in zip(before, after, strict=True))
         for a, b in zip(seq_alg.policy.parameters(), after, strict=True):
             assert torch.equal(a, b)
-        # optimizers, generators and update counters live in the workers; state_dict asks them
+        # optimizers, generators and update counters came back from the workers
         _assert_same_state(seq_alg.state_dict(), par_alg.state_dict())
         assert par_alg.state_dict()["agent_0"]["_extra"]["num_update_steps"] == 4
     finally:
@@ -135,6 +149,11 @@ def test_close_loads_the_workers_state_and_stops_them_and_the_next_update_restar
     trainer = _scoped_ppo("parallel", max_epochs=1)
     trainer.run()
     algorithm = _algorithm(trainer)
+    assert algorithm._parallel is None  # the trainer stopped the workers when the run ended
+    rollout = trainer.params.training_collector.buffer
+    assert isinstance(rollout, VectorReplayBuffer)
+    trainer.params.training_collector.collect(n_step=32)
+    algorithm.update(rollout.rollout(), batch_size=16, num_repetitions=1)  # starts them again
     pool = algorithm._parallel
     assert pool is not None
     processes = [worker.process for worker in pool._workers]
@@ -146,8 +165,6 @@ def test_close_loads_the_workers_state_and_stops_them_and_the_next_update_restar
     assert algorithm._parallel is None
     _assert_same_state(from_workers, algorithm.state_dict())  # the main process's copies are current
     algorithm.close()  # idempotent
-    rollout = trainer.params.training_collector.buffer
-    assert isinstance(rollout, VectorReplayBuffer)
     trainer.params.training_collector.collect(n_step=32)
     try:
         stats = algorithm.update(rollout.rollout(), batch_size=16, num_repetitions=1)
@@ -159,8 +176,7 @@ def test_close_loads_the_workers_state_and_stops_them_and_the_next_update_restar
 
 def test_a_dead_worker_is_reported_with_its_learner_and_signal() -> None:
     trainer = _scoped_ppo("parallel", max_epochs=1)
-    trainer.run()
-    algorithm = _algorithm(trainer)
+    algorithm = _run_then_restart_workers(trainer)
     assert algorithm._parallel is not None
     saved = algorithm.state_dict()
     pids = algorithm._parallel.pids()
@@ -192,8 +208,7 @@ def test_a_worker_that_does_not_answer_times_out_naming_its_learner() -> None:
     trainer = _scoped_ppo(
         "parallel", max_epochs=1, parallel=ParallelParams(reply_timeout_s=2.0, shutdown_timeout_s=0.5)
     )
-    trainer.run()
-    algorithm = _algorithm(trainer)
+    algorithm = _run_then_restart_workers(trainer)
     assert algorithm._parallel is not None
     pids = algorithm._parallel.pids()
     os.kill(pids["agent_0"], signal.SIGSTOP)  # alive but stuck: no reply, no exit
@@ -210,8 +225,7 @@ def test_a_worker_that_does_not_answer_times_out_naming_its_learner() -> None:
 
 def test_a_worker_error_is_raised_in_the_main_process_with_the_remote_traceback() -> None:
     trainer = _scoped_ppo("parallel", max_epochs=1)
-    trainer.run()
-    algorithm = _algorithm(trainer)
+    algorithm = _run_then_restart_workers(trainer)
     collector = trainer.params.training_collector
     collector.buffer.reset()
     collector.collect(n_step=32)

@@ -600,7 +600,8 @@ class Trainer(ABC, Generic[TAlgorithm, TParams]):
         self.callbacks.call("on_run_start", info)
 
     def _shutdown(self, *, quiet: bool = False) -> None:
-        """``on_run_end`` callbacks, detach, close the envs (``options.close_envs``).
+        """``on_run_end`` callbacks, detach, close the envs (``options.close_envs``), stop the algorithm's
+        worker processes (if it has any, see :meth:`_stop_workers`).
 
         Args:
             quiet: log errors of callbacks instead of raising (the run is ending with an error).
@@ -617,6 +618,20 @@ class Trainer(ABC, Generic[TAlgorithm, TParams]):
             self._started = False
             if self.options.close_envs:
                 self._bridges.close_envs()
+            self._stop_workers(quiet)
+
+    def _stop_workers(self, quiet: bool) -> None:
+        """Stop the algorithm's worker processes (a multi-agent algorithm's parallel update mode): their
+        state comes back into this process first, so the algorithm can be saved or trained on."""
+        stop = getattr(self.algorithm, "close", None)
+        if not callable(stop):
+            return
+        try:
+            stop()
+        except Exception:
+            if not quiet:
+                raise
+            log.exception("%s failed to stop its workers", type(self.algorithm).__name__)
 
     def _close(self, *, quiet: bool = False) -> None:
         """Close the progress bar and the logger; ``quiet``: log a failing close instead of raising."""
