@@ -24,6 +24,8 @@ exceptions keeps working; their messages say what was given, what is allowed and
 * :class:`NonFiniteLossError` (``FloatingPointError``): a loss became NaN or infinite in an algorithm's
   ``update``.
 * :class:`LoggerError` (``RuntimeError``): a logger failed while training ran.
+* :class:`ParallelWorkerError` (``RuntimeError``): a worker process of a multi-agent algorithm's
+  parallel update mode died, or was used after it was closed.
 
 Not here: :class:`tshtrain.trainer.StopTraining`, which callbacks raise to end training cleanly, is a
 control-flow signal, not an error.
@@ -88,6 +90,11 @@ class EnvStepError(FloatingPointError):
 
 class NonFiniteLossError(FloatingPointError):
     """A loss became NaN or infinite; the message names the algorithm and the loss."""
+
+
+class ParallelWorkerError(RuntimeError):
+    """A worker process of ``update_mode="parallel"`` died (named with its learner and exit code), or
+    the workers were used after they were closed."""
 
 
 class LoggerError(RuntimeError):

@@ -379,7 +379,7 @@ def test_task_examples_resolve_and_state_their_data(stem: str) -> None:
 @pytest.mark.parametrize(
     ("text", "expected"),
     [
-        ("algorithm: {name: ppo}\nenv: {type: isaac}", r"env\.type: .*'gymnasium', 'envpool', 'vmas' or 'torch_cartpole'"),
+        ("algorithm: {name: ppo}\nenv: {type: isaac}", r"env\.type: .*'gymnasium', 'envpool', 'vmas', 'torch_cartpole' or 'pettingzoo'"),
         (
             "algorithm: {name: ppo}\nenv: {type: vmas, id: navigation, wrappers: [{name: gymnasium.wrappers.ClipAction}]}",
             r"env: Value error, env\.wrappers apply to Gymnasium envs only, not to type 'vmas'",

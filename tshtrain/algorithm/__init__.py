@@ -42,6 +42,7 @@ from tshtrain.algorithm.blocks.encoders import (
     obs_encoder,
 )
 from tshtrain.algorithm.blocks.gaussian import GaussianPolicy
+from tshtrain.algorithm.blocks.masking import MASKED_VALUE, ActionMasked, has_action_mask, without_action_mask
 from tshtrain.algorithm.blocks.multi_policies import BernoulliPolicy, MultiCategoricalPolicy
 from tshtrain.algorithm.blocks.nets import flat_dim, mlp, num_actions
 from tshtrain.algorithm.blocks.normalization import RunningObsNormalizer
@@ -58,18 +59,33 @@ from tshtrain.algorithm.blocks.policies import (
 from tshtrain.algorithm.blocks.polyak import TargetNetwork
 from tshtrain.algorithm.blocks.schedules import LinearSchedule, Schedule, num_update_steps_for
 from tshtrain.algorithm.blocks.temperature import EntropyTemperature
+from tshtrain.algorithm.multi_agent import (
+    Learner,
+    MultiAgentOffPolicy,
+    MultiAgentOnPolicy,
+    MultiAgentPolicy,
+    MultiAgentTrainingStats,
+    RandomPolicy,
+    ScriptedPolicy,
+    UpdateMode,
+    independent_learners,
+    scoped_learners,
+    shared_learner,
+)
 from tshtrain.errors import NonFiniteLossError
 
 __all__ = [
     "A2C",
     "DDPG",
     "DQN",
+    "MASKED_VALUE",
     "NO_UPDATE_HOOKS",
     "PPO",
     "SAC",
     "TD3",
     "A2CParams",
     "A2CTrainingStats",
+    "ActionMasked",
     "ActorCriticParams",
     "ActorCriticTargets",
     "Algorithm",
@@ -96,8 +112,13 @@ __all__ = [
     "EpsilonSchedule",
     "FlatEncoder",
     "GaussianPolicy",
+    "Learner",
     "LinearSchedule",
     "LossTerms",
+    "MultiAgentOffPolicy",
+    "MultiAgentOnPolicy",
+    "MultiAgentPolicy",
+    "MultiAgentTrainingStats",
     "MultiCategoricalPolicy",
     "NoUpdateHooks",
     "NonFiniteLossError",
@@ -110,6 +131,7 @@ __all__ = [
     "Policy",
     "QEnsemble",
     "QValuePolicy",
+    "RandomPolicy",
     "Reinforce",
     "ReinforceParams",
     "ReinforceTrainingStats",
@@ -118,6 +140,7 @@ __all__ = [
     "SACParams",
     "SACTrainingStats",
     "Schedule",
+    "ScriptedPolicy",
     "Stateful",
     "TD3Params",
     "TD3TrainingStats",
@@ -125,12 +148,15 @@ __all__ = [
     "TargetNetwork",
     "TrainingStats",
     "UpdateHooks",
+    "UpdateMode",
     "box_dim",
     "cnn_encoder",
     "dueling_mlp",
     "encoder_mlp",
     "ensemble_mlp",
     "flat_dim",
+    "has_action_mask",
+    "independent_learners",
     "mlp",
     "mlp_encoder",
     "num_actions",
@@ -138,6 +164,9 @@ __all__ = [
     "obs_encoder",
     "optimizer_step",
     "sample_replay",
+    "scoped_learners",
+    "shared_learner",
+    "without_action_mask",
 ]
 
 from tshtrain.algorithm.algos.cql import CQL, CQLParams, CQLTrainingStats, conservative_penalty

@@ -44,6 +44,7 @@ from tshtrain.data.batch import (
 from tshtrain.data.buffer import BaseReplayBuffer
 from tshtrain.data.collector_base import AnyReplayBuffer
 from tshtrain.devices import resolve_device, restore_generator_state
+from tshtrain.env.multi_agent import ACTION_MASK_KEY
 from tshtrain.env.spaces import action_spec
 from tshtrain.errors import ConfigurationError, NonFiniteLossError
 
@@ -245,6 +246,12 @@ class Policy(nn.Module, ABC):
         self.generator = seeded_generator(seed, device or torch.device("cpu"))
         """the generator from which this policy samples actions (on the policy's device)"""
         self._device_tensor: tuple[torch.Tensor, ...] | None = None  # see _actions_device
+        self.legal_actions: np.ndarray | None = None
+        """the action mask (``obs["action_mask"]``, (N, num_actions), nonzero = legal) of the latest
+        Dict observations :meth:`compute_actions` saw, for exploration noise that must stay legal;
+        None for observations without one"""
+        self.legal_actions_torch: torch.Tensor | None = None
+        """the same for :meth:`compute_actions_torch`"""
 
     def _apply(self, fn: Callable[[torch.Tensor], torch.Tensor], recurse: bool = True) -> Self:
         self._device_tensor = None  # .to() / .cuda() / ...: find the device afresh
@@ -282,6 +289,8 @@ class Policy(nn.Module, ABC):
         ):
             obs_t: ObsTensor = torch.from_numpy(obs)  # what obs_to_torch does here, in a fraction of a µs
         else:
+            if not isinstance(obs, np.ndarray):
+                self.legal_actions = obs.get(ACTION_MASK_KEY)
             obs_t = obs_to_torch(obs, device)
         with torch.inference_mode():
             act: torch.Tensor = self.actions(obs_t, deterministic=deterministic)
@@ -314,6 +323,7 @@ class Policy(nn.Module, ABC):
             obs = obs.to(device)
         else:
             obs = {key: value.to(device) for key, value in obs.items()}
+            self.legal_actions_torch = obs.get(ACTION_MASK_KEY)
         with torch.inference_mode():
             act: torch.Tensor = self.actions(obs, deterministic=deterministic)
         return act

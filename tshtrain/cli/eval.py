@@ -1,4 +1,5 @@
-"""``tshtrain eval CHECKPOINT --episodes N [--video DIR]``: test a trained agent."""
+"""``tshtrain eval CHECKPOINT --episodes N [--video DIR] [--json FILE]``: test a trained agent (or the
+agents of a multi-agent run: their returns one by one, and the run's reduced score)."""
 
 from __future__ import annotations
 
@@ -46,6 +47,12 @@ def add_parser(subparsers: Any) -> None:
         "pip install 'tshtrain[video]')",
     )
     parser.add_argument(
+        "--json",
+        metavar="FILE",
+        default=None,
+        help="also write the results to FILE as JSON (multi-agent runs: with each agent's returns)",
+    )
+    parser.add_argument(
         "--allow-module",
         dest="allowed_modules",
         action="append",
@@ -64,16 +71,19 @@ def add_parser(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Evaluate; prints the mean, std, min and max return."""
+    """Evaluate; prints the mean, std, min and max return (multi-agent runs: of each agent, and the score
+    reduced as ``agents.return_reduction`` says)."""
     if args.episodes < 1:
         print(f"tshtrain eval: error: --episodes must be >= 1, got {args.episodes}.", file=sys.stderr)
         return 2
-    found = _locate(Path(args.checkpoint))
+    from tshtrain.config.agents import locate_checkpoint
+
+    found = locate_checkpoint(Path(args.checkpoint))
     if isinstance(found, str):
         print(f"tshtrain eval: error: {found}", file=sys.stderr)
         return 1
     run_dir, checkpoint = found
-    from tshtrain.config import build_algorithm, load_experiment, make_any_envs, make_envs
+    from tshtrain.config import build_policy_algorithm, load_experiment, make_any_envs, make_envs
     from tshtrain.config.build import TEST_SEED_OFFSET
     from tshtrain.config.envs import AnyVectorEnv, is_tensor_env, make_collector
     from tshtrain.trainer.checkpoint import load_algorithm_checkpoint
@@ -87,7 +97,7 @@ def run(args: argparse.Namespace) -> int:
         except ConfigurationError as error:
             print(f"tshtrain eval: error: --device: {error}", file=sys.stderr)
             return 2
-    if args.video is not None and is_tensor_env(experiment.env):
+    if args.video is not None and (is_tensor_env(experiment.env) or experiment.env.type == "pettingzoo"):
         print(
             f"tshtrain eval: error: --video needs a Gymnasium env; env.type is {experiment.env.type!r}.",
             file=sys.stderr,
@@ -112,7 +122,7 @@ def run(args: argparse.Namespace) -> int:
             allowed_modules=args.allowed_modules,
         )
     try:
-        algorithm = build_algorithm(experiment, envs.single_observation_space, envs.single_action_space)
+        algorithm = build_policy_algorithm(experiment, envs)
         load_algorithm_checkpoint(algorithm, checkpoint, trusted=args.trust)
         _warn_if_not_finite(algorithm.policy, checkpoint)
         stats = make_collector(algorithm.policy, envs, seed=seed).collect(
@@ -120,35 +130,65 @@ def run(args: argparse.Namespace) -> int:
         )
     finally:
         envs.close()
-    r = stats.returns_stat
-    print(
-        f"{checkpoint}: {stats.n_collected_episodes} episodes, return {r.mean:.2f} +- {r.std:.2f} "
-        f"(min {r.min:.2f}, max {r.max:.2f}), mean length {stats.lens_stat.mean:.1f}"
-    )
+    results = _results(stats, experiment, checkpoint)
+    _print_results(results)
+    if args.json is not None:
+        import json
+
+        from tshtrain.config import write_atomic
+
+        write_atomic(Path(args.json), json.dumps(results, indent=2) + "\n")
     if args.video is not None:
         print(f"videos in {args.video}")
     return 0
 
 
-def _locate(path: Path) -> tuple[Path, Path] | str:
-    """(run directory, checkpoint directory) of ``path``, or what is wrong."""
-    if (path / CONFIG_FILE).is_file():
-        checkpoints = path / "checkpoints"
-        for name in ("best", "final"):
-            if (checkpoints / name / "manifest.json").is_file():
-                return path, checkpoints / name
-        periodic = sorted(p for p in checkpoints.glob("periodic-*") if (p / "manifest.json").is_file())
-        if periodic:
-            return path, periodic[-1]
-        return f"{path}: a run directory without checkpoints (no {checkpoints}/best, final or periodic-*)."
-    if not (path / "manifest.json").is_file():
-        return f"{path}: neither a checkpoint (no manifest.json) nor a run directory (no {CONFIG_FILE})."
-    for parent in list(path.resolve().parents)[:3]:
-        if (parent / CONFIG_FILE).is_file():
-            return parent, path
-    return (
-        f"{path}: no {CONFIG_FILE} in the directories above the checkpoint; eval needs the run's experiment."
+def _summary(values: Any) -> dict[str, float]:
+    import numpy as np
+
+    arr = np.asarray(values, dtype=np.float64)
+    return {
+        "mean": float(arr.mean()),
+        "std": float(arr.std()),
+        "min": float(arr.min()),
+        "max": float(arr.max()),
+    }
+
+
+def _results(stats: Any, experiment: Any, checkpoint: Path) -> dict[str, Any]:
+    """What eval reports: the score (the reduced return of multi-agent runs), and each agent's returns."""
+    from tshtrain.config.agents import return_reduction
+    from tshtrain.data.stats import CollectStats
+
+    assert isinstance(stats, CollectStats)
+    per_agent = stats.per_agent_returns
+    results: dict[str, Any] = {
+        "checkpoint": str(checkpoint),
+        "episodes": stats.n_collected_episodes,
+        "mean_length": float(stats.lens_stat.mean),
+    }
+    if per_agent is None:
+        results["return"] = _summary(stats.returns)
+        return results
+    agents = stats.agents or tuple(f"agent_{i}" for i in range(per_agent.shape[1]))
+    reduce = return_reduction(experiment.agents, agents)
+    reduced = stats.with_return_reduction(reduce).returns if reduce is not None else per_agent.mean(axis=1)
+    results["return_reduction"] = experiment.agents.return_reduction if experiment.agents else "mean"
+    results["return"] = _summary(reduced)
+    results["agents"] = {name: _summary(per_agent[:, i]) for i, name in enumerate(agents)}
+    return results
+
+
+def _print_results(results: dict[str, Any]) -> None:
+    r = results["return"]
+    agents = results.get("agents")
+    label = "return" if agents is None else f"score ({results['return_reduction']} of the agents' returns)"
+    print(
+        f"{results['checkpoint']}: {results['episodes']} episodes, {label} {r['mean']:.2f} +- {r['std']:.2f} "
+        f"(min {r['min']:.2f}, max {r['max']:.2f}), mean length {results['mean_length']:.1f}"
     )
+    for name, a in (agents or {}).items():
+        print(f"  {name}: return {a['mean']:.2f} +- {a['std']:.2f} (min {a['min']:.2f}, max {a['max']:.2f})")
 
 
 def _recorder(directory: Path, num_episodes: int) -> Any:

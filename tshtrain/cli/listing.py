@@ -22,6 +22,8 @@ def add_parser(subparsers: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     """Print the listing."""
     from tshtrain.config import SPECS, get_spec
+    from tshtrain.config.defaults import TASK_EXAMPLES
+    from tshtrain.config.models import AGENT_LAYOUTS, ENV_TYPES, RETURN_REDUCTIONS
     from tshtrain.config.schema import value_fields
 
     names = args.algorithms or list(SPECS)
@@ -33,4 +35,21 @@ def run(args: argparse.Namespace) -> int:
         )
         print(f"{'':<13} {spec.params_cls.__name__}: {fields}")
         print(f"{'':<13} example: {spec.example}")
+    if args.algorithms:
+        return 0
+    print()
+    print(f"env.type (alias env.kind): {', '.join(ENV_TYPES)}")
+    print(
+        "multi-agent envs (pettingzoo; vmas with env.agent_layout: columns): env.agent_id, env.global_state, "
+        "env.pettingzoo_api (parallel | aec)"
+    )
+    print(
+        f"agents: layout {' | '.join(AGENT_LAYOUTS)}, update_mode sequential | parallel, agents_scope "
+        f"(scopes), members (NAME: algorithm | policy: random | policy: frozen, checkpoint, learner), "
+        f"return_reduction {' | '.join(RETURN_REDUCTIONS)}"
+    )
+    print()
+    print("task examples (tshtrain config NAME prints one; examples/configs/NAME.yaml):")
+    for stem, (summary, _) in TASK_EXAMPLES.items():
+        print(f"  {stem:<22} {summary}")
     return 0

@@ -5,7 +5,8 @@ write an experiment file, which :func:`load_experiment` turns into a complete :c
 :func:`build_run` into a trainer ready to run. See docs/experiments.md.
 """
 
-from tshtrain.config.build import Run, build_algorithm, build_run, make_any_envs, make_envs
+from tshtrain.config.algorithms import build_algorithm
+from tshtrain.config.build import Run, build_policy_algorithm, build_run, make_any_envs, make_envs
 from tshtrain.config.files import apply_overrides, dumps, read_file, write_atomic
 from tshtrain.config.models import Experiment
 from tshtrain.config.registry import SPECS, AlgorithmSpec, Family, get_spec
@@ -29,6 +30,7 @@ __all__ = [
     "apply_overrides",
     "build_algorithm",
     "build_params",
+    "build_policy_algorithm",
     "build_run",
     "default_experiment",
     "default_experiment_data",

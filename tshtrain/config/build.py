@@ -21,25 +21,27 @@ import gymnasium as gym
 import torch
 
 from tshtrain.algorithm.base import Algorithm
-from tshtrain.algorithm.blocks.schedules import num_update_steps_for
-from tshtrain.config.builders import BuildContext
+from tshtrain.config.agents import build_multi_agent_algorithm, return_reduction, uses_exploration_noise
+from tshtrain.config.algorithms import build_algorithm
 from tshtrain.config.entry_points import env_id_module, require_allowed, wrapper_module
 from tshtrain.config.envs import (
     AnyVectorEnv,
+    env_agents,
     is_tensor_env,
     make_collector,
     make_envpool_env,
+    make_pettingzoo_env,
     make_tensor_env,
+    num_env_columns,
     tensor_buffer,
 )
-from tshtrain.config.models import EnvConfig, Experiment, NoExploration, WrapperConfig
+from tshtrain.config.models import EnvConfig, Experiment, WrapperConfig
 from tshtrain.config.registry import AlgorithmSpec, Family, get_spec
-from tshtrain.config.resolve import STOP_SCORE, TRAINER_PARAMS, build_params, experiment_data
+from tshtrain.config.resolve import STOP_SCORE, TRAINER_PARAMS, experiment_data
 from tshtrain.data import ReplayBuffer, VectorReplayBuffer, load_buffer
 from tshtrain.data.buffer import BaseReplayBuffer
 from tshtrain.data.collector_base import AnyReplayBuffer
 from tshtrain.data.prioritized import PrioritizedReplayBuffer, PrioritizedVectorReplayBuffer
-from tshtrain.devices import resolve_device
 from tshtrain.env import TensorVectorEnv, make_vector_env
 from tshtrain.errors import ConfigurationError, ExperimentError
 from tshtrain.logger.base import Logger
@@ -87,9 +89,10 @@ def make_envs(
     env helpers and ``allowed_modules``. Gymnasium and EnvPool envs only (``seed``: the seed an EnvPool
     pool is built with; Gymnasium envs are seeded by their collector): torch-native env types are built
     by :func:`make_any_envs`."""
-    if is_tensor_env(env):
+    if is_tensor_env(env) or env.type == "pettingzoo":
+        kind = "a torch-native" if is_tensor_env(env) else "a multi-agent"
         raise ExperimentError(
-            f"env.type: {env.type!r} is a torch-native env; Gymnasium wrappers, rendering and videos do "
+            f"env.type: {env.type!r} is {kind} env; Gymnasium wrappers, rendering and videos do "
             f"not apply to it (use tshtrain.config.make_any_envs)."
         )
     if env.type == "envpool":
@@ -117,41 +120,25 @@ def make_any_envs(
     test: bool = False,
     allowed_modules: Collection[str] = (),
 ) -> AnyVectorEnv:
-    """The envs of the experiment's env section, of either kind: :func:`make_envs` for Gymnasium ids, a
+    """The envs of the experiment's env section, of any kind: :func:`make_envs` for Gymnasium ids, a
     torch-native env (:func:`tshtrain.config.envs.make_tensor_env`, seeded with ``seed``; ``test``: the
-    envs of test steps) otherwise."""
+    envs of test steps), or a multi-agent PettingZoo env (seeded by its collector)."""
     if is_tensor_env(experiment.env):
         return make_tensor_env(experiment.env, num_envs, seed=seed, device=experiment.device, test=test)
+    if experiment.env.type == "pettingzoo":
+        return make_pettingzoo_env(experiment.env, num_envs)
     return make_envs(experiment.env, num_envs, allowed_modules=allowed_modules, seed=seed)
 
 
-def build_algorithm(
-    experiment: Experiment, observation_space: gym.Space[Any], action_space: gym.Space[Any]
-) -> Algorithm[Any]:
-    """The algorithm of a resolved experiment, with fresh networks (seeded from ``experiment.seed``),
-    built on the CPU (the same initial weights on every device) and moved to ``experiment.device``."""
-    try:
-        device = resolve_device(experiment.device)
-    except ConfigurationError as error:
-        raise ExperimentError(str(error)) from None
-    spec = get_spec(experiment.algorithm.name)
-    torch.manual_seed(experiment.seed)
-    section = experiment.algorithm
-    params = build_params(spec, section.params, num_update_steps=_num_update_steps(experiment, spec))
-    context = BuildContext(
-        observation_space=observation_space,
-        action_space=action_space,
-        params=params,
-        network=spec.network_model.model_validate(section.network),
-        exploration=spec.exploration_model.model_validate(section.exploration),
-        seed=experiment.seed,
+def build_policy_algorithm(experiment: Experiment, env: AnyVectorEnv) -> Algorithm[Any]:
+    """The algorithm of a resolved experiment for the envs ``env`` (built like the run's envs): the
+    top-level algorithm on the env's spaces, or, with an ``agents`` section, the multi-agent algorithm of
+    every learner on one agent column's spaces (:mod:`tshtrain.config.agents`)."""
+    if experiment.agents is None:
+        return build_algorithm(experiment, env.single_observation_space, env.single_action_space)
+    return build_multi_agent_algorithm(
+        experiment, env.single_observation_space, env.single_action_space, env_agents(env)
     )
-    try:
-        return spec.build(context).to(device)
-    except ConfigurationError as error:
-        raise ExperimentError(f"algorithm {spec.name} on {experiment.env.id}: {error}") from None
-    except TypeError as error:  # e.g. UnsupportedSpaceError: a Box-only algorithm on Discrete actions
-        raise ExperimentError(f"algorithm {spec.name} on {experiment.env.id}: {error}") from None
 
 
 def build_run(
@@ -185,9 +172,8 @@ def build_run(
     )
     envs = [test_envs]
     try:
-        algorithm = build_algorithm(
-            experiment, test_envs.single_observation_space, test_envs.single_action_space
-        )
+        algorithm = build_policy_algorithm(experiment, test_envs)
+        reduction = return_reduction(experiment.agents, env_agents(test_envs))
         test_collector = make_collector(
             algorithm.policy, test_envs, seed=test_seed, check_finite=check_finite
         )
@@ -195,6 +181,7 @@ def build_run(
             "test_collector": test_collector,
             "checkpoint": _checkpoint(experiment, output_dir),
             "stop_fn": _stop_fn(experiment.trainer[STOP_SCORE]),
+            **({"multi_agent_return_reduction": reduction} if reduction is not None else {}),
             **{k: v for k, v in experiment.trainer.items() if k != STOP_SCORE},
         }
         buffer: AnyReplayBuffer | None = None
@@ -212,7 +199,7 @@ def build_run(
                 algorithm.policy,
                 training_envs,
                 buffer,
-                exploration_noise=spec.exploration_model is not NoExploration,
+                exploration_noise=uses_exploration_noise(experiment),
                 seed=experiment.seed,
                 check_finite=check_finite,
             )
@@ -251,45 +238,26 @@ def _trainer(
     return built
 
 
-def _num_update_steps(experiment: Experiment, spec: AlgorithmSpec) -> int:
-    """Update steps of the whole run, for ``"linear"`` schedules (on-policy algorithms)."""
-    uses_schedule = "linear" in experiment.algorithm.params.values()
-    if spec.family is not Family.ON_POLICY:
-        if uses_schedule:
-            raise ExperimentError(
-                f"algorithm.params: a 'linear' schedule in an experiment file is for on-policy algorithms "
-                f"(it decays over the run's update steps); {spec.name} schedules its learning rates over "
-                f"gradient steps: use 'constant' here, or LinearSchedule(num_update_steps=<gradient steps>) "
-                f"in Python."
-            )
-        return 1
-    t = experiment.trainer
-    per_step = t.get("collection_step_num_env_steps")
-    if per_step is None:
-        if uses_schedule:
-            raise ExperimentError(
-                "algorithm.params: a 'linear' schedule needs trainer.collection_step_num_env_steps (the "
-                "number of update steps of an episode-collecting run is unknown in advance); use 'constant'."
-            )
-        return 1
-    num_envs = experiment.env.num_training_envs
-    if min(per_step, t["max_epochs"], t["epoch_num_steps"]) < 1:
-        return 1  # the trainer params name the bad value
-    collected = -(-per_step // num_envs) * num_envs
-    num_env_steps = t["max_epochs"] * -(-t["epoch_num_steps"] // collected) * collected
-    return num_update_steps_for(
-        num_env_steps=num_env_steps, collection_step_num_env_steps=per_step, num_envs=num_envs
-    )
-
-
 def _training_buffer(experiment: Experiment, spec: AlgorithmSpec, envs: AnyVectorEnv) -> AnyReplayBuffer:
+    """The training buffer: one column per sub-env, or per agent and env (multi-agent envs); on-policy
+    runs hold one collection step (of every agent)."""
     num_envs, b, seed = experiment.env.num_training_envs, experiment.buffer, experiment.seed
     per_step = experiment.trainer.get("collection_step_num_env_steps")
+    num_agents = max(1, len(env_agents(envs)))
     on_policy_size = None
+    if isinstance(envs, TensorVectorEnv):  # VMAS agent columns: A rows per env, env steps count envs
+        rows = int(envs.num_envs)
+        if spec.family is Family.ON_POLICY and per_step is not None:
+            on_policy_size = -(-per_step // (rows // num_agents)) * rows
+        return tensor_buffer(experiment, on_policy_size or max(b.size, rows), envs)
     if spec.family is Family.ON_POLICY and per_step is not None:
-        on_policy_size = -(-per_step // num_envs) * num_envs
-    if isinstance(envs, TensorVectorEnv):
-        return tensor_buffer(experiment, on_policy_size or max(b.size, num_envs), envs)
+        on_policy_size = -(-per_step // num_envs) * num_envs * num_agents
+    if num_agents > 1:  # a multi-agent numpy env: one column per agent and env
+        columns = num_env_columns(envs)
+        size = on_policy_size or max(b.size, columns)
+        if b.prioritized and on_policy_size is None:
+            return PrioritizedVectorReplayBuffer(size, columns, b.alpha, b.beta, seed=seed)
+        return VectorReplayBuffer(size, columns, seed=seed)
     if on_policy_size is not None:
         return VectorReplayBuffer(on_policy_size, num_envs, seed=seed)
     if b.prioritized:

@@ -7,7 +7,8 @@ network and exploration sections, the seed) and returns the algorithm. The netwo
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import dataclasses
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -46,6 +47,7 @@ from tshtrain.algorithm.algos.td3_bc import TD3BC
 from tshtrain.algorithm.base import Algorithm
 from tshtrain.algorithm.blocks.continuous import box_dim
 from tshtrain.algorithm.blocks.encoders import CnnSpec, Encoder, is_image_space, obs_encoder
+from tshtrain.algorithm.blocks.masking import ActionMasked, has_action_mask, without_action_mask
 from tshtrain.algorithm.blocks.multi_policies import BernoulliPolicy, MultiCategoricalPolicy
 from tshtrain.algorithm.blocks.onpolicy import ActorPolicy
 from tshtrain.config.models import (
@@ -119,10 +121,11 @@ def _maybe_normalized(net: nn.Module, normalizer: RunningObsNormalizer | None) -
 
 
 def _uses_encoder(ctx: BuildContext) -> bool:
-    """Whether the networks need an observation encoder: not for flat (non-image) Box observations
-    with ``encoder: auto``, which go to the MLP as they are."""
+    """Whether the networks need an observation encoder: not for flat (one-axis, non-image) Box
+    observations with ``encoder: auto``, which go to the MLP as they are (a Box of several axes, such as
+    a board, is flattened by its encoder)."""
     space = ctx.observation_space
-    plain_box = isinstance(space, gym.spaces.Box) and not is_image_space(space)
+    plain_box = isinstance(space, gym.spaces.Box) and len(space.shape) == 1 and not is_image_space(space)
     return not (plain_box and ctx.mlp_network.encoder == "auto")
 
 
@@ -175,6 +178,17 @@ def _network(
     return nn.Sequential(encoder, mlp(encoder.output_dim, output_dim, hidden_sizes, activation))
 
 
+def _masked(ctx: BuildContext, build: Callable[[BuildContext], nn.Module]) -> nn.Module:
+    """The network of ``build`` for action values or logits: observations with an ``action_mask`` key
+    get ``build``'s network on the space without the mask, wrapped in :class:`ActionMasked` (illegal
+    actions are never chosen); other observations get ``build``'s network as it is."""
+    space = ctx.observation_space
+    if not has_action_mask(space):
+        return build(ctx)
+    net = build(dataclasses.replace(ctx, observation_space=without_action_mask(space)))
+    return ActionMasked.for_space(net, space)
+
+
 def _require_flat_observations(ctx: BuildContext, name: str) -> None:
     """The off-policy Box-action and discrete SAC networks take flat Box observations only."""
     if isinstance(ctx.mlp_network.encoder, CnnEncoderConfig):
@@ -193,7 +207,7 @@ def _actor_policy(
     for MultiDiscrete actions and a Bernoulli one for MultiBinary actions."""
     space, hidden = ctx.action_space, _hidden(network)
     if isinstance(space, gym.spaces.Discrete):
-        actor = _network(ctx, num_actions(space), hidden, normalizer)
+        actor = _masked(ctx, lambda c: _network(c, num_actions(space), hidden, normalizer))
         return CategoricalPolicy(actor, space, seed=ctx.seed)
     if isinstance(space, gym.spaces.Box):
         init_log_std = network.init_log_std if isinstance(network, ActorCriticNetwork) else 0.0
@@ -213,10 +227,52 @@ def _actor_policy(
 def build_actor_critic(ctx: BuildContext, kind: type[A2C] | type[PPO]) -> A2C | PPO:
     network = ctx.network
     assert isinstance(network, ActorCriticNetwork)
+    if network.normalize_obs and has_action_mask(ctx.observation_space):
+        raise ConfigurationError(
+            f"algorithm.network.normalize_obs: the running normaliser takes flat Box observations, but the "
+            f"observation space is {ctx.observation_space} (with action masks); set normalize_obs: false."
+        )
+    if network.centralised_critic:
+        policy, critic = _centralised_actor_critic(ctx, network)
+        return kind(policy=policy, critic=critic, params=ctx.params, seed=ctx.seed)
     normalizer = RunningObsNormalizer(ctx.obs_dim) if network.normalize_obs else None
     policy = _actor_policy(ctx, network, normalizer)
     critic = _network(ctx, 1, _critic_hidden(network), normalizer)
     return kind(policy=policy, critic=critic, params=ctx.params, obs_normalizer=normalizer, seed=ctx.seed)
+
+
+def _centralised_actor_critic(
+    ctx: BuildContext, network: ActorCriticNetwork
+) -> tuple[ActorPolicy, nn.Module]:
+    """MAPPO's actor (``obs`` + ``agent_id``) and centralised critic (``state`` + ``agent_id``)."""
+    from tshtrain.algorithm.blocks.agent_nets import mappo_actor_critic
+
+    space = ctx.observation_space
+    if has_action_mask(space):
+        raise ConfigurationError(
+            f"algorithm.network.centralised_critic: the observations carry action masks ({space}); the "
+            f"centralised-critic networks do not mask actions yet: use centralised_critic: false."
+        )
+    if network.normalize_obs:
+        raise ConfigurationError(
+            "algorithm.network.normalize_obs: not available with centralised_critic: true (Dict "
+            "observations); set normalize_obs: false."
+        )
+    if network.encoder != "auto":
+        raise ConfigurationError(
+            "algorithm.network.encoder: centralised_critic: true builds its own encoders of the obs, state "
+            "and agent_id keys; use encoder: auto."
+        )
+    return mappo_actor_critic(
+        space,
+        ctx.action_space,
+        hidden_sizes=_hidden(network),
+        critic_hidden_sizes=_critic_hidden(network),
+        activation=ACTIVATIONS[network.activation],
+        centralised_critic=True,
+        init_log_std=network.init_log_std,
+        seed=ctx.seed,
+    )
 
 
 def build_ppo(ctx: BuildContext) -> Algorithm[Any]:
@@ -236,19 +292,8 @@ def build_reinforce(ctx: BuildContext) -> Algorithm[Any]:
 def _q_policy(ctx: BuildContext) -> QValuePolicy:
     network = ctx.network
     assert isinstance(network, QNetwork)
-    space, activation = ctx.action_space, ACTIVATIONS[network.activation]
-    q_net: nn.Module
-    if network.dueling:
-        if _uses_encoder(ctx):
-            encoder = _encoder(ctx)
-            head = dueling_mlp(
-                encoder.output_dim, num_actions(space), _hidden(network), activation=activation
-            )
-            q_net = nn.Sequential(encoder, head)
-        else:
-            q_net = dueling_mlp(ctx.obs_dim, num_actions(space), _hidden(network), activation=activation)
-    else:
-        q_net = _network(ctx, num_actions(space), _hidden(network))
+    space = ctx.action_space
+    q_net = _masked(ctx, _q_network)
     exploration = ctx.exploration
     eps = (
         EpsilonSchedule(
@@ -260,6 +305,20 @@ def _q_policy(ctx: BuildContext) -> QValuePolicy:
         else EpsilonSchedule(start=0.0, end=0.0, num_env_steps=1)
     )
     return QValuePolicy(q_net, space, eps_schedule=eps, seed=ctx.seed)
+
+
+def _q_network(ctx: BuildContext) -> nn.Module:
+    """The Q network (dueling or not) of the algorithm's network section on the observation space."""
+    network = ctx.network
+    assert isinstance(network, QNetwork)
+    space, activation = ctx.action_space, ACTIVATIONS[network.activation]
+    if not network.dueling:
+        return _network(ctx, num_actions(space), _hidden(network))
+    if _uses_encoder(ctx):
+        encoder = _encoder(ctx)
+        head = dueling_mlp(encoder.output_dim, num_actions(space), _hidden(network), activation=activation)
+        return nn.Sequential(encoder, head)
+    return dueling_mlp(ctx.obs_dim, num_actions(space), _hidden(network), activation=activation)
 
 
 def build_dqn(ctx: BuildContext) -> Algorithm[Any]:
@@ -279,7 +338,7 @@ def build_bc(ctx: BuildContext) -> Algorithm[Any]:
         return BehaviorCloning(
             policy=DeterministicActorPolicy(actor, space, seed=ctx.seed), params=ctx.params
         )
-    actor = _network(ctx, num_actions(space), _hidden(network))
+    actor = _masked(ctx, lambda c: _network(c, num_actions(space), _hidden(network)))
     return BehaviorCloning(policy=CategoricalPolicy(actor, space, seed=ctx.seed), params=ctx.params)
 
 

@@ -364,7 +364,153 @@ steps first, target network every 1000 gradient steps, lr 1e-4, one gradient ste
 epsilon 1 -> 0.01 over the first 10% of the 10M env steps). The buffer holds obs and obs_next as uint8:
 about 5.6 GB"""
 
+_SIMPLE_SPREAD_ENV: dict[str, Any] = {
+    "type": "pettingzoo",
+    "id": "mpe2.simple_spread_v3",
+    "kwargs": {"N": 3, "max_cycles": 25, "continuous_actions": False},
+    "num_training_envs": 16,
+    "num_test_envs": 8,
+    "agent_id": True,
+}
+"""MPE simple_spread with 3 agents (25 steps per episode, 5 discrete actions), a parallel PettingZoo env"""
+_SIMPLE_SPREAD_PPO: dict[str, Any] = {
+    "name": "ppo",
+    "params": {
+        "lr": 3e-4,
+        "lr_schedule": "constant",
+        "clip_schedule": "constant",
+        "gamma": 0.99,
+        "gae_lambda": 0.95,
+        "clip_range": 0.2,
+        "ent_coef": 0.01,
+        "max_grad_norm": 0.5,
+    },
+    "network": {"hidden_sizes": [64, 64], "activation": "tanh"},
+}
+_SIMPLE_SPREAD_TRAINER: dict[str, Any] = {
+    "max_epochs": 50,
+    "epoch_num_steps": 16_000,
+    "collection_step_num_env_steps": 1600,  # 100 steps of 16 envs: 4800 transitions of the 3 agents
+    "batch_size": 800,
+    "update_step_num_repetitions": 10,
+    "test_step_num_episodes": 16,
+    "stop_score": None,
+}
+
+DQN_TICTACTOE_EXAMPLE: dict[str, Any] = {
+    "algorithm": {
+        "name": "dqn",
+        "params": {"lr": 1e-3, "gamma": 0.9, "target_update_freq": 200, "n_step": 1, "max_grad_norm": 10.0},
+        "network": {"hidden_sizes": [128, 128]},
+        "exploration": {"eps_start": 1.0, "eps_end": 0.05, "eps_decay_env_steps": 20_000},
+    },
+    "env": {
+        "type": "pettingzoo",
+        "id": "pettingzoo.classic.tictactoe_v3",
+        "num_training_envs": 8,
+        "num_test_envs": 10,
+    },
+    "agents": {
+        "layout": "independent",
+        "members": {"player_1": {"policy": "random"}},
+        "return_reduction": "agent:player_2",
+    },
+    "trainer": {
+        "max_epochs": 20,
+        "epoch_num_steps": 5000,
+        "collection_step_num_env_steps": 64,
+        "update_step_num_gradient_steps_per_sample": 0.25,
+        "batch_size": 64,
+        "test_step_num_episodes": 50,
+        "stop_score": None,
+    },
+    "buffer": {"size": 50_000, "prefill_env_steps": 1000},
+}
+"""DQN (player_2, moving second) against a uniformly random player_1 in tic-tac-toe: turn-based (AEC),
+illegal moves masked; the test score is player_2's mean return (+1 win, -1 loss)"""
+
 TASK_EXAMPLES: dict[str, tuple[str, Mapping[str, Any]]] = {
+    "dqn_tictactoe": (
+        "DQN against a random player in PettingZoo tic-tac-toe: independent learners, action masks (needs "
+        "tshtrain[pettingzoo])",
+        DQN_TICTACTOE_EXAMPLE,
+    ),
+    "ippo_simple_spread": (
+        "IPPO on MPE simple_spread (3 agents): one PPO shared by the agents, which see their one-hot id "
+        "(needs tshtrain[pettingzoo])",
+        {
+            "algorithm": _SIMPLE_SPREAD_PPO,
+            "env": _SIMPLE_SPREAD_ENV,
+            "agents": {"layout": "shared"},
+            "trainer": _SIMPLE_SPREAD_TRAINER,
+        },
+    ),
+    "mappo_simple_spread": (
+        "MAPPO on MPE simple_spread (3 agents): a shared PPO whose critic reads the global state (needs "
+        "tshtrain[pettingzoo])",
+        {
+            "algorithm": {
+                **_SIMPLE_SPREAD_PPO,
+                "network": {"hidden_sizes": [64, 64], "centralised_critic": True},
+            },
+            "env": {**_SIMPLE_SPREAD_ENV, "global_state": True},
+            "agents": {"layout": "shared"},
+            "trainer": _SIMPLE_SPREAD_TRAINER,
+        },
+    ),
+    "mappo_vmas_balance": (
+        "MAPPO on VMAS balance (4 agents, one row per agent): a shared PPO with a centralised critic, 256 "
+        "batched torch worlds",
+        {
+            "algorithm": {
+                "name": "ppo",
+                "params": {
+                    "lr": 3e-4,
+                    "lr_schedule": "constant",
+                    "clip_schedule": "constant",
+                    "gamma": 0.99,
+                    "gae_lambda": 0.95,
+                    "clip_range": 0.2,
+                    "ent_coef": 0.0,
+                    "max_grad_norm": 1.0,
+                },
+                "network": {
+                    "hidden_sizes": [64, 64],
+                    "activation": "tanh",
+                    "init_log_std": -0.5,
+                    "centralised_critic": True,
+                },
+            },
+            "env": {
+                "type": "vmas",
+                "id": "balance",
+                "kwargs": {"n_agents": 4, "max_episode_steps": 100},
+                "num_training_envs": 256,
+                "num_test_envs": 32,
+                "agent_layout": "columns",
+                "agent_id": True,
+                "global_state": True,
+            },
+            "agents": {"layout": "shared"},
+            "trainer": {
+                "max_epochs": 10,
+                "epoch_num_steps": 131_072,  # VMAS columns count one env step per agent row
+                "collection_step_num_env_steps": 32_768,
+                "batch_size": 4096,
+                "update_step_num_repetitions": 5,
+                "test_step_num_episodes": 32,
+                "stop_score": None,
+            },
+        },
+    ),
+    "ppo_cartpole_scopes": (
+        "Two PPO agents side by side on CartPole-v1 (agent scopes: sub-envs 0-3 and 4-7 of one vector env)",
+        {
+            "algorithm": {"name": "ppo"},
+            "env": {"id": "CartPole-v1", "num_training_envs": 8, "num_test_envs": 8},
+            "agents": {"layout": "scopes", "agents_scope": [4, 4]},
+        },
+    ),
     "ppo_vmas_navigation": (
         "PPO on VMAS navigation (2 agents, one joint policy), 1024 batched torch envs whose data never "
         "leaves torch",

@@ -4,7 +4,9 @@
 :class:`~tshtrain.data.VectorReplayBuffer`), ``envpool`` an EnvPool pool on the same numpy path;
 ``vmas`` and ``torch_cartpole`` build a torch-native :class:`~tshtrain.env.TensorVectorEnv` on
 ``env.device`` (default: the experiment's device) with a :class:`~tshtrain.data.TensorCollector` and a
-:class:`~tshtrain.data.TensorReplayBuffer` on that device.
+:class:`~tshtrain.data.TensorReplayBuffer` on that device. ``pettingzoo`` builds a numpy
+:class:`~tshtrain.env.MultiAgentVectorEnv` (one column per agent and env) run by a
+:class:`~tshtrain.data.MultiAgentCollector`; its buffer has one column per agent and env.
 """
 
 from __future__ import annotations
@@ -14,19 +16,54 @@ from typing import Any
 import gymnasium as gym
 
 from tshtrain.config.models import EnvConfig, Experiment
-from tshtrain.data import Collector, TensorCollector, TensorReplayBuffer
+from tshtrain.data import Collector, MultiAgentCollector, TensorCollector, TensorReplayBuffer
 from tshtrain.data.collector_base import AnyReplayBuffer, BaseCollector
 from tshtrain.devices import resolve_device
-from tshtrain.env import TensorVectorEnv, TorchCartPole
+from tshtrain.env import MultiAgentVectorEnv, TensorVectorEnv, TorchCartPole
 from tshtrain.errors import ConfigurationError, ExperimentError
 
-AnyVectorEnv = gym.vector.VectorEnv[Any, Any, Any] | TensorVectorEnv
-"""what :func:`make_env` builds: a Gymnasium vector env or a torch-native one"""
+AnyVectorEnv = gym.vector.VectorEnv[Any, Any, Any] | TensorVectorEnv | MultiAgentVectorEnv
+"""what :func:`tshtrain.config.make_any_envs` builds: a Gymnasium vector env, a torch-native one or a
+multi-agent one"""
 
 
 def is_tensor_env(env: EnvConfig) -> bool:
     """True for the torch-native env types (``vmas``, ``torch_cartpole``)."""
     return env.type in ("vmas", "torch_cartpole")
+
+
+def make_pettingzoo_env(env: EnvConfig, num_envs: int) -> MultiAgentVectorEnv:
+    """The PettingZoo env module ``env.id`` (type ``pettingzoo``) in ``num_envs`` copies, as
+    :func:`tshtrain.env.pettingzoo.make_pettingzoo_vector_env` builds it (its collector seeds it)."""
+    try:
+        from tshtrain.env.pettingzoo import make_pettingzoo_vector_env
+
+        return make_pettingzoo_vector_env(
+            env.id,
+            num_envs,
+            kwargs=env.kwargs,
+            kind=env.pettingzoo_api,
+            agent_id=env.agent_id,
+            global_state=env.global_state,
+        )
+    except (ConfigurationError, ImportError, TypeError, ValueError) as error:
+        raise ExperimentError(f"env (pettingzoo {env.id!r}, kwargs {env.kwargs}): {error}") from None
+
+
+def env_agents(env: AnyVectorEnv) -> tuple[str, ...]:
+    """The agents of a multi-agent env (PettingZoo, VMAS columns); ``()`` for a single-agent one."""
+    if isinstance(env, MultiAgentVectorEnv):
+        return env.agents
+    columns = getattr(env, "columns", None)
+    agents = getattr(columns, "agents", ())
+    return tuple(agents) if getattr(env, "num_agents", 1) > 1 else ()
+
+
+def num_env_columns(env: AnyVectorEnv) -> int:
+    """Buffer columns of ``env``: one per agent and env (multi-agent), else one per sub-env."""
+    if isinstance(env, MultiAgentVectorEnv):
+        return env.num_columns
+    return int(env.num_envs)
 
 
 def make_envpool_env(env: EnvConfig, num_envs: int, *, seed: int) -> gym.vector.VectorEnv[Any, Any, Any]:
@@ -56,7 +93,10 @@ def make_tensor_env(
             return TorchCartPole(num_envs, device=where, seed=seed, **kwargs)
         from tshtrain.env.vmas import VmasEnv
 
-        return VmasEnv(env.id, num_envs=num_envs, device=where, seed=seed, **kwargs)
+        layout: dict[str, Any] = {}
+        if env.agent_layout == "columns":  # the joint view takes none of these
+            layout = {"agent_layout": "columns", "agent_id": env.agent_id, "global_state": env.global_state}
+        return VmasEnv(env.id, num_envs=num_envs, device=where, seed=seed, **layout, **kwargs)
     except (ConfigurationError, TypeError, ValueError) as error:
         raise ExperimentError(f"env ({env.type} {env.id!r}, kwargs {kwargs}): {error}") from None
 
@@ -71,7 +111,14 @@ def make_collector(
     check_finite: bool = True,
 ) -> BaseCollector:
     """The collector for ``env``: a :class:`TensorCollector` for torch-native envs (``check_finite`` is a
-    numpy-path check and does not apply there), else a :class:`Collector`."""
+    numpy-path check and does not apply there), a :class:`MultiAgentCollector` for multi-agent envs,
+    else a :class:`Collector`."""
+    if isinstance(env, MultiAgentVectorEnv):
+        if isinstance(buffer, TensorReplayBuffer):
+            raise ConfigurationError(
+                "a multi-agent numpy env needs a numpy replay buffer, got a TensorReplayBuffer"
+            )
+        return MultiAgentCollector(policy, env, buffer, exploration_noise=exploration_noise, seed=seed)
     if isinstance(env, TensorVectorEnv):
         if buffer is not None and not isinstance(buffer, TensorReplayBuffer):
             raise ConfigurationError(
@@ -95,4 +142,4 @@ def tensor_buffer(experiment: Experiment, total_size: int, env: TensorVectorEnv)
             f"buffer.prioritized: prioritized replay is not available for torch-native envs (env.type "
             f"{experiment.env.type!r}); set buffer.prioritized: false."
         )
-    return TensorReplayBuffer(total_size, env.num_envs, device=env.device, seed=experiment.seed)
+    return TensorReplayBuffer(total_size, int(env.num_envs), device=env.device, seed=experiment.seed)

@@ -43,33 +43,72 @@ class WrapperConfig(Section):
     """keyword arguments of the wrapper (after the env)"""
 
 
+ENV_TYPES = ("gymnasium", "envpool", "vmas", "torch_cartpole", "pettingzoo")
+"""what ``env.type`` (alias ``env.kind``) names"""
+EnvType = Literal["gymnasium", "envpool", "vmas", "torch_cartpole", "pettingzoo"]
+
+
 class EnvConfig(Section):
     """The environments: training and test vector envs of the same Gymnasium id."""
 
-    type: Literal["gymnasium", "envpool", "vmas", "torch_cartpole"] = "gymnasium"
+    type: EnvType = "gymnasium"
     """what builds the envs: ``gymnasium`` (``gymnasium.make(id)`` in a vector env, numpy data);
     ``envpool`` (the EnvPool task ``id`` in C++ threads, numpy data, same-step autoreset:
     :class:`tshtrain.env.envpool.EnvPoolVectorEnv`; needs the ``envpool`` extra);
     ``vmas`` (the VMAS scenario ``id`` as a batched torch env, :class:`tshtrain.env.vmas.VmasEnv`);
-    ``torch_cartpole`` (:class:`tshtrain.env.TorchCartPole`; ``id`` is ignored). The last two are
-    torch-native: their data never leaves ``env.device``"""
+    ``torch_cartpole`` (:class:`tshtrain.env.TorchCartPole`; ``id`` is ignored); ``pettingzoo`` (the
+    PettingZoo env module ``id``, e.g. ``pettingzoo.classic.tictactoe_v3`` or ``mpe2.simple_spread_v3``,
+    as a multi-agent vector env: :mod:`tshtrain.env.pettingzoo`; needs the ``pettingzoo`` extra and an
+    ``agents`` section). ``vmas`` and ``torch_cartpole`` are torch-native: their data never leaves
+    ``env.device``"""
+    kind: EnvType | None = Field(default=None, exclude=True)
+    """an alias of ``type`` (files may say ``kind: pettingzoo``); giving both with different values is an
+    error. Never written back: the resolved experiment states ``type``"""
     id: str = "CartPole-v1"
     """a registered Gymnasium id (type ``gymnasium``), an EnvPool task id (type ``envpool``, e.g.
-    ``Breakout-v5``) or a VMAS scenario name (type ``vmas``)"""
+    ``Breakout-v5``), a VMAS scenario name (type ``vmas``) or a PettingZoo env module (type
+    ``pettingzoo``)"""
     kwargs: dict[str, Any] = Field(default_factory=dict)
-    """keyword arguments of ``gymnasium.make``, ``envpool.make``, or of ``VmasEnv`` / ``TorchCartPole``
-    (e.g. ``max_episode_steps``, and a VMAS scenario's own arguments such as ``n_agents``)"""
+    """keyword arguments of ``gymnasium.make``, ``envpool.make``, of ``VmasEnv`` / ``TorchCartPole``
+    (e.g. ``max_episode_steps``, and a VMAS scenario's own arguments such as ``n_agents``), or of the
+    PettingZoo env function (e.g. ``N`` of ``simple_spread_v3``)"""
     device: str | None = None
     """where a torch-native env simulates (``cpu``, ``cuda``, ``cuda:N``, ``mps``, ``auto``); None: the
     experiment's ``device``. Gymnasium envs run on the host and take no device"""
     num_training_envs: PositiveInt = 8
-    """sub-envs of the training collector"""
+    """sub-envs of the training collector (multi-agent envs: envs, each with all its agents)"""
     num_test_envs: PositiveInt = 8
     """sub-envs of the test collector"""
     vector: Literal["sync", "async"] = "sync"
     """``sync``: in-process; ``async``: one subprocess per sub-env"""
     wrappers: list[WrapperConfig] = Field(default_factory=list)
     """wrappers applied to every sub-env, in order (Gymnasium envs only)"""
+    agent_id: bool = False
+    """multi-agent envs (``pettingzoo``, ``vmas`` with ``agent_layout: columns``): add the one-hot agent id
+    to every agent's observation (key ``agent_id``), what a network shared by the agents needs"""
+    global_state: bool = False
+    """multi-agent envs: add the env's global state to every agent's observation (key ``state``), what
+    MAPPO's centralised critic reads (``algorithm.network.centralised_critic: true``)"""
+    pettingzoo_api: Literal["parallel", "aec"] | None = None
+    """``pettingzoo`` only: the env's ``parallel_env()`` (every agent acts each step) or its ``env()``
+    (AEC: agents take turns); None: ``aec`` for ``pettingzoo.classic.*`` (board games), else ``parallel``"""
+    agent_layout: Literal["joint", "columns"] = "joint"
+    """``vmas`` only: ``joint`` (the agents form one joint learner: concatenated observations and
+    actions) or ``columns`` (one row per agent and env; what the ``agents`` section and parameter sharing
+    need)"""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _kind_alias(cls, data: Any) -> Any:
+        if isinstance(data, dict) and data.get("kind") is not None:
+            given = data.get("type")
+            if given is not None and given != data["kind"]:
+                raise ValueError(
+                    f"env.type {given!r} and env.kind {data['kind']!r} differ; kind is an alias of type: "
+                    f"give one of them (allowed: {', '.join(ENV_TYPES)})"
+                )
+            data = {**data, "type": data["kind"]}
+        return data
 
     @field_validator("device")
     @classmethod
@@ -88,9 +127,36 @@ class EnvConfig(Section):
                 raise ValueError(f"env.wrappers apply to Gymnasium envs only, not to type {self.type!r}")
             if self.vector != "sync":
                 raise ValueError(f"env.vector applies to Gymnasium envs only, not to type {self.type!r}")
-        if self.type in ("gymnasium", "envpool") and self.device is not None:
+        if self.type in ("gymnasium", "envpool", "pettingzoo") and self.device is not None:
             raise ValueError("env.device applies to torch-native envs (type vmas or torch_cartpole) only")
         return self
+
+    @model_validator(mode="after")
+    def _multi_agent_options(self) -> EnvConfig:
+        multi_agent = self.type == "pettingzoo" or (self.type == "vmas" and self.agent_layout == "columns")
+        for name in ("agent_id", "global_state"):
+            if getattr(self, name) and not multi_agent:
+                raise ValueError(
+                    f"env.{name}: true needs a multi-agent env: type pettingzoo, or type vmas with "
+                    f"agent_layout: columns (got type {self.type!r}"
+                    + (f", agent_layout {self.agent_layout!r})" if self.type == "vmas" else ")")
+                )
+        if self.pettingzoo_api is not None and self.type != "pettingzoo":
+            raise ValueError(
+                f"env.pettingzoo_api: {self.pettingzoo_api!r} applies to type pettingzoo only, not to type "
+                f"{self.type!r}; remove it"
+            )
+        if self.agent_layout != "joint" and self.type != "vmas":
+            raise ValueError(
+                f"env.agent_layout: {self.agent_layout!r} applies to type vmas only, not to type "
+                f"{self.type!r}"
+            )
+        return self
+
+    @property
+    def multi_agent(self) -> bool:
+        """Agent columns: a PettingZoo env, or VMAS with ``agent_layout: columns``."""
+        return self.type == "pettingzoo" or (self.type == "vmas" and self.agent_layout == "columns")
 
 
 class CnnEncoderConfig(Section):
@@ -173,6 +239,10 @@ class ActorCriticNetwork(MlpNetwork):
     """a running observation normaliser as the first layer of actor and critic"""
     init_log_std: float = 0.0
     """initial log standard deviation of the Gaussian policy (Box actions only)"""
+    centralised_critic: bool = False
+    """MAPPO: the critic reads the env's global state (observation key ``state``, with ``agent_id`` when
+    present) and the actor the agent's own observation (``obs``, ``agent_id``); needs a multi-agent env
+    with ``env.global_state: true``. False: actor and critic read the whole observation"""
 
 
 class QNetwork(MlpNetwork):
@@ -309,6 +379,108 @@ class CheckpointConfig(Section):
     include_buffers: bool = True
 
 
+AGENT_LAYOUTS = ("independent", "shared", "scopes")
+"""what ``agents.layout`` names"""
+RETURN_REDUCTIONS = ("mean", "sum", "min", "max", "agent:NAME")
+"""what ``agents.return_reduction`` names"""
+
+
+class MemberConfig(Section):
+    """One agent's (or scope's) learner in the ``agents`` section: its own algorithm, or a fixed policy."""
+
+    algorithm: dict[str, Any] | None = None
+    """the agent's algorithm, laid over the top-level ``algorithm`` section when ``name`` is the same or
+    left out, else over the named algorithm's default one (``tshtrain config NAME``); its trainer family
+    must be the top-level algorithm's"""
+    policy: Literal["random", "frozen"] | None = None
+    """a fixed policy that is never trained: ``random`` (uniform among the legal actions) or ``frozen``
+    (the policy of ``learner`` in the tshtrain checkpoint ``checkpoint``)"""
+    checkpoint: str | None = None
+    """frozen only: a checkpoint directory written by ``tshtrain train`` (e.g. RUN/checkpoints/best) or a
+    run directory (then best/, else final/, else the newest periodic checkpoint). Only weights are read
+    (``torch.load(weights_only=True)``), after the checkpoint's files are verified; the network is built
+    as that run's config.yaml describes it"""
+    learner: str | None = None
+    """frozen only: the learner of that run whose policy is loaded (an agent name, ``shared``, or
+    ``agent_K`` for scopes); None: the agent's own name. Leave it out for a single-agent run"""
+
+    @model_validator(mode="after")
+    def _one_kind(self) -> MemberConfig:
+        if (self.algorithm is None) == (self.policy is None):
+            raise ValueError(
+                "give exactly one of algorithm (a trained learner: {name: ..., params: ...}) and policy "
+                "(random | frozen)"
+            )
+        if self.policy == "frozen" and self.checkpoint is None:
+            raise ValueError("policy: frozen needs checkpoint: PATH (a tshtrain checkpoint or run directory)")
+        if self.policy != "frozen" and (self.checkpoint is not None or self.learner is not None):
+            raise ValueError(
+                f"checkpoint and learner apply to policy: frozen only (this member has "
+                f"{'policy: ' + str(self.policy) if self.policy else 'an algorithm'})"
+            )
+        return self
+
+
+class AgentsConfig(Section):
+    """Several learners in one run (see docs/multi_agent.md): who learns which agents' columns."""
+
+    layout: Literal["independent", "shared", "scopes"] = "independent"
+    """``independent``: one learner per agent of a multi-agent env (``members`` by agent name);
+    ``shared``: one learner for every agent (parameter sharing; add ``env.agent_id: true`` so the network
+    tells the agents apart); ``scopes``: learners over slices of a single-agent Gymnasium env's sub-envs
+    (``agents_scope``; members ``agent_0``, ``agent_1``, ...)"""
+    update_mode: Literal["sequential", "parallel"] = "sequential"
+    """``sequential``: the learners update one after another; ``parallel``: each in its own process"""
+    agents_scope: list[PositiveInt] | None = None
+    """scopes only: the sub-envs of each learner, in order; they sum to ``env.num_training_envs``"""
+    members: dict[str, MemberConfig] = Field(default_factory=dict)
+    """per-learner settings by agent name (scopes: ``agent_K``); an agent without an entry learns with the
+    top-level ``algorithm``"""
+    return_reduction: str = "mean"
+    """how per-agent episode returns become the one test score (best checkpoint, ``stop_score``):
+    ``mean``, ``sum``, ``min``, ``max`` over the agents, or ``agent:NAME`` (that agent's return)"""
+
+    @field_validator("return_reduction")
+    @classmethod
+    def _reduction(cls, value: str) -> str:
+        if value in ("mean", "sum", "min", "max") or (value.startswith("agent:") and len(value) > 6):
+            return value
+        raise PydanticCustomError(
+            "return_reduction", "allowed: {allowed}", {"allowed": ", ".join(RETURN_REDUCTIONS)}
+        )
+
+    @model_validator(mode="after")
+    def _layout_fields(self) -> AgentsConfig:
+        if self.layout == "scopes":
+            if not self.agents_scope:
+                raise ValueError(
+                    "layout scopes needs agents_scope: [N, ...] (the sub-envs of each learner, summing to "
+                    "env.num_training_envs)"
+                )
+            names = [f"agent_{k}" for k in range(len(self.agents_scope))]
+            unknown = [name for name in self.members if name not in names]
+            if unknown:
+                raise ValueError(
+                    f"members {unknown}: unknown; the scopes' learners are {names} (one per entry of "
+                    f"agents_scope {self.agents_scope})"
+                )
+            if self.return_reduction != "mean":
+                raise ValueError(
+                    f"return_reduction {self.return_reduction!r}: scopes run a single-agent env, whose "
+                    f"episodes have one return each; leave return_reduction out (mean)"
+                )
+        elif self.agents_scope is not None:
+            raise ValueError(
+                f"agents_scope applies to layout scopes only, not to layout {self.layout!r}; remove it"
+            )
+        if self.layout == "shared" and self.members:
+            raise ValueError(
+                f"members {sorted(self.members)}: layout shared has one learner for every agent, configured "
+                f"by the top-level algorithm section; remove members (or use layout independent)"
+            )
+        return self
+
+
 class Experiment(Section):
     """A whole experiment: what ``tshtrain train`` runs and writes back as OUTPUT_DIR/config.yaml."""
 
@@ -334,6 +506,8 @@ class Experiment(Section):
     (``training_interval``, ``test_interval``, ``update_interval``, ``info_interval``); a key left out
     or null takes the default of the algorithm's trainer family (resolved into numbers)"""
     checkpoint: CheckpointConfig = Field(default_factory=CheckpointConfig)
+    agents: AgentsConfig | None = None
+    """several learners in one run (multi-agent envs, or agent scopes); None: one learner"""
 
     @field_validator("device")
     @classmethod
@@ -342,6 +516,43 @@ class Experiment(Section):
             return check_device_form(value)
         except ConfigurationError:
             raise PydanticCustomError("device", "allowed: {forms}", {"forms": DEVICE_FORMS}) from None
+
+    @model_validator(mode="after")
+    def _agents_fit_env(self) -> Experiment:
+        env, agents = self.env, self.agents
+        if env.type == "pettingzoo" and agents is None:
+            raise ValueError(
+                "env.type pettingzoo: a multi-agent env needs an agents section, e.g. agents: {layout: "
+                "independent} (one learner per agent) or {layout: shared} (parameter sharing)"
+            )
+        if agents is None:
+            return self
+        if agents.layout == "scopes":
+            if env.multi_agent or env.type not in ("gymnasium", "envpool"):
+                raise ValueError(
+                    f"agents.layout: scopes slices a single-agent Gymnasium env's sub-envs; env.type is "
+                    f"{env.type!r}" + (" with agent columns" if env.multi_agent else "")
+                )
+            assert agents.agents_scope is not None
+            total = sum(agents.agents_scope)
+            if total != env.num_training_envs:
+                raise ValueError(
+                    f"agents.agents_scope {agents.agents_scope} sums to {total}, but env.num_training_envs "
+                    f"is {env.num_training_envs}; they must be equal (every training sub-env has one learner)"
+                )
+            if env.num_test_envs % total:
+                raise ValueError(
+                    f"env.num_test_envs {env.num_test_envs}: with agents_scope {agents.agents_scope} the "
+                    f"test envs are split like the training envs, so it must be a multiple of {total}"
+                )
+        elif not env.multi_agent:
+            raise ValueError(
+                f"agents.layout: {agents.layout!r} needs a multi-agent env (env.type pettingzoo, or vmas "
+                f"with env.agent_layout: columns), got env.type {env.type!r}"
+                + (f" with agent_layout {env.agent_layout!r}" if env.type == "vmas" else "")
+                + "; agent scopes over a single-agent env are layout: scopes"
+            )
+        return self
 
 
 NETWORK_MODELS: tuple[type[MlpNetwork], ...] = (MlpNetwork, ActorCriticNetwork, QNetwork, ActorCriticsNetwork)

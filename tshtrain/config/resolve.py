@@ -15,7 +15,7 @@ from pydantic import BaseModel, ValidationError
 
 from tshtrain.algorithm.blocks.schedules import LinearSchedule
 from tshtrain.config.files import apply_overrides, merge_data, read_file
-from tshtrain.config.models import Experiment, Section
+from tshtrain.config.models import AgentsConfig, AlgorithmConfig, Experiment, MemberConfig, Section
 from tshtrain.config.registry import DEFAULT_ALGORITHM, AlgorithmSpec, Family, did_you_mean, get_spec
 from tshtrain.config.schema import adapter, expected, value_fields
 from tshtrain.constraints import FiniteFloat
@@ -79,33 +79,108 @@ def resolve_experiment(data: Mapping[str, Any], source: str = "experiment") -> E
         experiment = Experiment.model_validate(merged)
     except ValidationError as error:
         raise ExperimentError(_describe(error, source)) from None
-    section = experiment.algorithm
-    params = _resolve_params(spec, section.params, source)
-    network = _validate_model(spec.network_model, section.network, f"algorithm.network ({spec.name})", source)
-    exploration = _validate_model(
-        spec.exploration_model, section.exploration, f"algorithm.exploration ({spec.name})", source
-    )
+    section = _resolve_algorithm(spec, experiment.algorithm, source)
     trainer = _resolve_trainer(spec, experiment.trainer, source)
     log_intervals = _resolve_log_intervals(spec, experiment.log_intervals, source)
-    return experiment.model_copy(
-        update={
-            "algorithm": section.model_copy(
-                update={
-                    "params": params,
-                    "network": network.model_dump(),
-                    "exploration": exploration.model_dump(),
-                }
-            ),
-            "trainer": trainer,
-            "log_intervals": log_intervals,
-        }
+    experiment = experiment.model_copy(
+        update={"algorithm": section, "trainer": trainer, "log_intervals": log_intervals}
     )
+    if experiment.agents is not None:
+        experiment = experiment.model_copy(update={"agents": _resolve_agents(experiment, spec, source)})
+    _check_centralised_critics(experiment, source)
+    return experiment
+
+
+def _resolve_algorithm(
+    spec: AlgorithmSpec, section: AlgorithmConfig, source: str, prefix: str = ""
+) -> AlgorithmConfig:
+    """An algorithm section with every params, network and exploration key filled in; errors name the
+    key under ``prefix`` (e.g. ``agents.members.player_1.``)."""
+    params = _resolve_params(spec, section.params, source, prefix)
+    network = _validate_model(
+        spec.network_model, section.network, f"{prefix}algorithm.network ({spec.name})", source
+    )
+    exploration = _validate_model(
+        spec.exploration_model, section.exploration, f"{prefix}algorithm.exploration ({spec.name})", source
+    )
+    return section.model_copy(
+        update={"params": params, "network": network.model_dump(), "exploration": exploration.model_dump()}
+    )
+
+
+def _resolve_agents(experiment: Experiment, spec: AlgorithmSpec, source: str) -> AgentsConfig:
+    """The agents section with each member's algorithm resolved like the top-level one (laid over it,
+    or over the named algorithm's default section) and of the same trainer family."""
+    agents = experiment.agents
+    assert agents is not None
+    if spec.family is Family.OFFLINE:
+        raise ExperimentError(
+            f"{source}: agents: {spec.name} is an offline algorithm; several learners train online only "
+            f"(on- or off-policy algorithms)."
+        )
+    members: dict[str, MemberConfig] = {}
+    for name, member in agents.members.items():
+        if member.algorithm is None:
+            members[name] = member
+            continue
+        prefix = f"agents.members.{name}."
+        given = dict(member.algorithm)
+        member_spec = _member_spec(given.get("name", spec.name), spec, f"{prefix}algorithm.name", source)
+        if member_spec.name == spec.name:
+            base: dict[str, Any] = experiment.algorithm.model_dump()
+        else:
+            base = merge_data({"name": member_spec.name}, member_spec.defaults.get("algorithm", {}))
+        merged = merge_data(base, given)
+        merged["name"] = member_spec.name
+        _check_keys(merged, AlgorithmConfig, f"{prefix}algorithm.", source)
+        try:
+            section = AlgorithmConfig.model_validate(merged)
+        except ValidationError as error:
+            raise ExperimentError(_describe(error, source, prefix=f"{prefix}algorithm.")) from None
+        resolved = _resolve_algorithm(member_spec, section, source, prefix)
+        members[name] = member.model_copy(update={"algorithm": resolved.model_dump()})
+    return agents.model_copy(update={"members": members})
+
+
+def _member_spec(name: Any, top: AlgorithmSpec, where: str, source: str) -> AlgorithmSpec:
+    try:
+        spec = get_spec(name, where=where)
+    except ExperimentError as error:
+        raise ExperimentError(f"{source}: {error}") from None
+    if spec.family is not top.family:
+        raise ExperimentError(
+            f"{source}: {where}: {spec.name} is an {spec.family} algorithm, but the top-level algorithm "
+            f"{top.name} is {top.family}; the learners of one run share one trainer, so they must all be "
+            f"{top.family} (mixing on- and off-policy learners is not possible): choose an {top.family} "
+            f"algorithm, or make it a fixed policy (policy: random | frozen)."
+        )
+    return spec
+
+
+def _check_centralised_critics(experiment: Experiment, source: str) -> None:
+    """MAPPO's centralised critic reads the global state: the env must provide it."""
+    sections = [("", experiment.algorithm.network)]
+    if experiment.agents is not None:
+        sections += [
+            (f"agents.members.{name}.", member.algorithm.get("network", {}))
+            for name, member in experiment.agents.members.items()
+            if member.algorithm is not None
+        ]
+    for prefix, network in sections:
+        if network.get("centralised_critic") and not experiment.env.global_state:
+            raise ExperimentError(
+                f"{source}: {prefix}algorithm.network.centralised_critic: true (MAPPO) needs the env's "
+                f"global state in the observations: set env.global_state: true (a multi-agent env: type "
+                f"pettingzoo, or vmas with agent_layout: columns), or centralised_critic: false (IPPO)."
+            )
 
 
 def experiment_data(experiment: Experiment) -> dict[str, Any]:
     """A resolved experiment as plain data, the sections that its family does not use left out."""
     spec = get_spec(experiment.algorithm.name)
     exclude = {"buffer"} if spec.family is Family.OFFLINE else {"dataset"}
+    if experiment.agents is None:
+        exclude.add("agents")
     data: dict[str, Any] = experiment.model_dump(mode="json", exclude=exclude)
     return data
 
@@ -136,16 +211,18 @@ def _check_sections(data: Mapping[str, Any], spec: AlgorithmSpec, source: str) -
         )
 
 
-def _resolve_params(spec: AlgorithmSpec, values: Mapping[str, Any], source: str) -> dict[str, Any]:
+def _resolve_params(
+    spec: AlgorithmSpec, values: Mapping[str, Any], source: str, prefix: str = ""
+) -> dict[str, Any]:
     allowed = value_fields(spec.params_cls)
-    where = f"algorithm.params ({spec.params_cls.__name__})"
+    where = f"{prefix}algorithm.params ({spec.params_cls.__name__})"
     resolved = {key: default for key, (_, default) in allowed.items()}
     for key, value in values.items():
         resolved[key] = _validate_value(allowed, key, value, where, source)
     try:
         build_params(spec, resolved)
     except ConfigurationError as error:
-        raise ExperimentError(f"{source}: algorithm.params: {error}") from None
+        raise ExperimentError(f"{source}: {prefix}algorithm.params: {error}") from None
     return resolved
 
 
@@ -233,6 +310,9 @@ def _children(annotation: Any, value: Any, path: str) -> list[tuple[type[BaseMod
     candidates = [a for a in _flatten(annotation) if isinstance(a, type) and issubclass(a, BaseModel)]
     if not candidates:
         return []
+    if typing.get_origin(annotation) is dict:
+        items = value.items() if isinstance(value, Mapping) else []
+        return [(m, item, f"{path}.{k}") for k, item in items if (m := _pick(candidates, item)) is not None]
     if typing.get_origin(annotation) is list or (
         isinstance(value, list) and any(typing.get_origin(a) is list for a in typing.get_args(annotation))
     ):
@@ -263,5 +343,9 @@ def _describe(error: ValidationError, source: str, prefix: str = "") -> str:
     lines = []
     for item in error.errors():
         loc = ".".join(str(part) for part in item["loc"])
-        lines.append(f"{source}: {prefix}{loc}: {item['msg']} (got {item.get('input')!r})")
+        where = f"{prefix}{loc}: " if loc else prefix and f"{prefix.rstrip('.')}: "
+        message = item["msg"]
+        given = item.get("input")
+        got = "" if isinstance(given, Mapping) else f" (got {given!r})"  # a section: the message names it
+        lines.append(f"{source}: {where}{message}{got}")
     return "\n".join(lines)

@@ -21,6 +21,7 @@ from tshtrain.data.buffer import (
 from tshtrain.data.buffer_io import load_buffer, load_buffer_into, save_buffer
 from tshtrain.data.collector import Collector, CollectorPolicy, EnvInfoAccumulator
 from tshtrain.data.collector_base import AnyReplayBuffer, BaseCollector, CollectorListener
+from tshtrain.data.multi_agent_collector import MultiAgentCollector, MultiAgentCollectorPolicy
 from tshtrain.data.prioritized import (
     BasePrioritizedBuffer,
     PrioritizedReplayBuffer,
@@ -44,6 +45,8 @@ __all__ = [
     "CollectorListener",
     "CollectorPolicy",
     "EnvInfoAccumulator",
+    "MultiAgentCollector",
+    "MultiAgentCollectorPolicy",
     "ObsArray",
     "ObsTensor",
     "PrioritizedReplayBuffer",

@@ -21,6 +21,7 @@ ObsTensor: TypeAlias = torch.Tensor | Mapping[str, torch.Tensor]
 
 _T = TypeVar("_T")
 _U = TypeVar("_U")
+_Obs = TypeVar("_Obs", np.ndarray, torch.Tensor)
 
 
 def map_obs(obs: np.ndarray | Mapping[str, np.ndarray], fn: Callable[[np.ndarray], _U]) -> _U | dict[str, _U]:
@@ -193,6 +194,26 @@ class RolloutBatch:
         t, e = self.rew.shape
         return int(t), int(e)
 
+    def select_columns(self, columns: slice) -> RolloutBatch:
+        """The rollout of the columns ``columns`` only (views, no copy): a learner's share of a
+        multi-agent rollout."""
+        return RolloutBatch(
+            obs=_columns_of(self.obs, columns),
+            act=self.act[:, columns],
+            rew=self.rew[:, columns],
+            terminated=self.terminated[:, columns],
+            truncated=self.truncated[:, columns],
+            obs_next=_columns_of(self.obs_next, columns),
+            boundary=self.boundary[:, columns],
+            valid=self.valid[:, columns],
+        )
+
+
+def _columns_of(obs: _Obs | Mapping[str, _Obs], columns: slice) -> _Obs | Mapping[str, _Obs]:
+    if isinstance(obs, Mapping):
+        return {key: value[:, columns] for key, value in obs.items()}
+    return obs[:, columns]
+
 
 @dataclass(frozen=True, kw_only=True)
 class TensorRolloutBatch:
@@ -222,6 +243,21 @@ class TensorRolloutBatch:
     def num_steps(self) -> int:
         """Number of valid transitions."""
         return self.num_valid
+
+    def select_columns(self, columns: slice) -> TensorRolloutBatch:
+        """See :meth:`RolloutBatch.select_columns` (one host sync: the valid count)."""
+        valid = self.valid[:, columns]
+        return TensorRolloutBatch(
+            obs=_columns_of(self.obs, columns),
+            act=self.act[:, columns],
+            rew=self.rew[:, columns],
+            terminated=self.terminated[:, columns],
+            truncated=self.truncated[:, columns],
+            obs_next=_columns_of(self.obs_next, columns),
+            boundary=self.boundary[:, columns],
+            valid=valid,
+            num_valid=int(valid.sum()),
+        )
 
     @property
     def shape(self) -> tuple[int, int]:

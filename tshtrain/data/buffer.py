@@ -11,7 +11,8 @@ and never grow.
 from __future__ import annotations
 
 from abc import ABC
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Protocol, final
 
@@ -317,11 +318,15 @@ class BaseReplayBuffer(ABC):
             )
 
     def sample_indices(self, batch_size: int) -> np.ndarray:
-        """``batch_size`` flat indices drawn uniformly (with replacement) from the stored transitions."""
+        """``batch_size`` flat indices drawn uniformly (with replacement) from the stored transitions
+        (of the columns of the active :meth:`column_scope`, if any)."""
         require_positive(type(self).__name__ + ".sample", "batch_size", batch_size)
+        ring = self._ring
+        if ring.scope is not None:
+            return self._sample_scoped(batch_size)
         self._require_data("sample")
-        lengths = self._ring.len
-        if self._ring.synced:
+        lengths = ring.len
+        if ring.synced:
             # rows 0..L-1 of every column are filled: they are the first L*E flat entries
             return self.rng.integers(0, int(lengths[0]) * self.num_columns, size=batch_size)
         cum = np.cumsum(lengths)
@@ -329,6 +334,46 @@ class BaseReplayBuffer(ABC):
         cols = np.searchsorted(cum, draws, side="right")
         rows = draws - (cum[cols] - lengths[cols])
         return rows * self.num_columns + cols
+
+    def _sample_scoped(self, batch_size: int) -> np.ndarray:
+        ring = self._ring
+        first, stop = ring.scope_bounds()
+        lengths = ring.len[first:stop]
+        if ring.synced:
+            width = stop - first
+            draws = self.rng.integers(0, int(lengths[0]) * width, size=batch_size)
+            rows, cols = np.divmod(draws, width)
+            return rows * self.num_columns + cols + first
+        cum = np.cumsum(lengths)
+        if cum[-1] == 0:
+            raise ConfigurationError(
+                f"{type(self).__name__}.sample: columns {first}..{stop - 1} (the active column scope) hold "
+                f"no transitions yet; collect data for them first."
+            )
+        draws = self.rng.integers(0, int(cum[-1]), size=batch_size)
+        cols = np.searchsorted(cum, draws, side="right")
+        rows = draws - (cum[cols] - lengths[cols])
+        return rows * self.num_columns + cols + first
+
+    @contextmanager
+    def column_scope(self, columns: slice | None) -> Iterator[None]:
+        """Within the block, :meth:`sample` draws only from the contiguous ``columns`` (None: all), and
+        :attr:`scoped_len` counts them: how a learner of a multi-agent algorithm samples its own
+        agents' transitions from a buffer shared by every agent (``tshtrain.algorithm.multi_agent``).
+        Indices stay flat indices of the whole buffer, so ``get``, ``next_index`` and n-step targets
+        work unchanged."""
+        ring = self._ring
+        previous = ring.scope
+        ring.set_scope(columns, owner=f"{type(self).__name__}.column_scope")
+        try:
+            yield
+        finally:
+            ring.scope = previous
+
+    @property
+    def scoped_len(self) -> int:
+        """Stored transitions in the active :meth:`column_scope` (all of them without one)."""
+        return self._ring.scoped_total()
 
     def sample(self, batch_size: int) -> TransitionBatch:
         """A uniform random batch of transitions."""

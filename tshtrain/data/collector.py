@@ -27,7 +27,8 @@ from tshtrain.data.buffer import BaseReplayBuffer
 from tshtrain.data.collector_base import BaseCollector, CollectedEpisodes, CollectorListener, EpisodeQuota
 from tshtrain.data.direct_step import SingleEnvStepper, VectorEnvStepper, direct_stepper, is_finite_step
 from tshtrain.data.env_info import EnvInfoAccumulator
-from tshtrain.env.spaces import make_action_checker, sample_actions
+from tshtrain.env.multi_agent import ACTION_MASK_KEY
+from tshtrain.env.spaces import make_action_checker, sample_actions, sample_legal_actions
 from tshtrain.env.vector import failing_sub_env, require_same_step_autoreset
 from tshtrain.errors import ConfigurationError, EnvStepError, EpisodeLimitError
 
@@ -187,7 +188,12 @@ class Collector(BaseCollector):
     def _actions(self, random: bool, deterministic: bool) -> tuple[np.ndarray, np.ndarray]:
         """(stored actions, env actions) for the current observations."""
         if random:
-            env_act = sample_actions(self.env.single_action_space, self.num_envs, self.rng)
+            obs = self._obs
+            mask = None if isinstance(obs, np.ndarray) else obs.get(ACTION_MASK_KEY)
+            if mask is not None:  # action masks: uniform among the legal actions
+                env_act = sample_legal_actions(np.asarray(mask), self.rng)
+            else:
+                env_act = sample_actions(self.env.single_action_space, self.num_envs, self.rng)
             return self.policy.map_action_inverse(env_act), env_act
         act = self.policy.compute_actions(self._obs, deterministic=deterministic)
         if self.exploration_noise:

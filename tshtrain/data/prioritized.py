@@ -137,6 +137,12 @@ class BasePrioritizedBuffer(BaseReplayBuffer):
     @override
     def sample_indices(self, batch_size: int) -> np.ndarray:
         require_positive(type(self).__name__ + ".sample", "batch_size", batch_size)
+        if self._ring.scope is not None:
+            raise ConfigurationError(
+                f"{type(self).__name__}.sample: prioritized sampling inside a column scope "
+                f"({self._ring.scope!r}) is not supported; give each learner of a multi-agent algorithm "
+                f"a uniform buffer (VectorReplayBuffer)."
+            )
         self._require_data("sample")
         total = self._tree.total
         # stratified: one draw in each of batch_size equal segments of the priority mass

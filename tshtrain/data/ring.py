@@ -35,7 +35,7 @@ class BufferLayout:
 class RingPositions:
     """The host-side write positions of ``num_columns`` circular columns of ``column_capacity`` rows."""
 
-    __slots__ = ("column_capacity", "column_ids", "len", "num_columns", "ptr", "synced")
+    __slots__ = ("column_capacity", "column_ids", "len", "num_columns", "ptr", "scope", "synced")
 
     def __init__(self, column_capacity: int, num_columns: int):
         """Args:
@@ -54,6 +54,8 @@ class RingPositions:
         """all columns share ``ptr`` and ``len`` (the buffers' fast paths apply)"""
         self.column_ids = np.arange(num_columns)
         """``0..num_columns-1``"""
+        self.scope: slice | None = None
+        """the columns that sampling draws from (None: all); see :func:`sample_flat_indices`"""
 
     # ------------------------------------------------------------------ sizes and state
     @property
@@ -88,6 +90,33 @@ class RingPositions:
 
     def _update_synced(self) -> None:
         self.synced = bool(np.all(self.ptr == self.ptr[0]) and np.all(self.len == self.len[0]))
+
+    def scope_bounds(self) -> tuple[int, int]:
+        """``(first, stop)`` of the columns in :attr:`scope` (all columns without one)."""
+        if self.scope is None:
+            return 0, self.num_columns
+        first, stop, _ = self.scope.indices(self.num_columns)
+        return first, stop
+
+    def scoped_total(self) -> int:
+        """Number of stored transitions in the columns of :attr:`scope`."""
+        if self.scope is None:
+            return self.total()
+        first, stop = self.scope_bounds()
+        return int(self.len[first:stop].sum())
+
+    def set_scope(self, columns: slice | None, *, owner: str) -> None:
+        """Restrict sampling to the contiguous ``columns`` (None: lift the restriction)."""
+        if columns is not None:
+            first, stop, step = columns.indices(self.num_columns)
+            if step != 1 or not 0 <= first < stop <= self.num_columns:
+                raise ValueError(
+                    f"{owner}: a column scope is a contiguous slice inside 0..{self.num_columns - 1}, got "
+                    f"{columns!r}."
+                )
+            if first == 0 and stop == self.num_columns:
+                columns = None
+        self.scope = columns
 
     # ------------------------------------------------------------------ advancing
     def target_columns(

@@ -61,6 +61,14 @@ class CollectStats:
     steps that reported it (empty without an info_key)"""
     env_info_counts: Mapping[str, int] = field(default_factory=dict)
     """how many env steps reported each ``env_info`` scalar (to merge records)"""
+    n_stored_transitions: int | None = None
+    """transitions written to the buffer when that differs from ``n_collected_steps`` (several agents:
+    one per agent whose transition completed); None: the same"""
+    agents: tuple[str, ...] = ()
+    """the agents' names, one per column of multi-agent ``returns`` (empty: single-agent)"""
+    agent_returns: np.ndarray | None = None
+    """the per-agent returns (n_collected_episodes, num_agents) after :meth:`with_return_reduction`
+    reduced ``returns`` to one number per episode (None otherwise); logged per agent"""
 
     @property
     def returns_stat(self) -> SequenceSummaryStats:
@@ -68,6 +76,11 @@ class CollectStats:
         use :meth:`with_return_reduction` to choose another reduction)."""
         returns = self.returns if self.returns.ndim <= 1 else self.returns.mean(axis=-1)
         return SequenceSummaryStats.from_sequence(returns)
+
+    @property
+    def stored_transitions(self) -> int:
+        """Transitions written to the buffer (:attr:`n_stored_transitions`, else ``n_collected_steps``)."""
+        return self.n_collected_steps if self.n_stored_transitions is None else self.n_stored_transitions
 
     @property
     def lens_stat(self) -> SequenceSummaryStats:
@@ -83,7 +96,19 @@ class CollectStats:
         """A copy whose (num_episodes, num_agents) returns are reduced to (num_episodes,)."""
         if self.returns.ndim <= 1:
             return self
-        return replace(self, returns=np.asarray(reduce(self.returns)))
+        return replace(self, returns=np.asarray(reduce(self.returns)), agent_returns=self.returns)
+
+    def with_agents(self, agents: tuple[str, ...]) -> CollectStats:
+        """A copy whose multi-agent returns are named ``agents`` (one per column)."""
+        return replace(self, agents=tuple(agents))
+
+    @property
+    def per_agent_returns(self) -> np.ndarray | None:
+        """The (n_collected_episodes, num_agents) returns of a multi-agent collection, reduced or not
+        (None for single-agent stats)."""
+        if self.agent_returns is not None:
+            return self.agent_returns
+        return self.returns if self.returns.ndim == 2 else None
 
     def as_scalars(self) -> dict[str, float]:
         """Flat scalars for loggers."""
@@ -96,6 +121,11 @@ class CollectStats:
         if self.n_collected_episodes:
             scalars.update(self.returns_stat.as_scalars("returns"))
             scalars.update(self.lens_stat.as_scalars("lens"))
+            per_agent = self.per_agent_returns
+            if per_agent is not None:
+                names = self.agents or tuple(f"agent_{i}" for i in range(per_agent.shape[1]))
+                for i, name in enumerate(names):
+                    scalars[f"returns/{name}/mean"] = float(per_agent[:, i].mean())
         scalars.update({f"env_info/{name}": value for name, value in self.env_info.items()})
         return scalars
 
@@ -112,6 +142,13 @@ def merge_collect_stats(stats: list[CollectStats]) -> CollectStats:
         collect_time=sum(s.collect_time for s in stats),
         env_info=_merge_env_info(stats),
         env_info_counts=_merge_env_info_counts(stats),
+        n_stored_transitions=sum(s.stored_transitions for s in stats)
+        if any(s.n_stored_transitions is not None for s in stats)
+        else None,
+        agents=next((s.agents for s in stats if s.agents), ()),
+        agent_returns=np.concatenate([s.agent_returns for s in stats if s.agent_returns is not None])
+        if any(s.agent_returns is not None for s in stats)
+        else None,
     )
 
 

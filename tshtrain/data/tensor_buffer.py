@@ -14,7 +14,8 @@ for the device. Everything the data decides (episode ends, rewards) stays on the
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from typing import Any, final
 
 import numpy as np
@@ -200,6 +201,8 @@ class TensorReplayBuffer:
     def sample_indices(self, batch_size: int) -> torch.Tensor:
         """``batch_size`` flat indices (on ``device``) drawn uniformly with replacement."""
         require_positive("TensorReplayBuffer.sample", "batch_size", batch_size)
+        if self._ring.scope is not None:
+            return self._sample_scoped(batch_size)
         self._require_data("sample")
         lengths = self._ring.len
         if self._ring.synced:
@@ -212,6 +215,43 @@ class TensorReplayBuffer:
         cols = torch.searchsorted(cum, draws, right=True)
         rows = draws - (cum[cols] - lens[cols])
         return rows * self.num_columns + cols
+
+    def _sample_scoped(self, batch_size: int) -> torch.Tensor:
+        ring = self._ring
+        first, stop = ring.scope_bounds()
+        lengths = ring.len[first:stop]
+        cum_np = np.cumsum(lengths)
+        if cum_np[-1] == 0:
+            raise ConfigurationError(
+                f"TensorReplayBuffer.sample: columns {first}..{stop - 1} (the active column scope) hold no "
+                f"transitions yet; collect data for them first."
+            )
+        draws = torch.randint(0, int(cum_np[-1]), (batch_size,), generator=self.rng, device=self.device)
+        if ring.synced:
+            width = stop - first
+            rows, cols = draws // width, draws % width
+        else:
+            cum = torch.from_numpy(cum_np).to(self.device)
+            lens = torch.from_numpy(lengths).to(self.device)
+            cols = torch.searchsorted(cum, draws, right=True)
+            rows = draws - (cum[cols] - lens[cols])
+        return rows * self.num_columns + cols + first
+
+    @contextmanager
+    def column_scope(self, columns: slice | None) -> Iterator[None]:
+        """See :meth:`tshtrain.data.buffer.BaseReplayBuffer.column_scope`."""
+        ring = self._ring
+        previous = ring.scope
+        ring.set_scope(columns, owner="TensorReplayBuffer.column_scope")
+        try:
+            yield
+        finally:
+            ring.scope = previous
+
+    @property
+    def scoped_len(self) -> int:
+        """Stored transitions in the active :meth:`column_scope` (all of them without one)."""
+        return self._ring.scoped_total()
 
     def sample(self, batch_size: int) -> TorchTransitionBatch:
         """A uniform random batch of transitions (tensors on ``device``, ``indices`` set)."""

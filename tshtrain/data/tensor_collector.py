@@ -10,12 +10,24 @@ tensor ops and reach the host once, at the end of the ``collect`` call. What doe
   attached listener (the trainer's ``on_episodes_end`` / ``on_envs_reset`` callbacks, rendering);
 * actions are checked for shape and dtype only (metadata, no sync); their values are not
   range-checked on this path (see :func:`tshtrain.env.tensor_spaces.make_tensor_action_checker`).
+
+**Agent columns.** An env with ``num_agents = A > 1`` (such as
+:class:`~tshtrain.env.vmas.VmasEnv` with ``agent_layout="columns"``) has ``A * E`` rows, agent-major
+(agent ``a`` of env ``e`` is row ``a * E + e``, see :mod:`tshtrain.env.multi_agent`), whose episodes end
+together per env. Every row is a buffer column and a stream of transitions (the buffer needs ``A * E``
+columns). Steps and episodes count envs, as in :class:`~tshtrain.data.MultiAgentCollector`:
+``num_envs`` is ``E``, ``collect(n_step=n)`` takes ``ceil(n / E)`` steps of all envs and reports ``n``
+rounded up to whole vector steps in ``n_collected_steps`` and ``A`` times as many transitions in
+``CollectStats.n_stored_transitions`` (what an on-policy update receives); ``collect(n_episode=n)``
+finishes ``n`` env episodes, storing all ``A`` rows of each collecting env; ``CollectStats.returns``
+has shape ``(n_episodes, A)`` (agents in row-block order, named by the env's ``agents``).
 """
 
 from __future__ import annotations
 
 import io
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any, ClassVar, Protocol, final
 
 import numpy as np
@@ -24,6 +36,7 @@ from typing_extensions import override
 
 from tshtrain.data.batch import ObsTensor
 from tshtrain.data.collector_base import BaseCollector, CollectedEpisodes, EnvSnapshotFormat, EpisodeQuota
+from tshtrain.data.stats import CollectStats
 from tshtrain.data.tensor_buffer import TensorReplayBuffer
 from tshtrain.env.tensor_env import TensorVectorEnv
 from tshtrain.env.tensor_spaces import make_tensor_action_checker, sample_actions_torch
@@ -149,15 +162,37 @@ class TensorCollector(BaseCollector):
             raise ConfigurationError(
                 f"TensorCollector.buffer must be a TensorReplayBuffer or None, got {type(buffer).__name__}."
             )
+        num_rows = int(env.num_envs)
+        num_agents = int(getattr(env, "num_agents", 1))
+        if num_agents > 1 and num_rows % num_agents:
+            raise ConfigurationError(
+                f"TensorCollector: the env has num_agents={num_agents} but {num_rows} rows, not a "
+                f"multiple of it; agent columns need num_envs = num_agents * number of envs."
+            )
+        self.num_agents = max(num_agents, 1)
+        """agents per env (A): above 1 for agent columns (see the module docstring)"""
+        self.num_rows = num_rows
+        """rows of the env's tensors (``A * E``): the buffer columns and transition streams"""
         super().__init__(
-            num_envs=int(env.num_envs), buffer=buffer, exploration_noise=exploration_noise, info_key=info_key
+            num_envs=num_rows // self.num_agents,
+            buffer=buffer,
+            exploration_noise=exploration_noise,
+            info_key=info_key,
         )
+        if buffer is not None and buffer.num_columns < num_rows:
+            raise ConfigurationError(
+                f"TensorCollector.buffer has {buffer.num_columns} columns but the env has {num_rows} rows "
+                f"({self.num_agents} agents x {self.num_envs} envs); use "
+                f"TensorReplayBuffer(total_size, {num_rows})."
+            )
+        self.num_worlds = self.num_envs
+        """envs whose episodes count (E): ``num_envs``; the env has ``A * E`` rows"""
         self.policy = policy
         self.env = env
         self.device = torch.device(env.device)
         """the env's device: every tensor of the collector lives there"""
         self.check_actions = check_actions
-        self._check_actions = make_tensor_action_checker(env.single_action_space, self.num_envs)
+        self._check_actions = make_tensor_action_checker(env.single_action_space, self.num_rows)
         self.rng = torch.Generator(device=self.device)
         """the collector's generator (random actions, exploration noise)"""
         if seed is None:
@@ -166,9 +201,9 @@ class TensorCollector(BaseCollector):
             self.rng.manual_seed(int(np.random.SeedSequence(seed).generate_state(1)[0]))
         self._return_dtype = torch.float32 if self.device.type == "mps" else torch.float64
         self._obs: ObsTensor = torch.zeros(0, device=self.device)
-        self._ep_return = torch.zeros(self.num_envs, dtype=self._return_dtype, device=self.device)
-        self._ep_len = torch.zeros(self.num_envs, dtype=torch.int64, device=self.device)
-        self._ep_stored = torch.zeros(self.num_envs, dtype=torch.bool, device=self.device)
+        self._ep_return = torch.zeros(self.num_rows, dtype=self._return_dtype, device=self.device)
+        self._ep_len = torch.zeros(self.num_rows, dtype=torch.int64, device=self.device)
+        self._ep_stored = torch.zeros(self.num_rows, dtype=torch.bool, device=self.device)
         self._env_info: _TensorEnvInfo | None = None
         self.reset(reset_buffer=True, reset_stats=True, seed=seed)
 
@@ -196,7 +231,7 @@ class TensorCollector(BaseCollector):
         """(stored actions, env actions) for the current observations."""
         if random:
             space = self.env.single_action_space
-            env_act = sample_actions_torch(space, self.num_envs, self.rng, self.device)
+            env_act = sample_actions_torch(space, self.num_rows, self.rng, self.device)
             return self.policy.map_action_inverse_torch(env_act), env_act
         # the policy may live on another device than the env: its actions come back to the env's
         act = self.policy.compute_actions_torch(self._obs, deterministic=deterministic).to(self.device)
@@ -210,12 +245,15 @@ class TensorCollector(BaseCollector):
     def _vector_step(
         self, random: bool, deterministic: bool, active: np.ndarray | None
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """One step of all envs; stores the rows of ``active`` envs (all if None).
+        """One step of all envs; stores the rows of ``active`` envs (all if None; with agent columns
+        ``active`` holds env ids and all their rows are stored).
 
         Returns:
-            (done (N,), the returns of every env's episode including this step, their lengths); the
-            last two are only meaningful where ``done``.
+            (done, the returns of every row's episode including this step, their lengths), one entry
+            per row; the last two are only meaningful where ``done``.
         """
+        if active is not None and self.num_agents > 1:
+            active = (np.arange(self.num_agents)[:, None] * self.num_worlds + active[None, :]).reshape(-1)
         act, env_act = self._actions(random, deterministic)
         step = self.env.step(env_act)
         rew = step.rew.to(torch.float32)
@@ -254,8 +292,13 @@ class TensorCollector(BaseCollector):
         self._ep_len = torch.where(done, torch.zeros_like(lens), lens)
         self._obs = step.obs
         if self.listener is not None:
-            self.listener.on_vector_step(np.flatnonzero(done.cpu().numpy()))
+            self.listener.on_vector_step(np.flatnonzero(done[: self.num_envs].cpu().numpy()))
         return done, returns, lens
+
+    def _per_env(self, returns_R: torch.Tensor) -> torch.Tensor:
+        """Agent columns: the per-row returns (..., A * E) as (..., E, A)."""
+        shape = returns_R.shape[:-1]
+        return returns_R.view(*shape, self.num_agents, self.num_worlds).transpose(-1, -2)
 
     def _collected(self, stored: int, returns: np.ndarray, lens: np.ndarray) -> CollectedEpisodes:
         means, counts = self._env_info.result() if self._env_info is not None else ({}, {})
@@ -272,8 +315,14 @@ class TensorCollector(BaseCollector):
             return_steps.append(returns)
             len_steps.append(lens)
         done_TN = torch.stack(done_steps)  # ended episodes, step-major then env: the numpy order
-        ep_returns = torch.stack(return_steps)[done_TN].to(torch.float64).cpu().numpy()
-        ep_lens = torch.stack(len_steps)[done_TN].cpu().numpy()
+        returns_TN = torch.stack(return_steps)
+        lens_TN = torch.stack(len_steps)
+        if self.num_agents > 1:  # an env's rows end together: read its first agent's row
+            done_TN = done_TN[:, : self.num_worlds]
+            returns_TN = self._per_env(returns_TN)
+            lens_TN = lens_TN[:, : self.num_worlds]
+        ep_returns = returns_TN[done_TN].to(torch.float64).cpu().numpy()
+        ep_lens = lens_TN[done_TN].cpu().numpy()
         return self._collected(num_vector_steps * self.num_envs, ep_returns, ep_lens)
 
     @override
@@ -282,11 +331,14 @@ class TensorCollector(BaseCollector):
     ) -> CollectedEpisodes:
         if bool(self._ep_len.any()):  # unfinished episodes from step-based collection: start afresh
             self.reset_env()
-        quota = EpisodeQuota(n_episode, self.num_envs)
+        quota = EpisodeQuota(n_episode, self.num_worlds)  # counts envs; rows = num_agents * envs
         returns: list[np.ndarray] = []
         lens: list[np.ndarray] = []
         while quota.running():
             done, ep_returns, ep_lens = self._vector_step(random, deterministic, quota.step_envs())
+            if self.num_agents > 1:
+                worlds = self.num_worlds
+                done, ep_returns, ep_lens = done[:worlds], self._per_env(ep_returns), ep_lens[:worlds]
             done_idx = np.flatnonzero(done.cpu().numpy())
             finished_idx = done_idx[quota.finish(done_idx)]
             if len(finished_idx):
@@ -295,19 +347,47 @@ class TensorCollector(BaseCollector):
                 lens.append(ep_lens[rows].cpu().numpy())
             if max_env_steps is not None and quota.over_limit(max_env_steps):
                 stored, active_mask = quota.stored, quota.active_mask
-                longest = int(self._ep_len[torch.from_numpy(active_mask).to(self.device)].max())
+                ep_len = self._ep_len[: self.num_worlds]
+                longest = int(ep_len[torch.from_numpy(active_mask).to(self.device)].max())
                 raise EpisodeLimitError(
                     f"TensorCollector.collect: {stored} env steps without finishing {n_episode} episodes "
                     f"(max_env_steps={max_env_steps}); envs {np.flatnonzero(active_mask)[:8].tolist()} are "
                     f"{longest} steps into their episode. An env that never terminates or truncates needs "
                     f"a time limit; or raise the bound."
                 )
-        shape = tuple(self._ep_return.shape[1:])
+        shape = (self.num_agents,) if self.num_agents > 1 else tuple(self._ep_return.shape[1:])
         return self._collected(
             quota.stored,
             np.concatenate(returns) if returns else np.zeros((0, *shape), dtype=np.float64),
             np.concatenate(lens) if lens else np.zeros(0, dtype=np.int64),
         )
+
+    @override
+    def collect(
+        self,
+        n_step: int | None = None,
+        n_episode: int | None = None,
+        *,
+        random: bool = False,
+        deterministic: bool = False,
+        reset_before_collect: bool = False,
+        max_env_steps: int | None = None,
+    ) -> CollectStats:
+        """See :meth:`BaseCollector.collect`. With agent columns, env steps and episodes count envs
+        (``A`` transitions per env step, in :attr:`CollectStats.n_stored_transitions`) and the stats
+        name the agents (the env's ``agents``)."""
+        stats = super().collect(
+            n_step,
+            n_episode,
+            random=random,
+            deterministic=deterministic,
+            reset_before_collect=reset_before_collect,
+            max_env_steps=max_env_steps,
+        )
+        if self.num_agents == 1:
+            return stats
+        agents = tuple(getattr(self.env, "agents", ())) or tuple(f"agent_{i}" for i in range(self.num_agents))
+        return replace(stats, agents=agents, n_stored_transitions=stats.n_collected_steps * self.num_agents)
 
     # ------------------------------------------------------------------ the envs
     @override

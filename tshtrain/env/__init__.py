@@ -1,5 +1,20 @@
 """Building and seeding vector environments; helpers for Gymnasium spaces."""
 
+from tshtrain.env.multi_agent import (
+    ACTION_MASK_KEY,
+    AGENT_ID_KEY,
+    OBS_KEY,
+    STATE_KEY,
+    AgentColumns,
+    AgentStep,
+    MultiAgentVectorEnv,
+)
+from tshtrain.env.pettingzoo import (
+    PettingZooAECVectorEnv,
+    PettingZooParallelVectorEnv,
+    make_pettingzoo_vector_env,
+    pettingzoo_env_fns,
+)
 from tshtrain.env.spaces import (
     ArraySpec,
     action_spec,
@@ -21,8 +36,17 @@ from tshtrain.env.vector import (
 )
 
 __all__ = [
+    "ACTION_MASK_KEY",
+    "AGENT_ID_KEY",
+    "OBS_KEY",
+    "STATE_KEY",
+    "AgentColumns",
+    "AgentStep",
     "ArraySpec",
     "EnvFactory",
+    "MultiAgentVectorEnv",
+    "PettingZooAECVectorEnv",
+    "PettingZooParallelVectorEnv",
     "TensorObs",
     "TensorStep",
     "TensorVectorEnv",
@@ -33,8 +57,10 @@ __all__ = [
     "array_spec",
     "autoreset_mode",
     "check_actions",
+    "make_pettingzoo_vector_env",
     "make_vector_env",
     "observation_specs",
+    "pettingzoo_env_fns",
     "require_same_step_autoreset",
     "sample_actions",
     "sample_actions_torch",

@@ -38,7 +38,6 @@ from typing import Any, NamedTuple, TypeAlias
 import gymnasium as gym
 import numpy as np
 
-
 ObsArray: TypeAlias = np.ndarray | Mapping[str, np.ndarray]
 """A batch of observations: one array, or one per key of a Dict space (as
 :data:`tshtrain.data.batch.ObsArray`)."""

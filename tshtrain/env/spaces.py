@@ -90,6 +90,15 @@ def sample_actions(space: gym.Space[object], num: int, rng: np.random.Generator)
     raise UnsupportedSpaceError(f"Unsupported action space {space!r}; tshtrain supports {_SUPPORTED}.")
 
 
+def sample_legal_actions(mask_NA: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """One action per row drawn uniformly among the legal ones of ``mask_NA`` (shape (N, num_actions),
+    nonzero = legal); a row without a legal action gives 0 (such rows belong to agents whose episode
+    ended, and their actions are never used)."""
+    draws = rng.random(mask_NA.shape)
+    draws[mask_NA == 0] = -1.0
+    return np.asarray(draws.argmax(axis=-1), dtype=np.int64)
+
+
 def _sample_box(space: gym.spaces.Box, num: int, rng: np.random.Generator) -> np.ndarray:
     """Uniform draws from a Box; an infinite bound becomes the finite one -/+ 1 (or -1 / +1)."""
     size = (num, *space.shape)

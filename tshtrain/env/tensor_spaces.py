@@ -49,6 +49,13 @@ def sample_actions_torch(
     raise UnsupportedSpaceError(f"Unsupported action space {space!r}; the tensor path supports {_SUPPORTED}.")
 
 
+def sample_legal_actions_torch(mask_NA: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
+    """:func:`tshtrain.env.spaces.sample_legal_actions` on tensors (on ``mask_NA``'s device, int64)."""
+    draws = torch.rand(mask_NA.shape, generator=generator, device=mask_NA.device)
+    draws = draws.masked_fill(mask_NA == 0, -1.0)
+    return draws.argmax(dim=-1)
+
+
 def _sample_box(
     space: gym.spaces.Box, num: int, generator: torch.Generator, device: torch.device
 ) -> torch.Tensor:

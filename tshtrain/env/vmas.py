@@ -52,7 +52,8 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from tshtrain.env.tensor_env import TensorStep
+from tshtrain.env.multi_agent import AGENT_ID_KEY, OBS_KEY, STATE_KEY, AgentColumns
+from tshtrain.env.tensor_env import TensorObs, TensorStep
 from tshtrain.errors import ConfigurationError, PolicyOutputError, UnsupportedSpaceError, require_positive
 
 VERIFIED_BATCHED_RESET_SCENARIOS: frozenset[str] = frozenset(
@@ -225,21 +226,34 @@ def _fresh_rng_state(seed: int) -> list[Any]:
 @final
 class VmasEnv:
     """A VMAS scenario as a :class:`~tshtrain.env.tensor_env.TensorVectorEnv` with one batched
-    autoreset per step (see the module docstring).
+    autoreset per step (see the module docstring), in one of two layouts of its agents.
 
-    Agents form one **joint** learner (``agents="joint"``; per-agent views belong to multi-agent
-    training): the observation is the concatenation of the agents' observation vectors in VMAS's agent
-    order (a flat ``Box``, so every tshtrain policy network takes it; a Dict keyed by agent would make
-    each policy re-assemble the same vector), the action is the concatenation of the agents' actions
-    (``Box`` of the summed sizes; with ``continuous_actions=False`` a ``Discrete`` for one agent, a
-    ``MultiDiscrete`` with one entry per agent otherwise), and the reward is the mean of the agents'
-    rewards (``joint_reward="sum"``: their sum). A single-agent scenario maps 1:1. ``terminated`` is
-    VMAS's ``done`` (shared by all agents), ``truncated`` the time limit ``max_episode_steps``.
-    ``info`` holds the agents' scalar infos as ``"<agent name>/<key>"`` tensors of shape (N,).
+    **Joint view** (``agent_layout="joint"``, the default): the agents form one joint learner. The
+    observation is the concatenation of the agents' observation vectors in VMAS's agent order (a flat
+    ``Box``, so every tshtrain policy network takes it; a Dict keyed by agent would make each policy
+    re-assemble the same vector), the action is the concatenation of the agents' actions (``Box`` of the
+    summed sizes; with ``continuous_actions=False`` a ``Discrete`` for one agent, a ``MultiDiscrete`` with
+    one entry per agent otherwise), and the reward is the mean of the agents' rewards
+    (``joint_reward="sum"``: their sum). A single-agent scenario maps 1:1. ``terminated`` is VMAS's
+    ``done`` (shared by all agents), ``truncated`` the time limit ``max_episode_steps``. ``info`` holds
+    the agents' scalar infos as ``"<agent name>/<key>"`` tensors of shape (N,).
+
+    **Columns** (``agent_layout="columns"``): every agent of every world is one row, agent-major as in
+    :class:`~tshtrain.env.multi_agent.AgentColumns` (agent ``a`` of world ``e`` is row ``a * E + e``), so
+    the env is a ``TensorVectorEnv`` of ``num_envs = A * E`` rows and one single-agent algorithm over all
+    rows trains one policy shared by the agents. A row's observation is its agent's observation vector,
+    or, with ``agent_id`` and / or ``global_state``, a flat Dict of ``"obs"`` (the agent's observation),
+    ``"state"`` (the concatenation of all agents' observations of the world, the same in each of its
+    rows: the input of MAPPO's centralised critic) and ``"agent_id"`` (float32 one-hot of the agent).
+    The action of a row is its agent's (``Box``, or ``Discrete`` with ``continuous_actions=False``), its
+    reward the agent's own (float32); ``terminated`` / ``truncated`` are the world's, repeated over its
+    agents, so a world's rows end (and reset) together. ``info`` holds, per key that every agent reports,
+    a tensor of shape (A * E,). All agents must share one observation space and one action space.
 
     Args:
         scenario: a VMAS scenario name, such as ``"navigation"``.
-        num_envs: number of worlds stepped together, > 0.
+        num_envs: number of worlds stepped together (E), > 0; with ``agent_layout="columns"`` the env's
+            :attr:`num_envs` is ``A * E``.
         device: the torch device of every tensor.
         continuous_actions: Box actions if True, else discrete ones.
         seed: in ``[0, 2**32)``; seeds world building, the first episodes and the clock offsets; None
@@ -249,8 +263,11 @@ class VmasEnv:
         desync_episode_clocks: with a time limit, start each env's step counter at a random value in
             ``[0, max_episode_steps)`` at every ``reset()`` (as rsl_rl does), so that the envs do not
             all time out on the same step; no effect without a time limit.
-        agents: how agents map to the single learner; only ``"joint"`` for now.
-        joint_reward: ``"mean"`` or ``"sum"`` of the agents' rewards.
+        agent_layout: ``"joint"`` (one learner acting for all agents) or ``"columns"`` (one row per
+            agent and world), see above.
+        agent_id: columns only: add the ``"agent_id"`` key (the observation becomes a Dict).
+        global_state: columns only: add the ``"state"`` key (the observation becomes a Dict).
+        joint_reward: joint view only: ``"mean"`` or ``"sum"`` of the agents' rewards.
         batched_reset: reset ended envs in one batched call (True) or one ``reset_at`` each (False);
             None: batched for :data:`VERIFIED_BATCHED_RESET_SCENARIOS`, the loop otherwise.
         clamp_actions: clamp continuous actions into the action space (VMAS's ``clamp_actions``);
@@ -268,7 +285,9 @@ class VmasEnv:
         seed: int | None = None,
         max_episode_steps: int | None = None,
         desync_episode_clocks: bool = True,
-        agents: Literal["joint"] = "joint",
+        agent_layout: Literal["joint", "columns"] = "joint",
+        agent_id: bool = False,
+        global_state: bool = False,
         joint_reward: Literal["mean", "sum"] = "mean",
         batched_reset: bool | None = None,
         clamp_actions: bool = True,
@@ -277,8 +296,15 @@ class VmasEnv:
         require_positive("VmasEnv", "num_envs", num_envs)
         if max_episode_steps is not None:
             require_positive("VmasEnv", "max_episode_steps", max_episode_steps)
-        if agents != "joint":
-            raise ConfigurationError(f"VmasEnv.agents must be 'joint', got {agents!r}.")
+        if agent_layout not in ("joint", "columns"):
+            raise ConfigurationError(
+                f"VmasEnv.agent_layout must be 'joint' or 'columns', got {agent_layout!r}."
+            )
+        if agent_layout == "joint" and (agent_id or global_state):
+            raise ConfigurationError(
+                f"VmasEnv: agent_id={agent_id!r} and global_state={global_state!r} need "
+                "agent_layout='columns' (the joint view already holds every agent's observation)."
+            )
         if joint_reward not in ("mean", "sum"):
             raise ConfigurationError(f"VmasEnv.joint_reward must be 'mean' or 'sum', got {joint_reward!r}.")
         _check_seed(seed)
@@ -308,14 +334,75 @@ class VmasEnv:
         self._num_envs = num_envs
         self._device = torch.device(self._env.device)
         self._agent_names: tuple[str, ...] = tuple(agent.name for agent in self._env.agents)
-        self._obs_space, self._obs_sizes = _joint_observation_space(scenario, self._env.observation_space)
-        self._act_space, self._act_sizes = _joint_action_space(self._env.action_space)
+        self._columns = agent_layout == "columns"
+        self._keys = agent_id or global_state
+        self._agent_id = agent_id
+        self._global_state = global_state
+        self._obs_space: gym.Space[Any]
+        self._act_space: gym.Space[Any]
+        if self._columns:
+            self._build_columns()
+        else:
+            self._layout = AgentColumns(("joint",), num_envs)
+            self._obs_space, self._obs_sizes = _joint_observation_space(scenario, self._env.observation_space)
+            self._act_space, self._act_sizes = _joint_action_space(self._env.action_space)
         self._start_clocks()
+
+    def _build_columns(self) -> None:
+        """The spaces and the agent-id rows of the columns layout."""
+        self._layout = AgentColumns(self._agent_names, self._num_envs)
+        self._obs_space, self._act_space = _column_spaces(
+            self._scenario_name, self._agent_names, self._env.observation_space, self._env.action_space
+        )
+        num_agents = len(self._agent_names)
+        if self._keys:
+            agent_space = self._obs_space
+            assert isinstance(agent_space, gym.spaces.Box)
+            keys: dict[str, gym.Space[Any]] = {OBS_KEY: agent_space}
+            if self._global_state:
+                size = num_agents * int(agent_space.shape[0])
+                keys[STATE_KEY] = gym.spaces.Box(-np.inf, np.inf, (size,), np.float32)
+            if self._agent_id:
+                keys[AGENT_ID_KEY] = gym.spaces.Box(0.0, 1.0, (num_agents,), np.float32)
+            self._obs_space = gym.spaces.Dict(keys)
+        self._agent_id_CA = (
+            torch.eye(num_agents, dtype=torch.float32, device=self._device)
+            .repeat_interleave(self._num_envs, dim=0)
+            .contiguous()
+        )
 
     @property
     def num_envs(self) -> int:
-        """Number of worlds stepped together (N)."""
+        """Rows of every batch: the number of worlds E (joint view), or ``A * E`` (columns)."""
+        return self._layout.num_columns
+
+    @property
+    def num_worlds(self) -> int:
+        """Number of VMAS worlds stepped together (E, the ``num_envs`` argument)."""
         return self._num_envs
+
+    @property
+    def agent_layout(self) -> Literal["joint", "columns"]:
+        """``"joint"`` or ``"columns"`` (see the class docstring)."""
+        return "columns" if self._columns else "joint"
+
+    @property
+    def columns(self) -> AgentColumns:
+        """The rows as :class:`~tshtrain.env.multi_agent.AgentColumns`: VMAS's agents over the worlds
+        (columns), or one agent ``"joint"`` (joint view)."""
+        return self._layout
+
+    @property
+    def num_agents(self) -> int:
+        """Agents per world as the rows see them: A (columns), 1 (joint view: one joint learner).
+        Collectors report per-agent returns when it is above 1."""
+        return self._layout.num_agents
+
+    @property
+    def agents(self) -> tuple[str, ...]:
+        """The agents of the row blocks: VMAS's agent names (columns), ``("joint",)`` (joint view;
+        :attr:`agent_names` has VMAS's names in both layouts)."""
+        return self._layout.agents
 
     @property
     def device(self) -> torch.device:
@@ -324,12 +411,14 @@ class VmasEnv:
 
     @property
     def single_observation_space(self) -> gym.Space[Any]:
-        """Box of the concatenated observations of all agents."""
+        """Joint view: Box of the concatenated observations of all agents. Columns: the agents' Box, or
+        a Dict with ``obs`` / ``state`` / ``agent_id``."""
         return self._obs_space
 
     @property
     def single_action_space(self) -> gym.Space[Any]:
-        """Box (continuous), Discrete (one agent) or MultiDiscrete (one entry per agent)."""
+        """Joint view: Box (continuous), Discrete (one agent) or MultiDiscrete (one entry per agent).
+        Columns: the agents' Box or Discrete."""
         return self._act_space
 
     @property
@@ -348,7 +437,7 @@ class VmasEnv:
         it directly bypasses the RNG and clock handling)."""
         return self._env
 
-    def reset(self, *, seed: int | None = None) -> tuple[torch.Tensor, Mapping[str, Any]]:
+    def reset(self, *, seed: int | None = None) -> tuple[TensorObs, Mapping[str, Any]]:
         """Reset every env; ``seed`` re-seeds this env's VMAS RNG stream and clock offsets first."""
         _check_seed(seed)
         with self._own_rng():
@@ -358,37 +447,82 @@ class VmasEnv:
         if seed is not None:
             self._clock_rng.manual_seed(seed)
         self._start_clocks()
-        return torch.cat(obs_list, dim=1), {}
+        return self._view(obs_list), {}
 
     def step(self, actions: torch.Tensor) -> TensorStep:
         """Step all envs; ended envs are reset in the same call (one batched reset, or the loop)."""
         with self._own_rng():
-            obs_list, rew_list, terminated_N, truncated_N, infos = self._env.step(self._split(actions))
+            obs_list, rew_list, terminated_E, truncated_E, infos = self._env.step(self._split(actions))
+        terminated_E = terminated_E.to(torch.bool)
+        truncated_E = truncated_E.to(torch.bool)
+        if self._columns:
+            return self._column_step(obs_list, rew_list, terminated_E, truncated_E, infos)
+        ended_E = terminated_E | truncated_E
         final_obs = torch.cat(obs_list, dim=1)
         rew_AN = torch.stack(rew_list)
         rew_N = (rew_AN.sum(0) if self._sum_rewards else rew_AN.mean(0)).to(torch.float32)
-        terminated_N = terminated_N.to(torch.bool)
-        truncated_N = truncated_N.to(torch.bool)
-        ended_N = terminated_N | truncated_N
         obs = final_obs
-        if bool(ended_N.any()):
-            obs = torch.where(ended_N.unsqueeze(1), self.reset_envs(ended_N), final_obs)
+        if bool(ended_E.any()):
+            obs = torch.where(ended_E.unsqueeze(1), torch.cat(self._reset_worlds(ended_E), dim=1), final_obs)
         info = self._scalar_infos(infos)
-        return TensorStep(obs, rew_N, terminated_N, truncated_N, final_obs, info)
+        return TensorStep(obs, rew_N, terminated_E, truncated_E, final_obs, info)
 
-    def reset_envs(self, mask_N: torch.Tensor) -> torch.Tensor:
-        """Start new episodes in the envs where ``mask_N`` (bool, shape (N,)) is True; the others keep
-        their state bit for bit. Returns the new observations of the reset envs; the rows of the other
-        envs are unspecified (``step`` keeps their own observations)."""
+    def _column_step(
+        self,
+        obs_list: Sequence[torch.Tensor],
+        rew_list: Sequence[torch.Tensor],
+        terminated_E: torch.Tensor,
+        truncated_E: torch.Tensor,
+        infos: Sequence[Mapping[str, Any]],
+    ) -> TensorStep:
+        num_agents = len(self._agent_names)
+        ended_E = terminated_E | truncated_E
+        final_obs = self._view(obs_list)
+        obs = final_obs
+        if bool(ended_E.any()):
+            new_list = self._reset_worlds(ended_E)
+            kept = [
+                torch.where(ended_E.unsqueeze(1), new, old)
+                for new, old in zip(new_list, obs_list, strict=True)
+            ]
+            obs = self._view(kept)
+        rew_C = torch.cat(list(rew_list)).to(torch.float32)
+        info = self._column_infos(infos)
+        return TensorStep(
+            obs, rew_C, terminated_E.repeat(num_agents), truncated_E.repeat(num_agents), final_obs, info
+        )
+
+    def reset_envs(self, mask_N: torch.Tensor) -> TensorObs:
+        """Start new episodes in the worlds where ``mask_N`` (bool, shape (E,): one entry per world in
+        both layouts) is True; the others keep their state bit for bit. Returns the new observations of
+        the reset worlds in the env's layout (joint: (E, ...), columns: (A * E, ...) or a Dict of them);
+        the rows of the other worlds are unspecified (``step`` keeps their own observations)."""
+        return self._view(self._reset_worlds(mask_N))
+
+    def _reset_worlds(self, mask_E: torch.Tensor) -> list[torch.Tensor]:
         if self._batched:
-            return self._reset_batched(mask_N)
-        return self._reset_loop(mask_N)
+            return self._reset_batched(mask_E)
+        return self._reset_loop(mask_E)
+
+    def _view(self, obs_list: Sequence[torch.Tensor]) -> TensorObs:
+        """VMAS's per-agent observations (A tensors (E, obs_dim)) in the env's layout."""
+        if not self._columns:
+            return torch.cat(list(obs_list), dim=1)
+        obs_C = torch.cat(list(obs_list), dim=0)
+        if not self._keys:
+            return obs_C
+        out: dict[str, torch.Tensor] = {OBS_KEY: obs_C}
+        if self._global_state:
+            out[STATE_KEY] = torch.cat(list(obs_list), dim=1).repeat(len(obs_list), 1)
+        if self._agent_id:
+            out[AGENT_ID_KEY] = self._agent_id_CA
+        return out
 
     def close(self) -> None:
         """Drop the simulator (VMAS holds no external resources)."""
         self._env = None
 
-    def _reset_batched(self, mask_N: torch.Tensor) -> torch.Tensor:
+    def _reset_batched(self, mask_N: torch.Tensor) -> list[torch.Tensor]:
         scenario = self._env.scenario
         before = {path: slot.value.clone() for path, slot in _batched_slots(scenario, self._num_envs).items()}
         steps_N = self._env.steps
@@ -396,16 +530,16 @@ class VmasEnv:
             obs_list = self._env.reset()
         _restore_kept(self._scenario_name, before, _batched_slots(scenario, self._num_envs), ~mask_N)
         self._env.steps = torch.where(mask_N, torch.zeros_like(steps_N), steps_N)
-        return torch.cat(obs_list, dim=1)
+        return list(obs_list)
 
-    def _reset_loop(self, mask_N: torch.Tensor) -> torch.Tensor:
+    def _reset_loop(self, mask_N: torch.Tensor) -> list[torch.Tensor]:
         with self._own_rng():
             for index in mask_N.nonzero().flatten().tolist():
                 self._env.reset_at(index, return_observations=False)
             obs_list = self._env.get_from_scenario(
                 get_observations=True, get_rewards=False, get_infos=False, get_dones=False
             )[0]
-        return torch.cat(obs_list, dim=1)
+        return list(obs_list)
 
     def _start_clocks(self) -> None:
         if self._desync:
@@ -427,12 +561,15 @@ class VmasEnv:
             self._rng_slots[:] = shared
 
     def _split(self, actions: torch.Tensor) -> list[torch.Tensor]:
-        shape = (self._num_envs, *self._act_space.shape) if self._act_space.shape else (self._num_envs,)
+        rows = self.num_envs
+        shape = (rows, *self._act_space.shape) if self._act_space.shape else (rows,)
         if tuple(actions.shape) != shape:
             raise PolicyOutputError(
                 f"VmasEnv({self._scenario_name!r}).step: actions of shape {tuple(actions.shape)}, "
                 f"expected {shape}."
             )
+        if self._columns:  # agent-major rows: agent a's actions are rows a * E .. (a + 1) * E - 1
+            return list(actions.reshape(len(self._agent_names), self._num_envs, -1).unbind(0))
         if actions.dim() == 1:  # one agent, Discrete
             return [actions.view(-1, 1)]
         return list(torch.split(actions, self._act_sizes, dim=1))
@@ -444,6 +581,63 @@ class VmasEnv:
                 if isinstance(value, torch.Tensor) and value.numel() == self._num_envs:
                     out[f"{name}/{key}"] = value.reshape(self._num_envs)
         return out
+
+    def _column_infos(self, infos: Sequence[Mapping[str, Any]]) -> dict[str, torch.Tensor]:
+        """The scalar infos that every agent reports, one entry per row (A * E,)."""
+        per_agent = [
+            {
+                key: value.reshape(self._num_envs)
+                for key, value in agent_info.items()
+                if isinstance(value, torch.Tensor) and value.numel() == self._num_envs
+            }
+            for agent_info in infos
+        ]
+        if not per_agent:
+            return {}
+        shared = [key for key in per_agent[0] if all(key in values for values in per_agent[1:])]
+        return {key: torch.cat([values[key] for values in per_agent]) for key in shared}
+
+
+def _column_spaces(
+    scenario: str, names: Sequence[str], obs_spaces: Any, act_spaces: Any
+) -> tuple[gym.spaces.Box, gym.Space[Any]]:
+    """The observation and action space every agent has (columns); UnsupportedSpaceError naming the
+    agents when they differ."""
+    obs = [_gymnasium_space(space) for space in obs_spaces.spaces]
+    act = [_gymnasium_space(space) for space in act_spaces.spaces]
+    for what, spaces, vmas_spaces in (("observation", obs, obs_spaces), ("action", act, act_spaces)):
+        if any(space is None for space in spaces):
+            raise UnsupportedSpaceError(
+                f"VmasEnv({scenario!r}, agent_layout='columns'): an agent's {what} space is "
+                f"{next(v for s, v in zip(spaces, vmas_spaces.spaces, strict=True) if s is None)}; the "
+                "columns layout takes Box and Discrete spaces."
+            )
+        if any(space != spaces[0] for space in spaces[1:]):
+            listed = ", ".join(f"{name}: {space}" for name, space in zip(names, spaces, strict=True))
+            raise UnsupportedSpaceError(
+                f"VmasEnv({scenario!r}, agent_layout='columns'): the agents' {what} spaces differ "
+                f"({listed}); the columns layout needs one space shared by all agents (use the joint "
+                "view, or one env per agent group)."
+            )
+    obs_space, act_space = obs[0], act[0]
+    assert obs_space is not None and act_space is not None
+    if not isinstance(obs_space, gym.spaces.Box) or len(obs_space.shape) != 1:
+        raise UnsupportedSpaceError(
+            f"VmasEnv({scenario!r}): the agents' observation space is {obs_space}; the columns layout takes "
+            "flat Box observations only."
+        )
+    return obs_space, act_space
+
+
+def _gymnasium_space(space: Any) -> gym.Space[Any] | None:
+    """One agent's VMAS space (old ``gym`` classes) as a Gymnasium space: Box (float32) or Discrete."""
+    kind = type(space).__name__
+    if kind == "Box":
+        low, high = np.asarray(space.low, np.float32), np.asarray(space.high, np.float32)
+        return gym.spaces.Box(low, high, dtype=np.float32)
+    if kind == "Discrete":
+        return gym.spaces.Discrete(int(space.n))
+    return None
 
 
 def _joint_observation_space(scenario: str, tuple_space: Any) -> tuple[gym.spaces.Box, list[int]]:

@@ -288,6 +288,22 @@ def load_algorithm_checkpoint(
     return manifest
 
 
+def read_algorithm_state(path: str | Path, *, trusted: bool = False) -> tuple[CheckpointManifest, Any]:
+    """The saved algorithm state of the checkpoint directory ``path`` (its ``state_dict()``), read as
+    :func:`load_algorithm_checkpoint` reads it (every listed file verified, unlisted files refused,
+    ``weights_only=True``), for taking parts of it, such as one learner's policy weights. The manifest
+    names the algorithm class that saved it (``manifest.info["algorithm"]``).
+
+    Raises:
+        CheckpointError: as :func:`load_algorithm_checkpoint`.
+    """
+    manifest = _verify(path, skip_prefixes=("buffers/", "envs/"))
+    state = _read_state(manifest, trusted=trusted)
+    if "algorithm" not in state:
+        raise CheckpointError(f"{manifest.path}: its state holds no algorithm (keys {sorted(state)[:8]}).")
+    return manifest, state["algorithm"]
+
+
 def _read_state(manifest: CheckpointManifest, *, trusted: bool) -> dict[str, Any]:
     backend = manifest.info.get("backend", "torch")
     if backend not in ("torch", "dcp"):

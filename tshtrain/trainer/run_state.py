@@ -207,8 +207,29 @@ def _class_name(cls: type) -> str:
     return f"{cls.__module__}:{cls.__qualname__}"
 
 
+_NESTED_STATS = "__training_stats__"
+"""marks a field holding TrainingStats records by name (a multi-agent record's ``per_learner``)"""
+
+
 def _training_stats_state(stat: TrainingStats) -> dict[str, Any]:
-    return {"class": _class_name(type(stat)), "fields": {f.name: getattr(stat, f.name) for f in fields(stat)}}
+    return {
+        "class": _class_name(type(stat)),
+        "fields": {f.name: _stats_field_state(getattr(stat, f.name)) for f in fields(stat)},
+    }
+
+
+def _stats_field_state(value: Any) -> Any:
+    """A field as plain data: records nested by name (multi-agent stats) become their states too, so
+    that the checkpoint stays loadable with ``weights_only=True``."""
+    if isinstance(value, Mapping) and value and all(isinstance(v, TrainingStats) for v in value.values()):
+        return {_NESTED_STATS: {str(k): _training_stats_state(v) for k, v in value.items()}}
+    return value
+
+
+def _restore_stats_field(value: Any) -> Any:
+    if isinstance(value, Mapping) and set(value) == {_NESTED_STATS}:
+        return {k: _restore_training_stats(v) for k, v in value[_NESTED_STATS].items()}
+    return value
 
 
 def _known_stats_classes() -> dict[str, type[TrainingStats]]:
@@ -231,5 +252,5 @@ def _restore_training_stats(state: Mapping[str, Any]) -> TrainingStats:
             f"statistics class {name!r} is not a TrainingStats class of this program; build the same "
             f"algorithm as the run that saved it"
         )
-    stat: TrainingStats = cls(**state["fields"])
+    stat: TrainingStats = cls(**{k: _restore_stats_field(v) for k, v in state["fields"].items()})
     return stat

@@ -168,9 +168,10 @@ class OnPolicyStep(_OnlineStrategy):
     @override
     def rollout(self, stat: CollectStats) -> AnyRolloutBatch | None:
         rollout = self.buffer.rollout()
-        if rollout.num_steps != stat.n_collected_steps:
+        if rollout.num_steps != stat.stored_transitions:
             raise RuntimeError(
-                f"OnPolicyTrainer: the collection step gathered {stat.n_collected_steps} env steps "
+                f"OnPolicyTrainer: the collection step gathered {stat.stored_transitions} "
+                f"{'env steps' if stat.n_stored_transitions is None else 'transitions'} "
                 f"but the training buffer holds {rollout.num_steps} (capacity {self.buffer.capacity}); its "
                 f"sub-buffers overflowed during episode collection. Enlarge the training buffer so that "
                 f"one collection step fits, or collect fewer episodes per collection step."

@@ -15,6 +15,8 @@ from tshtrain.algorithm.base import Policy, module_device
 from tshtrain.algorithm.blocks.encoders import accepts_dict_obs, input_encoder
 from tshtrain.constraints import NonNegativeInt, UnitFloat, validate_fields
 from tshtrain.data.batch import ObsTensor
+from tshtrain.env.spaces import sample_legal_actions
+from tshtrain.env.tensor_spaces import sample_legal_actions_torch
 from tshtrain.errors import ConfigurationError, UnsupportedSpaceError
 
 
@@ -202,6 +204,13 @@ class QValuePolicy(Policy):
         return self.q_values(obs).argmax(dim=-1)
 
     def _epsilon_greedy(self, act: np.ndarray, eps: float, rng: np.random.Generator) -> np.ndarray:
+        mask = self.legal_actions
+        if mask is not None:  # action masks: explore among the legal actions only
+            explore = rng.random(len(act)) < eps
+            if explore.any():
+                act = act.copy()
+                act[explore] = sample_legal_actions(np.asarray(mask)[explore], rng)
+            return act
         if len(act) == 1:  # one env: scalar draws, the same numbers as the batch draws below
             if rng.random() < eps:
                 act = act.copy()
@@ -224,9 +233,13 @@ class QValuePolicy(Policy):
         eps = self.eps
         self.explored_env_steps += len(act)
         explore = torch.rand(act.shape, generator=generator, device=act.device) < eps
-        random_act = torch.randint(
-            0, self._num_actions, act.shape, generator=generator, device=act.device, dtype=act.dtype
-        )
+        mask = self.legal_actions_torch
+        if mask is not None:  # action masks: explore among the legal actions only
+            random_act = sample_legal_actions_torch(mask, generator).to(act.dtype)
+        else:
+            random_act = torch.randint(
+                0, self._num_actions, act.shape, generator=generator, device=act.device, dtype=act.dtype
+            )
         return torch.where(explore, random_act, act)
 
 

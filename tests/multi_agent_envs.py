@@ -1,0 +1,129 @@
+"""Small hand-written multi-agent envs (the MultiAgentVectorEnv protocol) for the tests."""
+
+from __future__ import annotations
+
+import pickle
+
+import gymnasium as gym
+import numpy as np
+
+from tshtrain.env import ACTION_MASK_KEY, OBS_KEY, AgentColumns, AgentStep, MultiAgentVectorEnv
+
+
+class TurnGame(MultiAgentVectorEnv):
+    """Two players alternate; a game lasts ``length`` moves. Each move's action is added to the mover's
+    reward; the player who moves last gets +10 and the other -10 at the end (both terminal in the last
+    vector step). Observation: (move index, player, env index); mask: actions 0..2 legal, 3 illegal."""
+
+    def __init__(self, num_envs: int, length: int = 4):
+        self.columns = AgentColumns(("p0", "p1"), num_envs)
+        self.single_observation_space = gym.spaces.Dict(
+            {
+                OBS_KEY: gym.spaces.Box(-np.inf, np.inf, (3,), np.float32),
+                ACTION_MASK_KEY: gym.spaces.Box(0, 1, (4,), np.int8),
+            }
+        )
+        self.single_action_space = gym.spaces.Discrete(4)
+        self.turn_based = True
+        self.length = length
+        self.move = np.zeros(num_envs, dtype=np.int64)
+        self.log: list[tuple[int, int, int]] = []  # (env, player, action)
+
+    def reset(self, *, seed: int | None = None, env_ids: np.ndarray | None = None) -> None:
+        del seed
+        ids = np.arange(self.num_envs) if env_ids is None else env_ids
+        self.move[ids] = 0
+
+    def _obs_of(self) -> dict[str, np.ndarray]:
+        c = self.num_columns
+        obs = np.zeros((c, 3), dtype=np.float32)
+        for col in range(c):
+            agent, env = divmod(col, self.num_envs)
+            obs[col] = (self.move[env], agent, env)
+        mask = np.tile(np.array([1, 1, 1, 0], dtype=np.int8), (c, 1))
+        return {OBS_KEY: obs, ACTION_MASK_KEY: mask}
+
+    @property
+    def obs(self) -> dict[str, np.ndarray]:
+        return self._obs_of()
+
+    @property
+    def acting_C(self) -> np.ndarray:
+        acting = np.zeros(self.num_columns, dtype=bool)
+        for env in range(self.num_envs):
+            acting[self.columns.column(int(self.move[env] % 2), env)] = True
+        return acting
+
+    def step(self, act: np.ndarray, columns: np.ndarray) -> AgentStep:
+        c, e = self.num_columns, self.num_envs
+        rew = np.zeros(c, dtype=np.float32)
+        term = np.zeros(c, dtype=bool)
+        final = self._obs_of()
+        done = np.zeros(e, dtype=bool)
+        for a, col in zip(act, columns, strict=True):
+            agent, env = divmod(int(col), e)
+            assert agent == self.move[env] % 2
+            self.log.append((env, agent, int(a)))
+            rew[col] += float(a)
+            self.move[env] += 1
+            if self.move[env] == self.length:
+                rew[col] += 10.0
+                rew[self.columns.column(1 - agent, env)] -= 10.0
+                term[[self.columns.column(0, env), self.columns.column(1, env)]] = True
+                done[env] = True
+        final = self._obs_of()
+        self.move[done] = 0
+        return AgentStep(rew, term, np.zeros(c, dtype=bool), final, done)
+
+    def state_snapshot(self) -> bytes | None:
+        return pickle.dumps(self.move)
+
+    def restore_snapshot(self, data: bytes) -> bool:
+        self.move = pickle.loads(data)
+        return True
+
+    def close(self) -> None:
+        pass
+
+
+class LeavingParallel(MultiAgentVectorEnv):
+    """Parallel env of 2 agents: every live agent acts each step, reward = action; agent 1 leaves
+    (terminated) after 1 step, the episode ends (agent 0 truncated) after 3 steps."""
+
+    def __init__(self, num_envs: int):
+        self.columns = AgentColumns(("a", "b"), num_envs)
+        self.single_observation_space = gym.spaces.Box(-np.inf, np.inf, (2,), np.float32)
+        self.single_action_space = gym.spaces.Discrete(3)
+        self.turn_based = False
+        self.t = np.zeros(num_envs, dtype=np.int64)
+
+    def reset(self, *, seed: int | None = None, env_ids: np.ndarray | None = None) -> None:
+        del seed
+        self.t[:] = 0
+
+    @property
+    def obs(self) -> np.ndarray:
+        e = self.num_envs
+        return np.array([[self.t[col % e], col // e] for col in range(self.num_columns)], dtype=np.float32)
+
+    @property
+    def acting_C(self) -> np.ndarray:
+        e = self.num_envs
+        return np.array([col < e or self.t[col % e] < 1 for col in range(self.num_columns)])
+
+    def step(self, act: np.ndarray, columns: np.ndarray) -> AgentStep:
+        e, c = self.num_envs, self.num_columns
+        rew = np.zeros(c, dtype=np.float32)
+        rew[columns] = act
+        self.t += 1
+        term = np.zeros(c, dtype=bool)
+        trunc = np.zeros(c, dtype=bool)
+        term[e:] = self.t == 1
+        done = self.t == 3
+        trunc[:e] = done
+        final = self.obs
+        self.t[done] = 0
+        return AgentStep(rew, term, trunc, final, done)
+
+    def close(self) -> None:
+        pass
