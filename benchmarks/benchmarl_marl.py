@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import marl_config  # noqa: E402
+import marl_config
 
 
 def _mpe2_shim() -> None:
@@ -90,9 +90,7 @@ def build(task_name: str, algo: str, iterations: int, seed: int, folder: str) ->
 
     if task_name == "balance":
         task = VmasTask.BALANCE.get_from_yaml()
-        task.config.update(
-            {"max_steps": c["max_steps"], "n_agents": c["n_agents"], **c["env_kwargs"]}
-        )
+        task.config.update({"max_steps": c["max_steps"], "n_agents": c["n_agents"], **c["env_kwargs"]})
     else:
         _mpe2_shim()
         task = PettingZooTask.SIMPLE_SPREAD.get_from_yaml()
@@ -124,7 +122,9 @@ def build(task_name: str, algo: str, iterations: int, seed: int, folder: str) ->
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--task", choices=sorted(marl_config.TASKS), required=True)
     parser.add_argument("--algo", choices=("ippo", "mappo"), required=True)
     parser.add_argument("--iterations", type=int, required=True)

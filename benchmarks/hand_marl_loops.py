@@ -146,7 +146,9 @@ class MpeColumns(ColumnEnv):
         trunc_E = np.zeros(self.E, bool)
         final_obs: list[tuple[int, np.ndarray, np.ndarray]] = []
         for e, env in enumerate(self.envs):
-            obs, rew, term, trunc, _ = env.step({name: int(act_AE[a, e]) for a, name in enumerate(self.agents)})
+            obs, rew, term, trunc, _ = env.step(
+                {name: int(act_AE[a, e]) for a, name in enumerate(self.agents)}
+            )
             for a, name in enumerate(self.agents):
                 rew_AE[a, e] = rew[name]
             term_E[e] = any(term.values())
