@@ -22,6 +22,9 @@ the same budget for every contestant):
   global_state=True)`` + ``PPO`` on ``mappo_actor_critic`` (one PPO over all columns), run by
   ``OnPolicyTrainer``; MPE2: ``make_pettingzoo_vector_env`` + ``MultiAgentCollector`` +
   ``MultiAgentOnPolicy(shared_learner(...))`` of the same PPO, run by ``OnPolicyTrainer``;
+* ``hand loop, per-env critic`` (MAPPO tables, information only): the hand loop with BenchMARL's kind
+  of centralised critic (the state alone, evaluated once per env, its value shared by the env's agents,
+  mini-batches drawn over env steps), to show what that design choice alone is worth;
 * ``BenchMARL``: ``benchmarl_marl.py`` in BenchMARL's venv (``--benchmarl-python``), a subprocess per
   repetition, which builds and warms up untimed and reports the wall and CPU seconds of
   ``Experiment.run()`` itself (so its interpreter start and imports are not counted).
@@ -69,6 +72,9 @@ from harness import (
 )
 
 HAND, TSH, BENCHMARL = "hand loop", "tshtrain", "BenchMARL"
+HAND_PER_ENV = "hand loop, per-env critic"
+"""info row of the MAPPO tables: the hand loop with BenchMARL's kind of centralised critic (state only,
+once per env, its value shared by the env's agents) instead of tshtrain's (state + agent id, per agent)"""
 PACKAGES = ("tshtrain", "torch", "vmas", "pettingzoo", "mpe2", "gymnasium", "numpy")
 Run = Callable[[], None]
 
@@ -97,7 +103,7 @@ def mpe_kwargs(c: dict[str, Any]) -> dict[str, Any]:
 
 
 # ============================================================================ contestants
-def build_hand(task: str, algo: str, seed: int, iterations: int) -> Run:
+def build_hand(task: str, algo: str, seed: int, iterations: int, *, per_env_critic: bool = False) -> Run:
     c = marl_config.TASKS[task]
     centralised = algo == "mappo"
     if task == "balance":
@@ -108,7 +114,7 @@ def build_hand(task: str, algo: str, seed: int, iterations: int) -> Run:
         env = hml.MpeColumns(
             lambda: simple_spread_v3.parallel_env(**mpe_kwargs(c)), c["num_envs"], centralised
         )
-    loop = hml.HandMAPPO(env, c, seed=seed)
+    loop = hml.HandMAPPO(env, c, seed=seed, per_env_critic=per_env_critic)
     return lambda: loop.train(iterations)
 
 
@@ -229,7 +235,7 @@ def timed(run: Run) -> tuple[float, float]:
 
 
 # ============================================================================ main
-def main() -> None:  # noqa: PLR0915 (one script body: parse, time, report)
+def main() -> None:  # noqa: PLR0912, PLR0915 (one script body: parse, time, report)
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
@@ -258,22 +264,29 @@ def main() -> None:  # noqa: PLR0915 (one script body: parse, time, report)
         pstats.Stats(prof).sort_stats("tottime").print_stats(30)
         return
 
-    names = [HAND, TSH] + ([] if args.no_benchmarl else [BENCHMARL])
+    base_names = [HAND, TSH] + ([] if args.no_benchmarl else [BENCHMARL])
     combos = [(t, a) for t in args.tasks for a in args.algos]
+    names_of = {(t, a): base_names + ([HAND_PER_ENV] if a == "mappo" else []) for t, a in combos}
     rows: dict[tuple[str, str], dict[str, RowResult]] = {}
     extra: dict[str, list[dict[str, Any]]] = {}
     for task, algo in combos:
         c = marl_config.TASKS[task]
         work = float(c["iterations"] * c["rollout_len"] * c["num_envs"])
         rows[task, algo] = {
-            n: RowResult(name=n, unit="env steps/s", work=work, seconds=[], cpu_seconds=[]) for n in names
+            n: RowResult(
+                name=n, unit="env steps/s", work=work, seconds=[], cpu_seconds=[], info_only=n == HAND_PER_ENV
+            )
+            for n in names_of[task, algo]
         }
         print(f"warm-up {task}/{algo}", flush=True)
         for build in (build_hand, build_tshtrain):
             timed(build(task, algo, 999, 1))
+        if algo == "mappo":
+            timed(build_hand(task, algo, 999, 1, per_env_critic=True))
     for rep in range(args.reps):
         for task, algo in combos:
             c = marl_config.TASKS[task]
+            names = names_of[task, algo]
             order = names[rep % len(names) :] + names[: rep % len(names)]
             for name in order:
                 if name == BENCHMARL:
@@ -282,6 +295,8 @@ def main() -> None:  # noqa: PLR0915 (one script body: parse, time, report)
                     if data["frames"] != expected:
                         print(f"  BenchMARL {task}/{algo}: {data['frames']} frames, expected {expected}")
                     extra.setdefault(f"{task}/{algo}", []).append(data)
+                elif name == HAND_PER_ENV:
+                    wall, cpu = timed(build_hand(task, algo, rep, c["iterations"], per_env_critic=True))
                 else:
                     build = build_hand if name == HAND else build_tshtrain
                     wall, cpu = timed(build(task, algo, rep, c["iterations"]))
@@ -307,7 +322,7 @@ def main() -> None:  # noqa: PLR0915 (one script body: parse, time, report)
                 f"{c['iterations']} iterations x {c['rollout_len'] * c['num_envs']:,} env steps per run)"
             ),
             unit="env steps/s",
-            rows=[rows[task, algo][n] for n in names],
+            rows=[rows[task, algo][n] for n in names_of[task, algo]],
             goals=goals,
         )
         tables.append(table)

@@ -180,19 +180,26 @@ class HandMAPPO:
     """The hand loop (module docstring). Built (and the env reset) in ``__init__``; :meth:`train` is the
     timed part. ``c`` is a ``marl_config`` task dict."""
 
-    def __init__(self, env: ColumnEnv, c: dict[str, Any], *, seed: int):
+    def __init__(self, env: ColumnEnv, c: dict[str, Any], *, seed: int, per_env_critic: bool = False):
         torch.manual_seed(seed)
         self.env, self.c = env, c
         n, t_len, h = env.num_columns, c["rollout_len"], list(c["hidden_sizes"])
+        self.A = int(c["n_agents"])
+        self.E = n // self.A
+        self.per_env = per_env_critic
+        """MAPPO as BenchMARL builds it: the critic reads the global state only (no agent id) and runs
+        once per env; its value stands for every agent of the env (the mini-batches are then drawn
+        over env steps, with all agents of each)."""
+        critic_dim = env.critic_dim - self.A if per_env_critic else env.critic_dim
         self.actor = mlp_tanh([env.actor_dim, *h, env.act_dim])
-        self.critic = mlp_tanh([env.critic_dim, *h, 1])
+        self.critic = mlp_tanh([critic_dim, *h, 1])
         self.params = list(self.actor.parameters()) + list(self.critic.parameters())
         if env.continuous:
             self.log_std = nn.Parameter(torch.full((env.act_dim,), float(c["init_log_std"])))
             self.params.append(self.log_std)
         self.optimizer = torch.optim.Adam(self.params, lr=c["lr"], fused=True)
         self.actor_in_TNX = torch.zeros(t_len, n, env.actor_dim)
-        self.critic_in_TNY = torch.zeros(t_len, n, env.critic_dim)
+        self.critic_in_TNY = torch.zeros(t_len, self.E if per_env_critic else n, critic_dim)
         self.act_TN = (
             torch.zeros(t_len, n, env.act_dim) if env.continuous else torch.zeros(t_len, n, dtype=torch.long)
         )
@@ -231,13 +238,22 @@ class HandMAPPO:
                 act = torch.multinomial(logits.exp(), 1).squeeze(1)
                 self.logp_TN[t] = logits.gather(1, act.unsqueeze(1)).squeeze(1)
             self.actor_in_TNX[t] = actor_in
-            self.critic_in_TNY[t] = critic_in
             self.act_TN[t] = act
-            self.value_TN[t] = self.critic(critic_in).squeeze(-1)
+            if self.per_env:
+                state_E = critic_in[: self.E, : -self.A]
+                self.critic_in_TNY[t] = state_E
+                self.value_TN[t] = self.critic(state_E).squeeze(-1).repeat(self.A)
+            else:
+                self.critic_in_TNY[t] = critic_in
+                self.value_TN[t] = self.critic(critic_in).squeeze(-1)
             actor_in, critic_in, rew, ended, cut, final = env.step(act)
             if final is not None:
                 rew = rew.clone()
-                rew[cut] += c["gamma"] * self.critic(final).squeeze(-1)
+                if self.per_env:  # final: the cut columns agent-major, agent 0's rows first
+                    k = int(cut[: self.E].sum())
+                    rew[cut] += c["gamma"] * self.critic(final[:k, : -self.A]).squeeze(-1).repeat(self.A)
+                else:
+                    rew[cut] += c["gamma"] * self.critic(final).squeeze(-1)
             self.rew_TN[t] = rew
             self.ended_TN[t] = ended
         self.actor_in, self.critic_in = actor_in, critic_in
@@ -246,7 +262,10 @@ class HandMAPPO:
         c, n, t_len = self.c, self.env.num_columns, self.c["rollout_len"]
         gamma, lam = c["gamma"], c["gae_lambda"]
         with torch.no_grad():
-            next_v = self.critic(self.critic_in).squeeze(-1)
+            if self.per_env:
+                next_v = self.critic(self.critic_in[: self.E, : -self.A]).squeeze(-1).repeat(self.A)
+            else:
+                next_v = self.critic(self.critic_in).squeeze(-1)
             adv_TN = torch.empty_like(self.rew_TN)
             last = torch.zeros(n)
             not_done = 1.0 - self.ended_TN.float()
@@ -258,6 +277,9 @@ class HandMAPPO:
         ain, cin = self.actor_in_TNX.flatten(0, 1), self.critic_in_TNY.flatten(0, 1)
         act = self.act_TN.flatten(0, 1)
         logp_old, adv_B, ret_B = self.logp_TN.flatten(), adv_TN.flatten(), (adv_TN + self.value_TN).flatten()
+        if self.per_env:
+            self._update_per_env(ain=ain, cin_F=cin, act=act, logp_old=logp_old, adv_B=adv_B, ret_B=ret_B)
+            return
         num = t_len * n
         size = num // c["minibatches"]
         for _ in range(c["epochs"]):
@@ -272,6 +294,43 @@ class HandMAPPO:
                 policy_loss = -torch.min(ratio * adv, clipped * adv).mean()
                 value = self.critic(cin.index_select(0, idx)).squeeze(-1)
                 value_loss = (value - ret_B.index_select(0, idx)).square().mean()
+                loss = policy_loss + c["value_coef"] * value_loss - c["entropy_coef"] * entropy
+                self.optimizer.zero_grad()
+                loss.backward()
+                nn.utils.clip_grad_norm_(self.params, c["max_grad_norm"])
+                self.optimizer.step()
+
+    def _update_per_env(
+        self,
+        *,
+        ain: torch.Tensor,
+        cin_F: torch.Tensor,
+        act: torch.Tensor,
+        logp_old: torch.Tensor,
+        adv_B: torch.Tensor,
+        ret_B: torch.Tensor,
+    ) -> None:
+        """Mini-batches of env steps (frames f = t * E + e) with all A agents of each: the actor on the
+        A rows of a frame, the critic once per frame, its value against each agent's return."""
+        c, A, E, n = self.c, self.A, self.E, self.env.num_columns
+        num = c["rollout_len"] * E
+        size = num // c["minibatches"]
+        agent_offset_A1 = (torch.arange(A) * E).unsqueeze(1)
+        for _ in range(c["epochs"]):
+            perm = torch.randperm(num)
+            for k in range(c["minibatches"]):
+                idx_F = perm[k * size : (k + 1) * size]
+                rows = ((idx_F // E) * n + idx_F % E + agent_offset_A1).reshape(-1)  # (A * F,)
+                adv = adv_B.index_select(0, rows)
+                logp, entropy = self._log_prob(
+                    self.actor(ain.index_select(0, rows)), act.index_select(0, rows)
+                )
+                adv = (adv - adv.mean()) / (adv.std() + 1e-8)
+                ratio = (logp - logp_old.index_select(0, rows)).exp()
+                clipped = ratio.clamp(1.0 - c["clip"], 1.0 + c["clip"])
+                policy_loss = -torch.min(ratio * adv, clipped * adv).mean()
+                value_F = self.critic(cin_F.index_select(0, idx_F)).squeeze(-1)
+                value_loss = (value_F.unsqueeze(0) - ret_B.index_select(0, rows).view(A, -1)).square().mean()
                 loss = policy_loss + c["value_coef"] * value_loss - c["entropy_coef"] * entropy
                 self.optimizer.zero_grad()
                 loss.backward()
