@@ -13,6 +13,7 @@ import fcntl
 import logging
 import os
 import tempfile
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -70,6 +71,23 @@ class FailingStep(gym.Wrapper[Any, Any, Any, Any]):
         if self.steps > self.after:
             raise KeyError("the env broke")
         return self.env.step(action)
+
+
+def _kill(worker: Any) -> None:
+    """``ray.kill`` the actor and wait until it is dead (the kill is asynchronous: a call sent right
+    after it may still be served)."""
+    ray.kill(worker)
+    _wait_until_dead(worker)
+
+
+def _wait_until_dead(worker: Any) -> None:
+    for _ in range(300):  # a bound, not a timing assertion: a live actor answers each ping at once
+        try:
+            ray.get(worker.describe.remote(), timeout=30)
+        except ray.exceptions.RayActorError:
+            return
+        time.sleep(0.1)
+    raise AssertionError("the actor is still alive")
 
 
 def _cartpole_fns(num_envs: int) -> list[Any]:
@@ -173,7 +191,7 @@ def test_a_killed_worker_fails_the_run_by_default(ray_instance: None) -> None:
     try:
         env.reset(seed=0)
         env.step(np.zeros(4, dtype=np.int64))
-        ray.kill(env.workers[1])
+        _kill(env.workers[1])
         with pytest.raises(EnvWorkerError, match=r"worker 1 \(sub-envs 2-3 of 'CartPole-v1'\) died .* in a step"):
             env.step(np.zeros(4, dtype=np.int64))
     finally:
@@ -190,7 +208,7 @@ def test_a_killed_worker_is_restarted_and_its_episodes_truncated(ray_instance: N
         act = np.ones(4, dtype=np.int64)
         obs, *_ = env.step(act)
         sync.step(act)
-        ray.kill(env.workers[0])
+        _kill(env.workers[0])
         got_obs, rew, terminated, truncated, info = env.step(act)
         want = sync.step(act)
         assert env.num_restarts == 1
@@ -236,8 +254,7 @@ def test_close_kills_the_actors(ray_instance: None) -> None:
     env.close()
     assert env.closed and env.workers == []
     for worker in workers:
-        with pytest.raises(ray.exceptions.RayActorError):
-            ray.get(worker.describe.remote(), timeout=30)
+        _wait_until_dead(worker)
 
 
 def test_a_collector_steps_a_ray_env(ray_instance: None) -> None:
