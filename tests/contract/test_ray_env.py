@@ -129,7 +129,9 @@ def test_same_transitions_as_the_sync_vector_env(ray_instance: None) -> None:
             for t in range(150):
                 act = rng.integers(0, 2, size=5)
                 got, want = env.step(act), sync.step(act)
-                for name, a, b in zip(("obs", "rew", "terminated", "truncated"), got[:4], want[:4], strict=True):
+                for name, a, b in zip(
+                    ("obs", "rew", "terminated", "truncated"), got[:4], want[:4], strict=True
+                ):
                     np.testing.assert_array_equal(a, b, err_msg=f"{name} at step {t}")
                     assert a.dtype == b.dtype, name
                 _assert_same_info(got[4], want[4], f"info at step {t}")
@@ -164,7 +166,7 @@ def _experiment(vector: str) -> dict[str, Any]:
 def _train(vector: str, output_dir: Path) -> tuple[Any, dict[str, torch.Tensor], Any]:
     run = build_run(resolve_experiment(_experiment(vector)), output_dir)
     try:
-        collector = run.trainer.params.training_collector  # type: ignore[attr-defined]
+        collector = run.trainer.params.training_collector
         env_type = type(collector.env)
         snapshot = collector.env_snapshot()
         stats = run.trainer.run()
@@ -192,7 +194,9 @@ def test_a_killed_worker_fails_the_run_by_default(ray_instance: None) -> None:
         env.reset(seed=0)
         env.step(np.zeros(4, dtype=np.int64))
         _kill(env.workers[1])
-        with pytest.raises(EnvWorkerError, match=r"worker 1 \(sub-envs 2-3 of 'CartPole-v1'\) died .* in a step"):
+        with pytest.raises(
+            EnvWorkerError, match=r"worker 1 \(sub-envs 2-3 of 'CartPole-v1'\) died .* in a step"
+        ):
             env.step(np.zeros(4, dtype=np.int64))
     finally:
         env.close()
@@ -284,7 +288,7 @@ def test_a_collector_steps_a_ray_env(ray_instance: None) -> None:
 
 def test_config_options_are_checked_at_load_time(monkeypatch: pytest.MonkeyPatch) -> None:
     data = _experiment("sync")
-    data["env"]["ray"] = {"num_workers": 2}  # type: ignore[index]
+    data["env"]["ray"] = {"num_workers": 2}
     with pytest.raises(ExperimentError, match=r"env\.ray applies to env\.vector: ray only"):
         resolve_experiment(data)
     import importlib.util

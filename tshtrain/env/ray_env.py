@@ -252,6 +252,7 @@ class RayVectorEnv(gym.vector.VectorEnv[Any, Any, Any]):
         self.timeout_s = timeout_s
         self.num_restarts = 0
         """workers replaced so far (``on_worker_failure="restart"``)"""
+        self._actor_cls = ray.remote(EnvWorker)  # once: every worker (and restart) reuses it
         self._actor_options: dict[str, Any] = {"scheduling_strategy": "SPREAD", "max_restarts": 0}
         if num_cpus_per_worker is not None:
             self._require_cpus(num_cpus_per_worker * num_workers)
@@ -279,7 +280,7 @@ class RayVectorEnv(gym.vector.VectorEnv[Any, Any, Any]):
             )
 
     def _start_worker(self, w: int) -> Any:
-        actor_cls = self._ray.remote(EnvWorker).options(**self._actor_options)
+        actor_cls = self._actor_cls.options(**self._actor_options)
         part = self.slices[w]
         return actor_cls.remote([self.env_fns[i] for i in part], part.start)
 
