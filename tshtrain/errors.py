@@ -26,6 +26,8 @@ exceptions keeps working; their messages say what was given, what is allowed and
 * :class:`LoggerError` (``RuntimeError``): a logger failed while training ran.
 * :class:`ParallelWorkerError` (``RuntimeError``): a worker process of a multi-agent algorithm's
   parallel update mode died, or was used after it was closed.
+* :class:`EnvWorkerError` (``RuntimeError``): a Ray actor holding sub-envs
+  (:class:`tshtrain.env.ray_env.RayVectorEnv`) died or did not answer in time.
 
 Not here: :class:`tshtrain.trainer.StopTraining`, which callbacks raise to end training cleanly, is a
 control-flow signal, not an error.
@@ -95,6 +97,11 @@ class NonFiniteLossError(FloatingPointError):
 class ParallelWorkerError(RuntimeError):
     """A worker process of ``update_mode="parallel"`` died (named with its learner and exit code), or
     the workers were used after they were closed."""
+
+
+class EnvWorkerError(RuntimeError):
+    """A Ray actor holding sub-envs (``tshtrain.env.ray_env.RayVectorEnv``) died or did not answer
+    within its timeout; the message names the worker, its sub-envs and the env."""
 
 
 class LoggerError(RuntimeError):

@@ -31,6 +31,7 @@ from tshtrain.config.envs import (
     make_collector,
     make_envpool_env,
     make_pettingzoo_env,
+    make_ray_env,
     make_tensor_env,
     num_env_columns,
     tensor_buffer,
@@ -43,6 +44,7 @@ from tshtrain.data.buffer import BaseReplayBuffer
 from tshtrain.data.collector_base import AnyReplayBuffer
 from tshtrain.data.prioritized import PrioritizedReplayBuffer, PrioritizedVectorReplayBuffer
 from tshtrain.env import TensorVectorEnv, make_vector_env
+from tshtrain.env.vector import env_factories
 from tshtrain.errors import ConfigurationError, ExperimentError
 from tshtrain.logger.base import Logger
 from tshtrain.trainer import OfflineTrainer, OffPolicyTrainer, OnPolicyTrainer
@@ -88,7 +90,8 @@ def make_envs(
     imported only when allowed (:mod:`tshtrain.config.entry_points`): Gymnasium's wrappers, tshtrain's
     env helpers and ``allowed_modules``. Gymnasium and EnvPool envs only (``seed``: the seed an EnvPool
     pool is built with; Gymnasium envs are seeded by their collector): torch-native env types are built
-    by :func:`make_any_envs`."""
+    by :func:`make_any_envs`. ``env.vector: ray`` builds a :class:`tshtrain.env.ray_env.RayVectorEnv`,
+    except for videos (``render_mode`` or ``extra_wrappers``), which are recorded in this process."""
     if is_tensor_env(env) or env.type == "pettingzoo":
         kind = "a torch-native" if is_tensor_env(env) else "a multi-agent"
         raise ExperimentError(
@@ -109,7 +112,10 @@ def make_envs(
     if render_mode is not None:
         kwargs["render_mode"] = render_mode
     wrappers = [*(_wrapper(w, allowed_modules) for w in env.wrappers), *extra_wrappers]
-    return make_vector_env(env.id, num_envs, mode=env.vector, env_kwargs=kwargs, wrappers=wrappers)
+    if env.vector == "ray" and render_mode is None and not extra_wrappers:
+        return make_ray_env(env, env_factories(env.id, num_envs, env_kwargs=kwargs, wrappers=wrappers))
+    mode = "sync" if env.vector == "ray" else env.vector  # videos: recorded in this process
+    return make_vector_env(env.id, num_envs, mode=mode, env_kwargs=kwargs, wrappers=wrappers)
 
 
 def make_any_envs(

@@ -15,11 +15,11 @@ from typing import Any
 
 import gymnasium as gym
 
-from tshtrain.config.models import EnvConfig, Experiment
+from tshtrain.config.models import EnvConfig, Experiment, RayEnvConfig
 from tshtrain.data import Collector, MultiAgentCollector, TensorCollector, TensorReplayBuffer
 from tshtrain.data.collector_base import AnyReplayBuffer, BaseCollector
 from tshtrain.devices import resolve_device
-from tshtrain.env import MultiAgentVectorEnv, TensorVectorEnv, TorchCartPole
+from tshtrain.env import EnvFactory, MultiAgentVectorEnv, TensorVectorEnv, TorchCartPole
 from tshtrain.errors import ConfigurationError, ExperimentError
 
 AnyVectorEnv = gym.vector.VectorEnv[Any, Any, Any] | TensorVectorEnv | MultiAgentVectorEnv
@@ -75,6 +75,26 @@ def make_envpool_env(env: EnvConfig, num_envs: int, *, seed: int) -> gym.vector.
         return EnvPoolVectorEnv(env.id, num_envs, seed=seed, **env.kwargs)
     except ConfigurationError as error:
         raise ExperimentError(f"env (envpool {env.id!r}, kwargs {env.kwargs}): {error}") from None
+
+
+def make_ray_env(env: EnvConfig, factories: list[EnvFactory]) -> gym.vector.VectorEnv[Any, Any, Any]:
+    """The sub-envs of ``factories`` in Ray actors (``env.vector: ray``) with the options of ``env.ray``:
+    :class:`tshtrain.env.ray_env.RayVectorEnv` (imported here: Ray is an optional extra)."""
+    from tshtrain.env.ray_env import RayVectorEnv
+
+    options = env.ray if env.ray is not None else RayEnvConfig()
+    try:
+        return RayVectorEnv(
+            factories,
+            num_workers=None if options.num_workers is None else min(options.num_workers, len(factories)),
+            address=options.address,
+            num_cpus=options.num_cpus,
+            num_cpus_per_worker=options.num_cpus_per_worker,
+            on_worker_failure=options.on_worker_failure,
+            timeout_s=options.timeout_s,
+        )
+    except ConfigurationError as error:
+        raise ExperimentError(f"env.ray ({env.id!r}): {error}") from None
 
 
 def make_tensor_env(

@@ -7,6 +7,7 @@ checks them against the algorithm's params class and the trainer's params class.
 
 from __future__ import annotations
 
+import importlib.util
 import re
 from typing import Annotated, Any, Literal
 
@@ -16,6 +17,7 @@ from pydantic import (
     ConfigDict,
     Field,
     NonNegativeInt,
+    PositiveFloat,
     PositiveInt,
     ValidationError,
     field_validator,
@@ -43,6 +45,27 @@ class WrapperConfig(Section):
     """the wrapper's import path: ``"gymnasium.wrappers.FlattenObservation"`` or ``"module:attr"``"""
     kwargs: dict[str, Any] = Field(default_factory=dict)
     """keyword arguments of the wrapper (after the env)"""
+
+
+class RayEnvConfig(Section):
+    """Where and how ``env.vector: ray`` runs the sub-envs (:class:`tshtrain.env.ray_env.RayVectorEnv`)."""
+
+    address: str | None = None
+    """an existing Ray cluster to connect to (``ray.init(address=...)``: ``auto``, ``ray://host:10001``);
+    None: start a local instance (unless Ray is initialised in the process already)"""
+    num_cpus: PositiveInt | None = None
+    """logical CPUs of the local instance tshtrain starts; None: all of the machine's"""
+    num_workers: PositiveInt | None = None
+    """Ray actors per vector env, each holding a contiguous group of sub-envs (more than the env has
+    sub-envs: one per sub-env); None: one per sub-env, at most the instance's CPUs"""
+    num_cpus_per_worker: PositiveFloat | None = None
+    """CPUs each actor reserves (spreads workers over a cluster); None: none reserved (Ray's actor
+    default), so that the training and test envs fit on any instance"""
+    on_worker_failure: Literal["raise", "restart"] = "raise"
+    """a dead or silent worker: ``raise`` stops the run naming the worker, its sub-envs and the env;
+    ``restart`` replaces it, its episodes end truncated"""
+    timeout_s: PositiveFloat = 60.0
+    """how long a worker may take for a reset, step or call before it counts as failed"""
 
 
 ENV_TYPES = ("gymnasium", "envpool", "vmas", "torch_cartpole", "pettingzoo")
@@ -86,8 +109,11 @@ class EnvConfig(Section):
     """sub-envs of the training collector (multi-agent envs: envs, each with all its agents)"""
     num_test_envs: PositiveInt = 8
     """sub-envs of the test collector"""
-    vector: Literal["sync", "async"] = "sync"
-    """``sync``: in-process; ``async``: one subprocess per sub-env"""
+    vector: Literal["sync", "async", "ray"] = "sync"
+    """``sync``: in-process; ``async``: one subprocess per sub-env; ``ray``: in Ray actors (the ``ray``
+    extra; options in ``ray``; videos are still recorded in-process)"""
+    ray: RayEnvConfig | None = None
+    """options of ``vector: ray`` (None: the defaults of :class:`RayEnvConfig`)"""
     wrappers: list[WrapperConfig] = Field(default_factory=list)
     """wrappers applied to every sub-env, in order (Gymnasium envs only)"""
     agent_id: bool = False
@@ -135,6 +161,10 @@ class EnvConfig(Section):
                 raise ValueError(f"env.wrappers apply to Gymnasium envs only, not to type {self.type!r}")
             if self.vector != "sync":
                 raise ValueError(f"env.vector applies to Gymnasium envs only, not to type {self.type!r}")
+        if self.ray is not None and self.vector != "ray":
+            raise ValueError(f"env.ray applies to env.vector: ray only (env.vector is {self.vector!r})")
+        if self.vector == "ray" and importlib.util.find_spec("ray") is None:
+            raise ValueError("env.vector: ray needs Ray, which is not installed; pip install 'tshtrain[ray]'")
         if self.type in ("gymnasium", "envpool", "pettingzoo") and self.device is not None:
             raise ValueError("env.device applies to torch-native envs (type vmas or torch_cartpole) only")
         return self

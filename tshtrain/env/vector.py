@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from enum import Enum
 from typing import Any, TypeAlias
 
@@ -67,27 +68,51 @@ def make_vector_env(
     except ValueError:
         allowed = ", ".join(repr(m.value) for m in VectorMode)
         raise ConfigurationError(f"make_vector_env: mode {mode!r} is not one of {allowed}.") from None
-    if env_kwargs and not isinstance(env, str):
-        raise ConfigurationError("make_vector_env: env_kwargs can only be used with a Gymnasium id.")
-    kwargs = dict(env_kwargs or {})
-
-    def build_one() -> gym.Env[Any, Any]:
-        try:
-            single = gym.make(env, **kwargs) if isinstance(env, str) else env()
-        except (gym.error.DependencyNotInstalled, ImportError) as error:
-            error.add_note(_missing_package_note(env, error))  # the CLI prints notes on its one line
-            raise
-        for wrap in wrappers:
-            single = wrap(single)
-        return single
-
-    # "module:Env-v0" ids register their env when gymnasium.make imports the module: let make check them
-    if isinstance(env, str) and ":" not in env:
-        _require_registered(env)
-    factories = [build_one] * num_envs
+    factories = env_factories(env, num_envs, env_kwargs=env_kwargs, wrappers=wrappers)
     if mode is VectorMode.SYNC:
         return gym.vector.SyncVectorEnv(factories, autoreset_mode=AutoresetMode.SAME_STEP)
     return WorkerNamingAsyncVectorEnv(factories, autoreset_mode=AutoresetMode.SAME_STEP)
+
+
+def env_factories(
+    env: str | EnvFactory,
+    num_envs: int,
+    *,
+    env_kwargs: Mapping[str, Any] | None = None,
+    wrappers: Sequence[WrapperFactory] = (),
+) -> list[EnvFactory]:
+    """``num_envs`` factories of one env each, as :func:`make_vector_env` builds its sub-envs with (and
+    :class:`tshtrain.env.ray_env.RayVectorEnv` in its workers); checked here, before any env is built.
+
+    The factories pickle (with ``cloudpickle`` when ``env`` or a wrapper is a lambda or a closure) so that
+    another process can build the envs; a Gymnasium id is looked up by name where the env is built.
+    """
+    require_positive("make_vector_env", "num_envs", num_envs)
+    if env_kwargs and not isinstance(env, str):
+        raise ConfigurationError("make_vector_env: env_kwargs can only be used with a Gymnasium id.")
+    # "module:Env-v0" ids register their env when gymnasium.make imports the module: let make check them
+    if isinstance(env, str) and ":" not in env:
+        _require_registered(env)
+    return [_EnvBuilder(env, dict(env_kwargs or {}), tuple(wrappers))] * num_envs
+
+
+@dataclass(frozen=True)
+class _EnvBuilder:
+    """Builds one sub-env: ``gymnasium.make(env, **kwargs)`` (or ``env()``), then the wrappers."""
+
+    env: str | EnvFactory
+    kwargs: Mapping[str, Any]
+    wrappers: tuple[WrapperFactory, ...]
+
+    def __call__(self) -> gym.Env[Any, Any]:
+        try:
+            single = gym.make(self.env, **self.kwargs) if isinstance(self.env, str) else self.env()
+        except (gym.error.DependencyNotInstalled, ImportError) as error:
+            error.add_note(_missing_package_note(self.env, error))  # the CLI prints notes on its one line
+            raise
+        for wrap in self.wrappers:
+            single = wrap(single)
+        return single
 
 
 def _require_registered(env_id: str) -> None:
