@@ -26,6 +26,8 @@ exceptions keeps working; their messages say what was given, what is allowed and
 * :class:`LoggerError` (``RuntimeError``): a logger failed while training ran.
 * :class:`ParallelWorkerError` (``RuntimeError``): a worker process of a multi-agent algorithm's
   parallel update mode died, or was used after it was closed.
+* :class:`DistributedRunError` (``RuntimeError``): another rank of a data-parallel run failed (its
+  error is in the message), or a collective timed out (:mod:`tshtrain.distributed`).
 
 Not here: :class:`tshtrain.trainer.StopTraining`, which callbacks raise to end training cleanly, is a
 control-flow signal, not an error.
@@ -95,6 +97,11 @@ class NonFiniteLossError(FloatingPointError):
 class ParallelWorkerError(RuntimeError):
     """A worker process of ``update_mode="parallel"`` died (named with its learner and exit code), or
     the workers were used after they were closed."""
+
+
+class DistributedRunError(RuntimeError):
+    """Another rank of a data-parallel run failed (its rank and error are in the message), or a
+    collective did not complete within the process group's timeout."""
 
 
 class LoggerError(RuntimeError):
