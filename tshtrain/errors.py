@@ -28,6 +28,8 @@ exceptions keeps working; their messages say what was given, what is allowed and
   parallel update mode died, or was used after it was closed.
 * :class:`EnvWorkerError` (``RuntimeError``): a Ray actor holding sub-envs
   (:class:`tshtrain.env.ray_env.RayVectorEnv`) died or did not answer in time.
+* :class:`DistributedRunError` (``RuntimeError``): another rank of a data-parallel run failed (its
+  error is in the message), or a collective timed out (:mod:`tshtrain.distributed`).
 
 Not here: :class:`tshtrain.trainer.StopTraining`, which callbacks raise to end training cleanly, is a
 control-flow signal, not an error.
@@ -102,6 +104,11 @@ class ParallelWorkerError(RuntimeError):
 class EnvWorkerError(RuntimeError):
     """A Ray actor holding sub-envs (``tshtrain.env.ray_env.RayVectorEnv``) died or did not answer
     within its timeout; the message names the worker, its sub-envs and the env."""
+
+
+class DistributedRunError(RuntimeError):
+    """Another rank of a data-parallel run failed (its rank and error are in the message), or a
+    collective did not complete within the process group's timeout."""
 
 
 class LoggerError(RuntimeError):

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -87,11 +88,71 @@ def add_parser(subparsers: Any) -> None:
         help="with --resume: DIR comes from a source you trust, so also unpickle the envs' snapshots, which "
         "makes the resumed run bit-exact (without it nothing from DIR is unpickled; the envs are reset)",
     )
+    parser.add_argument(
+        "--nproc",
+        metavar="N",
+        type=int,
+        default=None,
+        help="train data-parallel on N local processes (torch.distributed, gloo on CPU): launches "
+        "`torchrun --nproc_per_node N -m tshtrain.cli train ...` with the same arguments; each rank has "
+        "the experiment's envs, so N ranks train like one process with N times the envs "
+        "(docs/scaling.md)",
+    )
     parser.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:
     """Train (or resume); 0 on success, 1 on a bad experiment or a failed run, 130 on Ctrl-C."""
+    from tshtrain.distributed import DistributedContext, launched_by_torchrun
+
+    if args.nproc is not None and args.nproc < 1:
+        print(f"tshtrain train: error: --nproc N needs N >= 1, got {args.nproc}.", file=sys.stderr)
+        return EXIT_USAGE
+    if args.nproc is not None and args.nproc > 1 and not launched_by_torchrun():
+        return _launch(args)
+    args.distributed = DistributedContext.from_env() if launched_by_torchrun() else None
+    try:
+        return _run(args)
+    except BaseException as error:
+        if args.distributed is not None:
+            args.distributed.report_failure(error)
+        raise
+    finally:
+        if args.distributed is not None:
+            args.distributed.close()
+
+
+def _launch(args: argparse.Namespace) -> int:
+    """Run this command on ``args.nproc`` local ranks with ``torch.distributed.run`` (no restarts: a
+    failing rank ends the run, and torchrun reports its error)."""
+    import socket
+    import subprocess
+
+    output_dir = args.output_dir
+    if args.resume is None and output_dir is None:  # one directory for all ranks
+        from tshtrain.config import load_experiment
+
+        experiment = load_experiment(args.config, args.overrides)
+        output_dir = experiment.output_dir or _default_output_dir(experiment)
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    command = [
+        sys.executable, "-m", "torch.distributed.run", f"--nproc_per_node={args.nproc}", "--max-restarts=0",
+        "--master_addr=127.0.0.1", f"--master_port={port}", "-m", "tshtrain.cli", "train",
+    ]  # fmt: skip
+    command += [args.config] if args.config is not None else []
+    command += [f"--set={text}" for text in args.overrides]
+    command += ["--output-dir", str(output_dir)] if output_dir is not None else []
+    command += ["--resume", args.resume] if args.resume is not None else []
+    command += ["--extend", str(args.extend)] if args.extend is not None else []
+    command += [f"--allow-module={name}" for name in args.allowed_modules]
+    command += [] if args.check_finite else ["--no-check-finite"]
+    command += ["--trust"] if args.trust else []
+    return subprocess.run(command, check=False).returncode
+
+
+def _run(args: argparse.Namespace) -> int:
     if args.resume is not None:
         if args.config is not None or args.output_dir is not None:
             print(
@@ -117,7 +178,15 @@ def run(args: argparse.Namespace) -> int:
     experiment = load_experiment(args.config, args.overrides)
     output_dir = Path(args.output_dir or experiment.output_dir or _default_output_dir(experiment))
     experiment = experiment.model_copy(update={"output_dir": str(output_dir)})
-    run_dir = RunDirectory.create(output_dir)  # the marker first, then the lock is held until the end
+    main = args.distributed is None or args.distributed.is_main
+    run_dir = RunDirectory.create(output_dir) if main else None  # the marker first, then the lock
+    if args.distributed is not None:  # the other ranks write into the directory rank 0 made
+        args.distributed.broadcast_object(None)
+    if run_dir is None:
+        built = _build(
+            args.config or "the default experiment", experiment, output_dir, prefill=True, args=args
+        )
+        return _train(built, resumed_from=None, debug=args.debug, main=False)
     with run_dir:
         try:
             built = _build(
@@ -143,7 +212,8 @@ def _resume(directory: Path, args: argparse.Namespace) -> int:
     from tshtrain.trainer.checkpoint import CheckpointManager
 
     _check_override_keys(overrides)
-    run_dir, cleaned = RunDirectory.open_existing(directory)
+    main = args.distributed is None or args.distributed.is_main
+    run_dir, cleaned = RunDirectory.open_existing(directory) if main else (contextlib.nullcontext(), [])
     with run_dir:
         if cleaned:
             print(f"{directory}: removed {len(cleaned)} leftover(s) of writes interrupted by a killed run")
@@ -190,7 +260,7 @@ def _resume(directory: Path, args: argparse.Namespace) -> int:
                 f"Continue it for N more epochs with: tshtrain train --resume {directory} --extend N"
             )
             return 0
-        return _train(built, resumed_from=latest, debug=debug)
+        return _train(built, resumed_from=latest, debug=debug, main=main)
 
 
 @dataclass(frozen=True)
@@ -289,12 +359,13 @@ def _build(
             prefill=prefill,
             allowed_modules=args.allowed_modules,
             check_finite=args.check_finite,
+            distributed=args.distributed,
         )
     except ExperimentError as error:
         raise ExperimentError(f"{source}: {error}") from None
 
 
-def _train(built: Run, resumed_from: Path | None, *, debug: bool) -> int:
+def _train(built: Run, resumed_from: Path | None, *, debug: bool, main: bool = True) -> int:
     import dataclasses
     import json
 
@@ -302,6 +373,12 @@ def _train(built: Run, resumed_from: Path | None, *, debug: bool) -> int:
     from tshtrain.data import save_buffer
 
     experiment = built.experiment
+    if not main:  # another rank of a data-parallel run: rank 0 reports and writes the results
+        try:
+            built.trainer.run()
+        finally:
+            built.close()
+        return 0
     print(
         f"tshtrain: {experiment.algorithm.name} on {experiment.env.id}, writing to {built.output_dir}"
         + (f" (resumed from {resumed_from.name})" if resumed_from else ""),

@@ -43,11 +43,12 @@ from tshtrain.data import ReplayBuffer, VectorReplayBuffer, load_buffer
 from tshtrain.data.buffer import BaseReplayBuffer
 from tshtrain.data.collector_base import AnyReplayBuffer
 from tshtrain.data.prioritized import PrioritizedReplayBuffer, PrioritizedVectorReplayBuffer
+from tshtrain.distributed import DistributedContext
 from tshtrain.env import TensorVectorEnv, make_vector_env
 from tshtrain.env.vector import env_factories
 from tshtrain.errors import ConfigurationError, ExperimentError
 from tshtrain.logger.base import Logger
-from tshtrain.trainer import OfflineTrainer, OffPolicyTrainer, OnPolicyTrainer
+from tshtrain.trainer import OfflineTrainer, OffPolicyTrainer, OnPolicyTrainer, TrainerOptions
 from tshtrain.trainer.base import Trainer
 from tshtrain.trainer.checkpoint import CheckpointParams
 
@@ -154,6 +155,7 @@ def build_run(
     prefill: bool = True,
     allowed_modules: Collection[str] = (),
     check_finite: bool = True,
+    distributed: DistributedContext | None = None,
 ) -> Run:
     """Everything ``tshtrain train`` runs (see the module docstring).
 
@@ -166,6 +168,8 @@ def build_run(
             ``module:`` env id); see :mod:`tshtrain.config.entry_points`.
         check_finite: the collectors check observations and rewards for NaN / inf after every vector
             step and name the sub-env, step and field (``Collector(check_finite=...)``).
+        distributed: this process's rank of a data-parallel run: its training envs are seeded from
+            ``DistributedContext.env_seed`` (seed + rank * num_training_envs), it logs only on rank 0.
     """
     spec = get_spec(experiment.algorithm.name)
     output_dir = Path(output_dir)
@@ -193,11 +197,21 @@ def build_run(
         buffer: AnyReplayBuffer | None = None
         if spec.family is Family.OFFLINE:
             trainer = _trainer(
-                spec, algorithm, common | {"buffer": _dataset(experiment)}, experiment, output_dir
+                spec,
+                algorithm,
+                common | {"buffer": _dataset(experiment)},
+                experiment,
+                output_dir,
+                distributed=distributed,
             )
         else:
+            training_seed = (
+                experiment.seed
+                if distributed is None
+                else distributed.env_seed(experiment.seed, env.num_training_envs)
+            )
             training_envs = make_any_envs(
-                experiment, env.num_training_envs, seed=experiment.seed, allowed_modules=allowed_modules
+                experiment, env.num_training_envs, seed=training_seed, allowed_modules=allowed_modules
             )
             envs.append(training_envs)
             buffer = _training_buffer(experiment, spec, training_envs)
@@ -206,13 +220,18 @@ def build_run(
                 training_envs,
                 buffer,
                 exploration_noise=uses_exploration_noise(experiment),
-                seed=experiment.seed,
+                seed=training_seed,
                 check_finite=check_finite,
             )
             if prefill and spec.family is Family.OFF_POLICY and experiment.buffer.prefill_env_steps:
                 collector.collect(n_step=experiment.buffer.prefill_env_steps, random=True)
             trainer = _trainer(
-                spec, algorithm, common | {"training_collector": collector}, experiment, output_dir
+                spec,
+                algorithm,
+                common | {"training_collector": collector},
+                experiment,
+                output_dir,
+                distributed=distributed,
             )
     except BaseException:
         for vector_env in envs:
@@ -227,6 +246,8 @@ def _trainer(
     kwargs: dict[str, Any],
     experiment: Experiment,
     output_dir: Path,
+    *,
+    distributed: DistributedContext | None,
 ) -> Trainer[Any, Any]:
     """The trainer; its params are checked before the loggers create anything in ``output_dir``."""
     params_cls = TRAINER_PARAMS[spec.family]
@@ -234,13 +255,14 @@ def _trainer(
         params = params_cls(**kwargs)
     except ConfigurationError as error:
         raise ExperimentError(f"trainer: {error}") from None
-    params = dataclasses.replace(params, logger=_logger(experiment, output_dir))
+    if distributed is None or distributed.is_main:  # other ranks write no logs
+        params = dataclasses.replace(params, logger=_logger(experiment, output_dir))
     trainer_cls: Any = {
         Family.ON_POLICY: OnPolicyTrainer,
         Family.OFF_POLICY: OffPolicyTrainer,
         Family.OFFLINE: OfflineTrainer,
     }[spec.family]
-    built: Trainer[Any, Any] = trainer_cls(algorithm, params)
+    built: Trainer[Any, Any] = trainer_cls(algorithm, params, TrainerOptions(distributed=distributed))
     return built
 
 

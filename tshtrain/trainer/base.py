@@ -30,6 +30,7 @@ data (:class:`~tshtrain.trainer.run_state.RunState`); what differs per family is
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import sys
 import time
@@ -55,6 +56,7 @@ from tshtrain.trainer.callbacks import (
 )
 from tshtrain.trainer.checkpoint import Backend, CheckpointManager, load_checkpoint, save_checkpoint
 from tshtrain.trainer.collector_bridge import CollectorBridges
+from tshtrain.trainer.data_parallel import DataParallel
 from tshtrain.trainer.dispatch import CallbackSet
 from tshtrain.trainer.events import EventManager
 from tshtrain.trainer.hook_registry import HookRegistry
@@ -103,7 +105,11 @@ class Trainer(ABC, Generic[TAlgorithm, TParams]):
         """how the run behaves around the training (see TrainerOptions)"""
         if self.options.device is not None:
             algorithm.to(resolve_device(self.options.device))
-        self.logger: Logger = params.logger if params.logger is not None else NoOpLogger()
+        dp = self.options.distributed
+        self._dp = DataParallel(dp) if dp is not None else None
+        """this rank's part of a data-parallel run (None: one process)"""
+        main = self._dp is None or self._dp.is_main
+        self.logger: Logger = params.logger if params.logger is not None and main else NoOpLogger()
         self.state = RunState()
         """counters, best result, stop, timing, windows, logger position, open epoch"""
         self._strategy = self._make_strategy()
@@ -132,7 +138,12 @@ class Trainer(ABC, Generic[TAlgorithm, TParams]):
         )
         self._bar: ProgressBar | None = None
         self._run_clock = RunClock()
-        self._checkpoints = CheckpointManager(params.checkpoint) if params.checkpoint is not None else None
+        checkpoint = params.checkpoint
+        if checkpoint is not None and self._dp is not None:
+            checkpoint = self._dp.checkpoint_params(checkpoint)
+        self._checkpoints = CheckpointManager(checkpoint) if checkpoint is not None else None
+        if self._dp is not None:
+            self._dp.attach(algorithm)
         self._started = False
         self._resumed = False
         self._closed = False
@@ -228,6 +239,8 @@ class Trainer(ABC, Generic[TAlgorithm, TParams]):
             for _ in self:
                 pass
         except BaseException as error:
+            if self._dp is not None:
+                self._dp.context.report_failure(error)
             self._final_checkpoint(f"{type(error).__name__}: {error}")
             self._shutdown(quiet=True)
             self._close(quiet=True)  # the original error is what the caller needs to see
@@ -236,7 +249,7 @@ class Trainer(ABC, Generic[TAlgorithm, TParams]):
         self.close()
         info = self.info_stats()
         summary_log.info(format_run_summary(info))
-        if self.params.verbose:
+        if self._verbose():
             write_line(format_info_table(info))
         return info
 
@@ -277,6 +290,8 @@ class Trainer(ABC, Generic[TAlgorithm, TParams]):
     ) -> Path:
         """Write everything a resumed run needs to the directory ``path`` (see
         :mod:`tshtrain.trainer.checkpoint`); atomic: a crash mid-write leaves the previous state."""
+        if self._dp is not None:
+            path = self._dp.rank_path(path)
         return save_checkpoint(self._state_view(), path, include_buffers=include_buffers, backend=backend)
 
     def load_checkpoint(self, path: str | Path, *, load_buffers: bool = True, trusted: bool = False) -> None:
@@ -295,6 +310,8 @@ class Trainer(ABC, Generic[TAlgorithm, TParams]):
                 version, from another algorithm or trainer class, or does not fit this trainer
                 (e.g. another number of envs); nothing is changed then.
         """
+        if self._dp is not None:  # every rank is given rank 0's path
+            path = self._dp.rank_path(path)
         load_checkpoint(self._state_view(), path, load_buffers=load_buffers, trusted=trusted)
         self._resumed = True
         epoch = self.state.epoch
@@ -354,6 +371,7 @@ class Trainer(ABC, Generic[TAlgorithm, TParams]):
             callbacks=self.callbacks,
             checkpoints=self._checkpoints,
             logger=self.logger,
+            ranks=self._dp.describe() if self._dp is not None else None,
         )
 
     def _final_checkpoint(self, reason: str) -> None:
@@ -394,8 +412,11 @@ class Trainer(ABC, Generic[TAlgorithm, TParams]):
                     (collected.stat, collected.layout_before) if collected else self._strategy.collect()
                 )
                 collect_stat = self._reduce_returns(raw)
-                self._recorder.collection(collect_stat)
                 batch = self._strategy.batch(collect_stat, layout)
+                if self._dp is not None:  # from here on: all ranks' collection step together
+                    collect_stat = self._dp.merge(collect_stat)
+                    batch = dataclasses.replace(batch, collect_stat=collect_stat)
+                self._recorder.collection(collect_stat)
                 batch = self.callbacks.transform("after_collect", batch, CollectedBatch)
             stopped_by_test = False
             if collect_stat is not None and self._test_in_training(collect_stat):
@@ -413,6 +434,8 @@ class Trainer(ABC, Generic[TAlgorithm, TParams]):
         self._recorder.training_record(collect_stat, self.callbacks.step_sink.scalars)
         self.callbacks.step_open = False
         self.state.timing["train"] += time.perf_counter() - start + (collected.seconds if collected else 0.0)
+        if self._dp is not None:  # a stop on any rank (a callback, request_stop) stops every rank
+            self._dp.agree_on_stop(self.state)
         epoch_stats = self._close_epoch() if self.state.done or self._epoch_complete() else None
         if self._checkpoints is not None:
             self._checkpoints.periodic(self._state_view(), epoch_closed=epoch_stats is not None)
@@ -472,6 +495,8 @@ class Trainer(ABC, Generic[TAlgorithm, TParams]):
         The initial test step (``reset()``) does not apply ``stop_fn``: as in Tianshou, an untrained
         policy that happens to satisfy it does not end a run before it trained.
         """
+        if self._dp is not None and not self._dp.is_main:  # rank 0 tests and tells the result
+            return self._dp.share_test_step(self.state, None)
         collector = self.params.test_collector
         assert collector is not None
         self.callbacks.test_sink.scalars.clear()
@@ -502,11 +527,13 @@ class Trainer(ABC, Generic[TAlgorithm, TParams]):
                 self._checkpoints.best(self._state_view())
         line = format_test_line(s.counters.epoch, stat.returns_stat, s.best)
         summary_log.info(line)
-        if self.params.verbose:
+        if self._verbose():
             write_line(line)
         result = TestResult(collect_stat=stat, score=float(score), is_best=is_best, initial=initial)
         self.callbacks.call("on_test_end", result)
         self._recorder.test_record(stat, float(score), self.callbacks.test_sink.scalars)
+        if self._dp is not None:
+            self._dp.share_test_step(self.state, stat)
         return stat
 
     # ================================================================== epochs
@@ -574,7 +601,12 @@ class Trainer(ABC, Generic[TAlgorithm, TParams]):
         if self.options.flush_denormal:
             torch.set_flush_denormal(on)
 
+    def _verbose(self) -> bool:
+        return self.params.verbose and (self._dp is None or self._dp.is_main)
+
     def _show_progress(self) -> bool:
+        if self._dp is not None and not self._dp.is_main:
+            return False
         show = self.params.show_progress
         return sys.stderr.isatty() if show is None else show
 
@@ -637,6 +669,8 @@ class Trainer(ABC, Generic[TAlgorithm, TParams]):
         """Close the progress bar and the logger; ``quiet``: log a failing close instead of raising."""
         self._closed = True
         self._set_flush_denormal(False)
+        if self._dp is not None:
+            self._dp.detach()
         if self._bar is not None:
             self._bar.close()
             self._bar = None

@@ -166,7 +166,13 @@ def _check_saved_by(manifest: CheckpointManifest, expected: Mapping[str, Any], k
         if manifest.info.get(key) != expected.get(key):
             raise CheckpointError(
                 f"{manifest.path}: saved by {key} {manifest.info.get(key)!r}, this is {expected.get(key)!r}; "
-                f"build the same {key} to resume."
+                f"build the same {key} to resume"
+                + (
+                    " (a data-parallel run resumes with the same number of ranks; rank r > 0 reads "
+                    "rank<r>/ beside rank 0's checkpoint)."
+                    if key in ("world_size", "rank")
+                    else "."
+                )
             )
 
 
@@ -188,7 +194,7 @@ def load_checkpoint(
             changed then.
     """
     manifest = _verify(path, skip_prefixes=() if load_buffers else ("buffers/",))
-    _check_saved_by(manifest, target.describe(), ("algorithm", "trainer"))
+    _check_saved_by(manifest, target.describe(), ("algorithm", "trainer", "world_size", "rank"))
     state = _read_state(manifest, trusted=trusted)
     try:
         target.check_state_dict(state)

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 from tshtrain.constraints import PositiveInt, validate_fields
 from tshtrain.devices import resolve_device
+from tshtrain.distributed import DistributedContext
 from tshtrain.errors import ConfigurationError
 
 
@@ -40,6 +41,11 @@ class TrainerOptions:
     """move the algorithm there when the trainer is built (``Algorithm.to``): ``auto`` (CUDA when
     available, else CPU), ``cpu``, ``cuda``, ``cuda:N`` or ``mps``; None: leave the algorithm where it
     is. Collected batches are moved to the algorithm's device once per sample (docs/gpu.md)"""
+
+    distributed: DistributedContext | None = None
+    """this process's rank of a data-parallel run (``DistributedContext.from_env()`` under ``torchrun``):
+    gradients averaged over the ranks, counters and training statistics summed over them, test steps,
+    logging and progress on rank 0 (docs/scaling.md); None: one process"""
 
     def __post_init__(self) -> None:
         validate_fields(self)

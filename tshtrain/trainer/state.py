@@ -76,6 +76,8 @@ class TrainerState:
     callbacks: CallbackSet
     checkpoints: CheckpointManager | None
     logger: Logger
+    ranks: Mapping[str, int] | None = None
+    """a data-parallel run's ``world_size`` and ``rank`` (recorded in manifests, checked on load)"""
 
     # ------------------------------------------------------------------ the Checkpointable contract
     def counters(self) -> Counters:
@@ -95,6 +97,7 @@ class TrainerState:
             "params": str(self.params),
             "algorithm": type(self.algorithm).__name__,
             "trainer": self.trainer_name,
+            **(self.ranks or {}),
         }
 
     def buffers(self) -> dict[str, AnyReplayBuffer]:
