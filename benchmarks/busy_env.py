@@ -42,7 +42,9 @@ class BusyEnv(gym.Env[np.ndarray, np.int64]):
         self.observation_space = gym.spaces.Box(-np.inf, np.inf, (OBS_DIM,), np.float32)
         self.action_space = gym.spaces.Discrete(2)
         rng = np.random.default_rng(0)
-        self._matrix = (rng.standard_normal((MATRIX_SIZE, MATRIX_SIZE)) / np.sqrt(MATRIX_SIZE)).astype(np.float32)
+        self._matrix = (rng.standard_normal((MATRIX_SIZE, MATRIX_SIZE)) / np.sqrt(MATRIX_SIZE)).astype(
+            np.float32
+        )
         self._state = np.zeros(MATRIX_SIZE, np.float32)
         self._t = 0
 
@@ -88,4 +90,6 @@ def calibrate_num_iterations(target_seconds: float = 1e-3) -> int:
     return max(1, round(target_seconds / per_iteration))
 
 
-gym.register("BusyBench-v0", entry_point=BusyEnv)  # as "busy_env:BusyBench-v0", gymnasium.make imports this module
+gym.register(
+    "BusyBench-v0", entry_point=BusyEnv
+)  # as "busy_env:BusyBench-v0", gymnasium.make imports this module
