@@ -34,6 +34,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import math
 import os
 import resource
 import socket
@@ -304,8 +305,8 @@ def measure_comm(quick: bool) -> dict[str, Any]:
     sizes = np.array([int(k) for k in result["all_reduce_by_numel"]], dtype=float)
     secs = np.array(list(result["all_reduce_by_numel"].values()))
     slope, intercept = np.polyfit(sizes * 4, secs, 1)  # seconds = latency + bytes * slope
-    result["fit_latency_s"] = float(max(intercept, secs[0]))
-    result["fit_seconds_per_byte"] = float(max(slope, 0.0))
+    result["fit_latency_s"] = float(intercept)  # for reference; the extrapolation uses the end points
+    result["fit_seconds_per_byte"] = float(slope)
     return result
 
 
@@ -498,57 +499,95 @@ def extrapolate(env_extra: dict[str, Any], comm: dict[str, Any], ppo_runs: dict[
         "dominated by 63 * c, so workers should hold many envs (E >> c / t_env) or the env must be slow.",
         "",
     ]
-    latency, per_byte = comm["fit_latency_s"], comm["fit_seconds_per_byte"]
+    sizes = {int(k): v for k, v in comm["all_reduce_by_numel"].items()}
+    t_small, t_big = sizes[min(sizes)], sizes[max(sizes)]
+    alpha = t_small / 2  # per hop: a 2-rank ring all-reduce of one number is 2 hops
+    per_byte = max(t_big - t_small, 0.0) / (max(sizes) * 4)  # at N = 2, 2 (N - 1) / N = 1 x the bytes
     num_params, num_tensors = comm["ppo_num_params"], comm["ppo_num_param_tensors"]
     hooks = comm["per_parameter_hooks"]
-    one = statistics.median(r[0]["run_s"] for r in ppo_runs["1 process x 8 envs"])
-    one_collect = statistics.median(r[0]["collect_s"] for r in ppo_runs["1 process x 8 envs"])
-    one_update = statistics.median(r[0]["update_s"] for r in ppo_runs["1 process x 8 envs"])
-    grad_steps = ppo_runs["1 process x 8 envs"][0][0]["gradient_steps"]
+    singles = ppo_runs["1 process x 8 envs"]
+    one = statistics.median(r[0]["run_s"] for r in singles)
+    one_collect = statistics.median(r[0]["collect_s"] for r in singles)
+    one_update = statistics.median(r[0]["update_s"] for r in singles)
+    grad_steps = singles[0][0]["gradient_steps"]
     two = statistics.median(max(x["run_s"] for x in r) for r in ppo_runs["2 gloo ranks x 4 envs"])
+    rest = one - one_collect - one_update
+    grad_bytes = num_params * 4
+
+    flat = comm["average_gradients"]
+
+    def allreduce_s(n: int, at_two: float) -> float:  # ring: 2 (N - 1) hops of latency + the bytes
+        bytes_s = 2 * (n - 1) / n * grad_bytes * per_byte
+        return 0.0 if n == 1 else max(at_two - grad_bytes * per_byte, 0.0) * (n - 1) + bytes_s
+
+    def predicted_s(n: int, per_step_at_two: float) -> float:
+        return one_collect / n + one_update + rest + grad_steps * allreduce_s(n, per_step_at_two)
+
+    # calibrated to the 2-rank run: what each gradient step cost beyond one process's compute
+    observed_at_two = max((two - (one_collect / 2 + one_update + rest)) / grad_steps, 0.0)
+
     lines += [
         "### Data-parallel PPO (b)",
         "",
-        f"Measured on 2 gloo ranks (loopback): one all-reduce costs {latency * 1e6:.0f} us + "
-        f"{per_byte * 1e9:.2f} ns per byte (fit over 4 B .. 4 MB); the PPO model's {num_params:,} "
-        f"parameters in {num_tensors} tensors take {comm['average_gradients'] * 1e6:.0f} us as one flattened "
-        f"all-reduce (`average_gradients`) and {hooks * 1e6:.0f} us as the trainer's per-parameter hooks; the "
-        f"per-collection-step statistics gather takes {comm['all_gather_object_collect_stats'] * 1e6:.0f} us. "
-        f"One process: {one:.1f} s for the run, of which collection {one_collect:.1f} s and updates "
-        f"{one_update:.1f} s ({grad_steps} gradient steps); 2 ranks: {two:.1f} s.",
+        f"Measured on 2 gloo ranks (loopback): an all-reduce of one float takes {t_small * 1e6:.0f} us "
+        f"(so a hop costs alpha = {alpha * 1e6:.0f} us), of 1M floats {t_big * 1e3:.1f} ms "
+        f"({per_byte * 1e9:.2f} ns per byte beyond the latency); the PPO model's {num_params:,} parameters "
+        f"in {num_tensors} tensors take {comm['average_gradients'] * 1e6:.0f} us as one flattened "
+        f"all-reduce (`average_gradients`) and {hooks * 1e6:.0f} us as the trainer's per-parameter hooks "
+        f"({num_tensors} all-reduces); the per-collection-step statistics gather takes "
+        f"{comm['all_gather_object_collect_stats'] * 1e6:.0f} us. One process: {one:.1f} s for the run "
+        f"(collection {one_collect:.1f} s, updates {one_update:.1f} s, {grad_steps} gradient steps); "
+        f"2 ranks: {two:.1f} s.",
         "",
-        "Model: T(N) = (collect + test) / N-ish + updates * u(N) + gradient_steps * a(N). Collection divides by "
-        "N (each rank steps 1/N of the envs). The update compute per rank shrinks with the per-rank "
-        "mini-batch (256 / N) only down to the fixed cost of a forward/backward of a small MLP; here it is "
-        "taken as not shrinking at all (u = 1, pessimistic, the mini-batch is tiny). a(N) is the gradient "
-        "all-reduce: ring all-reduce sends 2 (N - 1) / N of the bytes and pays 2 (N - 1) latencies, per "
-        "tensor with the hooks (or once with one flattened all-reduce). Test steps run on rank 0 and do not "
-        "divide. Assumptions: one core per rank; loopback-like latency (on a cluster network, latency is "
-        "10-100x larger); the 2-rank latency is the per-hop latency.",
+        "Model: T(N) = collection / N + updates + other + gradient_steps * a(N), with a(N) the gradient "
+        "averaging per gradient step as a ring all-reduce: (N - 1) times its latency part at N = 2 (2 (N - 1) "
+        "hops) plus 2 (N - 1) / N of the bytes times the per-byte cost. Three values of a(2): the trainer's "
+        f"per-parameter hooks as measured alone ({hooks * 1e3:.2f} ms), one flattened all-reduce "
+        f"({flat * 1e3:.2f} ms), and what a gradient step of the 2-rank run cost beyond one process's "
+        f"compute ({observed_at_two * 1e3:.2f} ms: {two:.1f} s measured against "
+        f"{predicted_s(2, 0.0):.1f} s without communication -- the ranks wait for each other at each of the "
+        f"{num_tensors} synchronisations per gradient step, on a machine with more runnable processes than "
+        "cores). Assumptions: one core per rank; collection divides by N (each rank steps 1/N of the envs); "
+        "the update compute per rank does not shrink although the per-rank mini-batch is 256 / N (true for "
+        "a small MLP, whose forward / backward cost is per call, not per sample; pessimistic for large "
+        "models); test steps and the rest run at one process's speed; latency and bandwidth stay those of "
+        "loopback on this machine (on a network the latency is 10-100x larger).",
         "",
-        "| ranks N | all-reduce per gradient step, hooks | flattened | predicted run time, hooks | predicted "
-        "speed-up, hooks | predicted speed-up, flattened |",
-        "| ---: | ---: | ---: | ---: | ---: | ---: |",
+        "| ranks N | a(N), hooks | a(N), flattened | a(N), calibrated | speed-up, hooks | speed-up, flattened "
+        "| speed-up, calibrated | efficiency (speed-up / N), flattened |",
+        "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
-    rest = one - one_collect - one_update
-    grad_bytes = num_params * 4
     for n in (1, 2, 8, 64):
-        hops = 2 * (n - 1)
-        a_hooks = 0.0 if n == 1 else num_tensors * hops * latency + 2 * (n - 1) / n * grad_bytes * per_byte
-        a_flat = 0.0 if n == 1 else hops * latency + 2 * (n - 1) / n * grad_bytes * per_byte
-        t_hooks = one_collect / n + one_update + rest + grad_steps * a_hooks
-        t_flat = one_collect / n + one_update + rest + grad_steps * a_flat
+        cells = [allreduce_s(n, x) for x in (hooks, flat, observed_at_two)]
+        speedups = [one / predicted_s(n, x) for x in (hooks, flat, observed_at_two)]
         lines.append(
-            f"| {n} | {a_hooks * 1e3:.2f} ms | {a_flat * 1e3:.2f} ms | {t_hooks:.1f} s | {one / t_hooks:.2f}x | "
-            f"{one / t_flat:.2f}x |"
+            f"| {n} | "
+            + " | ".join(f"{c * 1e3:.2f} ms" for c in cells)
+            + " | "
+            + " | ".join(f"{x:.2f}x" for x in speedups)
+            + f" | {speedups[1] / n:.0%} |"
         )
+    latency_flat = max(flat - grad_bytes * per_byte, 0.0)
+    log_speedups = {
+        n: one / (one_collect / n + one_update + rest + grad_steps * latency_flat * math.log2(n))
+        for n in (8, 64)
+    }
+    lines += [
+        "",
+        "A ring is the pessimistic case for latency; with an algorithm whose latency grows with log2 N "
+        "(halving-doubling, trees) the flattened column becomes "
+        + ", ".join(f"{x:.2f}x at N = {n}" for n, x in log_speedups.items())
+        + ". Either way the speed-up is capped by the updates, which do not shrink with N here.",
+    ]
     lines += [
         "",
         "With PPO's default settings (20 whole-batch gradient steps per 256 env steps) the run is "
-        "update-bound, so data parallelism over ranks buys little for CartPole-sized models: the updates do "
-        "not get cheaper per rank, and each gradient step adds an all-reduce whose latency grows with N. It "
-        "pays off where collection dominates (slow envs, many env steps per gradient step) or where the "
-        "per-rank mini-batch is large enough for its compute to shrink with N (big models, GPUs).",
+        "update-bound, so data-parallel ranks buy little for CartPole-sized models: the updates do not get "
+        "cheaper per rank, and each gradient step adds all-reduces whose latency grows with N. They pay off "
+        "where collection dominates (slow envs, few gradient steps per env step) or where the per-rank "
+        "compute shrinks with the per-rank mini-batch (large models, GPUs); and one flattened (bucketed) "
+        "all-reduce per gradient step instead of one per parameter tensor would cut the latency term "
+        f"{num_tensors}-fold.",
     ]
     return lines
 
@@ -597,12 +636,26 @@ def write_markdown(tables: list[TableResult], extra_lines: list[str], comm: dict
     return path
 
 
+def render() -> None:
+    """Rewrite ``results/scale.md`` (and the extrapolation in ``scale.json``) from ``scale.json``."""
+    path = RESULTS_DIR / "scale.json"
+    payload = json.loads(path.read_text())
+    tables = [TableResult.from_json(t) for t in payload["tables"]]
+    lines = extrapolate(payload["envs_per_vector_step"], payload["comm"], payload["ppo_runs"])
+    payload["extrapolation"] = lines
+    write_json("scale", payload)
+    print(f"wrote {write_markdown(tables, lines, payload['comm'])}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--only", nargs="*", choices=["envs", "comm", "ppo", "overlap"], default=None)
+    parser.add_argument(
+        "--render", action="store_true", help="rewrite results/scale.md from results/scale.json (no runs)"
+    )
     parser.add_argument("--worker", choices=["ppo", "comm"], help=argparse.SUPPRESS)
     parser.add_argument("--out", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--env-steps", type=int, default=16384, help=argparse.SUPPRESS)
@@ -611,6 +664,8 @@ def main() -> None:
         return ppo_worker(args.out, args.env_steps)
     if args.worker == "comm":
         return comm_worker(args.out, args.quick)
+    if args.render:
+        return render()
     pin_torch_threads()
     os.environ.update(SUBPROCESS_ENV)  # subprocess envs and the Ray instance inherit it: one BLAS thread
     parts = set(args.only or ["envs", "comm", "ppo", "overlap"])

@@ -78,7 +78,6 @@ class DistributedContext:
         self.timeout_seconds = timeout_seconds
         """the process group's timeout for every collective"""
         self._store = store
-        self._failed = False
 
     # ------------------------------------------------------------------ joining and leaving
     @classmethod
@@ -158,19 +157,9 @@ class DistributedContext:
         )
 
     def close(self) -> None:
-        """Leave the process group (idempotent).
-
-        After a clean run (no rank reported a failure) the ranks first meet at a barrier, so that none
-        tears its gloo connections down while a peer still finishes the last collective: without it, one
-        rank in a few of ``tshtrain train --nproc 2`` launches aborted at exit ("terminate called without
-        an active exception") after training had finished. After a failure the barrier is skipped.
-        """
-        if not dist.is_initialized():
-            return
-        if not self._failed and self.failed_peer() is None:
-            with suppress(Exception):  # a peer that died: its error is the run's, not this barrier's
-                dist.barrier()
-        dist.destroy_process_group()
+        """Leave the process group (idempotent)."""
+        if dist.is_initialized():
+            dist.destroy_process_group()
 
     # ------------------------------------------------------------------ who does what
     @property
@@ -186,7 +175,6 @@ class DistributedContext:
     # ------------------------------------------------------------------ failures
     def report_failure(self, error: BaseException) -> None:
         """Tell the other ranks that this rank failed with ``error`` (best effort, never raises)."""
-        self._failed = True
         # the store may be gone already; the launcher still sees this process's exit code
         with suppress(Exception):
             self._store.set(f"{_FAILED_KEY}{self.rank}", f"{type(error).__name__}: {error}"[:4000])
