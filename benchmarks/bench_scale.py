@@ -117,7 +117,7 @@ def run_rows(
     label: str,
     cpu: Callable[[], float],
 ) -> list[RowResult]:
-    """Like ``harness.run_interleaved`` (A B C A B C ..., one warm-up round), with CPU seconds from ``cpu``."""
+    """Like ``harness.run_interleaved`` (A B C A B C ..., one warm-up round); CPU seconds from ``cpu``."""
     results = [RowResult(name=n, unit=unit, work=w, seconds=[], cpu_seconds=[]) for n, w, _ in contestants]
     for _, _, run in contestants:
         run()
@@ -166,7 +166,8 @@ def env_tables(*, quick: bool, num_iterations: int) -> tuple[list[TableResult], 
             layouts: list[tuple[str, int, Callable[[], Any]]] = [
                 ("sync, 1 env", 1, lambda f=factory: make_vector_env(f, 1)),
                 *[
-                    (f"async, {n} env{'s' * (n > 1)}", n, lambda f=factory, n=n: make_vector_env(f, n, mode="async"))
+                    (f"async, {n} env{'s' * (n > 1)}", n,
+                     lambda f=factory, n=n: make_vector_env(f, n, mode="async"))
                     for n in (1, 2, 4)
                 ],
                 *[
@@ -204,8 +205,8 @@ def env_tables(*, quick: bool, num_iterations: int) -> tuple[list[TableResult], 
                 ],
                 notes=[
                     "CPU: this process and all its descendants (subprocess envs; the local Ray instance, its "
-                    "raylet and workers), so a rate on the CPU basis is env steps per CPU second of the whole "
-                    "tree. Goals of 1.0 only mark 'faster than one worker'."
+                    "raylet and workers), so a rate on the CPU basis is env steps per CPU second of the "
+                    "whole tree. Goals of 1.0 only mark 'faster than one worker'."
                 ],
             )
             tables.append(table)
@@ -314,6 +315,48 @@ def measure_comm(quick: bool) -> dict[str, Any]:
 PPO_TOTAL_ENVS = 8
 
 
+def use_flattened_gradient_averaging() -> None:
+    """PROTOTYPE, not tshtrain's code path: replace the per-parameter gradient all-reduces of
+    ``DistributedContext.install_gradient_averaging`` with one flattened all-reduce at the end of each
+    backward pass (queued on the autograd engine by the first parameter whose gradient is ready, in a
+    fixed parameter order on every rank), to measure what bucketing would save."""
+    import torch
+    import torch.distributed as dist
+
+    from tshtrain.distributed import DistributedContext
+
+    def install(self: DistributedContext, params: Any) -> Callable[[], None]:
+        ordered = list(dict.fromkeys(params))
+        position = {id(p): i for i, p in enumerate(ordered)}
+        ready: list[Any] = []
+
+        def flush() -> None:
+            ready.sort(key=lambda p: position[id(p)])
+            flat = torch.cat([p.grad.reshape(-1) for p in ready])
+            dist.all_reduce(flat)
+            flat /= self.world_size
+            offset = 0
+            for p in ready:
+                p.grad.copy_(flat[offset : offset + p.grad.numel()].view_as(p.grad))
+                offset += p.grad.numel()
+            ready.clear()
+
+        def hook(param: Any) -> None:
+            if not ready:
+                torch.autograd.Variable._execution_engine.queue_callback(flush)  # type: ignore[attr-defined]
+            ready.append(param)
+
+        handles = [p.register_post_accumulate_grad_hook(hook) for p in ordered]
+
+        def remove() -> None:
+            for handle in handles:
+                handle.remove()
+
+        return remove
+
+    DistributedContext.install_gradient_averaging = install  # type: ignore[method-assign]
+
+
 def ppo_worker(out: Path, env_steps: int) -> None:
     """Train PPO CartPole on this rank (or in one process) for ``env_steps`` env steps over all ranks."""
     import torch
@@ -402,6 +445,7 @@ def ppo_table(*, quick: bool) -> tuple[TableResult, dict[str, Any]]:
     contestants: dict[str, Callable[[], list[str]]] = {
         "1 process x 8 envs": lambda: [sys.executable, __file__],
         "2 gloo ranks x 4 envs": lambda: torchrun(2),
+        "2 gloo ranks x 4 envs, flattened averaging (prototype)": lambda: [*torchrun(2), "--flattened"],
     }
     runs: dict[str, list[dict[str, Any]]] = {name: [] for name in contestants}
     exit_codes: dict[str, list[int]] = {name: [] for name in contestants}
@@ -442,7 +486,19 @@ def ppo_table(*, quick: bool) -> tuple[TableResult, dict[str, Any]]:
         title=f"PPO CartPole end to end, {env_steps} env steps over all ranks",
         unit="env steps/s of the training run (trainer.run(); the slowest rank)",
         rows=list(rows.values()),
-        goals=[Goal(numerator="2 gloo ranks x 4 envs", denominator="1 process x 8 envs", target=1.0)],
+        goals=[
+            Goal(numerator="2 gloo ranks x 4 envs", denominator="1 process x 8 envs", target=1.0),
+            Goal(
+                numerator="2 gloo ranks x 4 envs, flattened averaging (prototype)",
+                denominator="1 process x 8 envs",
+                target=1.0,
+            ),
+            Goal(
+                numerator="2 gloo ranks x 4 envs, flattened averaging (prototype)",
+                denominator="2 gloo ranks x 4 envs",
+                target=1.0,
+            ),
+        ],
         notes=[
             "Each rank: PPO's default experiment with half the envs, collection step and mini-batch; 20 "
             "repetitions of whole-batch updates per collection step, so each gradient step is followed by "
@@ -540,9 +596,10 @@ def extrapolate(env_extra: dict[str, Any], comm: dict[str, Any], ppo_runs: dict[
         f"2 ranks: {two:.1f} s.",
         "",
         "Model: T(N) = collection / N + updates + other + gradient_steps * a(N), with a(N) the gradient "
-        "averaging per gradient step as a ring all-reduce: (N - 1) times its latency part at N = 2 (2 (N - 1) "
-        "hops) plus 2 (N - 1) / N of the bytes times the per-byte cost. Three values of a(2): the trainer's "
-        f"per-parameter hooks as measured alone ({hooks * 1e3:.2f} ms), one flattened all-reduce "
+        "averaging per gradient step as a ring all-reduce: (N - 1) times its latency part at N = 2 "
+        "(2 (N - 1) hops) plus 2 (N - 1) / N of the bytes times the per-byte cost. Three values of a(2): "
+        f"the trainer's per-parameter hooks as measured alone ({hooks * 1e3:.2f} ms), one flattened "
+        "all-reduce "
         f"({flat * 1e3:.2f} ms), and what a gradient step of the 2-rank run cost beyond one process's "
         f"compute ({observed_at_two * 1e3:.2f} ms: {two:.1f} s measured against "
         f"{predicted_s(2, 0.0):.1f} s without communication -- the ranks wait for each other at each of the "
@@ -553,8 +610,8 @@ def extrapolate(env_extra: dict[str, Any], comm: dict[str, Any], ppo_runs: dict[
         "models); test steps and the rest run at one process's speed; latency and bandwidth stay those of "
         "loopback on this machine (on a network the latency is 10-100x larger).",
         "",
-        "| ranks N | a(N), hooks | a(N), flattened | a(N), calibrated | speed-up, hooks | speed-up, flattened "
-        "| speed-up, calibrated | efficiency (speed-up / N), flattened |",
+        "| ranks N | a(N), hooks | a(N), flattened | a(N), calibrated | speed-up, hooks "
+        "| speed-up, flattened | speed-up, calibrated | efficiency (speed-up / N), flattened |",
         "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     for n in (1, 2, 8, 64):
@@ -567,6 +624,16 @@ def extrapolate(env_extra: dict[str, Any], comm: dict[str, Any], ppo_runs: dict[
             + " | ".join(f"{x:.2f}x" for x in speedups)
             + f" | {speedups[1] / n:.0%} |"
         )
+    prototype = ppo_runs.get("2 gloo ranks x 4 envs, flattened averaging (prototype)")
+    if prototype:
+        two_flat = statistics.median(max(x["run_s"] for x in r) for r in prototype)
+        lines += [
+            "",
+            f"Measured end to end with the flattened-averaging prototype (one all-reduce per gradient step, "
+            f"not tshtrain's code path yet): {two_flat:.1f} s for 2 ranks against {two:.1f} s with the "
+            f"per-parameter hooks and {one:.1f} s in one process; a gradient step then costs "
+            f"{max((two_flat - predicted_s(2, 0.0)) / grad_steps, 0.0) * 1e3:.2f} ms beyond the compute.",
+        ]
     latency_flat = max(flat - grad_bytes * per_byte, 0.0)
     log_speedups = {
         n: one / (one_collect / n + one_update + rest + grad_steps * latency_flat * math.log2(n))
@@ -606,9 +673,10 @@ def write_markdown(tables: list[TableResult], extra_lines: list[str], comm: dict
     parts = [
         "# Scale-out measurements (`benchmarks/bench_scale.py`)",
         "",
-        "Written by `python benchmarks/bench_scale.py`; raw numbers in `scale.json`. **The machine was shared "
-        "with other jobs while this ran** (2 cores, load average above 2): absolute rates are low and noisy; "
-        "compare rows of one table (contestants ran interleaved) and read the paired ratios and ranges.",
+        "Written by `python benchmarks/bench_scale.py`; raw numbers in `scale.json`. **The machine was "
+        "shared with other jobs while this ran** (2 cores, load average about 5): absolute rates are low and "
+        "noisy; compare rows of one table (contestants ran interleaved) and read the paired ratios and "
+        "ranges.",
         "",
         environment_markdown(machine, versions, git_revision()),
         "",
@@ -621,12 +689,16 @@ def write_markdown(tables: list[TableResult], extra_lines: list[str], comm: dict
             "",
             "| collective | median |",
             "| --- | ---: |",
-            *[f"| all_reduce of {int(k):,} float32 | {v * 1e6:,.0f} us |" for k, v in comm["all_reduce_by_numel"].items()],
+            *[
+                f"| all_reduce of {int(k):,} float32 | {v * 1e6:,.0f} us |"
+                for k, v in comm["all_reduce_by_numel"].items()
+            ],
             f"| `average_gradients`, PPO model ({comm['ppo_num_params']:,} params, one flattened all-reduce) "
             f"| {comm['average_gradients'] * 1e6:,.0f} us |",
             f"| per-parameter gradient hooks, PPO model ({comm['ppo_num_param_tensors']} all-reduces) "
             f"| {comm['per_parameter_hooks'] * 1e6:,.0f} us |",
-            f"| `all_gather_object` of the collection statistics | {comm['all_gather_object_collect_stats'] * 1e6:,.0f} us |",
+            f"| `all_gather_object` of the collection statistics "
+            f"| {comm['all_gather_object_collect_stats'] * 1e6:,.0f} us |",
             f"| `broadcast_object` of a test step's result | {comm['broadcast_object'] * 1e6:,.0f} us |",
             "",
         ]  # fmt: skip
@@ -659,7 +731,10 @@ def main() -> None:
     parser.add_argument("--worker", choices=["ppo", "comm"], help=argparse.SUPPRESS)
     parser.add_argument("--out", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--env-steps", type=int, default=16384, help=argparse.SUPPRESS)
+    parser.add_argument("--flattened", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.flattened:
+        use_flattened_gradient_averaging()
     if args.worker == "ppo":
         return ppo_worker(args.out, args.env_steps)
     if args.worker == "comm":
@@ -680,7 +755,8 @@ def main() -> None:
             "step_cpu_seconds": busy_env.step_cpu_seconds(num_iterations),
         }
         print(
-            f"busy env: {num_iterations} iterations, {payload['busy_env']['step_cpu_seconds'] * 1e3:.3f} ms CPU per step"
+            f"busy env: {num_iterations} iterations, "
+            f"{payload['busy_env']['step_cpu_seconds'] * 1e3:.3f} ms CPU per step"
         )
         env_results, env_extra = env_tables(quick=args.quick, num_iterations=num_iterations)
         tables += env_results

@@ -34,8 +34,8 @@ class BusyEnv(gym.Env[np.ndarray, np.int64]):
     def __init__(self, num_iterations: int = DEFAULT_NUM_ITERATIONS, episode_num_steps: int = 200):
         if num_iterations < 0 or episode_num_steps < 1:
             raise ValueError(
-                f"BusyEnv: num_iterations={num_iterations} (need >= 0), episode_num_steps={episode_num_steps} "
-                f"(need >= 1)"
+                f"BusyEnv: num_iterations={num_iterations} (need >= 0), "
+                f"episode_num_steps={episode_num_steps} (need >= 1)"
             )
         self.num_iterations = num_iterations
         self.episode_num_steps = episode_num_steps

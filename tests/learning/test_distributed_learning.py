@@ -107,7 +107,8 @@ def train(context: DistributedContext | None, seed: int) -> dict[str, Any]:
 def _report(name: str, seed: int, result: dict[str, Any]) -> bool:
     print(
         f"RESULT {name} seed={seed} best_reward={result['best_reward']} env_steps={result['env_steps']} "
-        f"gradient_steps={result['gradient_steps']} stop={result['stop_reason']} time={result['seconds']:.1f}s"
+        f"gradient_steps={result['gradient_steps']} stop={result['stop_reason']} "
+        f"time={result['seconds']:.1f}s"
     )
     # stop_fn is not consulted at the initial test step: STOP_FN means a test step after training got there
     return bool(
