@@ -23,7 +23,10 @@ Parts (``--only``):
 * **ppo** -- PPO CartPole end to end, the same total env steps: one process with 8 envs against
   ``python -m torch.distributed.run --nproc_per_node 2`` with 4 envs per rank (half the collection step
   and mini-batch per rank); wall time of the whole command and of the training run, CPU of all
-  processes; speed-up and efficiency (speed-up / ranks).
+  processes; speed-up and efficiency (speed-up / ranks). A third row runs the 2 ranks with a PROTOTYPE of
+  bucketed gradient averaging (one flattened all-reduce per backward pass instead of one per parameter,
+  :func:`use_flattened_gradient_averaging`; not tshtrain's code path), to measure what it would save.
+  Launches that exit non-zero after writing their result are counted in the table's notes.
 * **overlap** -- DQN / SAC with and without overlapped collection: a stub until that feature is on main.
 
 Nothing here asserts a timing. The machine is shared with other jobs: compare rows of one run only.

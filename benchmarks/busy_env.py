@@ -90,6 +90,5 @@ def calibrate_num_iterations(target_seconds: float = 1e-3) -> int:
     return max(1, round(target_seconds / per_iteration))
 
 
-gym.register(
-    "BusyBench-v0", entry_point=BusyEnv
-)  # as "busy_env:BusyBench-v0", gymnasium.make imports this module
+# as "busy_env:BusyBench-v0", gymnasium.make imports this module, which registers the id
+gym.register("BusyBench-v0", entry_point="busy_env:BusyEnv")
