@@ -24,7 +24,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tests.learning.test_tictactoe_learning import (  # noqa: E402
+from tests.learning.test_tictactoe_learning import (
     CI,
     FULL,
     LEARNER,
@@ -32,9 +32,9 @@ from tests.learning.test_tictactoe_learning import (  # noqa: E402
     build_trainer,
     greedy_outcomes,
 )
-from tshtrain.algorithm import QValuePolicy  # noqa: E402
-from tshtrain.env import OBS_KEY  # noqa: E402
-from tshtrain.env.multi_agent import ACTION_MASK_KEY  # noqa: E402
+from tshtrain.algorithm import QValuePolicy
+from tshtrain.env import OBS_KEY
+from tshtrain.env.multi_agent import ACTION_MASK_KEY
 
 
 def plain_loop_outcomes(q_net: torch.nn.Module, n_games: int, seed: int) -> dict[str, float]:
@@ -98,20 +98,50 @@ def run_seed(setup: TicTacToeSetup, seed: int, eval_games: int) -> dict[str, Any
     }
 
 
+def _pct(outcome: dict[str, float]) -> str:
+    return " / ".join(f"{100 * outcome[k]:.1f}" for k in ("win", "draw", "loss"))
+
+
+def report(path: str) -> str:
+    """A markdown table (one row per seed) of a JSON-lines file of this script or of
+    ``benchmarks/tianshou_tictactoe.py``."""
+    rows = [json.loads(line) for line in Path(path).read_text().splitlines() if line.startswith('{"seed"')]
+    ours = "eval_collector" in rows[0]
+    head = "| seed | env steps | gradient steps | wall s (CPU s) | greedy win / draw / loss % | " + (
+        "same, plain PettingZoo loop |" if ours else "best-test-reward snapshot |"
+    )
+    lines = [head, "| ---: | ---: | ---: | ---: | ---: | ---: |"]
+    for r in rows:
+        second = r["eval_plain_loop"] if ours else r.get("eval_best", r["eval_final"])
+        first = r["eval_collector"] if ours else r["eval_final"]
+        steps = r.get("gradient_steps", r.get("update_steps"))
+        lines.append(
+            f"| {r['seed']} | {r['train_env_steps']:,} | {steps:,} | {r['train_wall_s']:.0f} "
+            f"({r['train_cpu_s']:.0f}) | {_pct(first)} | {_pct(second)} |"
+        )
+    return "\n".join(lines)
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--report", nargs="*", default=[], help="print markdown tables of these JSON-lines files")
     p.add_argument("--setup", choices=("full", "ci"), default="full")
     p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     p.add_argument("--set", nargs="*", default=[], help="override setup fields: name=value")
     p.add_argument("--eval-games", type=int, default=1000)
     p.add_argument("--json-out", default="")
     args = p.parse_args()
+    if args.report:
+        print("\n\n".join(report(path) for path in args.report))
+        return
     torch.set_num_threads(1)
     setup = FULL if args.setup == "full" else CI
     for item in args.set:
         name, value = item.split("=", 1)
         current = getattr(setup, name)
-        parsed: Any = tuple(int(v) for v in value.split(",")) if isinstance(current, tuple) else type(current)(value)
+        parsed: Any = (
+            tuple(int(v) for v in value.split(",")) if isinstance(current, tuple) else type(current)(value)
+        )
         setup = dataclasses.replace(setup, **{name: parsed})
     for seed in args.seeds:
         row = run_seed(setup, seed, args.eval_games)

@@ -51,7 +51,7 @@ from tshtrain.trainer import OffPolicyTrainer, OffPolicyTrainerParams
 
 pytest.importorskip("pettingzoo")
 
-from tshtrain.env.pettingzoo import make_pettingzoo_vector_env  # noqa: E402  (after the skip)
+from tshtrain.env.pettingzoo import make_pettingzoo_vector_env
 
 ENV_ID = "pettingzoo.classic.tictactoe_v3"
 LEARNER = "player_2"
