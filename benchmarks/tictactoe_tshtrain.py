@@ -139,9 +139,10 @@ def main() -> None:
     for item in args.set:
         name, value = item.split("=", 1)
         current = getattr(setup, name)
-        parsed: Any = (
-            tuple(int(v) for v in value.split(",")) if isinstance(current, tuple) else type(current)(value)
-        )
+        if isinstance(current, tuple):
+            parsed: Any = tuple(int(v) for v in value.split(","))
+        else:
+            parsed = None if value == "none" else type(current if current is not None else 0.0)(value)
         setup = dataclasses.replace(setup, **{name: parsed})
     for seed in args.seeds:
         row = run_seed(setup, seed, args.eval_games)

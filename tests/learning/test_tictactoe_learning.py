@@ -38,6 +38,7 @@ from tshtrain.algorithm import (
     DQN,
     ActionMasked,
     DQNParams,
+    LinearSchedule,
     MultiAgentOffPolicy,
     QValuePolicy,
     RandomPolicy,
@@ -70,6 +71,9 @@ class TicTacToeSetup:
     hidden_sizes: tuple[int, ...] = (128, 128)
     """the Q-network's hidden layers (ReLU)"""
     lr: float = 1e-3
+    lr_end_factor: float | None = None
+    """decay the learning rate linearly to ``lr * lr_end_factor`` over the run's gradient steps; None:
+    constant"""
     gamma: float = 0.9
     n_step: int = 3
     """n-step returns, counted in the learner's own moves"""
@@ -102,10 +106,17 @@ def build_trainer(setup: TicTacToeSetup, seed: int) -> OffPolicyTrainer:
     q_net = ActionMasked(nn.Sequential(encoder, nn.Linear(encoder.output_dim, 9)), single_key=OBS_KEY)
     schedule = EpsilonSchedule(start=1.0, end=setup.eps_end, num_env_steps=setup.eps_decay_env_steps)
     policy = QValuePolicy(q_net, space, eps_schedule=schedule, seed=seed)
+    num_gradient_steps = round(setup.num_env_steps * setup.gradient_steps_per_env_step)
     dqn = DQN(
         policy=policy,
         params=DQNParams(
-            lr=setup.lr, gamma=setup.gamma, n_step=setup.n_step, target_update_freq=setup.target_update_freq
+            lr=setup.lr,
+            lr_schedule=None
+            if setup.lr_end_factor is None
+            else LinearSchedule(num_update_steps=num_gradient_steps, end_factor=setup.lr_end_factor),
+            gamma=setup.gamma,
+            n_step=setup.n_step,
+            target_update_freq=setup.target_update_freq,
         ),
     )
     algorithm = MultiAgentOffPolicy(
