@@ -71,9 +71,10 @@ class TicTacToeSetup:
     hidden_sizes: tuple[int, ...] = (128, 128)
     """the Q-network's hidden layers (ReLU)"""
     lr: float = 1e-3
-    lr_end_factor: float | None = None
-    """decay the learning rate linearly to ``lr * lr_end_factor`` over the run's gradient steps; None:
-    constant"""
+    lr_end_factor: float | None = 0.0
+    """decay the learning rate linearly to ``lr * lr_end_factor`` over the run's gradient steps (the
+    final network is then far less noisy: a constant rate left 3-5.4% losses, see
+    benchmarks/results/tictactoe.md); None: constant"""
     gamma: float = 0.9
     n_step: int = 3
     """n-step returns, counted in the learner's own moves"""
@@ -91,7 +92,7 @@ class TicTacToeSetup:
     """uniformly random (legal) moves collected before training"""
 
 
-FULL = TicTacToeSetup(num_env_steps=100_000)
+FULL = TicTacToeSetup(num_env_steps=150_000, eps_decay_env_steps=30_000)
 """the slow tier's budget"""
 CI = TicTacToeSetup(num_env_steps=30_000, eps_decay_env_steps=8_000)
 """the CI tier's reduced budget"""
