@@ -40,7 +40,7 @@ from tshtrain.env.multi_agent import ACTION_MASK_KEY
 def plain_loop_outcomes(q_net: torch.nn.Module, n_games: int, seed: int) -> dict[str, float]:
     """The learner (greedy over legal moves) as player_2 against a uniformly random player_1, in a plain
     PettingZoo loop (no tshtrain env or collector)."""
-    from pettingzoo.classic import tictactoe_v3
+    from pettingzoo.classic import tictactoe_v3  # type: ignore[import-untyped]  # (no py.typed)
 
     rng = np.random.default_rng(seed)
     env = tictactoe_v3.env()
