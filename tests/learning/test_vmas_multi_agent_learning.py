@@ -123,8 +123,16 @@ def random_return(seed: int, budget: Budget) -> float:
     return float(stats.returns.sum(axis=1).mean() / NUM_AGENTS)
 
 
-def train(seed: int, budget: Budget, stop_at: float | None, *, centralised_critic: bool = True) -> Run:
-    """Train MAPPO (IPPO with ``centralised_critic=False``) on balance."""
+def train(
+    seed: int,
+    budget: Budget,
+    stop_at: float | None,
+    *,
+    centralised_critic: bool = True,
+    critic_per_world: bool = False,
+) -> Run:
+    """Train MAPPO (IPPO with ``centralised_critic=False``; MAPPO with a per-world critic with
+    ``critic_per_world=True``) on balance."""
     torch.set_num_threads(1)
     torch.manual_seed(seed)
     env = _env(seed, budget.num_worlds, test=False)
@@ -134,6 +142,7 @@ def train(seed: int, budget: Budget, stop_at: float | None, *, centralised_criti
         env.single_action_space,
         hidden_sizes=(64, 64),
         centralised_critic=centralised_critic,
+        critic_per_world=critic_per_world,
         seed=seed,
     )
     algorithm = PPO(policy=policy, critic=critic, params=PPOParams(lr=3e-4, max_grad_norm=1.0), seed=seed)
@@ -159,8 +168,9 @@ def train(seed: int, budget: Budget, stop_at: float | None, *, centralised_criti
     info = OnPolicyTrainer(algorithm, params).run()
     seconds = time.perf_counter() - began
     final = _test_return(test_collector, budget)
+    name = ("mappo_per_world" if critic_per_world else "mappo") if centralised_critic else "ippo"
     print(
-        f"RESULT {'mappo' if centralised_critic else 'ippo'} balance seed={seed} start={start:.2f} "
+        f"RESULT {name} balance seed={seed} start={start:.2f} "
         f"final={final:.2f} best_reward={info.best_reward:.2f} best_epoch={info.best_epoch} "
         f"env_steps={info.train_step} stop={info.stop_reason} time={seconds:.1f}s"
     )

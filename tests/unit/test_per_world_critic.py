@@ -25,13 +25,13 @@ from tshtrain.algorithm.blocks.world_critic import world_minibatches
 from tshtrain.data.batch import TensorRolloutBatch
 from tshtrain.errors import ConfigurationError
 
-A, E, T, S, O = 3, 4, 6, 5, 2
+A, E, T, S, OBS = 3, 4, 6, 5, 2
 """agents, worlds, steps, state width, own-observation width"""
 
 
 def _space(num_agents: int = A, agent_id: bool = True) -> gym.spaces.Dict:
     keys: dict[str, gym.Space[Any]] = {
-        "obs": gym.spaces.Box(-np.inf, np.inf, (O,), np.float32),
+        "obs": gym.spaces.Box(-np.inf, np.inf, (OBS,), np.float32),
         "state": gym.spaces.Box(-np.inf, np.inf, (S,), np.float32),
     }
     if agent_id:
@@ -66,12 +66,12 @@ def _rollout(seed: int = 0, *, pad_world: int | None = None) -> TensorRolloutBat
     next_state_TES = torch.where(boundary_TE.unsqueeze(-1), final_TES, state_TES[1:])
     agent_id_CA = torch.eye(A).repeat_interleave(E, dim=0)
     obs = {
-        "obs": torch.randn(T, A * E, O, generator=g),
+        "obs": torch.randn(T, A * E, OBS, generator=g),
         "state": _columns(state_TES[:-1]),
         "agent_id": agent_id_CA.expand(T, A * E, A).clone(),
     }
     obs_next = {
-        "obs": torch.randn(T, A * E, O, generator=g),
+        "obs": torch.randn(T, A * E, OBS, generator=g),
         "state": _columns(next_state_TES),
         "agent_id": obs["agent_id"].clone(),
     }
@@ -197,7 +197,9 @@ def test_minibatches_hold_whole_world_steps() -> None:
         assert isinstance(part.obs, dict)
         groups = len(idx) // A
         # each group of A rows: agents 0 .. A - 1 of one world step (the same state)
-        torch.testing.assert_close(part.obs["agent_id"].reshape(groups, A, A), torch.eye(A).expand(groups, A, A))
+        torch.testing.assert_close(
+            part.obs["agent_id"].reshape(groups, A, A), torch.eye(A).expand(groups, A, A)
+        )
         state_GAS = part.obs["state"].reshape(groups, A, S)
         torch.testing.assert_close(state_GAS, state_GAS[:, :1].expand(groups, A, S))
 
