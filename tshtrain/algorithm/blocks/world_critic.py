@@ -84,8 +84,8 @@ class PerWorldCritic(nn.Module):
                 f"PerWorldCritic: {num_rows} rows are not whole world steps of num_agents="
                 f"{self.num_agents} rows; this critic is evaluated on world-major groups of rows."
             )
-        first_W = _every(obs_N, self.num_agents)
-        return self(first_W).reshape(num_rows)
+        value_WA: torch.Tensor = self(_every(obs_N, self.num_agents))
+        return value_WA.reshape(num_rows)
 
 
 def _num_rows(obs: ObsTensor) -> int:
