@@ -7,7 +7,9 @@ Contestants (one training run each, no test steps, interleaved over ``--reps`` r
   steps per collection step, 128 gradient steps of batch 64 on a 256-256 MLP), in-process env;
 * ``busy``: the same learner on 2 CartPole envs in subprocesses (``AsyncVectorEnv``) whose every step
   also spins the CPU for ``--busy-us`` microseconds (a stand-in for a simulator; it runs outside the
-  trainer's GIL).
+  trainer's GIL);
+* ``heavy``: the ``busy`` envs with a kernel-bound learner: batches of ``--heavy-batch`` transitions
+  (torch holds the GIL for a smaller share of each gradient step).
 
 Each with ``overlap_collection`` off and on. torch is pinned to one thread per thread (harness rule),
 so with overlap the process can use two cores: the learner's and the collection thread's.
@@ -30,7 +32,7 @@ import gymnasium as gym
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from harness import (  # noqa: E402 - the benchmarks directory is put on the path first
+from harness import (
     Contestant,
     Goal,
     TableResult,
@@ -41,7 +43,7 @@ from harness import (  # noqa: E402 - the benchmarks directory is put on the pat
     run_interleaved,
     write_json,
 )
-from torch import nn  # noqa: E402
+from torch import nn
 
 from tshtrain.algorithm import DQN, DQNParams, EpsilonSchedule, QValuePolicy, mlp
 from tshtrain.config import default_experiment
@@ -72,7 +74,9 @@ def _busy_cartpole(busy_us: int) -> Callable[[], gym.Env[Any, Any]]:
     return lambda: BusyStep(gym.make("CartPole-v1"), busy_us)
 
 
-def make_run(*, overlap: bool, busy_us: int | None, epochs: int, seed: int) -> Callable[[], None]:
+def make_run(
+    *, overlap: bool, busy_us: int | None, epochs: int, seed: int, batch_size: int
+) -> Callable[[], None]:
     """Build (untimed: envs, networks, a 1000-step random prefill) and return the timed training run."""
     torch.manual_seed(seed)
     if busy_us is None:
@@ -108,7 +112,7 @@ def make_run(*, overlap: bool, busy_us: int | None, epochs: int, seed: int) -> C
         epoch_num_steps=TRAINER["epoch_num_steps"],
         collection_step_num_env_steps=TRAINER["collection_step_num_env_steps"],
         update_step_num_gradient_steps_per_sample=TRAINER["update_step_num_gradient_steps_per_sample"],
-        batch_size=TRAINER["batch_size"],
+        batch_size=batch_size,
         verbose=False,
         show_progress=False,
         overlap_collection=overlap,
@@ -121,13 +125,17 @@ def make_run(*, overlap: bool, busy_us: int | None, epochs: int, seed: int) -> C
     return run
 
 
-def contestant(name: str, *, overlap: bool, busy_us: int | None, epochs: int) -> Contestant:
+def contestant(name: str, *, overlap: bool, busy_us: int | None, epochs: int, batch_size: int) -> Contestant:
     seeds = itertools.count()
     return Contestant(
         name=name,
-        setup=lambda: make_run(overlap=overlap, busy_us=busy_us, epochs=epochs, seed=next(seeds)),
+        setup=lambda: make_run(
+            overlap=overlap, busy_us=busy_us, epochs=epochs, seed=next(seeds), batch_size=batch_size
+        ),
         work=float(epochs * TRAINER["epoch_num_steps"]),
-        warmup_setup=lambda: make_run(overlap=overlap, busy_us=busy_us, epochs=1, seed=99),
+        warmup_setup=lambda: make_run(
+            overlap=overlap, busy_us=busy_us, epochs=1, seed=99, batch_size=batch_size
+        ),
     )
 
 
@@ -136,22 +144,36 @@ def main() -> None:
     parser.add_argument("--reps", type=int, default=3)
     parser.add_argument("--epochs", type=int, default=1, help="epochs of 2560 env steps per run")
     parser.add_argument("--busy-us", type=int, default=500, help="CPU spin per env step of the busy env")
+    parser.add_argument("--heavy-batch", type=int, default=1024, help="batch size of the heavy learner")
+    parser.add_argument("--groups", default="cartpole,busy,heavy", help="comma-separated groups to run")
     args = parser.parse_args()
     pin_torch_threads()
     tables = []
-    for label, busy in (("cartpole", None), ("busy", args.busy_us)):
+    groups = {
+        "cartpole": (None, TRAINER["batch_size"]),
+        "busy": (args.busy_us, TRAINER["batch_size"]),
+        "heavy": (args.busy_us, args.heavy_batch),
+    }
+    for label in args.groups.split(","):
+        busy, batch = groups[label]
         rows = run_interleaved(
             [
-                contestant(f"{label} overlap off", overlap=False, busy_us=busy, epochs=args.epochs),
-                contestant(f"{label} overlap on", overlap=True, busy_us=busy, epochs=args.epochs),
+                contestant(
+                    f"{label} overlap off", overlap=False, busy_us=busy, epochs=args.epochs, batch_size=batch
+                ),
+                contestant(
+                    f"{label} overlap on", overlap=True, busy_us=busy, epochs=args.epochs, batch_size=batch
+                ),
             ],
             reps=args.reps,
             unit="env steps/s",
             label=label,
         )
-        env_text = "1 in-process CartPole env" if busy is None else f"2 subprocess CartPole envs + {busy} us spin"
+        env_text = (
+            "1 in-process CartPole env" if busy is None else f"2 subprocess CartPole envs + {busy} us spin"
+        )
         table = TableResult(
-            title=f"DQN ({env_text}), {args.epochs} x 2560 env steps, 1280 gradient steps per epoch",
+            title=f"DQN ({env_text}, batch {batch}), {args.epochs} x 2560 env steps, 1280 gradient steps",
             unit="env steps/s",
             rows=rows,
             goals=[Goal(numerator=f"{label} overlap on", denominator=f"{label} overlap off", target=1.0)],

@@ -75,7 +75,9 @@ def _build(
         if eps is None
         else EpsilonSchedule(start=eps, end=eps, num_env_steps=0)
     )
-    policy = QValuePolicy(mlp(4, 2, (32,), nn.ReLU), envs.single_action_space, eps_schedule=schedule, seed=seed)
+    policy = QValuePolicy(
+        mlp(4, 2, (32,), nn.ReLU), envs.single_action_space, eps_schedule=schedule, seed=seed
+    )
     algorithm = DQN(policy=policy, params=DQNParams(lr=1e-3, target_update_freq=20))
     buffer = VectorReplayBuffer(4000, NUM_ENVS, seed=seed)
     collector = Collector(policy, envs, buffer, exploration_noise=True, seed=seed)
@@ -326,6 +328,9 @@ def test_a_resumed_overlapped_run_continues(tmp_path: Path) -> None:
     resumed = _build(overlap=True, epochs=2)
     resumed.load_checkpoint(tmp_path / "ckpt", trusted=True)
     assert resumed.counters == counters
+    assert resumed.overlap is not None  # the actor collects with the restored weights, not the initial ones
+    for mine, theirs in zip(resumed.overlap.actor.parameters(), _weights(first), strict=True):
+        assert torch.equal(mine, theirs)
     info = resumed.run()
     assert info.stop_reason is StopReason.MAX_EPOCHS
     assert resumed.counters.env_step == 2 * 256
@@ -374,7 +379,9 @@ def _solve_with_overlap(seed: int) -> tuple[bool, int, float]:
     test_collector.env.close()
     env_steps = info.train_step + ex.PREFILL_ENV_STEPS
     solved = info.stop_reason is StopReason.STOP_FN and env_steps <= 100_000
-    print(f"RESULT dqn475-overlap seed={seed} solved={solved} env_steps={env_steps} best={info.best_reward:.1f}")
+    print(
+        f"RESULT dqn475-overlap seed={seed} solved={solved} env_steps={env_steps} best={info.best_reward:.1f}"
+    )
     return solved, env_steps, float(info.best_reward)
 
 

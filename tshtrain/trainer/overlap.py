@@ -284,9 +284,18 @@ class OverlappedCollection:
         assert self._thread is None and self._staged is None, "one collection step is staged at a time"
         staged = self._staged = self._new_staged(background=True)
         self._thread = threading.Thread(
-            target=self._collect, args=(staged,), name="tshtrain-overlapped-collection", daemon=True
+            target=self._collect_in_thread,
+            args=(staged, torch.get_num_threads()),
+            name="tshtrain-overlapped-collection",
+            daemon=True,
         )
         self._thread.start()
+
+    def _collect_in_thread(self, staged: _Staged, num_threads: int) -> None:
+        # torch's thread count is an OpenMP setting per OS thread: a new thread would start with one
+        # worker per core (whose spin-waits slowed collection ~10x on 2 cores), not the trainer's count
+        torch.set_num_threads(num_threads)
+        self._collect(staged)
 
     def join(self, *, updated: bool, raise_error: bool = True) -> None:
         """Wait for the background collection (the end of an update); raise its error (with a note
@@ -324,9 +333,11 @@ class OverlappedCollection:
         staged.writes.replay_into(self._buffer)
 
     def discard(self) -> None:
-        """Forget a staged collection step (collectors reset, or a checkpoint restored)."""
+        """Forget a staged collection step and give the actor the learner's weights (the run is reset,
+        or a checkpoint was restored: the learner may hold other weights than when the actor was made)."""
         self._wait()
         self._staged = None
+        self._push()
 
     # ------------------------------------------------------------------ internals
     def _new_staged(self, *, background: bool) -> _Staged:
