@@ -21,8 +21,8 @@ Schedule of training step k (k >= 2; the first training step collects in the for
 update k first samples was collected with version ``k - 1 - lag``; without overlap the lag is 0, with
 overlap it is between 1 and ``max_policy_lag`` (exactly 1 with the default: weights pushed after every
 update step). The first collection step (and one after an update that did not run) is collected in
-the foreground with the actor's current weights. :attr:`OverlappedCollection.lags` records the lag of
-every collection step, for tests and measurements.
+the foreground with the learner's current weights (lag 0). :attr:`OverlappedCollection.lags`
+records the lag of every collection step, for tests and measurements.
 """
 
 from __future__ import annotations
@@ -257,11 +257,11 @@ class OverlappedCollection:
         its writes go into the training buffer and its listener calls are delivered."""
         assert self._thread is None, "take() while the collection thread runs"
         staged = self._staged
-        if staged is None:
+        if staged is None:  # in the foreground, with the learner's current weights (lag 0)
+            self._push()
             staged = self._new_staged(background=False)
             self._collect(staged)
             self._sync_back()
-            self._maybe_push()
         self._staged = None
         layout = staged.layout_before
         if layout is None:
