@@ -25,6 +25,10 @@ the same budget for every contestant):
 * ``hand loop, per-env critic`` (MAPPO tables, information only): the hand loop with BenchMARL's kind
   of centralised critic (the state alone, evaluated once per env, its value shared by the env's agents,
   mini-batches drawn over env steps), to show what that design choice alone is worth;
+* ``tshtrain, per-world critic`` (MAPPO tables): tshtrain with that kind of critic,
+  ``mappo_actor_critic(..., critic_per_world=True)`` (a ``PerWorldCritic``: the state alone, once per
+  world, one value per agent; the PPO update samples whole world steps); its goals are >= 0.9x the
+  per-env-critic hand loop and ahead of BenchMARL;
 * ``BenchMARL``: ``benchmarl_marl.py`` in BenchMARL's venv (``--benchmarl-python``), a subprocess per
   repetition, which builds and warms up untimed and reports the wall and CPU seconds of
   ``Experiment.run()`` itself (so its interpreter start and imports are not counted).
@@ -73,6 +77,9 @@ from harness import (
 
 HAND, TSH, BENCHMARL = "hand loop", "tshtrain", "BenchMARL"
 HAND_PER_ENV = "hand loop, per-env critic"
+TSH_PER_WORLD = "tshtrain, per-world critic"
+"""MAPPO tables: tshtrain with ``mappo_actor_critic(critic_per_world=True)`` (the state alone, once per
+world, one value per agent; mini-batches of whole world steps), the design of BenchMARL's critic"""
 """info row of the MAPPO tables: the hand loop with BenchMARL's kind of centralised critic (state only,
 once per env, its value shared by the env's agents) instead of tshtrain's (state + agent id, per agent)"""
 PACKAGES = ("tshtrain", "torch", "vmas", "pettingzoo", "mpe2", "gymnasium", "numpy")
@@ -118,7 +125,7 @@ def build_hand(task: str, algo: str, seed: int, iterations: int, *, per_env_crit
     return lambda: loop.train(iterations)
 
 
-def build_tshtrain(task: str, algo: str, seed: int, iterations: int) -> Run:
+def build_tshtrain(task: str, algo: str, seed: int, iterations: int, *, per_world: bool = False) -> Run:
     from tshtrain.algorithm import PPO, PPOParams
     from tshtrain.algorithm.blocks.agent_nets import mappo_actor_critic
     from tshtrain.trainer import OnPolicyTrainer, OnPolicyTrainerParams
@@ -149,6 +156,7 @@ def build_tshtrain(task: str, algo: str, seed: int, iterations: int) -> Run:
             env.single_action_space,
             hidden_sizes=c["hidden_sizes"],
             centralised_critic=centralised,
+            critic_per_world=per_world,
             init_log_std=c["init_log_std"],
             seed=seed,
         )
@@ -172,6 +180,7 @@ def build_tshtrain(task: str, algo: str, seed: int, iterations: int) -> Run:
             env.single_action_space,
             hidden_sizes=c["hidden_sizes"],
             centralised_critic=centralised,
+            critic_per_world=per_world,
             seed=seed,
         )
         ppo = PPO(policy=policy, critic=critic, params=params, seed=seed)
@@ -249,6 +258,9 @@ def main() -> None:  # noqa: PLR0912, PLR0915 (one script body: parse, time, rep
     parser.add_argument(
         "--profile", metavar="TASK:ALGO", help="only cProfile tshtrain on TASK:ALGO (one run)"
     )
+    parser.add_argument(
+        "--profile-per-world", action="store_true", help="with --profile: tshtrain's per-world critic"
+    )
     parser.add_argument("--output", default="marl")
     args = parser.parse_args()
     warnings.filterwarnings("ignore")
@@ -256,7 +268,9 @@ def main() -> None:  # noqa: PLR0912, PLR0915 (one script body: parse, time, rep
 
     if args.profile:
         task, algo = args.profile.split(":")
-        run = build_tshtrain(task, algo, 0, marl_config.TASKS[task]["iterations"])
+        run = build_tshtrain(
+            task, algo, 0, marl_config.TASKS[task]["iterations"], per_world=args.profile_per_world
+        )
         prof = cProfile.Profile()
         prof.runcall(run)
         stats = pstats.Stats(prof).sort_stats("cumulative")
@@ -266,7 +280,9 @@ def main() -> None:  # noqa: PLR0912, PLR0915 (one script body: parse, time, rep
 
     base_names = [HAND, TSH] + ([] if args.no_benchmarl else [BENCHMARL])
     combos = [(t, a) for t in args.tasks for a in args.algos]
-    names_of = {(t, a): base_names + ([HAND_PER_ENV] if a == "mappo" else []) for t, a in combos}
+    names_of = {
+        (t, a): base_names + ([HAND_PER_ENV, TSH_PER_WORLD] if a == "mappo" else []) for t, a in combos
+    }
     rows: dict[tuple[str, str], dict[str, RowResult]] = {}
     extra: dict[str, list[dict[str, Any]]] = {}
     for task, algo in combos:
@@ -283,6 +299,7 @@ def main() -> None:  # noqa: PLR0912, PLR0915 (one script body: parse, time, rep
             timed(build(task, algo, 999, 1))
         if algo == "mappo":
             timed(build_hand(task, algo, 999, 1, per_env_critic=True))
+            timed(build_tshtrain(task, algo, 999, 1, per_world=True))
     for rep in range(args.reps):
         for task, algo in combos:
             c = marl_config.TASKS[task]
@@ -297,6 +314,8 @@ def main() -> None:  # noqa: PLR0912, PLR0915 (one script body: parse, time, rep
                     extra.setdefault(f"{task}/{algo}", []).append(data)
                 elif name == HAND_PER_ENV:
                     wall, cpu = timed(build_hand(task, algo, rep, c["iterations"], per_env_critic=True))
+                elif name == TSH_PER_WORLD:
+                    wall, cpu = timed(build_tshtrain(task, algo, rep, c["iterations"], per_world=True))
                 else:
                     build = build_hand if name == HAND else build_tshtrain
                     wall, cpu = timed(build(task, algo, rep, c["iterations"]))
@@ -315,6 +334,10 @@ def main() -> None:  # noqa: PLR0912, PLR0915 (one script body: parse, time, rep
         goals = [Goal(numerator=TSH, denominator=HAND, target=0.9)]
         if not args.no_benchmarl:
             goals.append(Goal(numerator=TSH, denominator=BENCHMARL, target=1.0))
+        if algo == "mappo":
+            goals.append(Goal(numerator=TSH_PER_WORLD, denominator=HAND_PER_ENV, target=0.9))
+            if not args.no_benchmarl:
+                goals.append(Goal(numerator=TSH_PER_WORLD, denominator=BENCHMARL, target=1.0))
         label = "VMAS balance" if task == "balance" else "MPE2 simple_spread_v3"
         table = TableResult(
             title=(

@@ -91,7 +91,9 @@ def build(args: argparse.Namespace) -> tuple[MultiAgentOffPolicyAlgorithm, DQN, 
     obs_space = env.observation_space
     if isinstance(obs_space, gymnasium.spaces.Dict):
         obs_space = obs_space.spaces["observation"]
-    net = Net(state_shape=obs_space.shape, action_shape=int(env.action_space.n), hidden_sizes=args.hidden_sizes)
+    net = Net(
+        state_shape=obs_space.shape, action_shape=int(env.action_space.n), hidden_sizes=args.hidden_sizes
+    )
     policy = DiscreteQLearningPolicy(
         model=net, action_space=env.action_space, eps_training=args.eps_train, eps_inference=args.eps_test
     )

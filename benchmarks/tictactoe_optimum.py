@@ -60,7 +60,11 @@ def solve(learner_mark: str, objective: str) -> Outcome:
     def value(board: str) -> Outcome:
         w = winner(board)
         if w is not None:
-            return (Fraction(1), Fraction(0), Fraction(0)) if w == learner_mark else (Fraction(0), Fraction(0), Fraction(1))
+            return (
+                (Fraction(1), Fraction(0), Fraction(0))
+                if w == learner_mark
+                else (Fraction(0), Fraction(0), Fraction(1))
+            )
         free = [i for i, c in enumerate(board) if c == "."]
         if not free:
             return (Fraction(0), Fraction(1), Fraction(0))
@@ -85,7 +89,11 @@ def random_vs_random() -> Outcome:
     def value(board: str) -> Outcome:
         w = winner(board)
         if w is not None:
-            return (Fraction(1), Fraction(0), Fraction(0)) if w == "O" else (Fraction(0), Fraction(0), Fraction(1))
+            return (
+                (Fraction(1), Fraction(0), Fraction(0))
+                if w == "O"
+                else (Fraction(0), Fraction(0), Fraction(1))
+            )
         free = [i for i, c in enumerate(board) if c == "."]
         if not free:
             return (Fraction(0), Fraction(1), Fraction(0))
@@ -102,7 +110,9 @@ def _fmt(o: Outcome) -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.parse_args()
     print("win / draw / loss of the learner against a uniformly random opponent (exact)")
     for mark, label in (("O", "learner moves second (O)"), ("X", "learner moves first (X)")):

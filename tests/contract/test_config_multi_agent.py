@@ -122,6 +122,10 @@ def _pz(agents: dict[str, Any], **algorithm: Any) -> dict[str, Any]:
             r"env\.agent_id: true needs a multi-agent env",
         ),
         (
+            {"algorithm": {"name": "ppo", "network": {"critic_per_world": True}}},
+            r"algorithm\.network\.critic_per_world: true needs centralised_critic: true",
+        ),
+        (
             {
                 "algorithm": {"name": "ppo"},
                 "env": {"type": "vmas", "id": "balance"},
@@ -479,3 +483,31 @@ def test_a_frozen_policy_takes_the_learners_weights_and_refuses_pickles(tmp_path
     with pytest.raises(ExperimentError, match=r"state\.pt: cannot be loaded"):
         _build(_frozen(planted))
     assert not (tmp_path / "ran").exists()  # nothing was unpickled
+
+
+def test_a_per_world_critic_from_the_experiment_file(tmp_path: Path) -> None:
+    from tshtrain.algorithm.blocks.world_critic import PerWorldCritic
+    from tshtrain.config import build_run
+
+    pytest.importorskip("vmas")
+    network = {**_example("mappo_vmas_balance")["algorithm"]["network"], "critic_per_world": True}
+    experiment = resolve_experiment(
+        _example(
+            "mappo_vmas_balance",
+            checkpoint={"enabled": False},
+            env={"num_training_envs": 2, "num_test_envs": 2},
+            algorithm={**_example("mappo_vmas_balance")["algorithm"], "network": network},
+        )
+    )
+    run = build_run(experiment, tmp_path / "run")
+    try:
+        assert isinstance(run.algorithm, MultiAgentOnPolicy)
+        (learner,) = run.algorithm.learners
+        components = learner.algorithm.components().values()  # type: ignore[union-attr]
+        modules = [m for c in components if isinstance(c, torch.nn.Module) for m in c.modules()]
+        critics = [m for m in modules if isinstance(m, PerWorldCritic)]
+        assert len(critics) == 1 and critics[0].num_agents == 4
+        info = run.trainer.run()
+    finally:
+        run.close()
+    assert info.gradient_step > 0

@@ -270,6 +270,7 @@ def _centralised_actor_critic(
         critic_hidden_sizes=_critic_hidden(network),
         activation=ACTIVATIONS[network.activation],
         centralised_critic=True,
+        critic_per_world=network.critic_per_world,
         init_log_std=network.init_log_std,
         seed=ctx.seed,
     )

@@ -287,6 +287,11 @@ class ActorCriticNetwork(MlpNetwork):
     """MAPPO: the critic reads the env's global state (observation key ``state``, with ``agent_id`` when
     present) and the actor the agent's own observation (``obs``, ``agent_id``); needs a multi-agent env
     with ``env.global_state: true``. False: actor and critic read the whole observation"""
+    critic_per_world: bool = False
+    """with ``centralised_critic``: one critic call per world on ``state`` alone, with one output per
+    agent (:class:`~tshtrain.algorithm.blocks.world_critic.PerWorldCritic`; mini-batches hold whole
+    world steps, so ``batch_size`` must be a multiple of the number of agents). False: one call per
+    agent on ``state`` + ``agent_id``"""
 
 
 class QNetwork(MlpNetwork):

@@ -173,6 +173,12 @@ def _check_centralised_critics(experiment: Experiment, source: str) -> None:
             if member.algorithm is not None
         ]
     for prefix, network in sections:
+        if network.get("critic_per_world") and not network.get("centralised_critic"):
+            raise ExperimentError(
+                f"{source}: {prefix}algorithm.network.critic_per_world: true needs centralised_critic: true "
+                f"(one MAPPO critic call per world on the global state); got centralised_critic: "
+                f"{network.get('centralised_critic', False)}."
+            )
         if network.get("centralised_critic") and not experiment.env.global_state:
             raise ExperimentError(
                 f"{source}: {prefix}algorithm.network.centralised_critic: true (MAPPO) needs the env's "

@@ -212,15 +212,22 @@ class BaseCollector(ABC):
             self.reset_env()
         self.num_collected_env_steps += got.stored
         self.num_collected_episodes += len(got.lens)
-        return CollectStats(
-            n_collected_steps=got.stored,
-            n_collected_episodes=len(got.lens),
-            returns=got.returns,
-            lens=got.lens,
-            collect_time=time.perf_counter() - start,
-            env_info=got.env_info,
-            env_info_counts=got.env_info_counts,
+        return self._finish_stats(
+            CollectStats(
+                n_collected_steps=got.stored,
+                n_collected_episodes=len(got.lens),
+                returns=got.returns,
+                lens=got.lens,
+                collect_time=time.perf_counter() - start,
+                env_info=got.env_info,
+                env_info_counts=got.env_info_counts,
+            )
         )
+
+    def _finish_stats(self, stats: CollectStats) -> CollectStats:
+        """The stats ``collect`` returns, from those of the call (subclasses add what they know: the
+        agents, the transitions stored)."""
+        return stats
 
     def _check_capacity(self, num_vector_steps: int) -> None:
         if self.buffer is not None and num_vector_steps > self.buffer.column_capacity:

@@ -328,26 +328,9 @@ class MultiAgentCollector(BaseCollector):
         )
 
     @override
-    def collect(
-        self,
-        n_step: int | None = None,
-        n_episode: int | None = None,
-        *,
-        random: bool = False,
-        deterministic: bool = False,
-        reset_before_collect: bool = False,
-        max_env_steps: int | None = None,
-    ) -> CollectStats:
-        """See :meth:`BaseCollector.collect`; env steps and episodes are counted per env (module
-        docstring), and the stats name the agents."""
-        stats = super().collect(
-            n_step,
-            n_episode,
-            random=random,
-            deterministic=deterministic,
-            reset_before_collect=reset_before_collect,
-            max_env_steps=max_env_steps,
-        )
+    def _finish_stats(self, stats: CollectStats) -> CollectStats:
+        """Env steps and episodes are counted per env (module docstring); the stats name the agents
+        and the transitions stored."""
         return replace(stats, agents=self.agents, n_stored_transitions=self._transitions)
 
     # ------------------------------------------------------------------ the envs

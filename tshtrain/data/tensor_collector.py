@@ -373,27 +373,10 @@ class TensorCollector(BaseCollector):
         )
 
     @override
-    def collect(
-        self,
-        n_step: int | None = None,
-        n_episode: int | None = None,
-        *,
-        random: bool = False,
-        deterministic: bool = False,
-        reset_before_collect: bool = False,
-        max_env_steps: int | None = None,
-    ) -> CollectStats:
-        """See :meth:`BaseCollector.collect`. With agent columns, env steps and episodes count envs
-        (``A`` transitions per env step, in :attr:`CollectStats.n_stored_transitions`) and the stats
-        name the agents (the env's ``agents``)."""
-        stats = super().collect(
-            n_step,
-            n_episode,
-            random=random,
-            deterministic=deterministic,
-            reset_before_collect=reset_before_collect,
-            max_env_steps=max_env_steps,
-        )
+    def _finish_stats(self, stats: CollectStats) -> CollectStats:
+        """With agent columns, env steps and episodes count envs (``A`` transitions per env step, in
+        :attr:`CollectStats.n_stored_transitions`) and the stats name the agents (the env's
+        ``agents``)."""
         if self.num_agents == 1:
             return stats
         agents = tuple(getattr(self.env, "agents", ())) or tuple(f"agent_{i}" for i in range(self.num_agents))

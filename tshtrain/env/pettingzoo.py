@@ -314,8 +314,46 @@ class _Episodes:
         return AgentStep(self.rew_C, self.terminated_C, self.truncated_C, final.view, self.env_done_E)
 
 
+class _PettingZooVectorEnv(MultiAgentVectorEnv):
+    """What both adapters share: the envs, the column layout, the rows and the episode flags."""
+
+    def __init__(
+        self, env_fns: Sequence[Callable[[], Any]], *, owner: str, agent_id: bool, global_state: bool
+    ):
+        self._owner = owner
+        self._envs = _build_envs(env_fns, owner)
+        self._layout = _ColumnLayout(self._envs, agent_id=agent_id, global_state=global_state)
+        self.columns = self._layout.columns
+        self.single_observation_space = self._layout.space
+        self.single_action_space = self._layout.action_space
+        self._rows = self._layout.allocate()
+        self._ep = _Episodes(self._layout)
+        self._was_reset = False
+
+    @property
+    @override
+    def obs(self) -> ObsArray:
+        return self._rows.view
+
+    @property
+    @override
+    def acting_C(self) -> np.ndarray:
+        return self._ep.acting_C.copy()
+
+    def _acting_columns(self, act: np.ndarray, columns: np.ndarray) -> list[int]:
+        """The checked columns of a ``step`` call (after a reset, only columns that act)."""
+        if not self._was_reset:
+            raise RuntimeError(f"{self._owner}.step before reset(): call reset() first.")
+        return _check_columns(np.asarray(columns), self._ep.acting_C, len(act))
+
+    @override
+    def close(self) -> None:
+        for env in self._envs:
+            env.close()
+
+
 @final
-class PettingZooParallelVectorEnv(MultiAgentVectorEnv):
+class PettingZooParallelVectorEnv(_PettingZooVectorEnv):
     """``E`` PettingZoo ``ParallelEnv`` s as one multi-agent vector env (see the module docstring).
 
     Args:
@@ -333,14 +371,9 @@ class PettingZooParallelVectorEnv(MultiAgentVectorEnv):
     def __init__(
         self, env_fns: Sequence[Callable[[], Any]], *, agent_id: bool = False, global_state: bool = False
     ):
-        self._envs = _build_envs(env_fns, "PettingZooParallelVectorEnv")
-        self._layout = _ColumnLayout(self._envs, agent_id=agent_id, global_state=global_state)
-        self.columns = self._layout.columns
-        self.single_observation_space = self._layout.space
-        self.single_action_space = self._layout.action_space
-        self._rows = self._layout.allocate()
-        self._ep = _Episodes(self._layout)
-        self._was_reset = False
+        super().__init__(
+            env_fns, owner="PettingZooParallelVectorEnv", agent_id=agent_id, global_state=global_state
+        )
 
     @override
     def reset(self, *, seed: int | None = None, env_ids: np.ndarray | None = None) -> None:
@@ -360,22 +393,10 @@ class PettingZooParallelVectorEnv(MultiAgentVectorEnv):
         if self._rows.state is not None:
             self._rows.state[e::num_envs] = env.state()
 
-    @property
-    @override
-    def obs(self) -> ObsArray:
-        return self._rows.view
-
-    @property
-    @override
-    def acting_C(self) -> np.ndarray:
-        return self._ep.acting_C.copy()
-
     @override
     def step(self, act: np.ndarray, columns: np.ndarray) -> AgentStep:
-        if not self._was_reset:
-            raise RuntimeError("PettingZooParallelVectorEnv.step before reset(): call reset() first.")
+        cols = self._acting_columns(act, columns)
         num_envs, agents, ep = self.num_envs, self.agents, self._ep
-        cols = _check_columns(np.asarray(columns), ep.acting_C, len(act))
         actions_E: list[dict[str, Any]] = [{} for _ in range(num_envs)]
         for col, action in zip(cols, _actions(act, self._layout.discrete_actions), strict=True):
             actions_E[col % num_envs][agents[col // num_envs]] = action
@@ -441,14 +462,9 @@ class PettingZooParallelVectorEnv(MultiAgentVectorEnv):
         self._ep.acting_C[:], self._ep.ended_C[:] = acting_C, ended_C
         return True
 
-    @override
-    def close(self) -> None:
-        for env in self._envs:
-            env.close()
-
 
 @final
-class PettingZooAECVectorEnv(MultiAgentVectorEnv):
+class PettingZooAECVectorEnv(_PettingZooVectorEnv):
     """``E`` turn-based PettingZoo ``AECEnv`` s as one multi-agent vector env (see the module docstring).
 
     In each env exactly the column of ``agent_selection`` acts. Steps of agents that have ended
@@ -473,14 +489,10 @@ class PettingZooAECVectorEnv(MultiAgentVectorEnv):
     def __init__(
         self, env_fns: Sequence[Callable[[], Any]], *, agent_id: bool = False, global_state: bool = False
     ):
-        self._envs = _build_envs(env_fns, "PettingZooAECVectorEnv")
+        super().__init__(
+            env_fns, owner="PettingZooAECVectorEnv", agent_id=agent_id, global_state=global_state
+        )
         self._src_E = [_attribute_source(env) for env in self._envs]
-        self._layout = _ColumnLayout(self._envs, agent_id=agent_id, global_state=global_state)
-        self.columns = self._layout.columns
-        self.single_observation_space = self._layout.space
-        self.single_action_space = self._layout.action_space
-        self._rows = self._layout.allocate()
-        self._ep = _Episodes(self._layout)
         self._live_E: list[list[str]] = [[] for _ in range(self.num_envs)]
         """per env: the agents whose episode has not ended (in column order)"""
         self._col_of_E = [
@@ -489,7 +501,6 @@ class PettingZooAECVectorEnv(MultiAgentVectorEnv):
         ]
         """per env: agent name -> column"""
         self._write = self._layout.write
-        self._was_reset = False
 
     @override
     def reset(self, *, seed: int | None = None, env_ids: np.ndarray | None = None) -> None:
@@ -507,22 +518,10 @@ class PettingZooAECVectorEnv(MultiAgentVectorEnv):
         self._live_E[e] = sorted(env.agents, key=index.__getitem__)
         self._settle(e)
 
-    @property
-    @override
-    def obs(self) -> ObsArray:
-        return self._rows.view
-
-    @property
-    @override
-    def acting_C(self) -> np.ndarray:
-        return self._ep.acting_C.copy()
-
     @override
     def step(self, act: np.ndarray, columns: np.ndarray) -> AgentStep:
-        if not self._was_reset:
-            raise RuntimeError("PettingZooAECVectorEnv.step before reset(): call reset() first.")
+        cols = self._acting_columns(act, columns)
         num_envs, ep = self.num_envs, self._ep
-        cols = _check_columns(np.asarray(columns), ep.acting_C, len(act))
         ep.begin()
         envs, acting_C = self._envs, ep.acting_C
         for col, action in zip(cols, _actions(act, self._layout.discrete_actions), strict=True):
@@ -593,11 +592,6 @@ class PettingZooAECVectorEnv(MultiAgentVectorEnv):
         self._src_E = [_attribute_source(env) for env in envs]
         self._ep.acting_C[:], self._ep.ended_C[:] = acting_C, ended_C
         return True
-
-    @override
-    def close(self) -> None:
-        for env in self._envs:
-            env.close()
 
 
 _FORWARDED = frozenset({"agents", "agent_selection", "rewards", "terminations", "truncations"})

@@ -22,6 +22,7 @@ import numpy as np
 from tshtrain.algorithm.base import Algorithm
 from tshtrain.constraints import PositiveFloat, PositiveInt, validate_fields
 from tshtrain.data.buffer import BaseReplayBuffer
+from tshtrain.data.collector import Collector
 from tshtrain.data.collector_base import BaseCollector
 from tshtrain.data.stats import CollectStats
 from tshtrain.data.tensor_buffer import TensorReplayBuffer
@@ -212,10 +213,19 @@ class OffPolicyTrainerParams(OnlineTrainerParams):
     """transitions sampled from the buffer for each gradient step"""
     update_step_num_gradient_steps_per_sample: PositiveFloat = 1.0
     """u: after collecting n transitions, round(u * n) gradient steps are taken"""
+    overlap_collection: bool = False
+    """collect the next collection step in a background thread, with a copy of the policy, while the
+    learner takes the gradient steps of the current one (docs/overlap.md); the data then lags the
+    learner's weights by 1..max_policy_lag update steps. Needs a numpy ``Collector`` whose policy is
+    the algorithm's, on CPU, and a test collector with its own envs"""
+    max_policy_lag: PositiveInt = 1
+    """with overlap_collection: the learner's weights are pushed to the collecting copy once they are
+    this many update steps ahead of it (1: after every update step)"""
 
     def __post_init__(self) -> None:
         super().__post_init__()
         owner = type(self).__name__
+        _check_overlap(self, owner)
         ratio = self.update_step_num_gradient_steps_per_sample
         steps = self.collection_step_num_env_steps
         if steps is None:
@@ -230,6 +240,31 @@ class OffPolicyTrainerParams(OnlineTrainerParams):
                 f"{collected}) = 0 gradient steps per collection step of {collected} env steps; raise it "
                 f"to at least {1 / collected:.3g} or collect more env steps per collection step."
             )
+
+
+def _check_overlap(params: OffPolicyTrainerParams, owner: str) -> None:
+    """The rules of ``overlap_collection`` / ``max_policy_lag`` that the params alone can check (the
+    policy is checked when the trainer is built)."""
+    if not params.overlap_collection:
+        if params.max_policy_lag != 1:
+            raise ConfigurationError(
+                f"{owner}.max_policy_lag={params.max_policy_lag} has no effect without overlapped "
+                f"collection; set overlap_collection=True or leave max_policy_lag at 1."
+            )
+        return
+    collector = params.training_collector
+    if not isinstance(collector, Collector):
+        raise ConfigurationError(
+            f"{owner}.overlap_collection=True needs a numpy tshtrain.data.Collector as training_collector, "
+            f"got {type(collector).__name__} (a TensorCollector's envs already step in batched torch "
+            f"kernels, multi-agent collectors are not supported); set overlap_collection=False."
+        )
+    test = params.test_collector
+    if test is not None and (test is collector or getattr(test, "env", None) is collector.env):
+        raise ConfigurationError(
+            f"{owner}.overlap_collection=True: the test collector shares the training collector's envs "
+            f"(the background collection steps them); give the test collector envs of its own."
+        )
 
 
 @dataclass(frozen=True, kw_only=True)

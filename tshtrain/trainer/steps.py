@@ -10,7 +10,9 @@ on-policy    ``collection_step_num_*`` with the training  one ``algorithm.update
              collector; the update gets the rollout       (epochs of mini-batches), then the buffer
                                                           is cleared
 off-policy   the same; the data stays in the replay       round(u * n_collected) gradient steps,
-             buffer                                       one ``algorithm.update(buffer, ...)`` each
+             buffer (``overlap_collection``: collected    one ``algorithm.update(buffer, ...)`` each
+             during the previous update, see
+             :mod:`tshtrain.trainer.overlap`)
 offline      nothing                                      one gradient step on the dataset
 ===========  ===========================================  ==========================================
 """
@@ -27,10 +29,12 @@ from typing_extensions import override
 from tshtrain.algorithm.base import OfflineAlgorithm, OffPolicyAlgorithm, OnPolicyAlgorithm, TrainingStats
 from tshtrain.data.batch import AnyRolloutBatch
 from tshtrain.data.buffer import BufferLayout
+from tshtrain.data.collector import Collector
 from tshtrain.data.collector_base import AnyReplayBuffer, BaseCollector
 from tshtrain.data.stats import CollectStats
 from tshtrain.trainer.callbacks import CollectedBatch
 from tshtrain.trainer.dispatch import CallbackSet, hooks_for
+from tshtrain.trainer.overlap import OverlappedCollection
 from tshtrain.trainer.params import (
     OfflineTrainerParams,
     OffPolicyTrainerParams,
@@ -198,18 +202,60 @@ class OnPolicyStep(_OnlineStrategy):
 
 @final
 class OffPolicyStep(_OnlineStrategy):
-    """After each collection step of n transitions, round(u * n) gradient steps on buffer samples."""
+    """After each collection step of n transitions, round(u * n) gradient steps on buffer samples.
+
+    With ``overlap_collection`` the next collection step is collected in a background thread during
+    the gradient steps (:mod:`tshtrain.trainer.overlap`)."""
 
     def __init__(self, algorithm: OffPolicyAlgorithm[Any], params: OffPolicyTrainerParams):
         super().__init__(params)
         self._algorithm = algorithm
         self._off_policy = params
+        self.overlap: OverlappedCollection | None = None
+        """the background collection (None: overlap_collection is off)"""
+        if params.overlap_collection:
+            collector = params.training_collector
+            assert isinstance(collector, Collector)  # checked by the params
+            self.overlap = OverlappedCollection(
+                collector,
+                algorithm.policy,
+                num_env_steps=params.collection_step_num_env_steps,
+                num_episodes=params.collection_step_num_episodes,
+                max_policy_lag=params.max_policy_lag,
+            )
+
+    @override
+    def reset_collectors(self, reset_buffers: bool) -> None:
+        if self.overlap is not None:
+            self.overlap.discard()
+        super().reset_collectors(reset_buffers)
+
+    @override
+    def collect(self) -> tuple[CollectStats, BufferLayout]:
+        if self.overlap is None:
+            return super().collect()
+        return self.overlap.take()
 
     @override
     def update(
         self, batch: CollectedBatch | None, callbacks: CallbackSet, show_bar: bool
     ) -> list[UpdatePart]:
         assert batch is not None
+        overlap = self.overlap
+        if overlap is None:
+            return self._gradient_steps(batch, callbacks, show_bar)
+        overlap.start()
+        try:
+            parts = self._gradient_steps(batch, callbacks, show_bar)
+        except BaseException:  # the update's error is the one to see; the thread is joined first
+            overlap.join(updated=False, raise_error=False)
+            raise
+        overlap.join(updated=bool(parts))
+        return parts
+
+    def _gradient_steps(
+        self, batch: CollectedBatch, callbacks: CallbackSet, show_bar: bool
+    ) -> list[UpdatePart]:
         buffer = batch.buffer
         num_steps = round(
             self._off_policy.update_step_num_gradient_steps_per_sample * batch.collect_stat.n_collected_steps

@@ -3,19 +3,24 @@ and ``tshtrain.trainer.steps`` for what each family does in a training step)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from pathlib import Path
 from typing import Any, TypeVar, final
 
 from typing_extensions import override
 
 from tshtrain.algorithm.base import OfflineAlgorithm, OffPolicyAlgorithm, OnPolicyAlgorithm
+from tshtrain.errors import ConfigurationError
 from tshtrain.trainer.base import TAlgorithm, Trainer
 from tshtrain.trainer.options import TrainerOptions
+from tshtrain.trainer.overlap import OverlappedCollection
 from tshtrain.trainer.params import (
     OfflineTrainerParams,
     OffPolicyTrainerParams,
     OnlineTrainerParams,
     OnPolicyTrainerParams,
 )
+from tshtrain.trainer.state import TrainerState
 from tshtrain.trainer.stepping import EnvStepDriver, EnvStepResult, TrainingStepResult
 from tshtrain.trainer.steps import OfflineStep, OffPolicyStep, OnPolicyStep, StepStrategy
 
@@ -78,11 +83,55 @@ class OnPolicyTrainer(OnlineTrainer[OnPolicyAlgorithm[Any], OnPolicyTrainerParam
 
 @final
 class OffPolicyTrainer(OnlineTrainer[OffPolicyAlgorithm[Any], OffPolicyTrainerParams]):
-    """After each collection step of n transitions, round(u * n) gradient steps on buffer samples."""
+    """After each collection step of n transitions, round(u * n) gradient steps on buffer samples.
+
+    With ``params.overlap_collection`` the next collection step is collected in a background thread
+    during the gradient steps (docs/overlap.md); :attr:`overlap` shows its policy lag.
+    """
 
     @override
     def _make_strategy(self) -> StepStrategy:
-        return OffPolicyStep(self.algorithm, self.params)
+        self._off_policy_step = OffPolicyStep(self.algorithm, self.params)
+        return self._off_policy_step
+
+    @property
+    def overlap(self) -> OverlappedCollection | None:
+        """The background collection and its record of policy lags (None: ``overlap_collection`` off)."""
+        return self._off_policy_step.overlap
+
+    @override
+    def execute_env_step(self) -> EnvStepResult:
+        """See :meth:`OnlineTrainer.execute_env_step`; not with ``overlap_collection`` (a collection step
+        runs whole, in the background)."""
+        if self.params.overlap_collection:
+            raise ConfigurationError(
+                "OffPolicyTrainer.execute_env_step: OffPolicyTrainerParams.overlap_collection=True collects "
+                "whole collection steps in a background thread, so the run cannot be driven env step by env "
+                "step; use execute_training_step() / run(), or overlap_collection=False."
+            )
+        return super().execute_env_step()
+
+    @override
+    def load_checkpoint(self, path: str | Path, *, load_buffers: bool = True, trusted: bool = False) -> None:
+        super().load_checkpoint(path, load_buffers=load_buffers, trusted=trusted)
+        self._discard_staged()
+
+    @override
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        super().load_state_dict(state)
+        self._discard_staged()
+
+    def _discard_staged(self) -> None:
+        """A restored checkpoint replaces the collector's state: a collection step staged before is void."""
+        if self._off_policy_step.overlap is not None:
+            self._off_policy_step.overlap.discard()
+
+    @override
+    def _state_view(self) -> TrainerState:
+        # a checkpoint is read or written with the collection thread joined and its writes applied
+        if self._off_policy_step.overlap is not None:
+            self._off_policy_step.overlap.settle()
+        return super()._state_view()
 
 
 @final

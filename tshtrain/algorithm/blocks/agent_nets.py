@@ -5,7 +5,9 @@ observation), ``state`` (the env's global state), ``agent_id`` (one-hot) and ``a
 actor of a shared policy sees ``obs`` and ``agent_id``; MAPPO's centralised critic sees ``state`` and
 ``agent_id``, IPPO's critic what the actor sees. :class:`SelectKeys` hands each network its keys, and
 :func:`mappo_actor_critic` builds the pair for :class:`~tshtrain.algorithm.PPO` (or A2C). Parameter
-sharing is then one PPO over all columns: its rollout holds every agent's transitions.
+sharing is then one PPO over all columns: its rollout holds every agent's transitions. With
+``critic_per_world=True`` MAPPO's critic is a :class:`~tshtrain.algorithm.blocks.world_critic.PerWorldCritic`
+(``state`` only, one row per world, one output per agent; importable from here too).
 
 ``action_mask`` is never an input of these networks (masking acts on the logits, not on features).
 """
@@ -27,6 +29,7 @@ from tshtrain.algorithm.blocks.multi_policies import BernoulliPolicy, MultiCateg
 from tshtrain.algorithm.blocks.nets import mlp
 from tshtrain.algorithm.blocks.onpolicy import ActorPolicy
 from tshtrain.algorithm.blocks.policies import CategoricalPolicy
+from tshtrain.algorithm.blocks.world_critic import PerWorldCritic
 from tshtrain.data.batch import ObsTensor
 from tshtrain.env.multi_agent import AGENT_ID_KEY, OBS_KEY, STATE_KEY
 from tshtrain.errors import ConfigurationError, UnsupportedSpaceError
@@ -144,6 +147,8 @@ def mappo_actor_critic(
     critic_hidden_sizes: Sequence[int] | None = None,
     activation: type[nn.Module] = nn.Tanh,
     centralised_critic: bool = True,
+    critic_per_world: bool = False,
+    num_agents: int | None = None,
     use_agent_id: bool = True,
     init_log_std: float = 0.0,
     device: str | torch.device = "cpu",
@@ -157,6 +162,13 @@ def mappo_actor_critic(
     pair to :class:`~tshtrain.algorithm.PPO` (``PPO(policy=policy, critic=critic, ...)``): one PPO over
     all columns shares the parameters among the agents.
 
+    With ``critic_per_world=True`` (MAPPO only) the critic is a :class:`PerWorldCritic`: an MLP on
+    ``state`` alone with one output per agent, evaluated once per world step instead of once per agent
+    column (A times fewer critic rows; BenchMARL's shared centralised critic is of this kind). The PPO
+    update then samples mini-batches of whole world steps; its rollout must hold all A agents of each
+    world, agent-major (one PPO over a ``VmasEnv(agent_layout="columns")`` or a ``shared_learner``
+    over every agent), and ``batch_size`` must be a multiple of A.
+
     Args:
         observation_space: one column's observation space (the env's ``single_observation_space``).
         action_space: one column's action space: Discrete (categorical policy), Box (Gaussian),
@@ -165,6 +177,11 @@ def mappo_actor_critic(
         critic_hidden_sizes: the critic's MLP layers; None: ``hidden_sizes``.
         activation: activation of both MLPs.
         centralised_critic: the critic sees the global ``state`` (MAPPO) instead of the agent's ``obs``.
+        critic_per_world: the critic reads ``state`` once per world and returns the values of the
+            world's agents (needs ``centralised_critic``); False: once per agent, on ``state`` +
+            ``agent_id``.
+        num_agents: A, the agents per world, for ``critic_per_world``; None: the width of the
+            ``agent_id`` key (given as well, the two must agree).
         use_agent_id: feed ``agent_id`` to both networks when the space has it.
         init_log_std: the Gaussian policy's initial log standard deviation (Box actions).
         device: where the networks live.
@@ -176,6 +193,9 @@ def mappo_actor_critic(
     Raises:
         UnsupportedSpaceError: MAPPO without a ``state`` key, a Dict space without ``obs``, an
             unsupported action space.
+        ConfigurationError: ``critic_per_world`` without ``centralised_critic`` or without a number of
+            agents (no ``num_agents``, no ``agent_id`` key), ``num_agents`` disagreeing with
+            ``agent_id`` or given without ``critic_per_world``.
     """
     owner = "mappo_actor_critic"
     critic_hidden = tuple(hidden_sizes if critic_hidden_sizes is None else critic_hidden_sizes)
@@ -206,13 +226,46 @@ def mappo_actor_critic(
                 "centralised_critic=False (IPPO)."
             )
         actor_keys = critic_keys = None
+    world_agents = _world_agents(observation_space, centralised_critic, num_agents) if critic_per_world else 0
+    if num_agents is not None and not critic_per_world:
+        raise ConfigurationError(
+            f"{owner}: num_agents={num_agents} is only used with critic_per_world=True; drop it or set "
+            "critic_per_world=True."
+        )
 
     def actor(output_dim: int) -> nn.Module:
         return _keyed_network(observation_space, actor_keys, output_dim, hidden_sizes, activation).to(device)
 
     policy = _policy(action_space, actor, init_log_std=init_log_std, seed=seed)
+    if critic_per_world:
+        world_net = _keyed_network(observation_space, [STATE_KEY], world_agents, critic_hidden, activation)
+        return policy, PerWorldCritic(world_net, world_agents).to(device)
     critic = _keyed_network(observation_space, critic_keys, 1, critic_hidden, activation).to(device)
     return policy, critic
+
+
+def _world_agents(space: gym.Space[Any], centralised_critic: bool, num_agents: int | None) -> int:
+    """The number of agents of a per-world critic (``mappo_actor_critic``'s checks, see there)."""
+    owner = "mappo_actor_critic"
+    if not centralised_critic:
+        raise ConfigurationError(
+            f"{owner}: critic_per_world=True needs centralised_critic=True (a per-world critic reads the "
+            "world's state, one row per world); IPPO's critic sees each agent's own observation."
+        )
+    assert isinstance(space, gym.spaces.Dict)  # checked with the state key
+    id_space = space.spaces.get(AGENT_ID_KEY)
+    id_width = None if id_space is None or id_space.shape is None else int(np.prod(id_space.shape))
+    if num_agents is None and id_width is None:
+        raise ConfigurationError(
+            f"{owner}: critic_per_world=True needs the number of agents: pass num_agents=A or build the "
+            f"env with an {AGENT_ID_KEY!r} key (e.g. agent_id=True); the space is {space}."
+        )
+    if num_agents is not None and id_width is not None and num_agents != id_width:
+        raise ConfigurationError(
+            f"{owner}: num_agents={num_agents}, but the {AGENT_ID_KEY!r} key is one-hot over {id_width} "
+            "agents; drop num_agents or make them agree."
+        )
+    return num_agents if num_agents is not None else int(id_width or 0)
 
 
 def _policy(

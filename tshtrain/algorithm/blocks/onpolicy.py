@@ -33,6 +33,7 @@ from tshtrain.algorithm.blocks.normalization import RunningObsNormalizer, check_
 from tshtrain.algorithm.blocks.optim import optimizer_step
 from tshtrain.algorithm.blocks.policies import CategoricalPolicy
 from tshtrain.algorithm.blocks.schedules import Schedule, check_schedule
+from tshtrain.algorithm.blocks.world_critic import PerWorldCritic
 from tshtrain.constraints import NonNegativeFloat, PositiveFloat, UnitFloat, validate_fields
 from tshtrain.data.batch import AnyRolloutBatch, ObsTensor, TensorRolloutBatch, obs_to_torch
 from tshtrain.devices import restore_generator_state
@@ -140,7 +141,11 @@ class ActorCritic:
             restore_generator_state(self.rng, state["rng_state"], owner=f"{self.owner}.rng")
 
     def values(self, obs: ObsTensor) -> torch.Tensor:
-        """V(obs), shape (N,); the critic may return (N,) or (N, 1)."""
+        """V(obs), shape (N,); the critic may return (N,) or (N, 1). A :class:`PerWorldCritic` takes
+        rows laid out world-major in groups of its ``num_agents`` (what the update's grouped path
+        passes; see :meth:`PerWorldCritic.grouped_values`)."""
+        if isinstance(self.critic, PerWorldCritic):
+            return self.critic.grouped_values(obs)
         out: torch.Tensor = self.critic(obs)
         if out.dim() == 2 and out.shape[1] == 1:
             return out.squeeze(1)
@@ -303,7 +308,7 @@ The results equal one pass over all rows bit for bit for networks that treat row
 (not for batch normalisation in training mode)."""
 
 
-def _in_chunks(fn: Callable[[slice], torch.Tensor], num_rows: int) -> torch.Tensor:
+def in_chunks(fn: Callable[[slice], torch.Tensor], num_rows: int) -> torch.Tensor:
     """``fn`` of consecutive row ranges of at most :data:`FORWARD_CHUNK_ROWS` rows, concatenated."""
     if num_rows <= FORWARD_CHUNK_ROWS:
         return fn(slice(0, num_rows))
@@ -325,7 +330,7 @@ def prepare_rollout(
     data = rollout_to_torch(rollout, device)
     num_t, num_e = data.shape
     obs_all = map_obs_tensor(float_obs(data.obs), lambda x: x.reshape(num_t * num_e, *x.shape[2:]))
-    value_TE = _in_chunks(
+    value_TE = in_chunks(
         lambda rows: ac.values(map_obs_tensor(obs_all, lambda x: x[rows])), num_t * num_e
     ).reshape(num_t, num_e)
     next_value_TE = _next_values(ac, data, float_obs(data.obs_next), value_TE)
@@ -339,7 +344,7 @@ def prepare_rollout(
     act_N = act_flat if all_valid else act_flat[valid]
     value_N = value_TE.reshape(-1) if all_valid else value_TE.reshape(-1)[valid]
     adv_N = adv_TE.reshape(-1) if all_valid else adv_TE.reshape(-1)[valid]
-    logp_N = _in_chunks(
+    logp_N = in_chunks(
         lambda rows: log_prob_entropy(ac.policy, map_obs_tensor(obs_N, lambda x: x[rows]), act_N[rows])[0],
         len(act_N),
     )

@@ -3,11 +3,17 @@
 One update: the learning rate from its schedule, values / GAE advantages / old log-probabilities of
 the rollout once (:func:`~tshtrain.algorithm.blocks.onpolicy.prepare_rollout`), ``num_repetitions`` shuffled
 passes of mini-batches with one gradient step each, then the statistics reduced in one host transfer.
+
+With a :class:`~tshtrain.algorithm.blocks.world_critic.PerWorldCritic` the update takes its grouped
+path: the rollout is prepared world-major with one critic row per world step
+(:func:`~tshtrain.algorithm.blocks.onpolicy_world.prepare_world_rollout`) and the mini-batches hold
+whole world steps (:func:`~tshtrain.algorithm.blocks.world_critic.world_minibatches`); the loss
+functions are the same.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import NamedTuple
 
 import torch
@@ -20,6 +26,12 @@ from tshtrain.algorithm.blocks.onpolicy import (
     explained_variance,
     minibatches,
     prepare_rollout,
+)
+from tshtrain.algorithm.blocks.onpolicy_world import prepare_world_rollout
+from tshtrain.algorithm.blocks.world_critic import (
+    PerWorldCritic,
+    check_world_batch_size,
+    world_minibatches,
 )
 from tshtrain.data.batch import AnyRolloutBatch
 
@@ -84,11 +96,8 @@ def actor_critic_update(
 ) -> UpdateResult:
     """One A2C / PPO update of ``ac`` on ``rollout`` with the mini-batch loss ``loss_fn``."""
     lr = params.lr * ac.lrs.apply(ac.num_update_steps)
-    data = prepare_rollout(ac, rollout, gamma=params.gamma, gae_lambda=params.gae_lambda)
-    rows = [
-        _gradient_step(ac, loss_fn(data.select(idx)), hooks, params.max_grad_norm)
-        for idx in minibatches(len(data), batch_size, num_repetitions, ac.rng)
-    ]
+    data, batches = _rollout_and_minibatches(ac, params, rollout, batch_size, num_repetitions)
+    rows = [_gradient_step(ac, loss_fn(data.select(idx)), hooks, params.max_grad_norm) for idx in batches]
     means = torch.stack(rows).mean(dim=0)
     check_finite_loss(ac.owner, "policy loss", means[1])
     check_finite_loss(ac.owner, "value loss", means[2])
@@ -99,6 +108,26 @@ def actor_critic_update(
     return UpdateResult(
         num_gradient_steps=len(rows), lr=lr, clip_fraction=named.pop("clip_fraction", None), **named
     )
+
+
+def _rollout_and_minibatches(
+    ac: ActorCritic,
+    params: ActorCriticParams,
+    rollout: AnyRolloutBatch,
+    batch_size: int | None,
+    num_repetitions: int,
+) -> tuple[RolloutTensors, Iterator[torch.Tensor]]:
+    """The prepared rollout and its mini-batch indices: rows and mini-batches as they come, or, for a
+    :class:`PerWorldCritic` (the grouped path), rows world-major and mini-batches of whole world steps
+    (``batch_size`` rows = ``batch_size / A`` world steps; it must be a multiple of A)."""
+    critic = ac.critic
+    if isinstance(critic, PerWorldCritic):
+        num_a = critic.num_agents
+        check_world_batch_size(batch_size, num_a)  # before the rollout pass
+        data = prepare_world_rollout(ac, critic, rollout, gamma=params.gamma, gae_lambda=params.gae_lambda)
+        return data, world_minibatches(len(data) // num_a, num_a, batch_size, num_repetitions, ac.rng)
+    data = prepare_rollout(ac, rollout, gamma=params.gamma, gae_lambda=params.gae_lambda)
+    return data, minibatches(len(data), batch_size, num_repetitions, ac.rng)
 
 
 def _column_names(num_columns: int) -> list[str]:
