@@ -662,6 +662,78 @@ def extrapolate(env_extra: dict[str, Any], comm: dict[str, Any], ppo_runs: dict[
     return lines
 
 
+# ---------------------------------------------------------------------------- (c) overlapped collection
+def _sac_run(*, overlap: bool, seed: int, epoch_num_steps: int) -> Callable[[], None]:
+    """SAC Pendulum (examples/sac_pendulum.py's settings, prefilled buffer), one epoch, no test steps."""
+    sys.path.insert(0, str(REPO_ROOT / "examples"))
+    import sac_pendulum
+
+    from tshtrain.trainer import OffPolicyTrainer, OffPolicyTrainerParams, TrainerOptions
+
+    algorithm, training_collector, test_collector = sac_pendulum.build(seed)
+    test_collector.env.close()
+    trainer = sac_pendulum.TRAINER
+    params = OffPolicyTrainerParams(
+        training_collector=training_collector,
+        max_epochs=1,
+        epoch_num_steps=epoch_num_steps,
+        collection_step_num_env_steps=trainer["collection_step_num_env_steps"],
+        update_step_num_gradient_steps_per_sample=trainer["update_step_num_gradient_steps_per_sample"],
+        batch_size=trainer["batch_size"],
+        verbose=False,
+        show_progress=False,
+        overlap_collection=overlap,
+    )
+    built = OffPolicyTrainer(algorithm, params, TrainerOptions(close_envs=True))
+    return lambda: built.run() and None
+
+
+def overlap_table(*, quick: bool) -> TableResult:
+    """DQN CartPole (bench_overlap.py's ``cartpole`` workload) and SAC Pendulum, overlap off and on."""
+    import itertools
+
+    import bench_overlap
+    from harness import Contestant, run_interleaved
+
+    sac_steps = 300 if quick else 1000
+    contestants = []
+    for overlap in (False, True):
+        dqn_seeds, sac_seeds = itertools.count(), itertools.count()
+        contestants += [
+            Contestant(
+                name=f"DQN CartPole, overlap {'on' if overlap else 'off'}",
+                setup=lambda o=overlap, s=dqn_seeds: bench_overlap.make_run(
+                    overlap=o, busy_us=None, epochs=1, seed=next(s), batch_size=64
+                ),
+                work=float(bench_overlap.TRAINER["epoch_num_steps"]),
+            ),
+            Contestant(
+                name=f"SAC Pendulum, overlap {'on' if overlap else 'off'}",
+                setup=lambda o=overlap, s=sac_seeds: _sac_run(
+                    overlap=o, seed=next(s), epoch_num_steps=sac_steps
+                ),
+                work=float(sac_steps),
+            ),
+        ]
+    order = [contestants[i] for i in (0, 2, 1, 3)]  # DQN off, DQN on, SAC off, SAC on
+    rows = run_interleaved(order, reps=2 if quick else 3, unit="env steps/s", label="overlap")
+    return TableResult(
+        title="Off-policy wall time with and without overlapped collection (one epoch, no test steps)",
+        unit="training env steps/s",
+        rows=rows,
+        goals=[
+            Goal(numerator="DQN CartPole, overlap on", denominator="DQN CartPole, overlap off", target=1.0),
+            Goal(numerator="SAC Pendulum, overlap on", denominator="SAC Pendulum, overlap off", target=1.0),
+        ],
+        notes=[
+            "DQN: bench_overlap.py's `cartpole` workload (the DQN example, "
+            f"{bench_overlap.TRAINER['epoch_num_steps']} env steps, 0.5 gradient steps per env step, batch "
+            f"64); SAC: examples/sac_pendulum.py's settings, {sac_steps} env steps, one gradient step per "
+            "env step. A new seed per repetition; CPU: this process (both threads)."
+        ],
+    )
+
+
 # ---------------------------------------------------------------------------- main
 OVERLAP_STUB = (
     "### DQN / SAC with and without overlapped collection (c)\n\n"
@@ -705,7 +777,9 @@ def write_markdown(tables: list[TableResult], extra_lines: list[str], comm: dict
             f"| `broadcast_object` of a test step's result | {comm['broadcast_object'] * 1e6:,.0f} us |",
             "",
         ]  # fmt: skip
-    parts += [OVERLAP_STUB, "", "## Extrapolation to 8 and 64 workers / ranks", "", *extra_lines, ""]
+    if not any(t.title.startswith("Off-policy") for t in tables):
+        parts += [OVERLAP_STUB, ""]
+    parts += ["## Extrapolation to 8 and 64 workers / ranks", "", *extra_lines, ""]
     path = RESULTS_DIR / "scale.md"
     path.write_text("\n".join(parts))
     return path
@@ -773,7 +847,7 @@ def main() -> None:
         tables.append(ppo)
         payload["ppo_runs"] = ppo_runs
     if "overlap" in parts:
-        print("\n" + OVERLAP_STUB)
+        tables.append(overlap_table(quick=args.quick))
     for table in tables:
         print_table(table)
     payload["tables"] = [t.to_json() for t in tables]
