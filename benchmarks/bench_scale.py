@@ -27,7 +27,8 @@ Parts (``--only``):
   bucketed gradient averaging (one flattened all-reduce per backward pass instead of one per parameter,
   :func:`use_flattened_gradient_averaging`; not tshtrain's code path), to measure what it would save.
   Launches that exit non-zero after writing their result are counted in the table's notes.
-* **overlap** -- DQN / SAC with and without overlapped collection: a stub until that feature is on main.
+* **overlap** -- DQN CartPole (``bench_overlap.py``'s ``cartpole`` workload) and SAC Pendulum
+  (examples/sac_pendulum.py's settings), one epoch each, with ``overlap_collection`` off and on.
 
 Nothing here asserts a timing. The machine is shared with other jobs: compare rows of one run only.
 """
