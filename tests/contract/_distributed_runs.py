@@ -52,7 +52,9 @@ def free_port() -> int:
 def _entry(rank: int, world_size: int, port: int, timeout: float, fn: Any, args: Any, out: Any) -> None:
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     torch.set_num_threads(1)
-    context = DistributedContext.init(rank=rank, world_size=world_size, backend="gloo", timeout_seconds=timeout)
+    context = DistributedContext.init(
+        rank=rank, world_size=world_size, backend="gloo", timeout_seconds=timeout
+    )
     try:
         out.put((rank, "ok", fn(context, *args)))
     except BaseException as error:
@@ -122,7 +124,9 @@ def ppo(context: DistributedContext | None, num_envs: int, *, seed: int = 0) -> 
     )
     env_seed = seed if context is None else context.env_seed(seed, num_envs)
     params = OnPolicyTrainerParams(
-        training_collector=Collector(policy, envs, VectorReplayBuffer(16 * num_envs, num_envs), seed=env_seed),
+        training_collector=Collector(
+            policy, envs, VectorReplayBuffer(16 * num_envs, num_envs), seed=env_seed
+        ),
         test_collector=Collector(policy, test_envs, seed=seed + 100),
         max_epochs=2,
         epoch_num_steps=128,
@@ -154,7 +158,12 @@ def train_ppo(context: DistributedContext | None, num_envs: int) -> dict[str, An
     trainer = ppo(context, num_envs)
     grads = record_first_gradients(trainer)
     info = trainer.run()
-    return {"counters": counters(trainer), "grads": grads, "weights": weights(trainer), "best": info.best_reward}
+    return {
+        "counters": counters(trainer),
+        "grads": grads,
+        "weights": weights(trainer),
+        "best": info.best_reward,
+    }
 
 
 def dqn(
@@ -192,10 +201,17 @@ def dqn(
     return OffPolicyTrainer(algorithm, params, TrainerOptions(distributed=context))
 
 
-def train_dqn(context: DistributedContext | None, num_envs: int, directory: Path | None = None) -> dict[str, Any]:
+def train_dqn(
+    context: DistributedContext | None, num_envs: int, directory: Path | None = None
+) -> dict[str, Any]:
     trainer = dqn(context, num_envs, directory)
     trainer.run()
-    return {"counters": counters(trainer), "weights": weights(trainer)}
+    generator = trainer.algorithm.policy.generator
+    return {
+        "counters": counters(trainer),
+        "weights": weights(trainer),
+        "action_seed": generator.initial_seed(),
+    }
 
 
 def resume_dqn(context: DistributedContext | None, num_envs: int, checkpoint: Path) -> dict[str, Any]:

@@ -50,6 +50,8 @@ def test_dqn_two_ranks_count_like_one_process_and_stay_replicated() -> None:
     assert rank0["counters"] == rank1["counters"]
     for name, w in rank0["weights"].items():  # type: ignore[attr-defined]
         np.testing.assert_array_equal(w, rank1["weights"][name])  # type: ignore[index]
+    # each rank draws its own action noise; rank 0 keeps the one-process generator
+    assert rank0["action_seed"] == one["action_seed"] != rank1["action_seed"]
 
 
 def test_a_failing_rank_stops_the_other_with_its_error() -> None:
@@ -70,5 +72,5 @@ def test_resume_with_the_same_ranks_is_bit_exact(tmp_path: Path) -> None:
         assert after["counters"] == before["counters"]
         for name, w in before["weights"].items():  # type: ignore[attr-defined]
             np.testing.assert_array_equal(after["weights"][name], w)  # type: ignore[index]
-    with pytest.raises(CheckpointError, match="world_size 2, this is None"):
+    with pytest.raises(CheckpointError, match=r"world_size 2, this is none \(one process\)"):
         resume_dqn(None, 2, periodic[0])

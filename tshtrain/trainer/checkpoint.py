@@ -162,10 +162,16 @@ def _verify(path: str | Path, *, skip_prefixes: tuple[str, ...]) -> CheckpointMa
 
 
 def _check_saved_by(manifest: CheckpointManifest, expected: Mapping[str, Any], keys: tuple[str, ...]) -> None:
+    def shown(key: str, value: Any) -> str:
+        if value is None and key in ("world_size", "rank"):
+            return "none (one process)"
+        return repr(value)
+
     for key in keys:
         if manifest.info.get(key) != expected.get(key):
             raise CheckpointError(
-                f"{manifest.path}: saved by {key} {manifest.info.get(key)!r}, this is {expected.get(key)!r}; "
+                f"{manifest.path}: saved by {key} {shown(key, manifest.info.get(key))}, this is "
+                f"{shown(key, expected.get(key))}; "
                 f"build the same {key} to resume"
                 + (
                     " (a data-parallel run resumes with the same number of ranks; rank r > 0 reads "

@@ -26,6 +26,7 @@ import dataclasses
 from pathlib import Path
 from typing import Any, final
 
+import numpy as np
 import torch
 
 from tshtrain.algorithm.base import Algorithm
@@ -70,6 +71,19 @@ class DataParallel:
             for p in group["params"]
         ]
         self._remove_hooks.append(self.context.install_gradient_averaging(params))
+        self._own_action_noise(algorithm)
+
+    def _own_action_noise(self, algorithm: Algorithm[Any]) -> None:
+        """Rank ``r > 0`` draws its own action noise: its policy's generator is reseeded from
+        (its seed, r). Seeded alike, every rank would sample its actions from the same uniform draws
+        (correlated exploration, unlike one process whose envs each get their own draws). Rank 0 keeps
+        its generator, so a 1-rank run is unchanged; a checkpoint restores each rank's generator."""
+        if self.is_main:
+            return
+        generator = getattr(algorithm.policy, "generator", None)
+        if isinstance(generator, torch.Generator):
+            mixed = np.random.SeedSequence([generator.initial_seed(), self.context.rank])
+            generator.manual_seed(int(mixed.generate_state(1, dtype=np.uint64)[0] >> np.uint64(1)))
 
     def detach(self) -> None:
         """Remove the gradient hooks."""
