@@ -269,26 +269,38 @@ class DistributedContext:
             offset += grad.numel()
 
     def install_gradient_averaging(self, params: Iterable[torch.Tensor]) -> Callable[[], None]:
-        """Average each parameter's gradient over the ranks right after backward accumulated it.
+        """Average the gradients of ``params`` over the ranks at the end of every backward pass, in one
+        flattened all-reduce (:meth:`average_gradients`) of the parameters that pass gave a gradient.
 
-        The gradient is averaged as a whole (earlier accumulation included: that part is already the
-        same on every rank, so averaging it again changes nothing). Every rank must run the same
-        backward passes over the same parameters, in the same order, as data-parallel training does.
+        Each parameter's post-accumulate-grad hook marks it; the first mark of a backward pass queues a
+        callback that the autograd engine runs when that pass ends (before ``backward()`` returns, so
+        clipping and the optimizer step see the averaged gradient). The marked parameters are reduced
+        in the order of ``params``, the same on every rank. A gradient is averaged as a whole (earlier
+        accumulation included: that part is already the same on every rank, so averaging it again
+        changes nothing). Every rank must run the same backward passes over the same parameters, as
+        data-parallel training does.
 
         Returns:
             A function that removes the hooks.
         """
-        handles = []
+        ordered = list(dict.fromkeys(params))  # once per parameter, in order
+        position = {id(param): i for i, param in enumerate(ordered)}
+        marked: dict[int, torch.Tensor] = {}
 
-        def average(param: torch.Tensor) -> None:
-            grad = param.grad
-            assert grad is not None
-            with self._collective("gradient all_reduce"):
-                dist.all_reduce(grad)
-            grad /= self.world_size
+        def reduce_marked() -> None:
+            found = [marked[i] for i in sorted(marked)]
+            marked.clear()
+            self.average_gradients(found)
 
-        for param in dict.fromkeys(params):  # once per parameter, in order
-            handles.append(param.register_post_accumulate_grad_hook(average))  # type: ignore[no-untyped-call]  # untyped in torch
+        def mark(param: torch.Tensor) -> None:
+            if not marked:  # the first parameter of this backward pass
+                torch.autograd.Variable._execution_engine.queue_callback(reduce_marked)
+            marked[position[id(param)]] = param
+
+        handles = [
+            param.register_post_accumulate_grad_hook(mark)  # type: ignore[no-untyped-call]  # untyped in torch
+            for param in ordered
+        ]
 
         def remove() -> None:
             for handle in handles:
