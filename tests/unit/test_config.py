@@ -397,3 +397,22 @@ def test_env_type_errors_name_the_key(tmp_path: Path, text: str, expected: str) 
     path.write_text(text)
     with pytest.raises(ExperimentError, match=expected):
         load_experiment(str(path))
+
+
+def test_linear_schedules_of_a_data_parallel_run_count_every_ranks_update_steps() -> None:
+    """N ranks that each collect the per-rank collection step take one update step per training step
+    together, so the run has 1/N as many update steps as one process would with the same settings."""
+    from tshtrain.config.algorithms import num_update_steps
+
+    experiment = resolve_experiment(
+        {
+            "algorithm": {"name": "ppo", "params": {"lr_schedule": "linear"}},
+            "env": {"num_training_envs": 4},
+            "trainer": {"max_epochs": 5, "epoch_num_steps": 4096, "collection_step_num_env_steps": 1024},
+        },
+        "e.yaml",
+    )
+    one = num_update_steps(experiment, experiment.algorithm)
+    assert one == 5 * 4  # 4 collection steps of 1024 env steps per epoch
+    assert num_update_steps(experiment, experiment.algorithm, world_size=2) == 5 * 2  # 2048 per step
+    assert num_update_steps(experiment, experiment.algorithm, world_size=4) == 5 * 1

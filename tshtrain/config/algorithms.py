@@ -30,10 +30,16 @@ def experiment_device(experiment: Experiment) -> torch.device:
 
 
 def build_algorithm(
-    experiment: Experiment, observation_space: gym.Space[Any], action_space: gym.Space[Any]
+    experiment: Experiment,
+    observation_space: gym.Space[Any],
+    action_space: gym.Space[Any],
+    *,
+    world_size: int = 1,
 ) -> Algorithm[Any]:
     """The algorithm of a resolved experiment, with fresh networks (seeded from ``experiment.seed``),
-    built on the CPU (the same initial weights on every device) and moved to ``experiment.device``."""
+    built on the CPU (the same initial weights on every device) and moved to ``experiment.device``;
+    ``world_size``: the ranks of a data-parallel run (its ``"linear"`` schedules count the update steps
+    of all ranks' collection together)."""
     device = experiment_device(experiment)
     torch.manual_seed(experiment.seed)
     algorithm = build_section(
@@ -41,7 +47,7 @@ def build_algorithm(
         observation_space,
         action_space,
         seed=experiment.seed,
-        num_update_steps=num_update_steps(experiment, experiment.algorithm),
+        num_update_steps=num_update_steps(experiment, experiment.algorithm, world_size=world_size),
         env_id=experiment.env.id,
     )
     return algorithm.to(device)
@@ -97,9 +103,11 @@ def _no_noise(exploration: Section) -> Section:
     return exploration
 
 
-def num_update_steps(experiment: Experiment, section: AlgorithmConfig) -> int:
+def num_update_steps(experiment: Experiment, section: AlgorithmConfig, *, world_size: int = 1) -> int:
     """Update steps of the whole run, for the ``"linear"`` schedules of ``section`` (on-policy
-    algorithms)."""
+    algorithms). With ``world_size`` ranks each training step collects on every rank (each rank's
+    ``num_training_envs`` and ``collection_step_num_env_steps``), and the run's env steps count all
+    ranks, so the run has ``1 / world_size`` as many update steps."""
     spec = get_spec(section.name)
     uses_schedule = "linear" in section.params.values()
     if spec.family is not Family.ON_POLICY:
@@ -123,8 +131,10 @@ def num_update_steps(experiment: Experiment, section: AlgorithmConfig) -> int:
     num_envs = experiment.env.num_training_envs
     if min(per_step, t["max_epochs"], t["epoch_num_steps"]) < 1:
         return 1  # the trainer params name the bad value
-    collected = -(-per_step // num_envs) * num_envs
+    collected = -(-per_step // num_envs) * num_envs * world_size  # every rank's collection step
     num_env_steps = t["max_epochs"] * -(-t["epoch_num_steps"] // collected) * collected
     return num_update_steps_for(
-        num_env_steps=num_env_steps, collection_step_num_env_steps=per_step, num_envs=num_envs
+        num_env_steps=num_env_steps,
+        collection_step_num_env_steps=per_step * world_size,
+        num_envs=num_envs * world_size,
     )

@@ -137,12 +137,17 @@ def make_any_envs(
     return make_envs(experiment.env, num_envs, allowed_modules=allowed_modules, seed=seed)
 
 
-def build_policy_algorithm(experiment: Experiment, env: AnyVectorEnv) -> Algorithm[Any]:
+def build_policy_algorithm(
+    experiment: Experiment, env: AnyVectorEnv, *, world_size: int = 1
+) -> Algorithm[Any]:
     """The algorithm of a resolved experiment for the envs ``env`` (built like the run's envs): the
     top-level algorithm on the env's spaces, or, with an ``agents`` section, the multi-agent algorithm of
-    every learner on one agent column's spaces (:mod:`tshtrain.config.agents`)."""
+    every learner on one agent column's spaces (:mod:`tshtrain.config.agents`). ``world_size``: the
+    ranks of a data-parallel run (see :func:`~tshtrain.config.algorithms.build_algorithm`)."""
     if experiment.agents is None:
-        return build_algorithm(experiment, env.single_observation_space, env.single_action_space)
+        return build_algorithm(
+            experiment, env.single_observation_space, env.single_action_space, world_size=world_size
+        )
     return build_multi_agent_algorithm(
         experiment, env.single_observation_space, env.single_action_space, env_agents(env)
     )
@@ -182,7 +187,8 @@ def build_run(
     )
     envs = [test_envs]
     try:
-        algorithm = build_policy_algorithm(experiment, test_envs)
+        world_size = 1 if distributed is None else distributed.world_size
+        algorithm = build_policy_algorithm(experiment, test_envs, world_size=world_size)
         reduction = return_reduction(experiment.agents, env_agents(test_envs))
         test_collector = make_collector(
             algorithm.policy, test_envs, seed=test_seed, check_finite=check_finite
