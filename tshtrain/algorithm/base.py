@@ -389,6 +389,10 @@ class Algorithm(ABC, Generic[TPolicy, TStats_co]):
         """The device of the algorithm's networks: that of its policy's parameters."""
         return self.policy.device
 
+    def close(self) -> None:
+        """Release what the algorithm holds outside this process (worker processes); the trainer calls
+        it when a run ends. A no-op here; the next update may start such resources again."""
+
     def to(self, device: str | torch.device) -> Self:
         """Move every tensor and generator the algorithm owns to ``device`` (``auto``, ``cpu``,
         ``cuda``, ``cuda:N``, ``mps`` or a ``torch.device``, see

@@ -598,6 +598,7 @@ class MultiAgentOnPolicy(OnPolicyAlgorithm[MultiAgentPolicy, MultiAgentTrainingS
         self.members.to(device)
         return self
 
+    @override
     def close(self) -> None:
         """Stop the worker processes of ``update_mode="parallel"`` after loading their states into this
         process's algorithms; the next update starts them again. A no-op in sequential mode. After a

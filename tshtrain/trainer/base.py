@@ -653,13 +653,11 @@ class Trainer(ABC, Generic[TAlgorithm, TParams]):
             self._stop_workers(quiet)
 
     def _stop_workers(self, quiet: bool) -> None:
-        """Stop the algorithm's worker processes (a multi-agent algorithm's parallel update mode): their
-        state comes back into this process first, so the algorithm can be saved or trained on."""
-        stop = getattr(self.algorithm, "close", None)
-        if not callable(stop):
-            return
+        """``algorithm.close()``: stop the algorithm's worker processes (a multi-agent algorithm's parallel
+        update mode); their state comes back into this process first, so the algorithm can be saved or
+        trained on."""
         try:
-            stop()
+            self.algorithm.close()
         except Exception:
             if not quiet:
                 raise
