@@ -319,15 +319,36 @@ class Policy(nn.Module, ABC):
     def compute_actions_torch(self, obs: ObsTensor, *, deterministic: bool) -> torch.Tensor:
         """Tensors in, tensor out (under ``torch.inference_mode``); the observations are moved to the
         policy's device if they live elsewhere (a no-op when env and policy share it)."""
-        device = self.device
-        if isinstance(obs, torch.Tensor):
-            obs = obs.to(device)
-        else:
-            obs = {key: value.to(device) for key, value in obs.items()}
-            self.legal_actions_torch = obs.get(ACTION_MASK_KEY)
+        obs = self._obs_on_device_torch(obs)
         with torch.inference_mode():
             act: torch.Tensor = self.actions(obs, deterministic=deterministic)
         return act
+
+    def _obs_on_device_torch(self, obs: ObsTensor) -> ObsTensor:
+        """``obs`` on the policy's device; remembers a Dict observation's action mask."""
+        device = self.device
+        if isinstance(obs, torch.Tensor):
+            return obs.to(device)
+        obs = {key: value.to(device) for key, value in obs.items()}
+        self.legal_actions_torch = obs.get(ACTION_MASK_KEY)
+        return obs
+
+    def actions_with_log_prob(
+        self, obs: ObsTensor, *, deterministic: bool
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """:meth:`actions` and, where the policy can give it for free, log pi(act | obs) of the
+        actions it sampled, shape (N,) (None otherwise, and for deterministic actions). The torch
+        collector stores it, so that an on-policy update need not recompute it with a second actor
+        pass over the rollout. The default gives None."""
+        return self.actions(obs, deterministic=deterministic), None
+
+    def compute_actions_log_prob_torch(
+        self, obs: ObsTensor, *, deterministic: bool
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """:meth:`compute_actions_torch` with :meth:`actions_with_log_prob`."""
+        obs = self._obs_on_device_torch(obs)
+        with torch.inference_mode():
+            return self.actions_with_log_prob(obs, deterministic=deterministic)
 
     def map_action_torch(self, act: torch.Tensor) -> torch.Tensor:
         """:meth:`map_action` on tensors."""

@@ -403,6 +403,13 @@ class MultiAgentPolicy(Policy):
         ]
         return parts[0] if len(parts) == 1 else torch.cat(parts)
 
+    @override
+    def compute_actions_log_prob_torch(
+        self, obs: ObsTensor, *, deterministic: bool
+    ) -> tuple[torch.Tensor, None]:
+        """The members' actions; no log-probabilities (each learner's update recomputes its own)."""
+        return self.compute_actions_torch(obs, deterministic=deterministic), None
+
     def _per_member(self, act: Any, fn: Callable[[Policy, Any], Any]) -> Any:
         policies = self._policies()
         parts = [fn(policies[k], act[first:stop]) for k, first, stop in self._routing]

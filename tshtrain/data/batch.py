@@ -238,6 +238,10 @@ class TensorRolloutBatch:
     """shape (T, E); False for padding"""
     num_valid: int
     """number of valid transitions (known to the buffer without a device sync)"""
+    logp: torch.Tensor | None = None
+    """log pi(a_t | o_t) of the policy that collected the rollout, shape (T, E), when the collector
+    stored it for every step (:meth:`tshtrain.data.TensorReplayBuffer.add`); None: an on-policy
+    update recomputes it"""
 
     @property
     def num_steps(self) -> int:
@@ -257,6 +261,7 @@ class TensorRolloutBatch:
             boundary=self.boundary[:, columns],
             valid=valid,
             num_valid=int(valid.sum()),
+            logp=None if self.logp is None else self.logp[:, columns],
         )
 
     @property

@@ -25,6 +25,9 @@ from tshtrain.data.batch import ObsTensor, TensorRolloutBatch, TorchTransitionBa
 from tshtrain.data.ring import BufferLayout, RingPositions
 from tshtrain.errors import ConfigurationError, require_positive
 
+_LOGP = "logp"
+"""the optional field of the collecting policy's log-probabilities"""
+
 
 def _flatten_obs(prefix: str, obs: ObsTensor) -> dict[str, torch.Tensor]:
     if isinstance(obs, torch.Tensor):
@@ -86,6 +89,9 @@ class TensorReplayBuffer:
         self._flat: dict[str, torch.Tensor] = {}
         self._obs_keys: tuple[str, ...] | None = None
         self._ring = RingPositions(self.column_capacity, buffer_num)
+        self._logp_complete = False
+        """every stored row has the log-probability its policy gave when collecting it (the
+        ``logp`` field; see :meth:`add`)"""
 
     # ------------------------------------------------------------------ sizes
     @property
@@ -120,6 +126,7 @@ class TensorReplayBuffer:
         :meth:`tshtrain.data.BaseReplayBuffer.reset`."""
         del keep_statistics
         self._ring.reset()
+        self._logp_complete = _LOGP in self._arrays
 
     # ------------------------------------------------------------------ writing
     def _allocate(self, fields: Mapping[str, torch.Tensor]) -> None:
@@ -140,11 +147,16 @@ class TensorReplayBuffer:
         truncated: torch.Tensor,
         obs_next: ObsTensor,
         env_ids: np.ndarray | None = None,
+        logp: torch.Tensor | None = None,
     ) -> None:
         """Add one vector step: row ``i`` of every tensor is the transition of env ``env_ids[i]``.
 
         Args:
             env_ids: the columns to write (host integers); None means columns ``0..n-1``.
+            logp: log pi(act | obs) of the policy that chose the actions, shape (n,), if it gave them
+                (:meth:`tshtrain.algorithm.Policy.actions_with_log_prob`). :meth:`rollout` returns
+                them only while every stored row has one (an on-policy rollout of one policy);
+                otherwise an update recomputes them.
         """
         fields = {
             **_flatten_obs("obs", obs),
@@ -157,11 +169,18 @@ class TensorReplayBuffer:
         if not self._arrays:
             self._obs_keys = None if isinstance(obs, torch.Tensor) else tuple(obs.keys())
             self._allocate(fields)
-        elif fields.keys() != self._arrays.keys():
+        elif fields.keys() != self._arrays.keys() - {_LOGP}:
             raise ConfigurationError(
                 f"TensorReplayBuffer.add: fields {sorted(fields)} differ from the stored fields "
-                f"{sorted(self._arrays)}."
+                f"{sorted(self._arrays.keys() - {_LOGP})}."
             )
+        if logp is None:
+            self._logp_complete = False
+        else:
+            if _LOGP not in self._arrays:  # the first rows with log-probabilities
+                self._allocate({_LOGP: logp})
+                self._logp_complete = len(self) == 0
+            fields[_LOGP] = logp
         columns = self._ring.target_columns(
             len(rew), env_ids, owner="TensorReplayBuffer", vector_cls="TensorReplayBuffer"
         )
@@ -309,6 +328,7 @@ class TensorReplayBuffer:
         return TensorRolloutBatch(
             obs=obs_of("obs"),
             act=fields["act"],
+            logp=fields[_LOGP] if self._logp_complete else None,
             rew=fields["rew"],
             terminated=terminated & valid_TE,
             truncated=truncated & valid_TE,
@@ -365,8 +385,9 @@ class TensorReplayBuffer:
     # ------------------------------------------------------------------ save / load
     def field_arrays(self) -> dict[str, np.ndarray]:
         """The storage as numpy arrays by field name (views on the CPU, host copies elsewhere), for
-        :func:`tshtrain.data.save_buffer`."""
-        return {name: arr.detach().cpu().numpy() for name, arr in self._arrays.items()}
+        :func:`tshtrain.data.save_buffer`; without the collecting policy's log-probabilities, which
+        a loaded buffer does not use."""
+        return {name: arr.detach().cpu().numpy() for name, arr in self._arrays.items() if name != _LOGP}
 
     def restore(self, arrays: Mapping[str, np.ndarray], layout: BufferLayout) -> None:
         """Take over arrays (copied to ``device``) and write positions (used by
@@ -376,6 +397,7 @@ class TensorReplayBuffer:
         obs_keys = [k.split("/", 1)[1] for k in self._arrays if k.startswith("obs/")]
         self._obs_keys = tuple(obs_keys) if obs_keys else None
         self._ring.restore(layout)
+        self._logp_complete = False  # an update recomputes them
 
     def sampler_state(self) -> Any:
         """The sampling generator's state (a CPU uint8 tensor)."""

@@ -28,7 +28,7 @@ from __future__ import annotations
 import io
 from collections.abc import Mapping
 from dataclasses import replace
-from typing import Any, ClassVar, Protocol, final
+from typing import Any, ClassVar, Protocol, final, runtime_checkable
 
 import numpy as np
 import torch
@@ -65,6 +65,18 @@ class TensorCollectorPolicy(Protocol):
 
     def add_exploration_noise_torch(self, act: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
         """Stored actions with exploration noise drawn from ``generator``."""
+        ...
+
+
+@runtime_checkable
+class LogProbPolicy(Protocol):
+    """A :class:`TensorCollectorPolicy` that can also give the log-probabilities of its actions
+    (``tshtrain.algorithm.Policy`` can); the collector then stores them with the transitions."""
+
+    def compute_actions_log_prob_torch(
+        self, obs: ObsTensor, *, deterministic: bool
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """(actions as stored, log pi(act | obs) or None), under inference mode."""
         ...
 
 
@@ -193,6 +205,8 @@ class TensorCollector(BaseCollector):
         self.num_worlds = self.num_envs
         """envs whose episodes count (E): ``num_envs``; the env has ``A * E`` rows"""
         self.policy = policy
+        self._log_prob_policy = policy if isinstance(policy, LogProbPolicy) else None
+        """the policy when it gives log-probabilities with its actions (stored in the buffer)"""
         self.env = env
         self.device = torch.device(env.device)
         """the env's device: every tensor of the collector lives there"""
@@ -232,8 +246,11 @@ class TensorCollector(BaseCollector):
     def _begin_collect(self) -> None:
         self._env_info = _TensorEnvInfo(self.info_key) if self.info_key is not None else None
 
-    def _actions(self, random: bool, deterministic: bool) -> tuple[torch.Tensor, torch.Tensor]:
-        """(stored actions, env actions) for the current observations."""
+    def _actions(
+        self, random: bool, deterministic: bool
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+        """(stored actions, env actions, their log-probabilities if the policy gives them) for the
+        current observations."""
         if random:
             obs = self._obs
             mask = None if isinstance(obs, torch.Tensor) else obs.get(ACTION_MASK_KEY)
@@ -242,15 +259,23 @@ class TensorCollector(BaseCollector):
             else:
                 space = self.env.single_action_space
                 env_act = sample_actions_torch(space, self.num_rows, self.rng, self.device)
-            return self.policy.map_action_inverse_torch(env_act), env_act
+            return self.policy.map_action_inverse_torch(env_act), env_act, None
         # the policy may live on another device than the env: its actions come back to the env's
-        act = self.policy.compute_actions_torch(self._obs, deterministic=deterministic).to(self.device)
+        logp: torch.Tensor | None = None
+        if self._log_prob_policy is not None:
+            act, logp = self._log_prob_policy.compute_actions_log_prob_torch(
+                self._obs, deterministic=deterministic
+            )
+        else:
+            act = self.policy.compute_actions_torch(self._obs, deterministic=deterministic)
+        act = act.to(self.device)
         if self.exploration_noise:
             act = self.policy.add_exploration_noise_torch(act, self.rng)
+            logp = None  # the noise changed the actions
         env_act = self.policy.map_action_torch(act)
         if self.check_actions:
             self._check_actions(env_act)
-        return act, env_act
+        return act, env_act, None if logp is None else logp.to(self.device)
 
     def _vector_step(
         self, random: bool, deterministic: bool, active: np.ndarray | None
@@ -264,7 +289,7 @@ class TensorCollector(BaseCollector):
         """
         if active is not None and self.num_agents > 1:
             active = (np.arange(self.num_agents)[:, None] * self.num_worlds + active[None, :]).reshape(-1)
-        act, env_act = self._actions(random, deterministic)
+        act, env_act, logp = self._actions(random, deterministic)
         step = self.env.step(env_act)
         rew = step.rew.to(torch.float32)
         done = step.terminated | step.truncated
@@ -281,6 +306,7 @@ class TensorCollector(BaseCollector):
                     terminated=step.terminated,
                     truncated=step.truncated,
                     obs_next=step.final_obs,
+                    logp=logp,
                 )
             else:
                 self._ep_stored[active_t] = ~done[active_t]
@@ -292,6 +318,7 @@ class TensorCollector(BaseCollector):
                     truncated=step.truncated[active_t],
                     obs_next=_select(step.final_obs, active_t),
                     env_ids=active,
+                    logp=None if logp is None else logp[active_t],
                 )
         if self._ep_return.dim() != rew.dim():  # multi-agent rewards: one return per agent
             self._ep_return = torch.zeros(rew.shape, dtype=self._return_dtype, device=self.device)

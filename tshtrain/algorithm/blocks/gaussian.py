@@ -100,7 +100,18 @@ class GaussianPolicy(Policy):
 
     @override
     def actions(self, obs: ObsTensor, *, deterministic: bool) -> torch.Tensor:
+        return self._sample(self.mean_actions(obs), deterministic)
+
+    @override
+    def actions_with_log_prob(
+        self, obs: ObsTensor, *, deterministic: bool
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
         mean_NA = self.mean_actions(obs)
+        act_NA = self._sample(mean_NA, deterministic)
+        # the formula of log_prob_entropy on the same mean: the value an update would recompute
+        return act_NA, None if deterministic else gaussian_log_prob(mean_NA, self.log_std, act_NA)
+
+    def _sample(self, mean_NA: torch.Tensor, deterministic: bool) -> torch.Tensor:
         if deterministic:
             return mean_NA
         noise_NA = torch.randn(

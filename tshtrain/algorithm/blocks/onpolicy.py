@@ -258,6 +258,7 @@ def rollout_to_torch(rollout: AnyRolloutBatch, device: torch.device) -> TensorRo
             boundary=rollout.boundary.to(device),
             valid=rollout.valid.to(device),
             num_valid=rollout.num_valid,
+            logp=None if rollout.logp is None else rollout.logp.to(device),
         )
     return TensorRolloutBatch(
         obs=obs_to_torch(rollout.obs, device),
@@ -342,14 +343,28 @@ def prepare_rollout(
     obs_N = obs_all if all_valid else map_obs_tensor(obs_all, lambda x: x[valid])
     act_flat = data.act.reshape(num_t * num_e, *data.act.shape[2:])
     act_N = act_flat if all_valid else act_flat[valid]
-    value_N = value_TE.reshape(-1) if all_valid else value_TE.reshape(-1)[valid]
-    adv_N = adv_TE.reshape(-1) if all_valid else adv_TE.reshape(-1)[valid]
-    logp_N = in_chunks(
-        lambda rows: log_prob_entropy(ac.policy, map_obs_tensor(obs_N, lambda x: x[rows]), act_N[rows])[0],
-        len(act_N),
-    )
+
+    def flat(x_TE: torch.Tensor) -> torch.Tensor:
+        return x_TE.reshape(-1) if all_valid else x_TE.reshape(-1)[valid]
+
+    value_N, adv_N = flat(value_TE), flat(adv_TE)
+    logp_N = old_log_probs(ac.policy, obs_N, act_N, None if data.logp is None else flat(data.logp))
     return RolloutTensors(
         obs=obs_N, act=act_N, logp_old=logp_N, value_old=value_N, advantages=adv_N, returns=adv_N + value_N
+    )
+
+
+def old_log_probs(
+    policy: ActorPolicy, obs_N: ObsTensor, act_N: torch.Tensor, stored_N: torch.Tensor | None
+) -> torch.Tensor:
+    """log pi_old(act | obs) of a prepared rollout, shape (N,): ``stored_N`` when the collector stored
+    them (the same values: :meth:`tshtrain.algorithm.Policy.actions_with_log_prob`), else recomputed
+    in chunks (one actor pass over the rollout)."""
+    if stored_N is not None:
+        return stored_N
+    return in_chunks(
+        lambda rows: log_prob_entropy(policy, map_obs_tensor(obs_N, lambda x: x[rows]), act_N[rows])[0],
+        len(act_N),
     )
 
 

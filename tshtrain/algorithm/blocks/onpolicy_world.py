@@ -16,8 +16,8 @@ from tshtrain.algorithm.blocks.onpolicy import (
     RolloutTensors,
     float_obs,
     in_chunks,
-    log_prob_entropy,
     map_obs_tensor,
+    old_log_probs,
     rollout_to_torch,
 )
 from tshtrain.algorithm.blocks.world_critic import PerWorldCritic
@@ -117,9 +117,7 @@ def prepare_world_rollout(
 
     obs_N = map_obs_tensor(float_obs(data.obs), rows)
     act_N, value_N, adv_N = rows(data.act), rows(value_TC), rows(adv_TC)
-    logp_N = in_chunks(
-        lambda s: log_prob_entropy(ac.policy, map_obs_tensor(obs_N, lambda x: x[s]), act_N[s])[0], len(act_N)
-    )
+    logp_N = old_log_probs(ac.policy, obs_N, act_N, None if data.logp is None else rows(data.logp))
     return RolloutTensors(
         obs=obs_N, act=act_N, logp_old=logp_N, value_old=value_N, advantages=adv_N, returns=adv_N + value_N
     )

@@ -126,7 +126,20 @@ class CategoricalPolicy(Policy):
 
     @override
     def actions(self, obs: ObsTensor, *, deterministic: bool) -> torch.Tensor:
+        return self._sample(self.logits(obs), deterministic)
+
+    @override
+    def actions_with_log_prob(
+        self, obs: ObsTensor, *, deterministic: bool
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
         logits = self.logits(obs)
+        act = self._sample(logits, deterministic)
+        if deterministic:
+            return act, None
+        # the formula of log_prob_entropy on the same logits: the value an update would recompute
+        return act, torch.log_softmax(logits, dim=-1).gather(1, act.unsqueeze(-1)).squeeze(-1)
+
+    def _sample(self, logits: torch.Tensor, deterministic: bool) -> torch.Tensor:
         if deterministic:
             return logits.argmax(dim=-1)
         probs = torch.softmax(logits, dim=-1)
