@@ -248,7 +248,9 @@ class QValuePolicy(Policy):
         """Fix the training epsilon at ``eps`` (in [0, 1]), overriding ``eps_schedule``; None returns
         to the schedule. Tianshou's ``set_eps_training``: a ported ``training_fn`` that decays epsilon
         with it works unchanged. The value is a setting, not run state: it is not in the state_dict
-        (a resumed script sets it again, as it passes ``eps_schedule`` again)."""
+        (a resumed script sets it again, as it passes ``eps_schedule`` again). Nor is it pushed to the
+        actor copy of ``overlap_collection``, which copies the policy when the trainer is built: there,
+        set it before building the trainer."""
         self.eps_training_fixed = None if eps is None else _check_eps("set_eps_training: eps", eps)
 
     def set_eps_inference(self, eps: float) -> None:
