@@ -20,6 +20,7 @@ from typing import Any, Protocol
 import gymnasium as gym
 import numpy as np
 import torch
+from gymnasium.vector import AutoresetMode
 from typing_extensions import override
 
 from tshtrain.data.batch import ObsArray
@@ -74,6 +75,23 @@ def _select(obs: ObsArray, rows: np.ndarray) -> ObsArray:
     return {key: value[rows] for key, value in obs.items()}
 
 
+def _as_vector_env(env: object, owner: str = "Collector") -> gym.vector.VectorEnv[Any, Any, Any]:
+    """``env`` if it is a Gymnasium vector env; a single (non-vector) ``gymnasium.Env`` wrapped as a
+    one-env ``SyncVectorEnv`` in same-step autoreset mode (as Tianshou wraps a single env); a
+    :class:`~tshtrain.errors.ConfigurationError` naming what was given for anything else."""
+    if isinstance(env, gym.vector.VectorEnv):
+        return env
+    if isinstance(env, gym.Env):
+        single: gym.Env[Any, Any] = env
+        return gym.vector.SyncVectorEnv([lambda: single], autoreset_mode=AutoresetMode.SAME_STEP)
+    raise ConfigurationError(
+        f"{owner}: env must be a gymnasium.vector.VectorEnv (e.g. tshtrain.env.make_vector_env(id, "
+        f"num_envs)) or a single gymnasium.Env (wrapped as a one-env vector env), got "
+        f"{type(env).__module__}.{type(env).__qualname__}. Tianshou's vector envs (DummyVectorEnv, ...) "
+        f"are not Gymnasium vector envs: build the envs with make_vector_env instead."
+    )
+
+
 _NO_ENVS = np.zeros(0, dtype=np.int64)
 _NO_LENS = np.zeros(0, dtype=np.int64)
 
@@ -89,7 +107,7 @@ class Collector(BaseCollector):
     def __init__(
         self,
         policy: CollectorPolicy,
-        env: gym.vector.VectorEnv[Any, Any, Any],
+        env: gym.vector.VectorEnv[Any, Any, Any] | gym.Env[Any, Any],
         buffer: BaseReplayBuffer | None = None,
         *,
         exploration_noise: bool = False,
@@ -101,7 +119,11 @@ class Collector(BaseCollector):
     ):
         """Args:
         policy: computes actions (a :class:`tshtrain.algorithm.Policy`).
-        env: a vector env in same-step autoreset mode (see :func:`tshtrain.env.make_vector_env`).
+        env: a vector env in same-step autoreset mode (see :func:`tshtrain.env.make_vector_env`), or a
+            single (non-vector) ``gymnasium.Env``, which is wrapped as a one-env ``SyncVectorEnv`` in
+            that mode (:attr:`env` is then the wrapper; closing it closes your env). The single env is
+            what Tianshou scripts often pass to their test collector. Anything else raises
+            :class:`~tshtrain.errors.ConfigurationError`.
         buffer: where transitions go; it needs at least ``env.num_envs`` sub-buffers. None: nothing is
             stored (test collectors).
         exploration_noise: apply ``policy.add_exploration_noise`` to the policy's actions.
@@ -121,6 +143,7 @@ class Collector(BaseCollector):
             vector path per env step; several envs (unless ``info_key`` is set): ``env.step`` without
             its info merging and copies. False: always call ``env.step``. See :attr:`uses_direct_step`.
         """
+        env = _as_vector_env(env)
         require_same_step_autoreset(env)
         super().__init__(
             num_envs=int(env.num_envs), buffer=buffer, exploration_noise=exploration_noise, info_key=info_key

@@ -420,7 +420,7 @@ class Trainer(ABC, Generic[TAlgorithm, TParams]):
                 batch = self.callbacks.transform("after_collect", batch, CollectedBatch)
             stopped_by_test = False
             if collect_stat is not None and self._test_in_training(collect_stat):
-                self._test_step()
+                self._test_step(in_training=True)
                 stopped_by_test = self.state.done
             if stopped_by_test:  # the update is skipped
                 self._advance(self._strategy.progress(collect_stat), None)
@@ -489,11 +489,13 @@ class Trainer(ABC, Generic[TAlgorithm, TParams]):
             self._bar.advance(amount, self._last_returns(), stat, self.callbacks.progress)
 
     # ================================================================== the test step
-    def _test_step(self, *, initial: bool = False) -> CollectStats:
+    def _test_step(self, *, initial: bool = False, in_training: bool = False) -> CollectStats:
         """Run a test step: score it, update the best result, log it, ``on_test_end`` (``stop_fn``).
 
         The initial test step (``reset()``) does not apply ``stop_fn``: as in Tianshou, an untrained
-        policy that happens to satisfy it does not end a run before it trained.
+        policy that happens to satisfy it does not end a run before it trained. A test step run by
+        ``test_in_training`` (``in_training``) is labelled as such in its printed line and its ``test``
+        record (``in_training`` = 1.0).
         """
         if self._dp is not None and not self._dp.is_main:  # rank 0 tests and tells the result
             return self._dp.share_test_step(self.state, None)
@@ -525,13 +527,27 @@ class Trainer(ABC, Generic[TAlgorithm, TParams]):
             )
             if self._checkpoints is not None and s.is_reset:
                 self._checkpoints.best(self._state_view())
-        line = format_test_line(s.counters.epoch, stat.returns_stat, s.best)
+        line = format_test_line(
+            s.counters.epoch,
+            stat.returns_stat,
+            s.best,
+            in_training_env_step=s.counters.env_step if in_training else None,
+        )
         summary_log.info(line)
         if self._verbose():
             write_line(line)
-        result = TestResult(collect_stat=stat, score=float(score), is_best=is_best, initial=initial)
+        result = TestResult(
+            collect_stat=stat,
+            score=float(score),
+            is_best=is_best,
+            initial=initial,
+            in_training=in_training,
+            best_score=s.best.score,
+        )
         self.callbacks.call("on_test_end", result)
-        self._recorder.test_record(stat, float(score), self.callbacks.test_sink.scalars)
+        self._recorder.test_record(
+            stat, float(score), self.callbacks.test_sink.scalars, in_training=in_training
+        )
         if self._dp is not None:
             self._dp.share_test_step(self.state, stat)
         return stat

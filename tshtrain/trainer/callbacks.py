@@ -177,6 +177,11 @@ class TestResult:
     initial: bool = False
     """True for the test step of ``reset()`` (epoch 0, or the epoch a log-resumed run starts at):
     ``stop_fn`` is not applied to it, as in Tianshou"""
+    in_training: bool = False
+    """True for a test step that ``test_in_training`` ran inside a training step (not an epoch's)"""
+    best_score: float | None = None
+    """the best score so far, this test step's included (what ``stop_fn`` gets with
+    ``stop_fn_on_best_score=True``); None only where no best is tracked"""
 
 
 @dataclass(frozen=True, kw_only=True)

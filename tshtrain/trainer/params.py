@@ -73,14 +73,28 @@ class TrainerParams:
     test_fn: Callable[[int, int | None], None] | None = None
     """called at the beginning of each test step as ``test_fn(epoch, env_step)``"""
     stop_fn: Callable[[float], bool] | None = None
-    """called with the score of every test step; True stops training"""
+    """called with the score of every test step but the initial one (of ``reset()``); True stops
+    training. It gets the score of the test step just run, unless ``stop_fn_on_best_score``"""
+    stop_fn_on_best_score: bool = False
+    """give ``stop_fn`` the best score so far (the initial test step's included) instead of the score of
+    the test step just run: Tianshou's code. The two differ when an earlier test step, e.g. the
+    initial one, already met a threshold that the current one misses: Tianshou then stops after the
+    first epoch's test step, tshtrain by default only at a test step that meets it itself"""
     compute_score_fn: Callable[[CollectStats], float] | None = None
     """the score of a test step (maximised); None: the mean test return"""
     save_best_fn: Callable[[Algorithm[Any]], None] | None = None
     """called with the algorithm whenever a test step reaches a strictly greater score than before"""
     save_checkpoint_fn: Callable[[int, int, int], str] | None = None
-    """called after every training step as ``save_checkpoint_fn(epoch, env_step, gradient_step)``;
-    returns the path it wrote. Called whether or not a logger is set."""
+    """called as ``save_checkpoint_fn(epoch, env_step, gradient_step)``, returning the path it wrote,
+    whether or not a logger is set: by default after EVERY training step (as Tianshou's reference
+    documents it), with ``save_checkpoint_every_num_epochs=n`` at the end of every n-th epoch
+    (Tianshou's code calls it once per logger ``save_interval`` epochs, default 1). A function that
+    saves a replay buffer wants the interval; for tshtrain's own exact checkpoints use ``checkpoint``
+    (:class:`CheckpointParams`) instead"""
+    save_checkpoint_every_num_epochs: PositiveInt | None = None
+    """call ``save_checkpoint_fn`` only at the end of epochs whose number is a multiple of this (after
+    the epoch's test step; Tianshou calls it just before), not after every training step; None: after
+    every training step. Tianshou's logger ``save_interval=n`` corresponds to n"""
     resume_from_log: bool = False
     """restore epoch, env_step and gradient_step from the logger's records before training"""
     multi_agent_return_reduction: Callable[[np.ndarray], np.ndarray] | None = None
@@ -103,6 +117,15 @@ class TrainerParams:
             raise ConfigurationError(
                 f"{owner}.test_collector must be a tshtrain.data.Collector, a TensorCollector or None, got "
                 f"{type(self.test_collector).__name__}."
+            )
+        if self.save_checkpoint_every_num_epochs is not None and self.save_checkpoint_fn is None:
+            raise ConfigurationError(
+                f"{owner}.save_checkpoint_every_num_epochs={self.save_checkpoint_every_num_epochs} is set "
+                f"but save_checkpoint_fn is None; pass save_checkpoint_fn or drop the interval."
+            )
+        if self.stop_fn_on_best_score and self.stop_fn is None:
+            raise ConfigurationError(
+                f"{owner}.stop_fn_on_best_score=True is set but stop_fn is None; pass stop_fn or drop it."
             )
         if self.test_collector is None:
             for name in ("stop_fn", "test_fn", "save_best_fn", "compute_score_fn"):

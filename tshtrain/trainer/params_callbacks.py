@@ -2,8 +2,10 @@
 
 ``training_fn(epoch, env_step)`` at ``on_training_step_start``; ``test_fn(epoch, env_step)`` at
 ``on_test_start``; ``save_best_fn(algorithm)`` and ``stop_fn(score)`` at ``on_test_end`` (``stop_fn``
-not after the initial test step, as in Tianshou); ``save_checkpoint_fn(epoch, env_step,
-gradient_step)`` at ``on_training_step_end``. ``compute_score_fn`` is how the trainer scores a test
+not after the initial test step, as in Tianshou; with the best score so far if
+``stop_fn_on_best_score``); ``save_checkpoint_fn(epoch, env_step, gradient_step)`` at
+``on_training_step_end``, or at ``on_epoch_end`` of every n-th epoch with
+``save_checkpoint_every_num_epochs=n``. ``compute_score_fn`` is how the trainer scores a test
 step, not a loop point; the test-in-training decision (``stop_fn`` on training episodes) is part of the
 training step.
 """
@@ -17,7 +19,7 @@ from typing_extensions import override
 
 from tshtrain.trainer.callbacks import Callback, RunContext, StepSummary, TestResult
 from tshtrain.trainer.params import TrainerParams
-from tshtrain.trainer.stats import StopReason
+from tshtrain.trainer.stats import EpochStats, StopReason
 
 
 @final
@@ -37,7 +39,10 @@ class ParamsCallbacks(Callback):
             "on_training_step_start": params.training_fn is not None,
             "on_test_start": params.test_fn is not None,
             "on_test_end": params.save_best_fn is not None or params.stop_fn is not None,
-            "on_training_step_end": params.save_checkpoint_fn is not None,
+            "on_training_step_end": params.save_checkpoint_fn is not None
+            and params.save_checkpoint_every_num_epochs is None,
+            "on_epoch_end": params.save_checkpoint_fn is not None
+            and params.save_checkpoint_every_num_epochs is not None,
         }
         self._points = frozenset(point for point, present in given.items() if present)
 
@@ -60,11 +65,24 @@ class ParamsCallbacks(Callback):
         p = self._params
         if result.is_best and p.save_best_fn is not None:
             p.save_best_fn(ctx.algorithm)
-        if not result.initial and p.stop_fn is not None and p.stop_fn(result.score):
+        if result.initial or p.stop_fn is None:
+            return
+        best = result.best_score
+        score = best if p.stop_fn_on_best_score and best is not None else result.score
+        if p.stop_fn(score):
             self._finish(StopReason.STOP_FN)
 
     @override
     def on_training_step_end(self, ctx: RunContext, summary: StepSummary) -> None:
+        self._save_checkpoint(ctx)
+
+    @override
+    def on_epoch_end(self, ctx: RunContext, stats: EpochStats) -> None:
+        every = self._params.save_checkpoint_every_num_epochs
+        if every is not None and ctx.counters.epoch % every == 0:
+            self._save_checkpoint(ctx)
+
+    def _save_checkpoint(self, ctx: RunContext) -> None:
         if self._params.save_checkpoint_fn is not None:
             c = ctx.counters
             self._params.save_checkpoint_fn(c.epoch, c.env_step, c.gradient_step)

@@ -60,15 +60,24 @@ def format_duration(seconds: float) -> str:
     return f"{hours}:{minutes:02d}:{secs:02d}" if hours else f"{minutes}:{secs:02d}"
 
 
-def format_test_line(epoch: int, returns: SequenceSummaryStats, best: BestResult) -> str:
-    """The line of one test step (Tianshou's words, rounded returns)."""
+def format_test_line(
+    epoch: int,
+    returns: SequenceSummaryStats,
+    best: BestResult,
+    *,
+    in_training_env_step: int | None = None,
+) -> str:
+    """The line of one test step (Tianshou's words, rounded returns). A test step run by
+    ``test_in_training`` (``in_training_env_step``: the env step it ran at) says so after the epoch:
+    ``Epoch #3 (test in training, env_step 4096): ...``."""
     best_text = (
         "-"
         if best.reward is None or best.reward_std is None
         else f"{format_return(best.reward)} ± {format_return(best.reward_std)} in #{best.epoch}"
     )
+    where = "" if in_training_env_step is None else f" (test in training, env_step {in_training_env_step})"
     return (
-        f"Epoch #{epoch}: test_reward: {format_return(returns.mean)} ± {format_return(returns.std)}, "
+        f"Epoch #{epoch}{where}: test_reward: {format_return(returns.mean)} ± {format_return(returns.std)}, "
         f"best_reward: {best_text}"
     )
 

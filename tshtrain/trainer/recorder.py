@@ -87,12 +87,18 @@ class RunRecorder:
         )
         s.windows[LogScope.TEST].add(stat)
 
-    def test_record(self, stat: CollectStats, score: float, scalars: Mapping[str, float]) -> None:
-        """The ``test`` record of a test step, when due, with what callbacks logged."""
+    def test_record(
+        self, stat: CollectStats, score: float, scalars: Mapping[str, float], *, in_training: bool = False
+    ) -> None:
+        """The ``test`` record of a test step, when due, with what callbacks logged. A test step run by
+        ``test_in_training`` (logged at the env step after its training collection) carries
+        ``in_training`` = 1.0; the test steps of epochs do not have the key."""
         env_step = self.state.counters.env_step
         if not self.gate.due(LogScope.TEST, env_step):
             return
         data = {**stat.as_scalars(), "score": score, **self.state.windows[LogScope.TEST].as_scalars()}
+        if in_training:
+            data["in_training"] = 1.0
         for key, value in scalars.items():
             merge_scalar(data, key, value, "a callback")
         self.gate.write(LogScope.TEST, env_step, data)

@@ -146,6 +146,13 @@ class CategoricalPolicy(Policy):
         return torch.multinomial(probs, 1, generator=self.generator).squeeze(-1)
 
 
+def _check_eps(what: str, eps: float) -> float:
+    """``eps`` as a float if it is a number in [0, 1]; ConfigurationError naming ``what`` otherwise."""
+    if isinstance(eps, bool) or not isinstance(eps, int | float) or not 0.0 <= eps <= 1.0:
+        raise ConfigurationError(f"QValuePolicy.{what} must be a number in [0, 1], got {eps!r}.")
+    return float(eps)
+
+
 @dataclass(frozen=True, kw_only=True)
 class EpsilonSchedule:
     """Epsilon for epsilon-greedy exploration, linear from ``start`` to ``end`` over ``num_env_steps``
@@ -172,10 +179,20 @@ class EpsilonSchedule:
 class QValuePolicy(Policy):
     """Greedy over ``q_net(obs)`` (shape (N, num_actions)); epsilon-greedy as exploration noise.
 
-    Test steps act greedily. The policy counts the actions it added noise to (``explored_env_steps``,
-    saved in its state_dict: with step-based collection, the env steps of training collection; with
-    episode-based collection also the steps of envs whose transitions the collector drops), so the
-    epsilon schedule needs nothing from the trainer.
+    Which epsilon a collector with ``exploration_noise=True`` applies depends on the ``deterministic``
+    flag of its ``collect`` call, the counterpart of Tianshou's "within a training step":
+
+    * ``deterministic=False`` (training collection, and any ``collect`` you call without it): the
+      training epsilon, :attr:`eps` (the ``eps_schedule``, or the fixed value of
+      :meth:`set_eps_training`). The policy counts the actions it explored with
+      (``explored_env_steps``, saved in its state_dict: with step-based collection, the env steps of
+      training collection; with episode-based collection also the steps of envs whose transitions the
+      collector drops), so the schedule needs nothing from the trainer.
+    * ``deterministic=True`` (test steps, whose default is the policy's ``deterministic_eval``, True
+      here): ``eps_inference`` (default 0.0: greedy, no random numbers drawn), and the schedule does not
+      advance. A test collector built with ``exploration_noise=True``, as Tianshou scripts do, therefore
+      acts as Tianshou's does. (With ``TrainerOptions(test_deterministic=False)`` test steps count as
+      training collection.)
     """
 
     explored_env_steps: torch.Tensor
@@ -186,8 +203,18 @@ class QValuePolicy(Policy):
         action_space: gym.Space[Any],
         *,
         eps_schedule: EpsilonSchedule | None = None,
+        eps_inference: float = 0.0,
         seed: int | None = None,
     ):
+        """Args:
+        q_net: observation -> Q values, shape (N, num_actions).
+        action_space: a Discrete space.
+        eps_schedule: the training epsilon (default ``EpsilonSchedule()``: 1.0 to 0.05 over 10,000 env
+            steps); :meth:`set_eps_training` fixes it instead.
+        eps_inference: the epsilon of ``deterministic=True`` collection (test steps with a collector
+            built with ``exploration_noise=True``), in [0, 1]; Tianshou's ``eps_inference``.
+        seed: seeds the policy's generator.
+        """
         _require_discrete(action_space, "QValuePolicy")
         super().__init__(
             action_space=action_space, deterministic_eval=True, seed=seed, device=module_device(q_net)
@@ -197,9 +224,13 @@ class QValuePolicy(Policy):
         self.q_net = q_net
         self._takes_dict = accepts_dict_obs(q_net)
         self.eps_schedule = eps_schedule or EpsilonSchedule()
+        self.eps_inference = _check_eps("eps_inference", eps_inference)
+        """the epsilon of ``deterministic=True`` collection (see the class docstring)"""
+        self.eps_training_fixed: float | None = None
+        """the training epsilon set by :meth:`set_eps_training` (None: ``eps_schedule`` decides)"""
         self.register_buffer("explored_env_steps", torch.zeros((), dtype=torch.int64, device=self.device))
-        assert isinstance(action_space, gym.spaces.Discrete)
         self._num_actions = int(action_space.n)
+        self.__dict__["_evaluating"] = False  # set per vector step by actions(); no Module.__setattr__
 
     def q_values(self, obs: ObsTensor) -> torch.Tensor:
         """Q(o, .), shape (N, num_actions)."""
@@ -208,12 +239,28 @@ class QValuePolicy(Policy):
 
     @property
     def eps(self) -> float:
-        """The current training epsilon."""
-        return self.eps_schedule.value(int(self.explored_env_steps))
+        """The current training epsilon: the fixed one of :meth:`set_eps_training`, else the schedule's
+        value after ``explored_env_steps``."""
+        fixed = self.eps_training_fixed
+        return self.eps_schedule.value(int(self.explored_env_steps)) if fixed is None else fixed
+
+    def set_eps_training(self, eps: float | None) -> None:
+        """Fix the training epsilon at ``eps`` (in [0, 1]), overriding ``eps_schedule``; None returns
+        to the schedule. Tianshou's ``set_eps_training``: a ported ``training_fn`` that decays epsilon
+        with it works unchanged. The value is a setting, not run state: it is not in the state_dict
+        (a resumed script sets it again, as it passes ``eps_schedule`` again). Nor is it pushed to the
+        actor copy of ``overlap_collection``, which copies the policy when the trainer is built: there,
+        set it before building the trainer."""
+        self.eps_training_fixed = None if eps is None else _check_eps("set_eps_training: eps", eps)
+
+    def set_eps_inference(self, eps: float) -> None:
+        """Set :attr:`eps_inference` (in [0, 1]); Tianshou's ``set_eps_inference``."""
+        self.eps_inference = _check_eps("set_eps_inference: eps", eps)
 
     @override
     def actions(self, obs: ObsTensor, *, deterministic: bool) -> torch.Tensor:
-        del deterministic  # greedy either way; exploration comes from add_exploration_noise
+        # greedy either way; the flag picks the epsilon of the exploration noise that may follow
+        self.__dict__["_evaluating"] = deterministic
         return self.q_values(obs).argmax(dim=-1)
 
     def _epsilon_greedy(self, act: np.ndarray, eps: float, rng: np.random.Generator) -> np.ndarray:
@@ -237,14 +284,22 @@ class QValuePolicy(Policy):
 
     @override
     def add_exploration_noise(self, act: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        if self.__dict__["_evaluating"]:  # a test step: eps_inference, the schedule stays
+            eps = self.eps_inference
+            return act if eps == 0.0 else self._epsilon_greedy(act, eps, rng)
         eps = self.eps
         self.explored_env_steps.add_(len(act))  # in place: no nn.Module.__setattr__ per vector step
         return self._epsilon_greedy(act, eps, rng)
 
     @override
     def add_exploration_noise_torch(self, act: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
-        eps = self.eps
-        self.explored_env_steps += len(act)
+        if self.__dict__["_evaluating"]:  # a test step: eps_inference, the schedule stays
+            eps = self.eps_inference
+            if eps == 0.0:
+                return act
+        else:
+            eps = self.eps
+            self.explored_env_steps += len(act)
         explore = torch.rand(act.shape, generator=generator, device=act.device) < eps
         mask = self.legal_actions_torch
         if mask is not None:  # action masks: explore among the legal actions only
