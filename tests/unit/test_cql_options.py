@@ -216,7 +216,8 @@ def test_tuned_cql_weight_is_clamped(log_weight: float, expected: float) -> None
 # ------------------------------------------------------------------------------------------ actions
 def test_dataset_actions_outside_minus_one_one_are_rejected() -> None:
     buffer = ReplayBuffer(2, seed=0)
-    add(buffer, [1.0], [2.0], [0.0], term=[True], trunc=[False])  # an env action of Pendulum's [-2, 2], unmapped
+    # an env action of Pendulum's [-2, 2], not mapped to the policy's space
+    add(buffer, [1.0], [2.0], [0.0], term=[True], trunc=[False])
     algorithm = CQL(policy=policy(), critic=twin_critic())
     with pytest.raises(ConfigurationError, match=r"range over \[2, 2\].*\[-1, 1\].*map_action_inverse"):
         algorithm.process_buffer(buffer)
