@@ -12,7 +12,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).parents[2] / "examples" / "from_tianshou"))
 
-import cql_pendulum  # noqa: E402
+import cql_pendulum
 
 
 def test_tiny_gather_and_run(tmp_path: Path) -> None:
