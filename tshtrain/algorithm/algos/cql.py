@@ -8,7 +8,14 @@ policy or a uniform distribution would pick and up on the dataset's actions:
 the log-sum-exp taken over ``num_sampled_actions`` uniformly random actions, the same number of policy
 actions at ``o`` and at ``o'`` (each importance-corrected by its log-density, as in the authors' code).
 With ``with_lagrange=True`` the weight is tuned (CQL-Lagrange) so that the penalty stays near
-``lagrange_threshold``.
+``lagrange_threshold``, clamped to ``[cql_weight_min, cql_weight_max]``. With ``calibrated=True``
+(Cal-QL, Nakamoto et al. 2023) every sampled value in the log-sum-exp is first raised to at least the
+dataset's discounted return-to-go from ``o`` (:mod:`~tshtrain.algorithm.blocks.calibration`).
+
+Actions live in the policy's ``[-1, 1]`` space, as for the other continuous algorithms: the policy maps
+them onto the Box bounds when acting, the dataset must store them in that space (checked when the run
+starts) and the uniform actions of the penalty are drawn from ``[-1, 1]`` (Tianshou's ``min_action`` /
+``max_action`` after its action scaling).
 """
 
 from __future__ import annotations
@@ -17,6 +24,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, final
 
+import numpy as np
 import torch
 from torch import nn
 from typing_extensions import override
@@ -30,6 +38,7 @@ from tshtrain.algorithm.base import (
     make_adam,
 )
 from tshtrain.algorithm.blocks.actor_critic_targets import ActorCriticTargets
+from tshtrain.algorithm.blocks.calibration import DatasetReturns
 from tshtrain.algorithm.blocks.continuous import TanhGaussianPolicy, critic_values
 from tshtrain.algorithm.blocks.lr_schedule import ScheduledLearningRates, optimizers_in
 from tshtrain.algorithm.blocks.normalization import ObsNormalization, RunningObsNormalizer
@@ -88,6 +97,19 @@ class CQLParams:
     """target of the (unweighted) penalty minus its threshold with with_lagrange=True"""
     cql_weight_lr: PositiveFloat = 3e-4
     """Adam learning rate of log(cql_weight) (with_lagrange=True only)"""
+    cql_weight_min: NonNegativeFloat = 0.0
+    """lower clamp of the tuned cql_weight (with_lagrange=True only); Tianshou's ``alpha_min`` (its name
+    for this multiplier is cql alpha; here ``alpha`` is the entropy coefficient)"""
+    cql_weight_max: PositiveFloat = 1e6
+    """upper clamp of the tuned cql_weight (with_lagrange=True only); Tianshou's ``alpha_max``"""
+    calibrated: bool = False
+    """Cal-QL: raise each sampled (importance-corrected) value of the log-sum-exp to at least the
+    discounted Monte-Carlo return-to-go of the dataset from the same observation, computed once when
+    the run starts (episodes cut by truncation or by the end of the data are summed up to the cut).
+    Tianshou's CQL has this on by default; here it is off, plain CQL"""
+    max_grad_norm: PositiveFloat | None = None
+    """clip the gradient norm of the critics' step (over all critics' parameters together; Tianshou
+    clips each of its two critics to 1.0 by default); None: no clipping"""
 
     lr_schedule: Schedule | None = None
     """multiplies every learning rate by schedule.factor(k) in the gradient step after k gradient steps (e.g.
@@ -100,6 +122,11 @@ class CQLParams:
             raise ConfigurationError(
                 "CQLParams.cql_weight=0 cannot be tuned with with_lagrange=True (log(0)); start it at "
                 "a positive value, e.g. 1.0."
+            )
+        if self.cql_weight_min > self.cql_weight_max:
+            raise ConfigurationError(
+                f"CQLParams.cql_weight_min={self.cql_weight_min!r} is above cql_weight_max="
+                f"{self.cql_weight_max!r}; the clamp needs cql_weight_min <= cql_weight_max."
             )
 
 
@@ -132,6 +159,22 @@ def conservative_penalty(
     """
     lse_MN = torch.logsumexp(q_sampled_MNK / temperature, dim=-1) * temperature
     return (lse_MN - q_data_MN).mean(dim=1)
+
+
+def check_unit_actions(owner: str, buffer: BaseReplayBuffer) -> None:
+    """ConfigurationError unless every stored action lies in the policy's ``[-1, 1]`` space (what a
+    collector stores; a dataset of env actions must be mapped first)."""
+    if len(buffer) == 0:
+        return
+    act = buffer.field_at("act", buffer.chronological_indices())
+    low, high = float(act.min()), float(act.max())
+    if low < -1.0 - 1e-6 or high > 1.0 + 1e-6:
+        raise ConfigurationError(
+            f"{owner}: the dataset's actions range over [{low:.4g}, {high:.4g}]; the policy and the "
+            "penalty's uniform actions live in [-1, 1] (mapped onto the env's Box bounds when acting). "
+            "Store actions in that space: minari_to_buffer(..., action_scaling=True), or "
+            "policy.map_action_inverse(env_actions) for a hand-made dataset."
+        )
 
 
 def _repeat(obs: ObsTensor, num: int) -> torch.Tensor:
@@ -195,6 +238,8 @@ class CQL(OfflineAlgorithm[TanhGaussianPolicy, CQLTrainingStats]):
         )
         self.lrs = ScheduledLearningRates(self.params.lr_schedule, optimizers_in(self.components()))
         self.register_components(self.lrs.components())
+        self.dataset_returns: DatasetReturns | None = None
+        """the dataset's returns-to-go (``calibrated=True``; set by :meth:`process_buffer`)"""
 
     @override
     def extra_state(self) -> dict[str, Any]:
@@ -210,12 +255,16 @@ class CQL(OfflineAlgorithm[TanhGaussianPolicy, CQLTrainingStats]):
             self.log_cql_weight.copy_(state["log_cql_weight"])
 
     def _cql_weight(self) -> torch.Tensor:
-        if self.params.with_lagrange:
-            return self.log_cql_weight.exp().clamp(0.0, 1e6)
+        p = self.params
+        if p.with_lagrange:
+            return self.log_cql_weight.exp().clamp(p.cql_weight_min, p.cql_weight_max)
         return torch.tensor(self.params.cql_weight, device=self.policy.device)
 
-    def _sampled_values(self, obs: ObsTensor, obs_next: ObsTensor) -> torch.Tensor:
-        """Critic values of K uniform actions and K policy actions at o and at o', (M, N, 3K)."""
+    def _sampled_values(
+        self, obs: ObsTensor, obs_next: ObsTensor, lower_bound_N: torch.Tensor | None
+    ) -> torch.Tensor:
+        """Critic values of K uniform actions and K policy actions at o and at o', (M, N, 3K), each
+        importance-corrected and, with ``lower_bound_N`` (Cal-QL), raised to at least it."""
         policy, num = self.policy, self.params.num_sampled_actions
         obs_NK, obs_next_NK = _repeat(obs, num), _repeat(obs_next, num)
         n = len(obs_NK) // num
@@ -234,13 +283,30 @@ class CQL(OfflineAlgorithm[TanhGaussianPolicy, CQLTrainingStats]):
             critic_values(self.nets.critic, obs_NK, act_next) - log_prob_next,
         ]
         q_MNK = torch.cat([part.reshape(part.shape[0], n, num) for part in parts], dim=-1)
+        if lower_bound_N is not None:
+            q_MNK = torch.maximum(q_MNK, lower_bound_N.to(q_MNK.dtype)[None, :, None])
         return q_MNK
 
     @override
     def process_buffer(self, buffer: BaseReplayBuffer) -> None:
-        """Fit the observation normaliser (if any) to the dataset's observations."""
+        """Check that the dataset's actions lie in ``[-1, 1]``, fit the observation normaliser (if
+        any) and, with ``calibrated=True``, compute the dataset's returns-to-go."""
+        check_unit_actions("CQL", buffer)
         if self.obs_normalization.fit(buffer):
             self.nets.hard_update_targets()  # the targets take the statistics too
+        if self.params.calibrated:
+            self.dataset_returns = DatasetReturns(buffer, self.params.gamma, self.policy.device)
+
+    def _lower_bound(self, indices: np.ndarray | torch.Tensor) -> torch.Tensor | None:
+        """Cal-QL's lower bound of the sampled transitions (None unless ``calibrated``)."""
+        if not self.params.calibrated:
+            return None
+        if self.dataset_returns is None:
+            raise ConfigurationError(
+                "CQL(calibrated=True) needs the dataset's returns: call process_buffer(buffer) before "
+                "update (the OfflineTrainer does), or set calibrated=False."
+            )
+        return self.dataset_returns.at(indices)
 
     @override
     def update(
@@ -253,13 +319,21 @@ class CQL(OfflineAlgorithm[TanhGaussianPolicy, CQLTrainingStats]):
         target = soft_td_target(policy, self.nets, batch, alpha)
         q_MN = critic_values(self.nets.critic, batch.obs, batch.act)
         td = td_loss(q_MN, target, batch.weight)
-        penalty_M = conservative_penalty(q_MN, self._sampled_values(batch.obs, batch.obs_next), p.temperature)
+        sampled_MNK = self._sampled_values(batch.obs, batch.obs_next, self._lower_bound(batch.indices))
+        penalty_M = conservative_penalty(q_MN, sampled_MNK, p.temperature)
         cql_weight = self._cql_weight()
         penalty = penalty_M.detach().sum()  # reported unweighted, before the Lagrange threshold
         if p.with_lagrange:
             penalty_M = penalty_M - p.lagrange_threshold
         critic_loss = td.loss + (cql_weight.detach() * penalty_M).sum()
-        self.nets.critic_step({"critic loss": critic_loss}, hooks)
+        optimizer_step(
+            self.nets.critic_optim,
+            "critic_optim",
+            {"critic loss": critic_loss},
+            hooks,
+            params=self.nets.critic_params if p.max_grad_norm is not None else None,
+            max_grad_norm=p.max_grad_norm,
+        )
 
         weight_loss = torch.zeros((), device=critic_loss.device)
         if p.with_lagrange:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import final
+from typing import Annotated, Any, final
 
 import torch
 from torch import nn
@@ -25,9 +25,13 @@ from tshtrain.algorithm.blocks.onpolicy import (
     value_loss,
 )
 from tshtrain.algorithm.blocks.onpolicy_update import LossTerms, actor_critic_update
+from tshtrain.algorithm.blocks.return_scaling import ReturnScale
 from tshtrain.algorithm.blocks.schedules import Schedule, check_schedule, schedule_factor
-from tshtrain.constraints import PositiveFloat
+from tshtrain.constraints import Constraint, PositiveFloat
 from tshtrain.data.batch import AnyRolloutBatch
+
+DualClipFloat = Annotated[float, Constraint(gt=1.0, description="a finite number > 1")]
+"""the dual-clip constant c of PPO: a finite number > 1"""
 
 
 @final
@@ -43,6 +47,19 @@ class PPOParams(ActorCriticParams):
     value_clip_range: PositiveFloat | None = None
     """clip the value change per update to +-value_clip_range around the old value (PPO2's value
     clipping; in the units of the returns); None: no value clipping"""
+    dual_clip: DualClipFloat | None = None
+    """dual-clip PPO (Ye et al. 2020): where the advantage is negative, the clipped surrogate objective
+    is bounded below by ``dual_clip * advantage`` (so a step whose ratio has grown far above 1 + eps
+    stops pushing it down without limit); > 1, e.g. 3.0; None: off. As Tianshou's ``dual_clip``"""
+    recompute_advantage: bool = False
+    """recompute the values, GAE advantages and returns with the current critic before every
+    repetition after the first (Andrychowicz et al. 2020, sec. 3.5); the old log-probabilities stay
+    those of the policy that collected the rollout. As Tianshou's ``recompute_advantage``"""
+    return_scaling: bool = False
+    """the critic learns values divided by the running standard deviation of the returns (not
+    centred): value targets are ``returns / s``, GAE uses ``s * critic(o)``, so the advantages keep
+    reward units; ``s`` starts at 1 and merges each update's returns after its first preparation.
+    As Tianshou's ``return_scaling``"""
 
     @override
     def __post_init__(self) -> None:
@@ -84,7 +101,9 @@ class PPO(ActorCriticAlgorithm[PPOParams, PPOTrainingStats]):
 
     Each update computes values, GAE advantages and the log-probabilities of the collected actions once,
     then makes ``num_repetitions`` passes over the rollout in shuffled mini-batches of ``batch_size``,
-    one Adam step each on ``policy_loss + vf_coef * value_loss - ent_coef * entropy``.
+    one Adam step each on ``policy_loss + vf_coef * value_loss - ent_coef * entropy``. Options of
+    :class:`PPOParams`: ``dual_clip``, ``recompute_advantage`` (values and advantages again before each
+    repetition) and ``return_scaling`` (value targets in units of the running return std).
     """
 
     def __init__(
@@ -105,6 +124,21 @@ class PPO(ActorCriticAlgorithm[PPOParams, PPOTrainingStats]):
             obs_normalizer=obs_normalizer,
             seed=seed,
         )
+        self.return_scale = ReturnScale() if self.params.return_scaling else None
+        """the running std of the returns (``return_scaling=True``), else None"""
+
+    @override
+    def extra_state(self) -> dict[str, Any]:
+        state = self.ac.extra_state()
+        if self.return_scale is not None:
+            state["return_scale"] = self.return_scale.state()
+        return state
+
+    @override
+    def load_extra_state(self, state: Any) -> None:
+        self.ac.load_extra_state(state)
+        if self.return_scale is not None and "return_scale" in state:
+            self.return_scale.load_state(state["return_scale"])
 
     @override
     def update(
@@ -125,6 +159,8 @@ class PPO(ActorCriticAlgorithm[PPOParams, PPOTrainingStats]):
             batch_size=batch_size,
             num_repetitions=num_repetitions,
             hooks=hooks,
+            recompute_advantage=params.recompute_advantage,
+            return_scale=self.return_scale,
         )
         assert r.clip_fraction is not None  # reported by _loss
         return PPOTrainingStats(
@@ -150,7 +186,7 @@ class PPO(ActorCriticAlgorithm[PPOParams, PPOTrainingStats]):
             adv = normalize_advantages(adv)
         log_ratio = logp - batch.logp_old
         ratio = torch.exp(log_ratio)
-        policy_loss = torch.maximum(-adv * ratio, -adv * ratio.clamp(1.0 - clip, 1.0 + clip)).mean()
+        policy_loss = clipped_surrogate_loss(ratio, adv, clip, params.dual_clip)
         value = self.ac.values(batch.obs)
         v_loss = value_loss(value, batch.value_old, batch.returns, params.value_clip_range)
         mean_entropy = entropy.mean()
@@ -166,3 +202,14 @@ class PPO(ActorCriticAlgorithm[PPOParams, PPOTrainingStats]):
             approx_kl=approx_kl,
             clip_fraction=clip_fraction,
         )
+
+
+def clipped_surrogate_loss(
+    ratio_N: torch.Tensor, adv_N: torch.Tensor, clip: float, dual_clip: float | None
+) -> torch.Tensor:
+    """PPO's policy loss: the mean over steps of ``-min(ratio * A, clip(ratio, 1 - eps, 1 + eps) * A)``;
+    with ``dual_clip = c``, where ``A < 0`` the objective is ``max(that minimum, c * A)`` (dual clip)."""
+    loss_N = torch.maximum(-adv_N * ratio_N, -adv_N * ratio_N.clamp(1.0 - clip, 1.0 + clip))
+    if dual_clip is not None:
+        loss_N = torch.where(adv_N < 0, torch.minimum(loss_N, -dual_clip * adv_N), loss_N)
+    return loss_N.mean()

@@ -9,10 +9,15 @@ path: the rollout is prepared world-major with one critic row per world step
 (:func:`~tshtrain.algorithm.blocks.onpolicy_world.prepare_world_rollout`) and the mini-batches hold
 whole world steps (:func:`~tshtrain.algorithm.blocks.world_critic.world_minibatches`); the loss
 functions are the same.
+
+PPO's options: ``recompute_advantage`` prepares the rollout again before every repetition after the
+first (keeping the first preparation's old log-probabilities); ``return_scale`` makes the value
+targets those of :mod:`~tshtrain.algorithm.blocks.return_scaling`.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Iterator
 from typing import NamedTuple
 
@@ -28,6 +33,7 @@ from tshtrain.algorithm.blocks.onpolicy import (
     prepare_rollout,
 )
 from tshtrain.algorithm.blocks.onpolicy_world import prepare_world_rollout
+from tshtrain.algorithm.blocks.return_scaling import ReturnScale
 from tshtrain.algorithm.blocks.world_critic import (
     PerWorldCritic,
     check_world_batch_size,
@@ -93,16 +99,38 @@ def actor_critic_update(
     batch_size: int | None,
     num_repetitions: int,
     hooks: UpdateHooks,
+    recompute_advantage: bool = False,
+    return_scale: ReturnScale | None = None,
 ) -> UpdateResult:
-    """One A2C / PPO update of ``ac`` on ``rollout`` with the mini-batch loss ``loss_fn``."""
+    """One A2C / PPO update of ``ac`` on ``rollout`` with the mini-batch loss ``loss_fn``.
+
+    Args:
+        recompute_advantage: before every repetition after the first, recompute the values, GAE
+            advantages and returns with the critic as it is then; the old log-probabilities stay those
+            of the first preparation (the policy that collected the rollout).
+        return_scale: value targets in units of the running std of the returns (see
+            :mod:`~tshtrain.algorithm.blocks.return_scaling`); merged with this rollout's returns once,
+            after the first preparation. None: unscaled targets.
+    """
     lr = params.lr * ac.lrs.apply(ac.num_update_steps)
-    data, batches = _rollout_and_minibatches(ac, params, rollout, batch_size, num_repetitions)
-    rows = [_gradient_step(ac, loss_fn(data.select(idx)), hooks, params.max_grad_norm) for idx in batches]
+    if isinstance(ac.critic, PerWorldCritic):
+        check_world_batch_size(batch_size, ac.critic.num_agents)  # before the rollout pass
+    first = data = _prepare(ac, params, rollout, return_scale, merge=True)
+    rows: list[torch.Tensor] = []
+    passes = [num_repetitions] if not recompute_advantage else [1] * num_repetitions
+    for k, num_passes in enumerate(passes):
+        if k > 0:  # recompute_advantage: fresh values and advantages, the same logp_old
+            fresh = _prepare(ac, params, rollout, return_scale, merge=False)
+            data = dataclasses.replace(fresh, logp_old=first.logp_old)
+        batches = _minibatches(ac, len(data), batch_size, num_passes)
+        rows += [
+            _gradient_step(ac, loss_fn(data.select(idx)), hooks, params.max_grad_norm) for idx in batches
+        ]
     means = torch.stack(rows).mean(dim=0)
     check_finite_loss(ac.owner, "policy loss", means[1])
     check_finite_loss(ac.owner, "value loss", means[2])
-    ac.finish_update(data.obs)
-    ev = explained_variance(data.value_old, data.returns)
+    ac.finish_update(first.obs)
+    ev = explained_variance(first.value_old, first.returns)
     values: list[float] = torch.cat([means, ev.reshape(1)]).tolist()
     named = dict(zip(_column_names(len(values)), values, strict=True))
     return UpdateResult(
@@ -110,24 +138,44 @@ def actor_critic_update(
     )
 
 
-def _rollout_and_minibatches(
+def _prepare(
     ac: ActorCritic,
     params: ActorCriticParams,
     rollout: AnyRolloutBatch,
-    batch_size: int | None,
-    num_repetitions: int,
-) -> tuple[RolloutTensors, Iterator[torch.Tensor]]:
-    """The prepared rollout and its mini-batch indices: rows and mini-batches as they come, or, for a
-    :class:`PerWorldCritic` (the grouped path), rows world-major and mini-batches of whole world steps
-    (``batch_size`` rows = ``batch_size / A`` world steps; it must be a multiple of A)."""
+    return_scale: ReturnScale | None,
+    *,
+    merge: bool,
+) -> RolloutTensors:
+    """The prepared rollout: rows as they come, or world-major for a :class:`PerWorldCritic` (the
+    grouped path). With ``return_scale`` the rewards are divided by its scale before GAE and the
+    advantages multiplied back (reward units; values and returns stay in the critic's units), then
+    the unscaled returns are merged into it if ``merge`` (the first preparation of an update)."""
+    if return_scale is None:
+        return _prepare_unscaled(ac, params, rollout)
+    scale = return_scale.scale
+    data = _prepare_unscaled(ac, params, return_scale.scale_rollout_rewards(rollout, ac.policy.device))
+    if merge:
+        return_scale.update(data.returns * scale)
+    return dataclasses.replace(data, advantages=data.advantages * scale)
+
+
+def _prepare_unscaled(ac: ActorCritic, params: ActorCriticParams, rollout: AnyRolloutBatch) -> RolloutTensors:
+    critic = ac.critic
+    if isinstance(critic, PerWorldCritic):
+        return prepare_world_rollout(ac, critic, rollout, gamma=params.gamma, gae_lambda=params.gae_lambda)
+    return prepare_rollout(ac, rollout, gamma=params.gamma, gae_lambda=params.gae_lambda)
+
+
+def _minibatches(
+    ac: ActorCritic, num_rows: int, batch_size: int | None, num_repetitions: int
+) -> Iterator[torch.Tensor]:
+    """Mini-batch indices: shuffled rows, or, for a :class:`PerWorldCritic`, mini-batches of whole
+    world steps (``batch_size`` rows = ``batch_size / A`` world steps; a multiple of A)."""
     critic = ac.critic
     if isinstance(critic, PerWorldCritic):
         num_a = critic.num_agents
-        check_world_batch_size(batch_size, num_a)  # before the rollout pass
-        data = prepare_world_rollout(ac, critic, rollout, gamma=params.gamma, gae_lambda=params.gae_lambda)
-        return data, world_minibatches(len(data) // num_a, num_a, batch_size, num_repetitions, ac.rng)
-    data = prepare_rollout(ac, rollout, gamma=params.gamma, gae_lambda=params.gae_lambda)
-    return data, minibatches(len(data), batch_size, num_repetitions, ac.rng)
+        return world_minibatches(num_rows // num_a, num_a, batch_size, num_repetitions, ac.rng)
+    return minibatches(num_rows, batch_size, num_repetitions, ac.rng)
 
 
 def _column_names(num_columns: int) -> list[str]:

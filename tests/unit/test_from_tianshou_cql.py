@@ -1,0 +1,39 @@
+"""The port of Tianshou's test/offline/test_cql.py (examples/from_tianshou/cql_pendulum.py): a tiny
+run in CI, the script's own threshold (-1200 on the best test return) in the slow tier."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+sys.path.insert(0, str(Path(__file__).parents[2] / "examples" / "from_tianshou"))
+
+import cql_pendulum
+
+
+def test_tiny_gather_and_run(tmp_path: Path) -> None:
+    torch.set_num_threads(1)
+    buffer = cql_pendulum.gather_data(0, max_epochs=1, epoch_num_steps=100, num_env_steps=400)
+    assert len(buffer) == 400
+    act = buffer.sample_all().act
+    assert float(np.abs(act).max()) <= 1.0  # stored in the policy's [-1, 1] space
+    best = cql_pendulum.run(0, epochs=1, epoch_num_steps=5, buffer=buffer)
+    assert -2000.0 < best < 0.0  # Pendulum's returns over 200 steps lie in (-16.3 * 200, 0]
+
+
+def test_the_actor_ends_in_one_unit() -> None:
+    actor = cql_pendulum.one_unit_actor()
+    linears = [m for m in actor.modules() if isinstance(m, torch.nn.Linear)]
+    assert linears[-2].out_features == 1  # the MLP's single output unit
+    assert (linears[-1].in_features, linears[-1].out_features) == (1, 2)  # mean and log-std heads
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_reaches_tianshous_threshold(seed: int) -> None:
+    torch.set_num_threads(1)
+    assert cql_pendulum.run(seed) >= cql_pendulum.REWARD_THRESHOLD
