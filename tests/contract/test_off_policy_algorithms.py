@@ -16,10 +16,12 @@ import torch
 from torch import nn
 
 from tshtrain.algorithm import (
+    C51,
     DDPG,
     DQN,
     SAC,
     TD3,
+    C51Params,
     CategoricalPolicy,
     DDPGParams,
     DeterministicActorPolicy,
@@ -28,13 +30,16 @@ from tshtrain.algorithm import (
     DiscreteSACParams,
     DQNParams,
     EpsilonSchedule,
+    NoisyQPolicy,
     NonFiniteLossError,
     OffPolicyAlgorithm,
     QEnsemble,
     QValuePolicy,
+    Rainbow,
     SACParams,
     TanhGaussianPolicy,
     TD3Params,
+    categorical_mlp,
     dueling_mlp,
     mlp,
 )
@@ -84,6 +89,24 @@ def _sac(seed: int, **kw: Any) -> SAC:
     return SAC(policy=policy, critic=QEnsemble(3, 1, HIDDEN), params=SACParams(**kw))
 
 
+def _c51(seed: int, **kw: Any) -> C51:
+    torch.manual_seed(seed)
+    space = make_vector_env("CartPole-v1", 1).single_action_space
+    net = categorical_mlp(4, 2, HIDDEN, num_atoms=11, dueling=kw.pop("dueling", False))
+    policy = QValuePolicy(net, space, eps_schedule=EpsilonSchedule(num_env_steps=100), seed=seed)
+    return C51(policy=policy, params=C51Params(target_update_freq=3, **kw))
+
+
+def _rainbow(seed: int, **kw: Any) -> Rainbow:
+    torch.manual_seed(seed)
+    space = make_vector_env("CartPole-v1", 1).single_action_space
+    net = categorical_mlp(4, 2, HIDDEN, num_atoms=11, dueling=True, noisy_sigma0=0.5)
+    q_policy = QValuePolicy(net, space, eps_schedule=EpsilonSchedule(start=0.0, end=0.0), seed=seed)
+    return Rainbow(
+        policy=NoisyQPolicy(q_policy, seed=seed), params=C51Params(target_update_freq=3, **kw), seed=seed
+    )
+
+
 @dataclass(frozen=True)
 class Spec:
     name: str
@@ -106,6 +129,9 @@ SPECS = [
     Spec("SAC-fixed-alpha", "Pendulum-v1", _sac, (("auto_alpha", False), ("alpha", 0.2))),
     Spec("DiscreteSAC", "CartPole-v1", _discrete_sac),
     Spec("DiscreteSAC-nstep", "CartPole-v1", _discrete_sac, (("n_step", 3),)),
+    Spec("C51", "CartPole-v1", _c51, loss_name="loss"),
+    Spec("C51-nstep-dueling", "CartPole-v1", _c51, (("n_step", 3), ("dueling", True)), "loss"),
+    Spec("Rainbow", "CartPole-v1", _rainbow, (("n_step", 3),), "loss"),
 ]
 IDS = [s.name for s in SPECS]
 
