@@ -19,6 +19,8 @@ from tshtrain.algorithm import (
     C51,
     DDPG,
     DQN,
+    IQN,
+    QRDQN,
     SAC,
     TD3,
     C51Params,
@@ -34,6 +36,7 @@ from tshtrain.algorithm import (
     NonFiniteLossError,
     OffPolicyAlgorithm,
     QEnsemble,
+    QuantileParams,
     QValuePolicy,
     Rainbow,
     SACParams,
@@ -41,7 +44,9 @@ from tshtrain.algorithm import (
     TD3Params,
     categorical_mlp,
     dueling_mlp,
+    iqn_mlp,
     mlp,
+    quantile_mlp,
 )
 from tshtrain.data import Collector, PrioritizedVectorReplayBuffer, VectorReplayBuffer
 from tshtrain.data.buffer import BaseReplayBuffer
@@ -107,6 +112,22 @@ def _rainbow(seed: int, **kw: Any) -> Rainbow:
     )
 
 
+def _qrdqn(seed: int, **kw: Any) -> QRDQN:
+    torch.manual_seed(seed)
+    space = make_vector_env("CartPole-v1", 1).single_action_space
+    net = quantile_mlp(4, 2, HIDDEN, num_quantiles=8)
+    policy = QValuePolicy(net, space, eps_schedule=EpsilonSchedule(num_env_steps=100), seed=seed)
+    return QRDQN(policy=policy, params=QuantileParams(target_update_freq=3, **kw))
+
+
+def _iqn(seed: int, **kw: Any) -> IQN:
+    torch.manual_seed(seed)
+    space = make_vector_env("CartPole-v1", 1).single_action_space
+    net = iqn_mlp(4, 2, HIDDEN, num_cosines=8, num_policy_quantiles=4)
+    policy = QValuePolicy(net, space, eps_schedule=EpsilonSchedule(num_env_steps=100), seed=seed)
+    return IQN(policy=policy, params=QuantileParams(target_update_freq=3, **kw), seed=seed)
+
+
 @dataclass(frozen=True)
 class Spec:
     name: str
@@ -132,6 +153,10 @@ SPECS = [
     Spec("C51", "CartPole-v1", _c51, loss_name="loss"),
     Spec("C51-nstep-dueling", "CartPole-v1", _c51, (("n_step", 3), ("dueling", True)), "loss"),
     Spec("Rainbow", "CartPole-v1", _rainbow, (("n_step", 3),), "loss"),
+    Spec("QRDQN", "CartPole-v1", _qrdqn, loss_name="loss"),
+    Spec("QRDQN-nstep", "CartPole-v1", _qrdqn, (("n_step", 3),), "loss"),
+    Spec("IQN", "CartPole-v1", _iqn, loss_name="loss"),
+    Spec("IQN-nstep", "CartPole-v1", _iqn, (("n_step", 3),), "loss"),
 ]
 IDS = [s.name for s in SPECS]
 

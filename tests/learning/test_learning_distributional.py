@@ -59,7 +59,9 @@ def train(name: str, seed: int, *, max_epochs: int = 10, prioritized: bool = Fal
     train_envs, test_envs = make_vector_env("CartPole-v1", 8), make_vector_env("CartPole-v1", 10)
     algorithm = BUILDERS[name](seed, train_envs.single_action_space)
     buffer: BaseReplayBuffer = (
-        PrioritizedVectorReplayBuffer(20_000, 8, seed=seed) if prioritized else VectorReplayBuffer(20_000, 8, seed=seed)
+        PrioritizedVectorReplayBuffer(20_000, 8, seed=seed)
+        if prioritized
+        else VectorReplayBuffer(20_000, 8, seed=seed)
     )
     training = Collector(algorithm.policy, train_envs, buffer, exploration_noise=True, seed=seed)
     training.collect(n_step=64 * 8)

@@ -128,7 +128,7 @@ def test_noisy_policy_is_deterministic_on_test_steps_and_noisy_in_training() -> 
 
 
 def test_noisy_policy_needs_noisy_layers() -> None:
-    with pytest.raises(ConfigurationError, match="NoisyQPolicy: q_policy.q_net has no NoisyLinear layer"):
+    with pytest.raises(ConfigurationError, match=r"NoisyQPolicy: q_policy\.q_net has no NoisyLinear layer"):
         NoisyQPolicy(QValuePolicy(mlp(4, 2), _cartpole_space()))
 
 

@@ -177,6 +177,8 @@ from tshtrain.algorithm.algos.discrete_cql import (
     DiscreteCQLTrainingStats,
     discrete_conservative_penalty,
 )
+from tshtrain.algorithm.algos.iqn import IQN, IQNSampling
+from tshtrain.algorithm.algos.qrdqn import QRDQN, QuantileParams, QuantileTrainingStats
 from tshtrain.algorithm.algos.rainbow import Rainbow
 from tshtrain.algorithm.algos.td3_bc import TD3BC, TD3BCParams, TD3BCTrainingStats
 from tshtrain.algorithm.blocks.distributional import (
@@ -207,13 +209,18 @@ __all__ += [
 
 __all__ += [
     "C51",
+    "IQN",
+    "QRDQN",
     "C51Params",
     "C51TrainingStats",
     "CategoricalQNet",
+    "IQNSampling",
     "ImplicitQuantileNet",
     "NoisyLinear",
     "NoisyQPolicy",
+    "QuantileParams",
     "QuantileQNet",
+    "QuantileTrainingStats",
     "Rainbow",
     "categorical_mlp",
     "categorical_projection",

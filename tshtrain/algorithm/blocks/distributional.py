@@ -54,7 +54,7 @@ def quantile_huber_loss(
         reduction="none",
         delta=kappa,
     )
-    weight_NQT = (taus_NQ.unsqueeze(2) - (u_NQT.detach() < 0).to(u_NQT.dtype)).abs()
+    weight_NQT = (taus_NQ.unsqueeze(-1) - (u_NQT.detach() < 0).to(u_NQT.dtype)).abs()
     return (weight_NQT * huber_NQT / kappa).mean(dim=2).sum(dim=1)
 
 
