@@ -17,13 +17,18 @@ import torch
 
 from tshtrain.algorithm import (
     C51,
+    IQN,
+    QRDQN,
     C51Params,
     EpsilonSchedule,
     NoisyQPolicy,
     OffPolicyAlgorithm,
+    QuantileParams,
     QValuePolicy,
     Rainbow,
     categorical_mlp,
+    iqn_mlp,
+    quantile_mlp,
 )
 from tshtrain.data import Collector, PrioritizedVectorReplayBuffer, VectorReplayBuffer
 from tshtrain.data.buffer import BaseReplayBuffer
@@ -47,8 +52,21 @@ def _rainbow(seed: int, space: object) -> OffPolicyAlgorithm[NoisyQPolicy]:
     return Rainbow(policy=policy, params=C51Params(gamma=0.9, n_step=3, target_update_freq=320), seed=seed)
 
 
+def _qrdqn(seed: int, space: object) -> OffPolicyAlgorithm[QValuePolicy]:
+    policy = QValuePolicy(quantile_mlp(4, 2, HIDDEN), space, eps_schedule=EPS, seed=seed)
+    return QRDQN(policy=policy, params=QuantileParams(gamma=0.9, n_step=3, target_update_freq=320))
+
+
+def _iqn(seed: int, space: object) -> OffPolicyAlgorithm[QValuePolicy]:
+    policy = QValuePolicy(iqn_mlp(4, 2, HIDDEN), space, eps_schedule=EPS, seed=seed)
+    params = QuantileParams(gamma=0.9, n_step=3, target_update_freq=320)
+    return IQN(policy=policy, params=params, seed=seed)
+
+
 BUILDERS: dict[str, Callable[[int, object], OffPolicyAlgorithm[object]]] = {  # type: ignore[dict-item]
     "c51": _c51,
+    "iqn": _iqn,
+    "qrdqn": _qrdqn,
     "rainbow": _rainbow,
 }
 
