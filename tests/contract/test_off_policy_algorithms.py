@@ -16,10 +16,14 @@ import torch
 from torch import nn
 
 from tshtrain.algorithm import (
+    C51,
     DDPG,
     DQN,
+    IQN,
+    QRDQN,
     SAC,
     TD3,
+    C51Params,
     CategoricalPolicy,
     DDPGParams,
     DeterministicActorPolicy,
@@ -28,15 +32,21 @@ from tshtrain.algorithm import (
     DiscreteSACParams,
     DQNParams,
     EpsilonSchedule,
+    NoisyQPolicy,
     NonFiniteLossError,
     OffPolicyAlgorithm,
     QEnsemble,
+    QuantileParams,
     QValuePolicy,
+    Rainbow,
     SACParams,
     TanhGaussianPolicy,
     TD3Params,
+    categorical_mlp,
     dueling_mlp,
+    iqn_mlp,
     mlp,
+    quantile_mlp,
 )
 from tshtrain.data import Collector, PrioritizedVectorReplayBuffer, VectorReplayBuffer
 from tshtrain.data.buffer import BaseReplayBuffer
@@ -84,6 +94,40 @@ def _sac(seed: int, **kw: Any) -> SAC:
     return SAC(policy=policy, critic=QEnsemble(3, 1, HIDDEN), params=SACParams(**kw))
 
 
+def _c51(seed: int, **kw: Any) -> C51:
+    torch.manual_seed(seed)
+    space = make_vector_env("CartPole-v1", 1).single_action_space
+    net = categorical_mlp(4, 2, HIDDEN, num_atoms=11, dueling=kw.pop("dueling", False))
+    policy = QValuePolicy(net, space, eps_schedule=EpsilonSchedule(num_env_steps=100), seed=seed)
+    return C51(policy=policy, params=C51Params(target_update_freq=3, **kw))
+
+
+def _rainbow(seed: int, **kw: Any) -> Rainbow:
+    torch.manual_seed(seed)
+    space = make_vector_env("CartPole-v1", 1).single_action_space
+    net = categorical_mlp(4, 2, HIDDEN, num_atoms=11, dueling=True, noisy_sigma0=0.5)
+    q_policy = QValuePolicy(net, space, eps_schedule=EpsilonSchedule(start=0.0, end=0.0), seed=seed)
+    return Rainbow(
+        policy=NoisyQPolicy(q_policy, seed=seed), params=C51Params(target_update_freq=3, **kw), seed=seed
+    )
+
+
+def _qrdqn(seed: int, **kw: Any) -> QRDQN:
+    torch.manual_seed(seed)
+    space = make_vector_env("CartPole-v1", 1).single_action_space
+    net = quantile_mlp(4, 2, HIDDEN, num_quantiles=8)
+    policy = QValuePolicy(net, space, eps_schedule=EpsilonSchedule(num_env_steps=100), seed=seed)
+    return QRDQN(policy=policy, params=QuantileParams(target_update_freq=3, **kw))
+
+
+def _iqn(seed: int, **kw: Any) -> IQN:
+    torch.manual_seed(seed)
+    space = make_vector_env("CartPole-v1", 1).single_action_space
+    net = iqn_mlp(4, 2, HIDDEN, num_cosines=8, num_policy_quantiles=4)
+    policy = QValuePolicy(net, space, eps_schedule=EpsilonSchedule(num_env_steps=100), seed=seed)
+    return IQN(policy=policy, params=QuantileParams(target_update_freq=3, **kw), seed=seed)
+
+
 @dataclass(frozen=True)
 class Spec:
     name: str
@@ -106,6 +150,13 @@ SPECS = [
     Spec("SAC-fixed-alpha", "Pendulum-v1", _sac, (("auto_alpha", False), ("alpha", 0.2))),
     Spec("DiscreteSAC", "CartPole-v1", _discrete_sac),
     Spec("DiscreteSAC-nstep", "CartPole-v1", _discrete_sac, (("n_step", 3),)),
+    Spec("C51", "CartPole-v1", _c51, loss_name="loss"),
+    Spec("C51-nstep-dueling", "CartPole-v1", _c51, (("n_step", 3), ("dueling", True)), "loss"),
+    Spec("Rainbow", "CartPole-v1", _rainbow, (("n_step", 3),), "loss"),
+    Spec("QRDQN", "CartPole-v1", _qrdqn, loss_name="loss"),
+    Spec("QRDQN-nstep", "CartPole-v1", _qrdqn, (("n_step", 3),), "loss"),
+    Spec("IQN", "CartPole-v1", _iqn, loss_name="loss"),
+    Spec("IQN-nstep", "CartPole-v1", _iqn, (("n_step", 3),), "loss"),
 ]
 IDS = [s.name for s in SPECS]
 

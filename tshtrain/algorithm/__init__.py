@@ -169,6 +169,7 @@ __all__ = [
     "without_action_mask",
 ]
 
+from tshtrain.algorithm.algos.c51 import C51, C51Params, C51TrainingStats
 from tshtrain.algorithm.algos.cql import CQL, CQLParams, CQLTrainingStats, conservative_penalty
 from tshtrain.algorithm.algos.discrete_cql import (
     DiscreteCQL,
@@ -176,7 +177,21 @@ from tshtrain.algorithm.algos.discrete_cql import (
     DiscreteCQLTrainingStats,
     discrete_conservative_penalty,
 )
+from tshtrain.algorithm.algos.iqn import IQN, IQNSampling
+from tshtrain.algorithm.algos.qrdqn import QRDQN, QuantileParams, QuantileTrainingStats
+from tshtrain.algorithm.algos.rainbow import Rainbow
 from tshtrain.algorithm.algos.td3_bc import TD3BC, TD3BCParams, TD3BCTrainingStats
+from tshtrain.algorithm.blocks.distributional import (
+    CategoricalQNet,
+    ImplicitQuantileNet,
+    QuantileQNet,
+    categorical_mlp,
+    categorical_projection,
+    iqn_mlp,
+    quantile_huber_loss,
+    quantile_mlp,
+)
+from tshtrain.algorithm.blocks.noisy import NoisyLinear, NoisyQPolicy, resample_noise
 
 __all__ += [
     "CQL",
@@ -190,4 +205,27 @@ __all__ += [
     "TD3BCTrainingStats",
     "conservative_penalty",
     "discrete_conservative_penalty",
+]
+
+__all__ += [
+    "C51",
+    "IQN",
+    "QRDQN",
+    "C51Params",
+    "C51TrainingStats",
+    "CategoricalQNet",
+    "IQNSampling",
+    "ImplicitQuantileNet",
+    "NoisyLinear",
+    "NoisyQPolicy",
+    "QuantileParams",
+    "QuantileQNet",
+    "QuantileTrainingStats",
+    "Rainbow",
+    "categorical_mlp",
+    "categorical_projection",
+    "iqn_mlp",
+    "quantile_huber_loss",
+    "quantile_mlp",
+    "resample_noise",
 ]
