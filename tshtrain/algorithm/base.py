@@ -314,6 +314,15 @@ class Policy(nn.Module, ABC):
         del rng
         return act
 
+    def compute_noisy_actions(
+        self, obs: ObsArray, rng: np.random.Generator, *, deterministic: bool
+    ) -> np.ndarray:
+        """What a collector with ``exploration_noise=True`` calls once per vector step:
+        :meth:`compute_actions`, then :meth:`add_exploration_noise`. A policy may override it to skip
+        work the noise makes useless (e.g. the network pass of an action that epsilon-greedy replaces),
+        as long as it returns the same actions and draws the same random numbers from ``rng``."""
+        return self.add_exploration_noise(self.compute_actions(obs, deterministic=deterministic), rng)
+
     # ------------------------------------------------------------------ the torch path
     # (what :class:`tshtrain.data.TensorCollector` calls; tensors stay on their device)
     def compute_actions_torch(self, obs: ObsTensor, *, deterministic: bool) -> torch.Tensor:

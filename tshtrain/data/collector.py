@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import pickle
 from collections.abc import Mapping
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 import gymnasium as gym
 import numpy as np
@@ -51,6 +51,19 @@ class CollectorPolicy(Protocol):
 
     def add_exploration_noise(self, act: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         """Stored actions with exploration noise (epsilon-greedy, Gaussian, ...)."""
+        ...
+
+
+@runtime_checkable
+class NoisyActionsPolicy(Protocol):
+    """A :class:`CollectorPolicy` that computes its noisy actions in one call
+    (``tshtrain.algorithm.Policy.compute_noisy_actions``), which may skip work the noise makes useless;
+    the collector then calls it instead of ``compute_actions`` + ``add_exploration_noise``."""
+
+    def compute_noisy_actions(
+        self, obs: ObsArray, rng: np.random.Generator, *, deterministic: bool
+    ) -> np.ndarray:
+        """The same actions as ``add_exploration_noise(compute_actions(obs), rng)``."""
         ...
 
 
@@ -149,6 +162,7 @@ class Collector(BaseCollector):
             num_envs=int(env.num_envs), buffer=buffer, exploration_noise=exploration_noise, info_key=info_key
         )
         self.policy = policy
+        self._noisy_policy = policy if isinstance(policy, NoisyActionsPolicy) else None
         self.env = env
         self.check_actions = check_actions
         self.check_finite = check_finite
@@ -218,9 +232,12 @@ class Collector(BaseCollector):
             else:
                 env_act = sample_actions(self.env.single_action_space, self.num_envs, self.rng)
             return self.policy.map_action_inverse(env_act), env_act
-        act = self.policy.compute_actions(self._obs, deterministic=deterministic)
-        if self.exploration_noise:
-            act = self.policy.add_exploration_noise(act, self.rng)
+        if self.exploration_noise and self._noisy_policy is not None:
+            act = self._noisy_policy.compute_noisy_actions(self._obs, self.rng, deterministic=deterministic)
+        else:
+            act = self.policy.compute_actions(self._obs, deterministic=deterministic)
+            if self.exploration_noise:
+                act = self.policy.add_exploration_noise(act, self.rng)
         env_act = self.policy.map_action(act)
         if self.check_actions:
             self._check_actions(env_act)

@@ -14,7 +14,7 @@ from typing_extensions import override
 from tshtrain.algorithm.base import Policy, module_device
 from tshtrain.algorithm.blocks.encoders import accepts_dict_obs, input_encoder
 from tshtrain.constraints import NonNegativeInt, UnitFloat, validate_fields
-from tshtrain.data.batch import ObsTensor
+from tshtrain.data.batch import ObsArray, ObsTensor
 from tshtrain.env.spaces import sample_legal_actions
 from tshtrain.env.tensor_spaces import sample_legal_actions_torch
 from tshtrain.errors import ConfigurationError, UnsupportedSpaceError
@@ -290,6 +290,21 @@ class QValuePolicy(Policy):
         eps = self.eps
         self.explored_env_steps.add_(len(act))  # in place: no nn.Module.__setattr__ per vector step
         return self._epsilon_greedy(act, eps, rng)
+
+    @override
+    def compute_noisy_actions(
+        self, obs: ObsArray, rng: np.random.Generator, *, deterministic: bool
+    ) -> np.ndarray:
+        if deterministic or not isinstance(obs, np.ndarray) or len(obs) != 1:
+            return super().compute_noisy_actions(obs, rng, deterministic=deterministic)
+        # one env, training collection: the exploration draw first (the numbers add_exploration_noise
+        # draws after the greedy pass, in the same order), and the Q pass only when acting greedily
+        self.__dict__["_evaluating"] = False
+        eps = self.eps
+        self.explored_env_steps.add_(1)
+        if rng.random() < eps:
+            return np.full(1, rng.integers(0, self._num_actions), dtype=np.int64)
+        return self.compute_actions(obs, deterministic=False)
 
     @override
     def add_exploration_noise_torch(self, act: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
