@@ -18,6 +18,23 @@ weights stay identical. Modules are *not* wrapped in ``DistributedDataParallel``
 * Failures: the failing rank writes its error to the rendezvous store (:meth:`report_failure`); every
   collective here turns a broken or timed-out collective into a :class:`DistributedRunError` that
   names the failing rank and its error. No rank hangs longer than the process group's timeout.
+* Leaving: :meth:`~DistributedContext.close` (or ``with DistributedContext.from_env() as context:``;
+  an ``atexit`` hook closes a context the script forgot) destroys the process group while the
+  interpreter is fully alive, so that gloo's worker threads are joined before it finalizes.
+
+Why leaving needs care (the abort at exit, docs/scaling.md): a gloo worker thread drops its reference to
+a finished collective after the waiting rank has already been woken; the collective holds the tensors
+of a Python call that has returned, so dropping it decrefs their Python objects and needs the GIL. If
+the interpreter is finalizing by then, ``take_gil`` ends the thread with ``pthread_exit``, whose unwind
+through the collective's ``noexcept`` destructor calls ``std::terminate``: SIGABRT ("terminate called
+without an active exception") after the run finished. ``destroy_process_group()`` prevents it only if
+it really frees the process group (its destructor joins the worker threads, the GIL released). It
+did not in a trainer run: the first ``torch.optim`` optimizer imports ``torch._dynamo``, which imports
+``torch.distributed.nn.functional``, whose functions take ``group=group.WORLD`` as a default argument,
+evaluated at import: imported after ``init_process_group``, ten defaults keep the process group (and
+its threads) alive until the interpreter tears the module down. :meth:`DistributedContext.init`
+therefore imports that module *before* joining (its defaults stay None), and :meth:`close` warns if
+something else still holds the group.
 
 Seeds: rank ``r`` seeds its ``num_envs`` training envs from ``seed + r * num_envs``
 (:meth:`~DistributedContext.env_seed`), so that sub-env ``i`` of rank ``r`` gets the seed sub-env
@@ -26,8 +43,12 @@ Seeds: rank ``r`` seeds its ``num_envs`` training envs from ``seed + r * num_env
 
 from __future__ import annotations
 
+import atexit
 import datetime
+import importlib
 import os
+import sys
+import warnings
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager, suppress
 from typing import Any, Final, TypeVar, final
@@ -43,6 +64,9 @@ DEFAULT_TIMEOUT_SECONDS: Final = 300.0
 """how long a collective (and the rendezvous) waits for the other ranks before the run fails"""
 
 _ENV_VARS: Final = ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
+_CAPTURE_THE_DEFAULT_GROUP: Final = ("torch.distributed.nn.functional",)
+"""torch modules whose default arguments are ``group.WORLD`` at import time (imported lazily by
+``torch._dynamo``, which the first optimizer imports); imported before the process group exists"""
 _FAILED_KEY = "tshtrain/failed/"
 _Number = TypeVar("_Number", int, float, np.ndarray)
 
@@ -146,8 +170,10 @@ class DistributedContext:
         # the rendezvous gives the store (torchrun's agent store under torchrun); failures are written there
         store, rank, world_size = next(rendezvous("env://", rank, world_size, timeout=timeout))
         store.set_timeout(timeout)
+        for module in _CAPTURE_THE_DEFAULT_GROUP:  # before the group exists: their defaults stay None
+            importlib.import_module(module)
         dist.init_process_group(chosen, store=store, rank=rank, world_size=world_size, timeout=timeout)
-        return cls(
+        context = cls(
             rank=rank,
             world_size=world_size,
             local_rank=local_rank,
@@ -155,11 +181,45 @@ class DistributedContext:
             store=store,
             timeout_seconds=timeout_seconds,
         )
+        atexit.register(context.close)  # a script that forgot close(): still before finalization
+        return context
 
     def close(self) -> None:
-        """Leave the process group (idempotent)."""
-        if dist.is_initialized():
-            dist.destroy_process_group()
+        """Leave the process group: destroy it, which joins gloo's worker threads (idempotent).
+
+        Call it (or use the context as a ``with`` block) when the rank is done, before the interpreter
+        exits; an ``atexit`` hook calls it otherwise. Warns (RuntimeWarning) if the process group is
+        still referenced afterwards: its worker threads then live until the interpreter finalizes and
+        may abort the process there (see the module docstring).
+        """
+        atexit.unregister(self.close)
+        if not dist.is_initialized():
+            return
+        group = dist.group.WORLD
+        dist.destroy_process_group()
+        # ours (`group`) and getrefcount's argument: anything more keeps the group's threads alive
+        others = sys.getrefcount(group) - 2
+        if others > 0:
+            warnings.warn(
+                f"DistributedContext.close (rank {self.rank}): the process group is still referenced "
+                f"{others} time(s) after destroy_process_group(), so gloo's worker threads stay alive and "
+                f"may abort this process at interpreter exit (SIGABRT). A module imported after the group "
+                f"was created probably holds it as a default argument (e.g. "
+                f"torch.distributed.optim.zero_redundancy_optimizer): import it before "
+                f"DistributedContext.from_env(), or end the script with os._exit(code) after flushing.",
+                RuntimeWarning,
+                stacklevel=2,
+            )
+
+    def __enter__(self) -> DistributedContext:
+        """``with DistributedContext.from_env() as context:`` -- closed at the end of the block."""
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None, traceback: Any) -> None:
+        """Report an error leaving the block to the other ranks (:meth:`report_failure`), then close."""
+        if error is not None:
+            self.report_failure(error)
+        self.close()
 
     # ------------------------------------------------------------------ who does what
     @property
