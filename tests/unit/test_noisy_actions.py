@@ -54,6 +54,7 @@ def test_several_envs_and_test_steps_take_the_general_path() -> None:
     for i, o in enumerate(obs):
         deterministic = i % 3 == 0
         got = fused.compute_noisy_actions(o, rng_f, deterministic=deterministic)
-        want = reference.add_exploration_noise(reference.compute_actions(o, deterministic=deterministic), rng_r)
+        greedy = reference.compute_actions(o, deterministic=deterministic)
+        want = reference.add_exploration_noise(greedy, rng_r)
         np.testing.assert_array_equal(got, want)
     assert int(fused.explored_env_steps) == int(reference.explored_env_steps)
