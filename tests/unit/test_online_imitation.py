@@ -208,7 +208,7 @@ def test_a_nan_loss_raises_naming_the_algorithm() -> None:
     collector.collect(n_step=20)
     assert collector.buffer is not None
     collector.buffer.field_arrays()["act"][:] = np.nan
-    with pytest.raises(NonFiniteLossError, match="^OffPolicyImitation: the imitation loss is nan"):
+    with pytest.raises(NonFiniteLossError, match=r"^OffPolicyImitation: the imitation loss is nan"):
         _continuous(0).update(collector.buffer, 8)
 
 
