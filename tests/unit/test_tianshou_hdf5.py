@@ -130,7 +130,7 @@ def test_dict_observations(tmp_path: Path) -> None:
     np.testing.assert_array_equal(data.obs_next["pos"][:, 0], [1, 2, 3, 4])
 
 
-def _malformed(tmp_path: Path, change: str) -> Path:
+def _malformed(tmp_path: Path, change: str) -> Path:  # noqa: PLR0912 - one branch per case, read as a table
     meta, attrs, extra = _single_meta(), _single_attrs(), None
     path = tmp_path / f"{change}.h5"
     if change == "no obs_next":

@@ -162,6 +162,11 @@ def _positions(reader: _Reader, maxsize: int) -> tuple[int, list[int], list[int]
                 "_size", f"is {size} with _insertion_idx {ptr}, inconsistent with maxsize {maxsize}"
             )
         return 1, [ptr], [size]
+    return _vector_positions(reader, maxsize)
+
+
+def _vector_positions(reader: _Reader, maxsize: int) -> tuple[int, list[int], list[int]]:
+    """:func:`_positions` of a vector buffer: ``_offset``, ``_lengths`` and ``last_index`` checked."""
     num = reader.int_attr("buffer_num", minimum=1)
     if maxsize % num:
         raise reader.fail("buffer_num", f"is {num}, which does not divide maxsize {maxsize}")
@@ -185,13 +190,13 @@ def _positions(reader: _Reader, maxsize: int) -> tuple[int, list[int], list[int]
     local = last - offset
     if np.any(local < 0) or np.any(local >= sub):
         raise reader.fail("last_index", f"is {last.tolist()[:8]}, outside the sub-buffers")
-    ptr = np.where(lengths == 0, 0, (local + 1) % sub)
+    ptr_E = np.where(lengths == 0, 0, (local + 1) % sub)
     partial = lengths < sub
-    if np.any(ptr[partial] != lengths[partial]):
+    if np.any(ptr_E[partial] != lengths[partial]):
         raise reader.fail(
             "last_index", f"is {last.tolist()[:8]}, inconsistent with _lengths {lengths.tolist()[:8]}"
         )
-    return num, [int(p) for p in ptr], [int(n) for n in lengths]
+    return num, [int(p) for p in ptr_E], [int(n) for n in lengths]
 
 
 def _columns(fields: Mapping[str, np.ndarray], num: int) -> dict[str, np.ndarray]:
