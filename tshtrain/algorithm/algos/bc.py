@@ -1,4 +1,5 @@
-"""Behaviour cloning: supervised imitation of the actions stored in a dataset (offline)."""
+"""Behaviour cloning: supervised imitation of the actions stored in a dataset (offline; online imitation from
+a buffer a collector fills is :mod:`tshtrain.algorithm.algos.imitation`)."""
 
 from __future__ import annotations
 
