@@ -189,9 +189,9 @@ def test_sac_with_il_tiny() -> None:
 @pytest.mark.slow
 @pytest.mark.xfail(
     strict=True,
-    reason="seed 1: SAC reaches -172 after 18,000 env steps, but the imitator's best is -744 after the script's "
-    "5,000 env steps (threshold -300). Suspected: Tianshou's imitation actor is 2*tanh clipped to [-1, 1], which "
-    "fits saturated expert actions; DeterministicActorPolicy's tanh needs unbounded logits for them. Open.",
+    reason="seed 1: SAC reaches -172 after 18,000 env steps, but the imitator's best is -744 after "
+    "the script's 5,000 env steps (threshold -300). Suspected: Tianshou's imitation actor is 2*tanh "
+    "clipped to [-1, 1], which fits saturated expert actions; a tanh output needs unbounded logits.",
 )
 def test_sac_with_il_reaches_the_scripts_thresholds() -> None:
     """The script's settings and thresholds: SAC >= -250, then the imitator >= -300 (100 test episodes)."""
