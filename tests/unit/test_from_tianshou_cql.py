@@ -1,4 +1,4 @@
-"""The port of Tianshou's test/offline/test_cql.py (examples/from_tianshou/cql_pendulum.py): a tiny
+"""The port of Tianshou's test/offline/test_cql.py (examples/from_tianshou/from_test_cql.py): a tiny
 run in CI, the script's own threshold (-1200 on the best test return) in the slow tier."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).parents[2] / "examples" / "from_tianshou"))
 
-import cql_pendulum
+import from_test_cql as cql_pendulum
 
 
 def test_tiny_gather_and_run(tmp_path: Path) -> None:

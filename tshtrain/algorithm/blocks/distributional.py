@@ -18,6 +18,7 @@ import torch.nn.functional as F
 from torch import nn
 from typing_extensions import override
 
+from tshtrain.algorithm.base import module_device
 from tshtrain.algorithm.blocks.noisy import NoisyLinear
 from tshtrain.errors import ConfigurationError
 
@@ -113,7 +114,8 @@ class CategoricalQNet(nn.Module):
         self.value_head = value_head
         self.num_actions = num_actions
         self.num_atoms = num_atoms
-        self.register_buffer("support", torch.linspace(v_min, v_max, num_atoms))
+        device = module_device(features)  # the net's device; the buffer follows it in .to()
+        self.register_buffer("support", torch.linspace(v_min, v_max, num_atoms, device=device))
 
     def log_probs(self, obs: torch.Tensor) -> torch.Tensor:
         """log p(z | o, a), shape (N, A, Z)."""
@@ -182,9 +184,8 @@ class QuantileQNet(nn.Module):
         self.net = net
         self.num_actions = num_actions
         self.num_quantiles = num_quantiles
-        self.register_buffer(
-            "tau_hat", (torch.arange(num_quantiles, dtype=torch.float32) + 0.5) / num_quantiles
-        )
+        quantiles_Q = torch.arange(num_quantiles, dtype=torch.float32, device=module_device(net))
+        self.register_buffer("tau_hat", (quantiles_Q + 0.5) / num_quantiles)
 
     def quantiles(self, obs: torch.Tensor) -> torch.Tensor:
         """theta_q(o, a), shape (N, A, Q)."""
@@ -244,11 +245,12 @@ class ImplicitQuantileNet(nn.Module):
         self.features = features
         self.head = head
         self.embedding = nn.Sequential(nn.Linear(num_cosines, feature_dim), nn.ReLU())
-        self.register_buffer("cos_freqs", math.pi * torch.arange(num_cosines, dtype=torch.float32))
+        device = module_device(features)
         self.register_buffer(
-            "policy_taus",
-            (torch.arange(num_policy_quantiles, dtype=torch.float32) + 0.5) / num_policy_quantiles,
+            "cos_freqs", math.pi * torch.arange(num_cosines, dtype=torch.float32, device=device)
         )
+        policy_K = torch.arange(num_policy_quantiles, dtype=torch.float32, device=device)
+        self.register_buffer("policy_taus", (policy_K + 0.5) / num_policy_quantiles)
 
     def quantiles(self, obs: torch.Tensor, taus_NT: torch.Tensor) -> torch.Tensor:
         """Z_tau(o, a) at the fractions ``taus_NT`` (N, T), shape (N, A, T)."""

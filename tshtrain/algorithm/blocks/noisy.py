@@ -44,11 +44,19 @@ class NoisyLinear(nn.Module):
     eps_in: torch.Tensor
     eps_out: torch.Tensor
 
-    def __init__(self, in_features: int, out_features: int, sigma0: float = 0.5):
+    def __init__(
+        self,
+        in_features: int,
+        out_features: int,
+        sigma0: float = 0.5,
+        *,
+        device: torch.device | str | None = None,
+    ):
         """Args:
         in_features: input width.
         out_features: output width.
         sigma0: initial noise scale; ``sigma`` starts at ``sigma0 / sqrt(in_features)`` (paper: 0.5).
+        device: where the parameters and noise buffers live (None: torch's default, as ``nn.Linear``).
         """
         super().__init__()
         if not (sigma0 >= 0 and math.isfinite(sigma0)):
@@ -56,12 +64,16 @@ class NoisyLinear(nn.Module):
         self.in_features = in_features
         self.out_features = out_features
         bound = 1.0 / math.sqrt(in_features)
-        self.mu_weight = nn.Parameter(torch.empty(out_features, in_features).uniform_(-bound, bound))
-        self.mu_bias = nn.Parameter(torch.empty(out_features).uniform_(-bound, bound))
-        self.sigma_weight = nn.Parameter(torch.full((out_features, in_features), sigma0 * bound))
-        self.sigma_bias = nn.Parameter(torch.full((out_features,), sigma0 * bound))
-        self.register_buffer("eps_in", torch.zeros(in_features))
-        self.register_buffer("eps_out", torch.zeros(out_features))
+        self.mu_weight = nn.Parameter(
+            torch.empty(out_features, in_features, device=device).uniform_(-bound, bound)
+        )
+        self.mu_bias = nn.Parameter(torch.empty(out_features, device=device).uniform_(-bound, bound))
+        self.sigma_weight = nn.Parameter(
+            torch.full((out_features, in_features), sigma0 * bound, device=device)
+        )
+        self.sigma_bias = nn.Parameter(torch.full((out_features,), sigma0 * bound, device=device))
+        self.register_buffer("eps_in", torch.zeros(in_features, device=device))
+        self.register_buffer("eps_out", torch.zeros(out_features, device=device))
 
     @override
     def forward(self, x: torch.Tensor) -> torch.Tensor:

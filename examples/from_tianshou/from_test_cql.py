@@ -12,7 +12,7 @@ threshold 10 (learning rate 1e-3), 5 epochs of 500 gradient steps of batch 64, 1
 epoch, and the threshold -1200 on the best test return. Tianshou's CQL has ``calibrated=True`` and a
 critic ``max_grad_norm`` of 1.0 by default; the port sets both (``--no-calibrated`` turns Cal-QL off).
 
-Run: python examples/from_tianshou/cql_pendulum.py [--seed 0] [--epochs 5] [--no-calibrated]
+Run: python examples/from_tianshou/from_test_cql.py [--seed 0] [--epochs 5] [--no-calibrated]
 """
 
 from __future__ import annotations
