@@ -176,7 +176,10 @@ from tshtrain.algorithm.algos.discrete_cql import (
     DiscreteCQLTrainingStats,
     discrete_conservative_penalty,
 )
+from tshtrain.algorithm.algos.npg import NPG, NPGParams, NPGTrainingStats
 from tshtrain.algorithm.algos.td3_bc import TD3BC, TD3BCParams, TD3BCTrainingStats
+from tshtrain.algorithm.algos.trpo import TRPO, TRPOParams, TRPOTrainingStats
+from tshtrain.algorithm.blocks.trust_region import TrustRegionParams
 
 __all__ += [
     "CQL",
@@ -190,4 +193,14 @@ __all__ += [
     "TD3BCTrainingStats",
     "conservative_penalty",
     "discrete_conservative_penalty",
+]
+
+__all__ += [
+    "NPG",
+    "TRPO",
+    "NPGParams",
+    "NPGTrainingStats",
+    "TRPOParams",
+    "TRPOTrainingStats",
+    "TrustRegionParams",
 ]
