@@ -3,6 +3,8 @@ torch.distributions, a step against a hand-computed one, the line search, valida
 
 from __future__ import annotations
 
+import dataclasses
+import math
 from typing import Any
 
 import gymnasium as gym
@@ -21,6 +23,7 @@ from tshtrain.algorithm import (
     MultiCategoricalPolicy,
     NPGParams,
     TRPOParams,
+    TrustRegionParams,
     mlp,
 )
 from tshtrain.algorithm.blocks.natural_gradient import (
@@ -34,6 +37,7 @@ from tshtrain.algorithm.blocks.natural_gradient import (
     set_flat_parameters,
 )
 from tshtrain.algorithm.blocks.onpolicy import RolloutTensors
+from tshtrain.constraints import field_checks
 from tshtrain.data import RolloutBatch
 from tshtrain.errors import ConfigurationError
 
@@ -238,7 +242,7 @@ def test_the_critic_must_not_share_parameters_with_the_policy() -> None:
     ],
 )
 def test_params_validation(cls: type, kwargs: dict[str, Any], match: str) -> None:
-    with pytest.raises(ValueError, match=match):
+    with pytest.raises(ConfigurationError, match=match):
         cls(**kwargs)
 
 
@@ -254,3 +258,26 @@ def test_tianshou_defaults() -> None:
     )
     assert npg.advantage_normalization and npg.damping == 0.1 and npg.num_cg_iterations == 10
     assert (trpo.max_kl, trpo.backtrack_coeff, trpo.max_backtracks) == (0.01, 0.8, 10)
+
+
+@pytest.mark.parametrize("cls", [NPGParams, TRPOParams])
+def test_every_float_field_refuses_nan_and_inf_and_numbers_refuse_bools(cls: type) -> None:
+    floats = [check.name for check in field_checks(cls) if check.kind is float]
+    assert {"lr", "gamma", "damping"} <= set(floats)
+    for name in floats:
+        for bad in (math.nan, math.inf, -math.inf):
+            with pytest.raises(
+                ConfigurationError, match=rf"^{cls.__name__}\.{name} must be .*, got {bad}\.$"
+            ):
+                cls(**{name: bad})
+    for check in field_checks(cls):
+        if check.kind is not bool:
+            with pytest.raises(ConfigurationError, match=rf"^{cls.__name__}\.{check.name} must be "):
+                cls(**{check.name: True})
+
+
+def test_the_trust_region_base_params_are_abstract_and_params_frozen() -> None:
+    with pytest.raises(TypeError, match="abstract"):
+        TrustRegionParams()  # type: ignore[abstract]  # the point of the test
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        NPGParams().lr = 1.0  # type: ignore[misc]  # the point of the test

@@ -30,6 +30,7 @@ from tshtrain.algorithm.blocks.trust_region import (
 )
 from tshtrain.constraints import PositiveFloat, PositiveInt
 from tshtrain.data.batch import AnyRolloutBatch
+from tshtrain.errors import ConfigurationError
 
 
 @final
@@ -48,7 +49,7 @@ class TRPOParams(TrustRegionParams):
     def __post_init__(self) -> None:
         super().__post_init__()
         if self.backtrack_coeff >= 1.0:
-            raise ValueError(
+            raise ConfigurationError(
                 f"TRPOParams.backtrack_coeff must be < 1 (the line search shrinks the step), got "
                 f"{self.backtrack_coeff}; 0.5 to 0.9 are usual values."
             )
