@@ -68,6 +68,9 @@ SECTIONS = (
     Section(title="", intro="", module="tshtrain/algorithm/algos/cql.py", classes=("CQLParams",)),
     Section(title="", intro="", module="tshtrain/algorithm/algos/td3_bc.py", classes=("TD3BCParams",)),
     Section(title="", intro="", module="tshtrain/algorithm/algos/discrete_cql.py", classes=("DiscreteCQLParams",)),
+    Section(title="", intro="", module="tshtrain/algorithm/blocks/trust_region.py", classes=("TrustRegionParams",)),
+    Section(title="", intro="", module="tshtrain/algorithm/algos/npg.py", classes=("NPGParams",)),
+    Section(title="", intro="", module="tshtrain/algorithm/algos/trpo.py", classes=("TRPOParams",)),
     Section(
         title="Checkpoint parameters",
         intro="`TrainerParams.checkpoint`: automatic checkpoints (see checkpoints.md).",

@@ -188,9 +188,11 @@ from tshtrain.algorithm.algos.discrete_cql import (
     discrete_conservative_penalty,
 )
 from tshtrain.algorithm.algos.iqn import IQN, IQNSampling
+from tshtrain.algorithm.algos.npg import NPG, NPGParams, NPGTrainingStats
 from tshtrain.algorithm.algos.qrdqn import QRDQN, QuantileParams, QuantileTrainingStats
 from tshtrain.algorithm.algos.rainbow import Rainbow
 from tshtrain.algorithm.algos.td3_bc import TD3BC, TD3BCParams, TD3BCTrainingStats
+from tshtrain.algorithm.algos.trpo import TRPO, TRPOParams, TRPOTrainingStats
 from tshtrain.algorithm.blocks.distributional import (
     CategoricalQNet,
     ImplicitQuantileNet,
@@ -202,6 +204,7 @@ from tshtrain.algorithm.blocks.distributional import (
     quantile_mlp,
 )
 from tshtrain.algorithm.blocks.noisy import NoisyLinear, NoisyQPolicy, resample_noise
+from tshtrain.algorithm.blocks.trust_region import TrustRegionParams
 
 __all__ += [
     "CQL",
@@ -220,18 +223,25 @@ __all__ += [
 __all__ += [
     "C51",
     "IQN",
+    "NPG",
     "QRDQN",
+    "TRPO",
     "C51Params",
     "C51TrainingStats",
     "CategoricalQNet",
     "IQNSampling",
     "ImplicitQuantileNet",
+    "NPGParams",
+    "NPGTrainingStats",
     "NoisyLinear",
     "NoisyQPolicy",
     "QuantileParams",
     "QuantileQNet",
     "QuantileTrainingStats",
     "Rainbow",
+    "TRPOParams",
+    "TRPOTrainingStats",
+    "TrustRegionParams",
     "categorical_mlp",
     "categorical_projection",
     "iqn_mlp",
