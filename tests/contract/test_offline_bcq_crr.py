@@ -16,9 +16,13 @@ from tshtrain.algorithm import (
     BCQ,
     BCQParams,
     BCQPolicy,
+    CategoricalPolicy,
     ConditionalVAE,
+    DiscreteCRR,
+    DiscreteCRRParams,
     Perturbation,
     QEnsemble,
+    mlp,
 )
 from tshtrain.errors import ConfigurationError
 
@@ -39,9 +43,23 @@ def _bcq(seed: int, **kw: Any) -> BCQ:
     return BCQ(policy=policy, params=BCQParams(**{"num_sampled_actions": 3, **kw}), seed=seed)
 
 
+def _discrete_crr(seed: int, **kw: Any) -> DiscreteCRR:
+    torch.manual_seed(seed)
+    policy = CategoricalPolicy(mlp(4, 2, HIDDEN, nn.ReLU), contract._space("CartPole-v1"), seed=seed)
+    return DiscreteCRR(policy=policy, critic=mlp(4, 2, HIDDEN, nn.ReLU), params=DiscreteCRRParams(**kw))
+
+
 SPECS = [
     Spec("BCQ", "Pendulum-v1", _bcq),
     Spec("BCQ-lmbda1", "Pendulum-v1", _bcq, (("lmbda", 1.0), ("num_sampled_actions", 1))),
+    Spec("DiscreteCRR", "CartPole-v1", _discrete_crr, loss_name="loss"),
+    Spec(
+        "DiscreteCRR-target-binary-nstep",
+        "CartPole-v1",
+        _discrete_crr,
+        (("target_update_freq", 2), ("policy_improvement", "binary"), ("n_step", 3)),
+        "loss",
+    ),
 ]
 IDS = [s.name for s in SPECS]
 
@@ -80,6 +98,30 @@ def test_bcq_steps_every_optimizer_it_registers() -> None:
     assert hooks.losses == ["vae loss", "critic loss", "actor loss"]
 
 
+def test_discrete_crr_refreshes_its_targets_every_target_update_freq_steps() -> None:
+    algorithm = _discrete_crr(0, target_update_freq=3)
+    assert algorithm.target_critic is not None
+    buffer = contract._buffer("CartPole-v1", 0)
+    synced = []
+    for _ in range(6):
+        algorithm.update(buffer, 16)
+        online, target = algorithm.critic.state_dict(), algorithm.target_critic.state_dict()
+        synced.append(all(torch.equal(online[k], target[k]) for k in online))
+    assert synced == [False, False, True, False, False, True]
+    assert "target_critic" in algorithm.components() and "target_actor" in algorithm.components()
+    assert "target_critic" not in _discrete_crr(0).components()  # target_update_freq=0: none
+
+
+def test_discrete_crr_optimises_a_shared_trunk_once() -> None:
+    trunk = mlp(4, 8, (), nn.ReLU)
+    actor, critic = nn.Sequential(trunk, nn.ReLU(), nn.Linear(8, 2)), nn.Sequential(trunk, nn.Linear(8, 2))
+    policy = CategoricalPolicy(actor, contract._space("CartPole-v1"), seed=0)
+    algorithm = DiscreteCRR(policy=policy, critic=critic)
+    (group,) = algorithm.optim.param_groups
+    assert len(group["params"]) == 6  # trunk 2 + actor head 2 + critic head 2
+    algorithm.update(contract._buffer("CartPole-v1", 0), 16)
+
+
 @pytest.mark.parametrize(
     ("build", "match"),
     [
@@ -114,6 +156,22 @@ def test_bcq_steps_every_optimizer_it_registers() -> None:
             r"^BCQPolicy.num_forward_sampled_actions must be >= 1, got 0",
         ),
         (lambda: ConditionalVAE(3, 1, ()), r"^ConditionalVAE.hidden_sizes must name at least one layer"),
+        (
+            lambda: DiscreteCRRParams(policy_improvement="softmax"),  # type: ignore[arg-type]  # the error
+            r"^DiscreteCRRParams.policy_improvement must be one of \['exp', 'binary', 'all'\], got 'softmax'",
+        ),
+        (
+            lambda: DiscreteCRRParams(beta=0.0),
+            r"^DiscreteCRRParams.beta must be a finite number > 0, got 0.0",
+        ),
+        (
+            lambda: DiscreteCRRParams(min_q_weight=-1.0),
+            r"^DiscreteCRRParams.min_q_weight must be a finite number >= 0, got -1.0",
+        ),
+        (
+            lambda: DiscreteCRRParams(target_update_freq=-1),
+            r"^DiscreteCRRParams.target_update_freq must be an int >= 0, got -1",
+        ),
     ],
 )
 def test_hyperparameter_validation(build: Callable[[], object], match: str) -> None:

@@ -248,3 +248,17 @@ __all__ += [
     "ConditionalVAE",
     "Perturbation",
 ]
+
+from tshtrain.algorithm.algos.discrete_crr import (  # noqa: E402
+    DiscreteCRR,
+    DiscreteCRRParams,
+    DiscreteCRRTrainingStats,
+    PolicyImprovement,
+)
+
+__all__ += [
+    "DiscreteCRR",
+    "DiscreteCRRParams",
+    "DiscreteCRRTrainingStats",
+    "PolicyImprovement",
+]
