@@ -115,30 +115,36 @@ def _cache_dir() -> str | None:
     return os.environ.get("TSHTRAIN_DATASET_CACHE")
 
 
+def run_bcq_tianshou(seed: int, cache_dir: str | None = None) -> float:
+    """Tianshou's test_bcq.py settings on the SAC Pendulum dataset; the best mean test return."""
+    cql_pendulum = _example("from_tianshou/cql_pendulum.py")
+    dataset = cql_pendulum.dataset(cache_dir, sample_seed=seed)
+    algorithm = _bcq(seed, (64,), (32, 32), actor_lr=1e-3, critic_lr=1e-3, lmbda=0.75)
+    test_collector = Collector(algorithm.policy, make_vector_env("Pendulum-v1", 10), seed=seed + 1000)
+    params = OfflineTrainerParams(
+        buffer=dataset,
+        test_collector=test_collector,
+        max_epochs=5,
+        epoch_num_steps=500,
+        batch_size=32,
+        test_step_num_episodes=10,
+        stop_fn=lambda score: score >= -1100.0,
+        show_progress=False,
+        verbose=False,
+    )
+    info = OfflineTrainer(algorithm, params).run()
+    test_collector.env.close()
+    return -math.inf if info.best_score is None else float(info.best_score)
+
+
 @pytest.mark.learning
 @pytest.mark.slow
 def test_bcq_reaches_tianshous_threshold_on_pendulum() -> None:
     torch.set_num_threads(1)
-    cql_pendulum = _example("from_tianshou/cql_pendulum.py")
     best_returns = []
     for seed in range(3):
         start = time.perf_counter()
-        dataset = cql_pendulum.dataset(_cache_dir(), sample_seed=seed)
-        algorithm = _bcq(seed, (64,), (32, 32), actor_lr=1e-3, critic_lr=1e-3, lmbda=0.75)
-        test_collector = Collector(algorithm.policy, make_vector_env("Pendulum-v1", 10), seed=seed + 1000)
-        params = OfflineTrainerParams(
-            buffer=dataset,
-            test_collector=test_collector,
-            max_epochs=5,
-            epoch_num_steps=500,
-            batch_size=32,
-            test_step_num_episodes=10,
-            stop_fn=lambda score: score >= -1100.0,
-            show_progress=False,
-            verbose=False,
-        )
-        info = OfflineTrainer(algorithm, params).run()
-        best = -math.inf if info.best_score is None else float(info.best_score)
+        best = run_bcq_tianshou(seed, _cache_dir())
         print(
             f"RESULT bcq seed={seed} best_return={best:.1f} solved={best >= -1100} "
             f"wall_time={time.perf_counter() - start:.0f}s",

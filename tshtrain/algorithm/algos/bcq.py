@@ -54,7 +54,7 @@ class Perturbation(nn.Module):
 
     def __init__(self, net: nn.Module, *, phi: float = 0.05):
         """Args:
-        net: ``concat(obs, act)`` -> (N, act_dim), e.g. :meth:`mlp` output.
+        net: ``concat(obs, act)`` -> (N, act_dim), e.g. an :func:`~tshtrain.algorithm.mlp`.
         phi: the largest change per action dimension, in the [-1, 1] action scale (Tianshou and the
             paper's default 0.05); 0 is pure imitation of the VAE's actions.
         """
