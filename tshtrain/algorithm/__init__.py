@@ -249,3 +249,36 @@ __all__ += [
     "quantile_mlp",
     "resample_noise",
 ]
+
+# appended after the __all__ blocks above so that merges of parallel branches stay append-only
+from tshtrain.algorithm.algos.bcq import (  # noqa: E402
+    BCQ,
+    BCQParams,
+    BCQPolicy,
+    BCQTrainingStats,
+    Perturbation,
+)
+from tshtrain.algorithm.blocks.vae import ConditionalVAE  # noqa: E402
+
+__all__ += [
+    "BCQ",
+    "BCQParams",
+    "BCQPolicy",
+    "BCQTrainingStats",
+    "ConditionalVAE",
+    "Perturbation",
+]
+
+from tshtrain.algorithm.algos.discrete_crr import (  # noqa: E402
+    DiscreteCRR,
+    DiscreteCRRParams,
+    DiscreteCRRTrainingStats,
+    PolicyImprovement,
+)
+
+__all__ += [
+    "DiscreteCRR",
+    "DiscreteCRRParams",
+    "DiscreteCRRTrainingStats",
+    "PolicyImprovement",
+]
