@@ -49,7 +49,9 @@ def shared_actor_critic(hidden_sizes: tuple[int, ...] = (64, 64)) -> tuple[nn.Mo
     return actor, critic
 
 
-def main(seed: int = 1626, budget_scale: float = 1.0, *, max_epochs: int = 10, verbose: bool = False) -> InfoStats:
+def main(
+    seed: int = 1626, budget_scale: float = 1.0, *, max_epochs: int = 10, verbose: bool = False
+) -> InfoStats:
     """Train the port; ``budget_scale`` multiplies the env steps per epoch and per training step and the
     test episodes (1.0: the script's). Returns the trainer's statistics (``best_reward`` is what the
     script asserts >= 195)."""

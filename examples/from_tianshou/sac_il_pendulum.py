@@ -56,7 +56,9 @@ class StateIndependentSigmaActor(nn.Module):
         return torch.cat([mean_NA, self.log_std.expand_as(mean_NA)], dim=-1)
 
 
-def main(seed: int = 1, budget_scale: float = 1.0, *, max_epochs: int = 10, verbose: bool = False) -> InfoStats:
+def main(
+    seed: int = 1, budget_scale: float = 1.0, *, max_epochs: int = 10, verbose: bool = False
+) -> InfoStats:
     """Train the SAC part; ``budget_scale`` multiplies the env steps per epoch and the test episodes
     (1.0: the script's). Returns the trainer's statistics (``best_reward`` is what the script asserts
     >= -250)."""

@@ -35,7 +35,9 @@ NUM_TEST_ENVS = 100
 EPOCH_NUM_STEPS = 20000
 
 
-def main(seed: int = 1, budget_scale: float = 1.0, *, max_epochs: int = 5, verbose: bool = False) -> InfoStats:
+def main(
+    seed: int = 1, budget_scale: float = 1.0, *, max_epochs: int = 5, verbose: bool = False
+) -> InfoStats:
     """Train the port; ``budget_scale`` multiplies the env steps per epoch and the test episodes (1.0: the
     script's). Returns the trainer's statistics (``best_reward`` is what the script asserts >= -250)."""
     num_test_envs = max(1, round(NUM_TEST_ENVS * budget_scale))
