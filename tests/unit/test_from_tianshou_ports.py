@@ -50,7 +50,7 @@ def test_port_keeps_the_scripts_threshold(name: str) -> None:
         "td3_pendulum": -250.0,
         "sac_il_pendulum": -250.0,
     }
-    assert port(name).REWARD_THRESHOLD == expected[name]
+    assert expected[name] == port(name).REWARD_THRESHOLD
 
 
 def test_dqn_training_fn_anneals_epsilon_as_the_script_does() -> None:
