@@ -68,6 +68,9 @@ SECTIONS = (
     Section(title="", intro="", module="tshtrain/algorithm/algos/cql.py", classes=("CQLParams",)),
     Section(title="", intro="", module="tshtrain/algorithm/algos/td3_bc.py", classes=("TD3BCParams",)),
     Section(title="", intro="", module="tshtrain/algorithm/algos/discrete_cql.py", classes=("DiscreteCQLParams",)),
+    Section(title="", intro="", module="tshtrain/algorithm/algos/c51.py", classes=("C51Params",)),
+    Section(title="", intro="", module="tshtrain/algorithm/algos/qrdqn.py", classes=("QuantileParams",)),
+    Section(title="", intro="", module="tshtrain/algorithm/algos/iqn.py", classes=("IQNSampling",)),
     Section(
         title="Checkpoint parameters",
         intro="`TrainerParams.checkpoint`: automatic checkpoints (see checkpoints.md).",
