@@ -17,7 +17,9 @@ sys.path.insert(0, str(Path(__file__).parents[2] / "examples" / "from_tianshou")
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", ["dqn_cartpole", "ppo_cartpole", "td3_pendulum", "sac_il_pendulum"])
+@pytest.mark.parametrize(
+    "name", ["from_test_dqn", "from_test_ppo_discrete", "from_test_td3", "from_test_sac_with_il"]
+)
 def test_port_reaches_the_scripts_threshold(name: str) -> None:
     torch.set_num_threads(1)
     module = importlib.import_module(name)

@@ -19,10 +19,10 @@ sys.path.insert(0, str(Path(__file__).parents[2] / "examples" / "from_tianshou")
 CARTPOLE_RETURNS = (1.0, 500.0)
 PENDULUM_RETURNS = (-16.3 * 200, 0.0)  # per-step reward in [-16.3, 0], 200 steps
 PORTS = {
-    "dqn_cartpole": CARTPOLE_RETURNS,
-    "ppo_cartpole": CARTPOLE_RETURNS,
-    "td3_pendulum": PENDULUM_RETURNS,
-    "sac_il_pendulum": PENDULUM_RETURNS,
+    "from_test_dqn": CARTPOLE_RETURNS,
+    "from_test_ppo_discrete": CARTPOLE_RETURNS,
+    "from_test_td3": PENDULUM_RETURNS,
+    "from_test_sac_with_il": PENDULUM_RETURNS,
 }
 
 
@@ -45,16 +45,16 @@ def test_port_runs_with_a_tiny_budget(name: str) -> None:
 @pytest.mark.parametrize("name", list(PORTS))
 def test_port_keeps_the_scripts_threshold(name: str) -> None:
     expected = {
-        "dqn_cartpole": 195.0,
-        "ppo_cartpole": 195.0,
-        "td3_pendulum": -250.0,
-        "sac_il_pendulum": -250.0,
+        "from_test_dqn": 195.0,
+        "from_test_ppo_discrete": 195.0,
+        "from_test_td3": -250.0,
+        "from_test_sac_with_il": -250.0,
     }
     assert expected[name] == port(name).REWARD_THRESHOLD
 
 
 def test_dqn_training_fn_anneals_epsilon_as_the_script_does() -> None:
-    eps = port("dqn_cartpole").eps_training
+    eps = port("from_test_dqn").eps_training
     assert eps(0) == eps(10000) == pytest.approx(0.1)
     assert eps(30000) == pytest.approx(0.1 - 0.5 * 0.09)  # halfway through the 40000-step decay
     assert eps(50000) == pytest.approx(0.01)
@@ -63,7 +63,7 @@ def test_dqn_training_fn_anneals_epsilon_as_the_script_does() -> None:
 
 def test_dqn_same_seed_same_run() -> None:
     torch.set_num_threads(1)
-    dqn = port("dqn_cartpole")
+    dqn = port("from_test_dqn")
     first, second = (dqn.main(3, budget_scale=0.01, max_epochs=1) for _ in range(2))
     assert (first.best_reward, first.train_step, first.gradient_step) == (
         second.best_reward,
@@ -73,7 +73,7 @@ def test_dqn_same_seed_same_run() -> None:
 
 
 def test_ppo_actor_and_critic_share_one_orthogonal_trunk() -> None:
-    actor, critic = port("ppo_cartpole").shared_actor_critic()
+    actor, critic = port("from_test_ppo_discrete").shared_actor_critic()
     assert actor[0] is critic[0]  # one trunk module, as Tianshou's DiscreteActor / DiscreteCritic on one Net
     linears = [m for m in actor.modules() if isinstance(m, torch.nn.Linear)]
     assert [m.out_features for m in linears] == [64, 64, 2]
@@ -85,7 +85,7 @@ def test_ppo_actor_and_critic_share_one_orthogonal_trunk() -> None:
 
 
 def test_sac_actor_has_a_state_independent_sigma() -> None:
-    sac = port("sac_il_pendulum")
+    sac = port("from_test_sac_with_il")
     actor = sac.StateIndependentSigmaActor(torch.nn.Linear(3, 1), act_dim=1)
     out = actor(torch.randn(5, 3, generator=torch.Generator().manual_seed(0)))
     assert out.shape == (5, 2)

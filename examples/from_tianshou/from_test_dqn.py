@@ -13,7 +13,7 @@ score so far: ``stop_fn_on_best_score=True``). Epsilon: 0.1 in training, anneale
 ``--prioritized`` switches to the script's prioritized buffer (alpha 0.6, beta 0.4). Tianshou's seed
 default is 1626.
 
-Run: python examples/from_tianshou/dqn_cartpole.py [--seed 1626] [--budget-scale 1.0] [--prioritized]
+Run: python examples/from_tianshou/from_test_dqn.py [--seed 1626] [--budget-scale 1.0] [--prioritized]
 """
 
 from __future__ import annotations

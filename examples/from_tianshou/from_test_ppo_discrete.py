@@ -12,7 +12,7 @@ threshold 195 on the best test return (``stop_fn_on_best_score=True``). Tianshou
 Every PPO field is set explicitly: tshtrain's defaults differ from these in ``advantage_normalization``
 (True in tshtrain) and from Tianshou's class defaults in more (docs/migrating-from-tianshou.md).
 
-Run: python examples/from_tianshou/ppo_cartpole.py [--seed 1626] [--budget-scale 1.0]
+Run: python examples/from_tianshou/from_test_ppo_discrete.py [--seed 1626] [--budget-scale 1.0]
 """
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ best test return). TODO(issue 20): port that part once tshtrain's online imitati
 h20il, not merged yet) is in main; tshtrain's ``BehaviorCloning`` is offline-only, so the part is left
 out here rather than approximated.
 
-Run: python examples/from_tianshou/sac_il_pendulum.py [--seed 1] [--budget-scale 1.0]
+Run: python examples/from_tianshou/from_test_sac_with_il.py [--seed 1] [--budget-scale 1.0]
 """
 
 from __future__ import annotations

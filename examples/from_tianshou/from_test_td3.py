@@ -12,7 +12,7 @@ Noise units: Tianshou's actor outputs ``max_action * tanh(.)`` and its policy cl
 before scaling to the env's range, so the script's sigma 0.1 acts in the [-1, 1] scale, which is the
 scale of tshtrain's ``noise_std`` (docs/migrating-from-tianshou.md).
 
-Run: python examples/from_tianshou/td3_pendulum.py [--seed 1] [--budget-scale 1.0]
+Run: python examples/from_tianshou/from_test_td3.py [--seed 1] [--budget-scale 1.0]
 """
 
 from __future__ import annotations
