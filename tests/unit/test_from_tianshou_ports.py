@@ -87,7 +87,7 @@ def test_ppo_actor_and_critic_share_one_orthogonal_trunk() -> None:
 def test_sac_actor_has_a_state_independent_sigma() -> None:
     sac = port("from_test_sac_with_il")
     actor = sac.StateIndependentSigmaActor(torch.nn.Linear(3, 1), act_dim=1)
-    out = actor(torch.randn(5, 3, generator=torch.Generator().manual_seed(0)))
+    out = actor(torch.randn(5, 3, generator=torch.Generator().manual_seed(0))).detach()
     assert out.shape == (5, 2)
     assert torch.equal(out[:, 1], torch.zeros(5))  # log std 0 (sigma 1) for every observation
     assert len({round(float(v), 6) for v in out[:, 0]}) == 5  # means depend on the observation
