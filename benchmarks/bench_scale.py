@@ -23,9 +23,9 @@ Parts (``--only``):
 * **ppo** -- PPO CartPole end to end, the same total env steps: one process with 8 envs against
   ``python -m torch.distributed.run --nproc_per_node 2`` with 4 envs per rank (half the collection step
   and mini-batch per rank); wall time of the whole command and of the training run, CPU of all
-  processes; speed-up and efficiency (speed-up / ranks). A third row runs the 2 ranks with a PROTOTYPE of
-  bucketed gradient averaging (one flattened all-reduce per backward pass instead of one per parameter,
-  :func:`use_flattened_gradient_averaging`; not tshtrain's code path), to measure what it would save.
+  processes; speed-up and efficiency (speed-up / ranks). The same pair again with the busy env (~1 ms of
+  CPU per step) instead of CartPole: where collection dominates, which is where data-parallel ranks pay.
+  tshtrain averages gradients with one flattened all-reduce per backward pass.
   Launches that exit non-zero after writing their result are counted in the table's notes.
 * **overlap** -- DQN CartPole (``bench_overlap.py``'s ``cartpole`` workload) and SAC Pendulum
   (examples/sac_pendulum.py's settings), one epoch each, with ``overlap_collection`` off and on.
@@ -319,50 +319,9 @@ def measure_comm(quick: bool) -> dict[str, Any]:
 PPO_TOTAL_ENVS = 8
 
 
-def use_flattened_gradient_averaging() -> None:
-    """PROTOTYPE, not tshtrain's code path: replace the per-parameter gradient all-reduces of
-    ``DistributedContext.install_gradient_averaging`` with one flattened all-reduce at the end of each
-    backward pass (queued on the autograd engine by the first parameter whose gradient is ready, in a
-    fixed parameter order on every rank), to measure what bucketing would save."""
-    import torch
-    import torch.distributed as dist
-
-    from tshtrain.distributed import DistributedContext
-
-    def install(self: DistributedContext, params: Any) -> Callable[[], None]:
-        ordered = list(dict.fromkeys(params))
-        position = {id(p): i for i, p in enumerate(ordered)}
-        ready: list[Any] = []
-
-        def flush() -> None:
-            ready.sort(key=lambda p: position[id(p)])
-            flat = torch.cat([p.grad.reshape(-1) for p in ready])
-            dist.all_reduce(flat)
-            flat /= self.world_size
-            offset = 0
-            for p in ready:
-                p.grad.copy_(flat[offset : offset + p.grad.numel()].view_as(p.grad))
-                offset += p.grad.numel()
-            ready.clear()
-
-        def hook(param: Any) -> None:
-            if not ready:
-                torch.autograd.Variable._execution_engine.queue_callback(flush)  # type: ignore[attr-defined]
-            ready.append(param)
-
-        handles = [p.register_post_accumulate_grad_hook(hook) for p in ordered]
-
-        def remove() -> None:
-            for handle in handles:
-                handle.remove()
-
-        return remove
-
-    DistributedContext.install_gradient_averaging = install  # type: ignore[method-assign]
-
-
-def ppo_worker(out: Path, env_steps: int) -> None:
-    """Train PPO CartPole on this rank (or in one process) for ``env_steps`` env steps over all ranks."""
+def ppo_worker(out: Path, env_steps: int, busy_iterations: int = 0) -> None:
+    """Train PPO on CartPole (``busy_iterations`` 0) or on the busy env with that many iterations per step,
+    on this rank (or in one process), for ``env_steps`` env steps over all ranks."""
     import torch
 
     from tshtrain.algorithm import (
@@ -396,7 +355,8 @@ def ppo_worker(out: Path, env_steps: int) -> None:
         num_envs=PPO_TOTAL_ENVS,
     )
     torch.manual_seed(0)
-    envs, test_envs = make_vector_env("CartPole-v1", num_envs), make_vector_env("CartPole-v1", 2)
+    env: Any = busy_env.busy_env_factory(busy_iterations) if busy_iterations else "CartPole-v1"
+    envs, test_envs = make_vector_env(env, num_envs), make_vector_env(env, 2)
     hidden = tuple(experiment.algorithm.network["hidden_sizes"])
     policy = CategoricalPolicy(mlp(4, 2, hidden), envs.single_action_space, seed=0)
     schedule = LinearSchedule(num_update_steps=num_updates)
@@ -443,26 +403,36 @@ def ppo_worker(out: Path, env_steps: int) -> None:
         context.close()
 
 
-def ppo_table(*, quick: bool) -> tuple[TableResult, dict[str, Any]]:
-    """PPO end-to-end wall time, 1 process x 8 envs against 2 ranks x 4 envs, interleaved."""
+ONE, TWO = "1 process x 8 envs", "2 gloo ranks x 4 envs"
+ONE_BUSY, TWO_BUSY = "1 process x 8 busy envs", "2 gloo ranks x 4 busy envs"
+
+
+def ppo_table(*, quick: bool, busy_iterations: int) -> tuple[TableResult, dict[str, Any]]:
+    """PPO end-to-end wall time, 1 process x 8 envs against 2 ranks x 4 envs, interleaved; on CartPole
+    and on the busy env (``busy_iterations`` per step)."""
     env_steps = 4096 if quick else 16384
+    busy = ["--busy-iterations", str(busy_iterations), "--env-steps", str(env_steps // 2)]
     contestants: dict[str, Callable[[], list[str]]] = {
-        "1 process x 8 envs": lambda: [sys.executable, __file__],
-        "2 gloo ranks x 4 envs": lambda: torchrun(2),
-        "2 gloo ranks x 4 envs, flattened averaging (prototype)": lambda: [*torchrun(2), "--flattened"],
+        ONE: lambda: [sys.executable, __file__, "--env-steps", str(env_steps)],
+        TWO: lambda: [*torchrun(2), "--env-steps", str(env_steps)],
+        ONE_BUSY: lambda: [sys.executable, __file__, *busy],
+        TWO_BUSY: lambda: [*torchrun(2), *busy],
     }
     runs: dict[str, list[dict[str, Any]]] = {name: [] for name in contestants}
     exit_codes: dict[str, list[int]] = {name: [] for name in contestants}
     rows = {
-        name: RowResult(name=name, unit="env steps/s", work=env_steps, seconds=[], cpu_seconds=[])
+        name: RowResult(
+            name=name, unit="env steps/s", work=env_steps // 2 if "busy" in name else env_steps,
+            seconds=[], cpu_seconds=[],
+        )
         for name in contestants
-    }
+    }  # fmt: skip
     reps = 2 if quick else 4
     with tempfile.TemporaryDirectory() as tmp:
         for rep in range(reps + 1):  # the first round warms caches and is not counted
             for name, base in contestants.items():
                 out = Path(tmp) / "ppo.json"
-                command = [*base(), "--worker", "ppo", "--out", str(out), "--env-steps", str(env_steps)]
+                command = [*base(), "--worker", "ppo", "--out", str(out)]
                 cpu_start = resource.getrusage(resource.RUSAGE_CHILDREN)
                 start = time.perf_counter()
                 out.unlink(missing_ok=True)
@@ -487,26 +457,22 @@ def ppo_table(*, quick: bool) -> tuple[TableResult, dict[str, Any]]:
                 + "  ".join(f"{n}: {r.seconds[-1]:.1f}s" for n, r in rows.items() if r.seconds)
             )
     table = TableResult(
-        title=f"PPO CartPole end to end, {env_steps} env steps over all ranks",
+        title=(
+            f"PPO end to end: CartPole {env_steps} env steps, busy env ({busy_iterations} iterations, ~1 ms "
+            f"per step) {env_steps // 2} env steps, over all ranks"
+        ),
         unit="env steps/s of the training run (trainer.run(); the slowest rank)",
         rows=list(rows.values()),
         goals=[
-            Goal(numerator="2 gloo ranks x 4 envs", denominator="1 process x 8 envs", target=1.0),
-            Goal(
-                numerator="2 gloo ranks x 4 envs, flattened averaging (prototype)",
-                denominator="1 process x 8 envs",
-                target=1.0,
-            ),
-            Goal(
-                numerator="2 gloo ranks x 4 envs, flattened averaging (prototype)",
-                denominator="2 gloo ranks x 4 envs",
-                target=1.0,
-            ),
+            Goal(numerator=TWO, denominator=ONE, target=1.0),
+            Goal(numerator=TWO_BUSY, denominator=ONE_BUSY, target=1.0),
         ],
         notes=[
             "Each rank: PPO's default experiment with half the envs, collection step and mini-batch; 20 "
-            "repetitions of whole-batch updates per collection step, so each gradient step is followed by "
-            "one all-reduce per parameter tensor. CPU: the sum of the ranks' process CPU during the run.",
+            "repetitions of whole-batch updates per collection step, each gradient step followed by one "
+            "flattened all-reduce of the gradients. CPU: the sum of the ranks' process CPU during the run. "
+            "The busy env is CartPole-shaped (4 floats, 2 actions, 200-step episodes) but each step costs "
+            "~1 ms of CPU, so collection dominates the run.",
         ],
     )
     for name, codes in exit_codes.items():
@@ -565,12 +531,12 @@ def extrapolate(env_extra: dict[str, Any], comm: dict[str, Any], ppo_runs: dict[
     per_byte = max(t_big - t_small, 0.0) / (max(sizes) * 4)  # at N = 2, 2 (N - 1) / N = 1 x the bytes
     num_params, num_tensors = comm["ppo_num_params"], comm["ppo_num_param_tensors"]
     hooks = comm["per_parameter_hooks"]
-    singles = ppo_runs["1 process x 8 envs"]
+    singles = ppo_runs[ONE]
     one = statistics.median(r[0]["run_s"] for r in singles)
     one_collect = statistics.median(r[0]["collect_s"] for r in singles)
     one_update = statistics.median(r[0]["update_s"] for r in singles)
     grad_steps = singles[0][0]["gradient_steps"]
-    two = statistics.median(max(x["run_s"] for x in r) for r in ppo_runs["2 gloo ranks x 4 envs"])
+    two = statistics.median(max(x["run_s"] for x in r) for r in ppo_runs[TWO])
     rest = one - one_collect - one_update
     grad_bytes = num_params * 4
 
@@ -593,8 +559,9 @@ def extrapolate(env_extra: dict[str, Any], comm: dict[str, Any], ppo_runs: dict[
         f"(so a hop costs alpha = {alpha * 1e6:.0f} us), of 1M floats {t_big * 1e3:.1f} ms "
         f"({per_byte * 1e9:.2f} ns per byte beyond the latency); the PPO model's {num_params:,} parameters "
         f"in {num_tensors} tensors take {comm['average_gradients'] * 1e6:.0f} us as one flattened "
-        f"all-reduce (`average_gradients`) and {hooks * 1e6:.0f} us as the trainer's per-parameter hooks "
-        f"({num_tensors} all-reduces); the per-collection-step statistics gather takes "
+        f"all-reduce (`average_gradients`, what the trainer's gradient hooks do once per backward pass) and "
+        f"{hooks * 1e6:.0f} us as one all-reduce per parameter tensor ({num_tensors} all-reduces, the "
+        f"trainer's earlier design); the per-collection-step statistics gather takes "
         f"{comm['all_gather_object_collect_stats'] * 1e6:.0f} us. One process: {one:.1f} s for the run "
         f"(collection {one_collect:.1f} s, updates {one_update:.1f} s, {grad_steps} gradient steps); "
         f"2 ranks: {two:.1f} s.",
@@ -602,19 +569,19 @@ def extrapolate(env_extra: dict[str, Any], comm: dict[str, Any], ppo_runs: dict[
         "Model: T(N) = collection / N + updates + other + gradient_steps * a(N), with a(N) the gradient "
         "averaging per gradient step as a ring all-reduce: (N - 1) times its latency part at N = 2 "
         "(2 (N - 1) hops) plus 2 (N - 1) / N of the bytes times the per-byte cost. Three values of a(2): "
-        f"the trainer's per-parameter hooks as measured alone ({hooks * 1e3:.2f} ms), one flattened "
-        "all-reduce "
+        f"one all-reduce per parameter tensor as measured alone ({hooks * 1e3:.2f} ms), one flattened "
+        "all-reduce (the trainer's) "
         f"({flat * 1e3:.2f} ms), and what a gradient step of the 2-rank run cost beyond one process's "
         f"compute ({observed_at_two * 1e3:.2f} ms: {two:.1f} s measured against "
-        f"{predicted_s(2, 0.0):.1f} s without communication -- the ranks wait for each other at each of the "
-        f"{num_tensors} synchronisations per gradient step, on a machine with more runnable processes than "
-        "cores). Assumptions: one core per rank; collection divides by N (each rank steps 1/N of the envs); "
+        f"{predicted_s(2, 0.0):.1f} s without communication -- the ranks wait for each other at every "
+        "gradient step, on a machine with no core to spare). Assumptions: one core per rank; collection "
+        "divides by N (each rank steps 1/N of the envs); "
         "the update compute per rank does not shrink although the per-rank mini-batch is 256 / N (true for "
         "a small MLP, whose forward / backward cost is per call, not per sample; pessimistic for large "
         "models); test steps and the rest run at one process's speed; latency and bandwidth stay those of "
         "loopback on this machine (on a network the latency is 10-100x larger).",
         "",
-        "| ranks N | a(N), hooks | a(N), flattened | a(N), calibrated | speed-up, hooks "
+        "| ranks N | a(N), per tensor | a(N), flattened | a(N), calibrated | speed-up, per tensor "
         "| speed-up, flattened | speed-up, calibrated | efficiency (speed-up / N), flattened |",
         "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
@@ -628,15 +595,17 @@ def extrapolate(env_extra: dict[str, Any], comm: dict[str, Any], ppo_runs: dict[
             + " | ".join(f"{x:.2f}x" for x in speedups)
             + f" | {speedups[1] / n:.0%} |"
         )
-    prototype = ppo_runs.get("2 gloo ranks x 4 envs, flattened averaging (prototype)")
-    if prototype:
-        two_flat = statistics.median(max(x["run_s"] for x in r) for r in prototype)
+    if ONE_BUSY in ppo_runs and TWO_BUSY in ppo_runs:
+        one_busy = statistics.median(r[0]["run_s"] for r in ppo_runs[ONE_BUSY])
+        two_busy = statistics.median(max(x["run_s"] for x in r) for r in ppo_runs[TWO_BUSY])
+        busy_collect = statistics.median(r[0]["collect_s"] for r in ppo_runs[ONE_BUSY])
         lines += [
             "",
-            f"Measured end to end with the flattened-averaging prototype (one all-reduce per gradient step, "
-            f"not tshtrain's code path yet): {two_flat:.1f} s for 2 ranks against {two:.1f} s with the "
-            f"per-parameter hooks and {one:.1f} s in one process; a gradient step then costs "
-            f"{max((two_flat - predicted_s(2, 0.0)) / grad_steps, 0.0) * 1e3:.2f} ms beyond the compute.",
+            f"Measured where collection dominates (the busy env, ~1 ms per step; collection is "
+            f"{busy_collect / one_busy:.0%} of the one-process run): {one_busy:.1f} s in one process, "
+            f"{two_busy:.1f} s on 2 ranks, a speed-up of {one_busy / two_busy:.2f}x (efficiency "
+            f"{one_busy / two_busy / 2:.0%}). The same model with this run's collection share predicts "
+            f"{one_busy / (busy_collect / 2 + (one_busy - busy_collect) + grad_steps * flat):.2f}x at N = 2.",
         ]
     latency_flat = max(flat - grad_bytes * per_byte, 0.0)
     log_speedups = {
@@ -655,10 +624,10 @@ def extrapolate(env_extra: dict[str, Any], comm: dict[str, Any], ppo_runs: dict[
         "With PPO's default settings (20 whole-batch gradient steps per 256 env steps) the run is "
         "update-bound, so data-parallel ranks buy little for CartPole-sized models: the updates do not get "
         "cheaper per rank, and each gradient step adds all-reduces whose latency grows with N. They pay off "
-        "where collection dominates (slow envs, few gradient steps per env step) or where the per-rank "
-        "compute shrinks with the per-rank mini-batch (large models, GPUs); and one flattened (bucketed) "
-        "all-reduce per gradient step instead of one per parameter tensor would cut the latency term "
-        f"{num_tensors}-fold.",
+        "where collection dominates (slow envs, few gradient steps per env step: the busy-env rows) or "
+        "where the per-rank compute shrinks with the per-rank mini-batch (large models, GPUs). The "
+        "trainer's one flattened all-reduce per gradient step, instead of one per parameter tensor, cut "
+        f"the latency term {num_tensors}-fold.",
     ]
     return lines
 
@@ -809,12 +778,10 @@ def main() -> None:
     parser.add_argument("--worker", choices=["ppo", "comm"], help=argparse.SUPPRESS)
     parser.add_argument("--out", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--env-steps", type=int, default=16384, help=argparse.SUPPRESS)
-    parser.add_argument("--flattened", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--busy-iterations", type=int, default=0, help=argparse.SUPPRESS)
     args = parser.parse_args()
-    if args.flattened:
-        use_flattened_gradient_averaging()
     if args.worker == "ppo":
-        return ppo_worker(args.out, args.env_steps)
+        return ppo_worker(args.out, args.env_steps, args.busy_iterations)
     if args.worker == "comm":
         return comm_worker(args.out, args.quick)
     if args.render:
@@ -826,8 +793,8 @@ def main() -> None:
     payload: dict[str, Any] = {"machine": cpu_info(), "revision": git_revision(), "quick": args.quick}
     env_extra: dict[str, Any] | None = None
     comm = ppo_runs = None
+    num_iterations = busy_env.calibrate_num_iterations(1e-3)
     if "envs" in parts:
-        num_iterations = busy_env.calibrate_num_iterations(1e-3)
         payload["busy_env"] = {
             "num_iterations": num_iterations,
             "step_cpu_seconds": busy_env.step_cpu_seconds(num_iterations),
@@ -844,7 +811,7 @@ def main() -> None:
         payload["comm"] = comm
         print("comm:", json.dumps(comm, indent=1))
     if "ppo" in parts:
-        ppo, ppo_runs = ppo_table(quick=args.quick)
+        ppo, ppo_runs = ppo_table(quick=args.quick, busy_iterations=num_iterations)
         tables.append(ppo)
         payload["ppo_runs"] = ppo_runs
     if "overlap" in parts:

@@ -11,6 +11,12 @@ from tshtrain.algorithm.algos.discrete_sac import (
     DiscreteSACTrainingStats,
 )
 from tshtrain.algorithm.algos.dqn import DQN, DQNParams, DQNTrainingStats, DuelingQNet, dueling_mlp
+from tshtrain.algorithm.algos.imitation import (
+    OffPolicyImitation,
+    OffPolicyImitationParams,
+    OffPolicyImitationTrainingStats,
+    imitation_loss,
+)
 from tshtrain.algorithm.algos.ppo import PPO, PPOParams, PPOTrainingStats
 from tshtrain.algorithm.algos.reinforce import Reinforce, ReinforceParams, ReinforceTrainingStats
 from tshtrain.algorithm.algos.sac import SAC, SACParams, SACTrainingStats
@@ -123,6 +129,9 @@ __all__ = [
     "NoUpdateHooks",
     "NonFiniteLossError",
     "OffPolicyAlgorithm",
+    "OffPolicyImitation",
+    "OffPolicyImitationParams",
+    "OffPolicyImitationTrainingStats",
     "OfflineAlgorithm",
     "OnPolicyAlgorithm",
     "OneHotEncoder",
@@ -156,6 +165,7 @@ __all__ = [
     "ensemble_mlp",
     "flat_dim",
     "has_action_mask",
+    "imitation_loss",
     "independent_learners",
     "mlp",
     "mlp_encoder",

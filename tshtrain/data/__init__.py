@@ -71,5 +71,6 @@ __all__ = [
 ]
 
 from tshtrain.data.minari import minari_to_buffer
+from tshtrain.data.tianshou_io import load_tianshou_hdf5
 
-__all__ += ["minari_to_buffer"]
+__all__ += ["load_tianshou_hdf5", "minari_to_buffer"]

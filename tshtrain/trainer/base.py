@@ -37,14 +37,21 @@ import time
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any, Generic, TypeVar
+from typing import Any, ClassVar, Generic, TypeVar
 
 import torch
 
-from tshtrain.algorithm.base import Algorithm, TrainingStats
+from tshtrain.algorithm.base import (
+    Algorithm,
+    OfflineAlgorithm,
+    OffPolicyAlgorithm,
+    OnPolicyAlgorithm,
+    TrainingStats,
+)
 from tshtrain.counters import Counters
 from tshtrain.data.stats import CollectStats, merge_collect_stats
 from tshtrain.devices import resolve_device
+from tshtrain.errors import ConfigurationError
 from tshtrain.logger.base import Logger, NoOpLogger, family_log_intervals
 from tshtrain.trainer.callbacks import (
     Callback,
@@ -85,16 +92,63 @@ summary_log = logging.getLogger("tshtrain.trainer")
 TAlgorithm = TypeVar("TAlgorithm", bound=Algorithm[Any])
 TParams = TypeVar("TParams", bound=TrainerParams)
 
+_TRAINER_OF_FAMILY: tuple[tuple[type[Algorithm[Any]], str, str], ...] = (
+    (
+        OnPolicyAlgorithm,
+        "OnPolicyTrainer",
+        "an on-policy algorithm (it updates from the latest rollout only)",
+    ),
+    (
+        OffPolicyAlgorithm,
+        "OffPolicyTrainer",
+        "an off-policy algorithm (it updates from a replay buffer that a collector fills)",
+    ),
+    (
+        OfflineAlgorithm,
+        "OfflineTrainer",
+        "an offline algorithm (it updates from a fixed dataset and never "
+        "collects; to imitate from a buffer a collector fills, use OffPolicyImitation with OffPolicyTrainer)",
+    ),
+)
+
+
+def check_algorithm_family(trainer: str, family: type[Algorithm[Any]], algorithm: object) -> None:
+    """Raise ``ConfigurationError`` unless ``algorithm`` belongs to the ``family`` that ``trainer`` runs.
+
+    mypy rejects such pairings statically; this is the same check at run time (e.g. for untyped code),
+    naming the algorithm, the trainer and the trainer to use instead.
+    """
+    if isinstance(algorithm, family):
+        return
+    for other, other_trainer, what in _TRAINER_OF_FAMILY:
+        if isinstance(algorithm, other):
+            raise ConfigurationError(
+                f"{trainer} cannot train {type(algorithm).__name__}: it is {what}, and {trainer} runs "
+                f"{family.__name__}s. Use {other_trainer} with {type(algorithm).__name__}, or an algorithm "
+                f"of the {family.__name__} family with {trainer}."
+            )
+    raise ConfigurationError(
+        f"{trainer}: algorithm is a {type(algorithm).__name__}, not a {family.__name__}; pass an algorithm "
+        f"of that family (tshtrain.algorithm)."
+    )
+
 
 class Trainer(ABC, Generic[TAlgorithm, TParams]):
     """Runs epochs of training steps and test steps; the family's part is a :class:`StepStrategy`."""
+
+    algorithm_family: ClassVar[type[Algorithm[Any]]] = Algorithm
+    """the algorithm family the trainer runs; checked when it is built (:func:`check_algorithm_family`)"""
 
     def __init__(self, algorithm: TAlgorithm, params: TParams, options: TrainerOptions | None = None):
         """Args:
         algorithm: what is trained.
         params: what kind of training, how long, callbacks, logger.
         options: how the run behaves (evaluation mode, rendering, closing envs); default options.
+
+        Raises:
+            ConfigurationError: ``algorithm`` is not of the trainer's :attr:`algorithm_family`.
         """
+        check_algorithm_family(type(self).__name__, self.algorithm_family, algorithm)
         self.algorithm = algorithm
         self.params = params
         if options is not None and not isinstance(options, TrainerOptions):

@@ -76,6 +76,8 @@ class OnPolicyTrainer(OnlineTrainer[OnPolicyAlgorithm[Any], OnPolicyTrainerParam
     episode statistics, so returns of episodes spanning two collection steps stay correct.
     """
 
+    algorithm_family = OnPolicyAlgorithm
+
     @override
     def _make_strategy(self) -> StepStrategy:
         return OnPolicyStep(self.algorithm, self.params)
@@ -88,6 +90,8 @@ class OffPolicyTrainer(OnlineTrainer[OffPolicyAlgorithm[Any], OffPolicyTrainerPa
     With ``params.overlap_collection`` the next collection step is collected in a background thread
     during the gradient steps (docs/overlap.md); :attr:`overlap` shows its policy lag.
     """
+
+    algorithm_family = OffPolicyAlgorithm
 
     @override
     def _make_strategy(self) -> StepStrategy:
@@ -140,6 +144,8 @@ class OfflineTrainer(Trainer[OfflineAlgorithm[Any], OfflineTrainerParams]):
 
     ``env_step`` advances by ``batch_size`` per training step (the transitions sampled), as in Tianshou.
     """
+
+    algorithm_family = OfflineAlgorithm
 
     @override
     def _make_strategy(self) -> StepStrategy:

@@ -1,13 +1,14 @@
-"""Behaviour cloning: supervised imitation of the actions stored in a dataset (offline)."""
+"""Behaviour cloning: supervised imitation of the actions stored in a dataset (offline; online imitation from
+a buffer a collector fills is :mod:`tshtrain.algorithm.algos.imitation`)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import final
 
-import torch.nn.functional as F
 from typing_extensions import override
 
+from tshtrain.algorithm.algos.imitation import imitation_loss
 from tshtrain.algorithm.base import (
     NO_UPDATE_HOOKS,
     OfflineAlgorithm,
@@ -83,11 +84,8 @@ class BehaviorCloning(OfflineAlgorithm[Policy, BCTrainingStats]):
         self.lrs.begin_update()
         batch = hooks.process_optim_batch(buffer.sample(batch_size)).to_torch(self.policy.device)
         policy = self.policy
-        if isinstance(policy, CategoricalPolicy):
-            loss = F.cross_entropy(policy.logits(batch.obs), batch.act.long())
-        else:
-            assert isinstance(policy, DeterministicActorPolicy)
-            loss = F.mse_loss(policy.mean_actions(batch.obs), batch.act.float())
+        assert isinstance(policy, CategoricalPolicy | DeterministicActorPolicy)  # the constructor's type
+        loss = imitation_loss(policy, batch.obs, batch.act)
         optimizer_step(self.optim, "optim", {"imitation loss": loss}, hooks, zero_grad_first=False)
         loss_value = loss.detach()
         check_finite_loss("BehaviorCloning", "imitation loss", loss_value)
