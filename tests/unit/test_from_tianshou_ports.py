@@ -30,16 +30,31 @@ def port(name: str) -> ModuleType:
     return importlib.import_module(name)
 
 
-@pytest.mark.parametrize("name", list(PORTS))
-def test_port_runs_with_a_tiny_budget(name: str) -> None:
-    torch.set_num_threads(1)
-    info = port(name).main(0, budget_scale=0.01, max_epochs=1)
-    assert isinstance(info, InfoStats)
-    low, high = PORTS[name]
+def _check(info: InfoStats, returns: tuple[float, float]) -> None:
+    low, high = returns
     assert info.best_reward is not None and low <= info.best_reward <= high
     assert info.train_step > 0 and info.gradient_step > 0
     assert info.test_episode > 0
     assert info.stop_reason in (StopReason.MAX_EPOCHS, StopReason.STOP_FN)
+
+
+@pytest.mark.parametrize("name", [n for n in PORTS if n != "from_test_sac_with_il"])
+def test_port_runs_with_a_tiny_budget(name: str) -> None:
+    torch.set_num_threads(1)
+    info = port(name).main(0, budget_scale=0.01, max_epochs=1)
+    assert isinstance(info, InfoStats)
+    _check(info, PORTS[name])
+
+
+def test_sac_with_il_port_runs_both_parts_with_a_tiny_budget() -> None:
+    torch.set_num_threads(1)
+    result = port("from_test_sac_with_il").main(0, budget_scale=0.01, max_epochs=1)
+    _check(result.sac, PENDULUM_RETURNS)
+    assert result.il is not None
+    _check(result.il, PENDULUM_RETURNS)
+    assert result.il.train_step == 240  # its own epoch of 240 env steps, after the collector's reset
+    assert result.il.gradient_step == 240  # one gradient step per env step (Tianshou's default)
+    assert port("from_test_sac_with_il").IL_REWARD_THRESHOLD == -300.0
 
 
 @pytest.mark.parametrize("name", list(PORTS))
