@@ -71,6 +71,9 @@ SECTIONS = (
     Section(title="", intro="", module="tshtrain/algorithm/blocks/trust_region.py", classes=("TrustRegionParams",)),
     Section(title="", intro="", module="tshtrain/algorithm/algos/npg.py", classes=("NPGParams",)),
     Section(title="", intro="", module="tshtrain/algorithm/algos/trpo.py", classes=("TRPOParams",)),
+    Section(title="", intro="", module="tshtrain/algorithm/algos/c51.py", classes=("C51Params",)),
+    Section(title="", intro="", module="tshtrain/algorithm/algos/qrdqn.py", classes=("QuantileParams",)),
+    Section(title="", intro="", module="tshtrain/algorithm/algos/iqn.py", classes=("IQNSampling",)),
     Section(
         title="Checkpoint parameters",
         intro="`TrainerParams.checkpoint`: automatic checkpoints (see checkpoints.md).",

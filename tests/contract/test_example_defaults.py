@@ -146,6 +146,7 @@ def test_example_script_uses_the_default_experiment(
 
 def _compare_exploration(policy: Any, exploration: dict[str, Any]) -> None:
     if "eps_start" in exploration:
+        policy = getattr(policy, "q_policy", policy)  # Rainbow's NoisyQPolicy wraps the QValuePolicy
         assert policy.eps_schedule == EpsilonSchedule(
             start=exploration["eps_start"],
             end=exploration["eps_end"],

@@ -41,23 +41,33 @@ from tshtrain.algorithm import (
     mlp,
     num_actions,
 )
+from tshtrain.algorithm.algos.c51 import C51
 from tshtrain.algorithm.algos.cql import CQL
 from tshtrain.algorithm.algos.discrete_cql import DiscreteCQL
+from tshtrain.algorithm.algos.iqn import IQN, IQNSampling
+from tshtrain.algorithm.algos.qrdqn import QRDQN
+from tshtrain.algorithm.algos.rainbow import Rainbow
 from tshtrain.algorithm.algos.td3_bc import TD3BC
 from tshtrain.algorithm.base import Algorithm
 from tshtrain.algorithm.blocks.continuous import box_dim
+from tshtrain.algorithm.blocks.distributional import categorical_mlp, iqn_mlp, quantile_mlp
 from tshtrain.algorithm.blocks.encoders import CnnSpec, Encoder, is_image_space, obs_encoder
 from tshtrain.algorithm.blocks.masking import ActionMasked, has_action_mask, without_action_mask
 from tshtrain.algorithm.blocks.multi_policies import BernoulliPolicy, MultiCategoricalPolicy
+from tshtrain.algorithm.blocks.noisy import NoisyQPolicy
 from tshtrain.algorithm.blocks.onpolicy import ActorPolicy
 from tshtrain.config.models import (
     ActorCriticNetwork,
     ActorCriticsNetwork,
+    CategoricalQNetwork,
     CnnEncoderConfig,
     EpsilonGreedy,
     GaussianNoise,
+    ImplicitQuantileQNetwork,
     MlpNetwork,
     QNetwork,
+    QuantileQNetwork,
+    RainbowQNetwork,
     Section,
     TD3BCNetwork,
 )
@@ -291,10 +301,13 @@ def build_reinforce(ctx: BuildContext) -> Algorithm[Any]:
 
 
 def _q_policy(ctx: BuildContext) -> QValuePolicy:
-    network = ctx.network
-    assert isinstance(network, QNetwork)
+    assert isinstance(ctx.network, QNetwork)
+    return _epsilon_greedy(ctx, _masked(ctx, _q_network))
+
+
+def _epsilon_greedy(ctx: BuildContext, q_net: nn.Module) -> QValuePolicy:
+    """A :class:`QValuePolicy` over ``q_net`` with the exploration section's epsilon schedule."""
     space = ctx.action_space
-    q_net = _masked(ctx, _q_network)
     exploration = ctx.exploration
     eps = (
         EpsilonSchedule(
@@ -324,6 +337,73 @@ def _q_network(ctx: BuildContext) -> nn.Module:
 
 def build_dqn(ctx: BuildContext) -> Algorithm[Any]:
     return DQN(policy=_q_policy(ctx), params=ctx.params)
+
+
+def _distributional_input_dim(ctx: BuildContext, name: str) -> int:
+    """The observation size of a distributional Q network: flat Box observations and Discrete actions
+    only (these networks have no encoder and no action masking)."""
+    space = ctx.observation_space
+    if _uses_encoder(ctx) or has_action_mask(space):
+        raise UnsupportedSpaceError(
+            f"algorithm.name: {name}'s network takes flat Box observations (one axis, not an image, no "
+            f"action mask) with encoder: auto, but the observation space is {space}; use dqn for others."
+        )
+    if not isinstance(ctx.action_space, gym.spaces.Discrete):
+        raise UnsupportedSpaceError(f"{name} needs a Discrete action space, got {ctx.action_space!r}.")
+    return ctx.obs_dim
+
+
+def _categorical_net(ctx: BuildContext, name: str, noisy_sigma0: float | None = None) -> nn.Module:
+    network = ctx.network
+    assert isinstance(network, CategoricalQNetwork)
+    return categorical_mlp(
+        _distributional_input_dim(ctx, name),
+        num_actions(ctx.action_space),
+        _hidden(network),
+        num_atoms=network.num_atoms,
+        v_min=network.v_min,
+        v_max=network.v_max,
+        dueling=network.dueling,
+        noisy_sigma0=noisy_sigma0,
+    )
+
+
+def build_c51(ctx: BuildContext) -> Algorithm[Any]:
+    return C51(policy=_epsilon_greedy(ctx, _categorical_net(ctx, "c51")), params=ctx.params)
+
+
+def build_rainbow(ctx: BuildContext) -> Algorithm[Any]:
+    network = ctx.network
+    assert isinstance(network, RainbowQNetwork)
+    q_policy = _epsilon_greedy(ctx, _categorical_net(ctx, "rainbow", network.noisy_sigma0))
+    policy = NoisyQPolicy(q_policy, seed=ctx.seed)
+    return Rainbow(policy=policy, params=ctx.params, seed=ctx.seed)
+
+
+def build_qrdqn(ctx: BuildContext) -> Algorithm[Any]:
+    network = ctx.network
+    assert isinstance(network, QuantileQNetwork)
+    net = quantile_mlp(
+        _distributional_input_dim(ctx, "qrdqn"),
+        num_actions(ctx.action_space),
+        _hidden(network),
+        num_quantiles=network.num_quantiles,
+    )
+    return QRDQN(policy=_epsilon_greedy(ctx, net), params=ctx.params)
+
+
+def build_iqn(ctx: BuildContext) -> Algorithm[Any]:
+    network = ctx.network
+    assert isinstance(network, ImplicitQuantileQNetwork)
+    net = iqn_mlp(
+        _distributional_input_dim(ctx, "iqn"),
+        num_actions(ctx.action_space),
+        _hidden(network),
+        num_cosines=network.num_cosines,
+        num_policy_quantiles=network.num_policy_quantiles,
+    )
+    sampling = IQNSampling(num_online_taus=network.num_online_taus, num_target_taus=network.num_target_taus)
+    return IQN(policy=_epsilon_greedy(ctx, net), params=ctx.params, sampling=sampling, seed=ctx.seed)
 
 
 def build_discrete_cql(ctx: BuildContext) -> Algorithm[Any]:

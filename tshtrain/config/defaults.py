@@ -56,6 +56,35 @@ _OFFLINE_TRAINER: dict[str, Any] = {
     "test_step_num_episodes": 10,
 }
 
+
+def _distributional_cartpole() -> dict[str, Any]:
+    """The C51 / QR-DQN / IQN / Rainbow setup of Tianshou's tests (test/discrete/test_c51.py, ...) and of
+    tests/learning/test_learning_distributional.py: four ReLU layers of 128, gamma 0.9, 3-step returns,
+    target copies every 320 gradient steps, epsilon 0.1 to 0.01 over 50k env steps, 8 env steps and one
+    gradient step of 64 per training step, up to 10 epochs of 8000 env steps, stop at 195. Rainbow's
+    dueling noisy network is the ``rainbow`` network's default; its prioritized replay is
+    ``buffer.prioritized: true`` (off here, as in Tianshou's test and the learning test). The prefill is
+    512 random env steps (the learning test collects them with the policy)."""
+    return {
+        "env": _cartpole(8, 10),
+        "algorithm": {
+            "params": {"gamma": 0.9, "n_step": 3, "target_update_freq": 320},
+            "network": {"hidden_sizes": [128, 128, 128, 128]},
+            "exploration": {"eps_start": 0.1, "eps_end": 0.01, "eps_decay_env_steps": 50_000},
+        },
+        "trainer": {
+            "max_epochs": 10,
+            "epoch_num_steps": 8000,
+            "collection_step_num_env_steps": 8,
+            "update_step_num_gradient_steps_per_sample": 0.125,
+            "batch_size": 64,
+            "test_step_num_episodes": 10,
+            "stop_score": 195.0,
+        },
+        "buffer": {"size": 20_000, "prefill_env_steps": 512},
+    }
+
+
 DEFAULTS: dict[str, Mapping[str, Any]] = {
     "ppo": {
         "env": _cartpole(),
@@ -141,6 +170,10 @@ DEFAULTS: dict[str, Mapping[str, Any]] = {
         },
         "buffer": {"size": 100_000, "prefill_env_steps": 1000},
     },
+    "c51": _distributional_cartpole(),
+    "qrdqn": _distributional_cartpole(),
+    "iqn": _distributional_cartpole(),
+    "rainbow": _distributional_cartpole(),
     "ddpg": {
         "env": _pendulum(),
         "algorithm": {

@@ -302,6 +302,64 @@ class QNetwork(MlpNetwork):
     """a dueling head (value + advantage) on the trunk of hidden_sizes"""
 
 
+class DistributionalQNetwork(MlpNetwork):
+    """The ReLU MLP trunk of the distributional Q networks of C51, QR-DQN, IQN and Rainbow (flat Box
+    observations, ``encoder: auto``)."""
+
+    hidden_sizes: list[PositiveInt] = Field(default_factory=lambda: [128, 128, 128, 128])
+    """hidden layer widths of the trunk"""
+    activation: Literal["relu"] = "relu"
+    """activation after each hidden layer (the distributional networks are ReLU MLPs)"""
+
+
+class CategoricalQNetwork(DistributionalQNetwork):
+    """The categorical return distribution of C51 (``categorical_mlp``)."""
+
+    num_atoms: int = Field(default=51, ge=2)
+    """atoms of the fixed support"""
+    v_min: float = Field(default=-10.0, allow_inf_nan=False)
+    """lowest atom of the support"""
+    v_max: float = Field(default=10.0, allow_inf_nan=False)
+    """highest atom of the support (> v_min)"""
+    dueling: bool = False
+    """a value head next to the advantage head"""
+
+    @model_validator(mode="after")
+    def _support(self) -> CategoricalQNetwork:
+        if self.v_max <= self.v_min:
+            raise ValueError(f"v_max must be > v_min, got v_min={self.v_min} and v_max={self.v_max}")
+        return self
+
+
+class RainbowQNetwork(CategoricalQNetwork):
+    """The noisy dueling categorical network of Rainbow (``categorical_mlp(..., noisy_sigma0=...)``)."""
+
+    dueling: bool = True
+    """a value head next to the advantage head"""
+    noisy_sigma0: float = Field(default=0.1, gt=0.0, allow_inf_nan=False)
+    """initial noise scale of the NoisyLinear head layers (Tianshou's Rainbow test: 0.1)"""
+
+
+class QuantileQNetwork(DistributionalQNetwork):
+    """The fixed-fraction quantiles of QR-DQN (``quantile_mlp``)."""
+
+    num_quantiles: int = Field(default=200, ge=2)
+    """quantiles of the return per action"""
+
+
+class ImplicitQuantileQNetwork(DistributionalQNetwork):
+    """The implicit quantile network of IQN (``iqn_mlp``)."""
+
+    num_cosines: PositiveInt = 64
+    """size of the cosine embedding of the fractions"""
+    num_policy_quantiles: PositiveInt = 32
+    """fractions averaged when acting"""
+    num_online_taus: PositiveInt = 8
+    """fractions sampled for the online network per gradient step (``IQNSampling``)"""
+    num_target_taus: PositiveInt = 8
+    """fractions sampled for the target network per gradient step (``IQNSampling``)"""
+
+
 class ActorCriticsNetwork(MlpNetwork):
     """Actor and Q critics of DDPG, TD3, SAC, discrete SAC, CQL and TD3+BC."""
 
