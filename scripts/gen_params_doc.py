@@ -74,6 +74,11 @@ SECTIONS = (
     Section(title="", intro="", module="tshtrain/algorithm/algos/c51.py", classes=("C51Params",)),
     Section(title="", intro="", module="tshtrain/algorithm/algos/qrdqn.py", classes=("QuantileParams",)),
     Section(title="", intro="", module="tshtrain/algorithm/algos/iqn.py", classes=("IQNSampling",)),
+    Section(title="", intro="", module="tshtrain/algorithm/algos/bcq.py", classes=("BCQParams",)),
+    Section(title="", intro="", module="tshtrain/algorithm/algos/discrete_crr.py", classes=("DiscreteCRRParams",)),
+    Section(
+        title="", intro="", module="tshtrain/algorithm/algos/imitation.py", classes=("OffPolicyImitationParams",)
+    ),
     Section(
         title="Checkpoint parameters",
         intro="`TrainerParams.checkpoint`: automatic checkpoints (see checkpoints.md).",
