@@ -84,6 +84,19 @@ def _stepwise(m: ModuleType, _: Path, __: pytest.MonkeyPatch) -> None:
     m.train(max_epochs=1, epoch_num_steps=300, verbose=False)
 
 
+def _distributional(m: ModuleType, _: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    helper = sys.modules["distributional_cartpole"]  # imported by the script; it builds the params
+    _short_epochs(monkeypatch, helper)
+    m.train(max_epochs=1, verbose=False)
+
+
+def _distributional_helper(m: ModuleType, _: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _short_epochs(monkeypatch, m)
+    for name in ("c51", "qrdqn", "iqn", "rainbow"):
+        _, params = m.build(name, 0, 1, False)
+        m.close(params)
+
+
 RUNS: dict[str, Callable[[ModuleType, Path, pytest.MonkeyPatch], None]] = {
     "reinforce_cartpole": _reinforce,
     "a2c_cartpole": _on_policy,
@@ -100,6 +113,11 @@ RUNS: dict[str, Callable[[ModuleType, Path, pytest.MonkeyPatch], None]] = {
     "td3_bc_pendulum": _pendulum_offline,
     "discrete_cql_cartpole": _discrete_cql,
     "stepwise_training": _stepwise,
+    "c51_cartpole": _distributional,
+    "qrdqn_cartpole": _distributional,
+    "iqn_cartpole": _distributional,
+    "rainbow_cartpole": _distributional,
+    "distributional_cartpole": _distributional_helper,
 }
 
 

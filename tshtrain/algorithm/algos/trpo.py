@@ -161,7 +161,10 @@ class TRPO(TrustRegionAlgorithm[TRPOParams, TRPOTrainingStats]):
             step_size = float(torch.sqrt(2.0 * params.max_kl / curvature))
             step_size, kl, num_rejected = self._line_search(batch, found, policy_loss.detach(), step_size)
         failed = float(num_rejected == params.max_backtracks)
-        return torch.tensor([float(policy_loss.detach()), kl, step_size, float(num_rejected), failed])
+        return torch.tensor(
+            [float(policy_loss.detach()), kl, step_size, float(num_rejected), failed],
+            device=policy_loss.device,
+        )
 
     def _line_search(
         self, batch: RolloutTensors, found: NaturalDirection, loss_before: torch.Tensor, step_size: float

@@ -122,7 +122,7 @@ def fit_critic(
     """``num_critic_gradient_steps`` Adam steps on mean((V(o) - R)^2); the last loss (0-dim, detached).
     Only the critic's parameters get gradients (they are disjoint from the policy's), so Adam, which
     also holds the policy's parameters, moves the critic alone."""
-    loss = torch.zeros(())
+    loss = torch.zeros((), device=batch.returns.device)
     for _ in range(params.num_critic_gradient_steps):
         loss = value_loss(core.values(batch.obs), batch.value_old, batch.returns, None)
         core.gradient_step(loss, {"value loss": loss}, hooks, params.max_grad_norm)
