@@ -73,3 +73,13 @@ __all__ = [
 from tshtrain.data.minari import minari_to_buffer
 
 __all__ += ["minari_to_buffer"]
+
+from tshtrain.data.her import (  # noqa: E402 (appended after the minari export)
+    BaseHERBuffer,
+    GoalRewardFn,
+    HERRelabel,
+    HERReplayBuffer,
+    HERVectorReplayBuffer,
+)
+
+__all__ += ["BaseHERBuffer", "GoalRewardFn", "HERRelabel", "HERReplayBuffer", "HERVectorReplayBuffer"]
