@@ -9,6 +9,7 @@ Hand-built episodes encode where every goal came from: the achieved goal after s
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -319,3 +320,13 @@ def test_collector_fills_a_her_buffer_from_registered_env() -> None:
     np.testing.assert_array_equal(batch.rew, recomputed)
     assert batch.rew.mean() > -0.9  # relabelled goals make reward 0 common; random play rarely earns it
     assert buffer.field_at("rew", buffer.chronological_indices()).mean() < -0.9
+
+
+def test_the_docs_example_runs() -> None:
+    page = Path(__file__).resolve().parents[2] / "docs" / "algorithms" / "her.md"
+    blocks = re.findall(r"^```python\n(.*?)^```", page.read_text(encoding="utf-8"), re.MULTILINE | re.DOTALL)
+    assert len(blocks) == 1
+    namespace: dict[str, Any] = {}
+    exec(compile(blocks[0], str(page), "exec"), namespace)  # the page's own example, as written
+    assert namespace["info"].best_reward >= -8.0
+    assert isinstance(namespace["buffer"], HERVectorReplayBuffer)
