@@ -17,8 +17,9 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 import pytest
+import torch
 
-from tshtrain.algorithm import QValuePolicy, encoder_mlp, obs_encoder
+from tshtrain.algorithm import DQN, DQNParams, EpsilonSchedule, QValuePolicy, encoder_mlp, obs_encoder
 from tshtrain.data import (
     Collector,
     HERReplayBuffer,
@@ -31,6 +32,8 @@ from tshtrain.data import (
 from tshtrain.data.her import BaseHERBuffer
 from tshtrain.env import BIT_FLIPPING_ID, BitFlippingEnv, make_vector_env, register_goal_envs
 from tshtrain.errors import ConfigurationError
+from tshtrain.trainer import OffPolicyTrainer, OffPolicyTrainerParams
+from tshtrain.trainer.checkpoint import CheckpointManager, CheckpointParams
 
 
 def equal_reward(achieved: np.ndarray, desired: np.ndarray, info: Mapping[str, Any]) -> np.ndarray:
@@ -330,3 +333,60 @@ def test_the_docs_example_runs() -> None:
     exec(compile(blocks[0], str(page), "exec"), namespace)  # the page's own example, as written
     assert namespace["info"].best_reward >= -8.0
     assert isinstance(namespace["buffer"], HERVectorReplayBuffer)
+
+
+def her_run(directory: Path, training_fn: Any = None) -> OffPolicyTrainer[Any]:
+    """DQN (2-step targets) with a HER buffer on 6-bit flipping: 4 epochs of 200 env steps, a checkpoint
+    after every epoch."""
+    torch.manual_seed(0)
+    envs = make_vector_env(lambda: BitFlippingEnv(n_bits=6), 2)
+    test_envs = make_vector_env(lambda: BitFlippingEnv(n_bits=6), 2)
+    policy = QValuePolicy(
+        encoder_mlp(obs_encoder(envs.single_observation_space), 6, (32, 32)),
+        envs.single_action_space,
+        eps_schedule=EpsilonSchedule(num_env_steps=400),
+        seed=0,
+    )
+    algorithm = DQN(policy=policy, params=DQNParams(target_update_freq=20, n_step=2, gamma=0.9))
+    buffer = HERVectorReplayBuffer(1000, 2, BitFlippingEnv.compute_reward, seed=0)
+    training = Collector(policy, envs, buffer, exploration_noise=True, seed=0)
+    training.collect(n_step=60, random=True)
+    params = OffPolicyTrainerParams(
+        training_collector=training,
+        test_collector=Collector(policy, test_envs, seed=100),
+        max_epochs=4,
+        epoch_num_steps=200,
+        collection_step_num_env_steps=8,
+        update_step_num_gradient_steps_per_sample=0.5,
+        batch_size=32,
+        test_step_num_episodes=2,
+        training_fn=training_fn,
+        checkpoint=CheckpointParams(directory=directory / "checkpoints"),
+        verbose=False,
+        show_progress=False,
+    )
+    return OffPolicyTrainer(algorithm, params)
+
+
+def test_a_resumed_her_run_equals_the_uninterrupted_run_bitwise(tmp_path: Path) -> None:
+    reference = her_run(tmp_path / "a")
+    info_a = reference.run()
+
+    def interrupt(epoch: int, env_step: int) -> None:
+        if epoch == 3:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        her_run(tmp_path / "b", training_fn=interrupt).run()
+    latest = CheckpointManager(CheckpointParams(directory=tmp_path / "b" / "checkpoints")).latest()
+    assert latest is not None and latest.name.startswith("periodic-000002-")
+    resumed = her_run(tmp_path / "b")
+    resumed.load_checkpoint(latest, trusted=True)
+    info_b = resumed.run()
+    wa, wb = reference.algorithm.policy.state_dict(), resumed.algorithm.policy.state_dict()
+    assert wa.keys() == wb.keys() and all(torch.equal(wa[k], wb[k]) for k in wa)
+    assert (info_a.gradient_step, info_a.train_step, info_a.best_reward) == (
+        info_b.gradient_step,
+        info_b.train_step,
+        info_b.best_reward,
+    )
