@@ -390,3 +390,25 @@ def test_a_resumed_her_run_equals_the_uninterrupted_run_bitwise(tmp_path: Path) 
         info_b.train_step,
         info_b.best_reward,
     )
+
+
+def steps_left_by_next_index(buffer: BaseHERBuffer, indices: np.ndarray) -> np.ndarray:
+    """The slow reference: follow next_index one step at a time until it stops."""
+    left = []
+    for index in indices:
+        current, steps = int(index), 0
+        while (following := int(buffer.next_index(np.array([current]))[0])) != current:
+            current, steps = following, steps + 1
+        left.append(steps)
+    return np.array(left)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_episode_steps_left_matches_next_index_on_random_layouts(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    cap, cols = int(rng.integers(3, 90)), int(rng.integers(1, 4))
+    buffer = HERVectorReplayBuffer(cap * cols, cols, equal_reward, seed=seed)
+    lengths = [[int(n) for n in rng.integers(1, 80, size=rng.integers(1, 6))] for _ in range(cols)]
+    add_episodes(buffer, lengths, last_open=bool(rng.integers(2)))
+    stored = buffer.chronological_indices()
+    np.testing.assert_array_equal(buffer.episode_steps_left(stored), steps_left_by_next_index(buffer, stored))

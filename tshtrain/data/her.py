@@ -148,17 +148,31 @@ class BaseHERBuffer(BaseReplayBuffer):
 
     # ------------------------------------------------------------------ relabelling
     def episode_steps_left(self, indices: np.ndarray) -> np.ndarray:
-        """Stored transitions of the same episode after each of ``indices`` (0 for an episode's last
-        stored transition), following :meth:`next_index`."""
-        left_N = np.zeros(len(indices), dtype=np.int64)
-        current_N = np.asarray(indices)
-        while True:
-            next_N = self.next_index(current_N)
-            moved_N = next_N != current_N
-            if not moved_N.any():
-                return left_N
-            left_N += moved_N
-            current_N = next_N
+        """Stored transitions of the same episode after each of ``indices``: the number of
+        :meth:`next_index` steps to the episode's last stored transition (its end, or the newest
+        transition of its column while it runs), 0 for that transition itself.
+
+        An episode's rows follow each other in its column, so this reads the done flags of the rows
+        ahead in blocks (32 rows, doubling), all chains at once: a few vectorised reads even for long
+        episodes, never a Python loop over samples.
+        """
+        cap = self.column_capacity
+        rows_N, cols_N = np.divmod(np.asarray(indices, dtype=np.int64), self.num_columns)
+        to_newest_N = (self._ring.newest_rows_E()[cols_N] - rows_N) % cap
+        left_N = to_newest_N.copy()  # no episode end before the newest row: the episode still runs
+        active = np.flatnonzero(to_newest_N > 0)
+        start, width = 0, 32
+        while len(active):
+            offsets_B = np.arange(start, min(start + width, cap))
+            flat_AB = ((rows_N[active, None] + offsets_B) % cap) * self.num_columns + cols_N[active, None]
+            ends_AB = self._flat["terminated"][flat_AB] | self._flat["truncated"][flat_AB]
+            ends_AB &= offsets_B <= to_newest_N[active, None]
+            found_A = ends_AB.any(axis=1)
+            left_N[active[found_A]] = offsets_B[ends_AB[found_A].argmax(axis=1)]
+            start += len(offsets_B)
+            active = active[~found_A & (to_newest_N[active] >= start)]
+            width *= 2
+        return left_N
 
     def draw_relabel(self, indices: np.ndarray) -> HERRelabel:
         """Draw which of the transitions at ``indices`` get a future goal and which one (two uniform
