@@ -302,6 +302,26 @@ def test_bit_flipping_env() -> None:
         BitFlippingEnv(n_bits=0)
 
 
+def test_one_env_collector_fast_path_stores_what_add_stores() -> None:
+    # a one-column buffer takes the collector's add_single path after the first add
+    env = BitFlippingEnv(n_bits=4)
+    buffer = HERReplayBuffer(50, BitFlippingEnv.compute_reward, seed=8)
+    policy = QValuePolicy(encoder_mlp(obs_encoder(env.observation_space), 4), env.action_space)
+    Collector(policy, env, buffer, seed=8).collect(n_step=20, random=True)
+    assert len(buffer) == 20
+    stored = buffer.chronological_indices()
+    achieved_next = buffer.field_at("obs_next/achieved_goal", stored)
+    np.testing.assert_array_equal(
+        buffer.field_at("obs/achieved_goal", stored)[1:][~buffer.get(stored).done[:-1]],
+        achieved_next[:-1][~buffer.get(stored).done[:-1]],
+    )
+    np.testing.assert_array_equal(
+        buffer.field_at("rew", stored),
+        BitFlippingEnv.compute_reward(achieved_next, buffer.field_at("obs_next/desired_goal", stored), {}),
+    )
+    np.testing.assert_array_equal(buffer.episode_steps_left(stored[:4]), [3, 2, 1, 0])
+
+
 def test_collector_fills_a_her_buffer_from_registered_env() -> None:
     register_goal_envs()
     register_goal_envs()  # idempotent
