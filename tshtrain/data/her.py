@@ -180,8 +180,9 @@ class BaseHERBuffer(BaseReplayBuffer):
         num = len(indices)
         relabelled_N = self.rng.random(num) < self.relabel_probability
         uniform_N = self.rng.random(num)
-        offset_N = np.floor(uniform_N * (self.episode_steps_left(indices) + 1)).astype(np.int64)
-        offset_N = np.where(relabelled_N, offset_N, 0)
+        offset_N = np.zeros(num, dtype=np.int64)  # only relabelled transitions look ahead
+        left_M = self.episode_steps_left(indices[relabelled_N])
+        offset_N[relabelled_N] = np.floor(uniform_N[relabelled_N] * (left_M + 1)).astype(np.int64)
         rows_N, cols_N = np.divmod(indices, self.num_columns)
         future_N = ((rows_N + offset_N) % self.column_capacity) * self.num_columns + cols_N
         stored_goal = self._flat[f"obs/{DESIRED_GOAL_KEY}"][indices]
@@ -223,7 +224,7 @@ class BaseHERBuffer(BaseReplayBuffer):
             rew=rew,
             terminated=batch.terminated,
             truncated=batch.truncated,
-            obs_next=self._with_goal(batch.obs_next, relabel.desired_goal),
+            obs_next=self._with_goal(batch.obs_next, relabel.desired_goal.copy()),  # not shared with obs
             indices=relabel.indices,
         )
 
