@@ -74,3 +74,13 @@ from tshtrain.data.minari import minari_to_buffer
 from tshtrain.data.tianshou_io import load_tianshou_hdf5
 
 __all__ += ["load_tianshou_hdf5", "minari_to_buffer"]
+
+from tshtrain.data.her import (  # noqa: E402 (appended after the minari export)
+    BaseHERBuffer,
+    GoalRewardFn,
+    HERRelabel,
+    HERReplayBuffer,
+    HERVectorReplayBuffer,
+)
+
+__all__ += ["BaseHERBuffer", "GoalRewardFn", "HERRelabel", "HERReplayBuffer", "HERVectorReplayBuffer"]

@@ -65,3 +65,7 @@ __all__ = [
     "sample_actions",
     "sample_actions_torch",
 ]
+
+from tshtrain.env.goal_envs import BIT_FLIPPING_ID, BitFlippingEnv, register_goal_envs
+
+__all__ += ["BIT_FLIPPING_ID", "BitFlippingEnv", "register_goal_envs"]
