@@ -229,3 +229,30 @@ __all__ += [
     "quantile_mlp",
     "resample_noise",
 ]
+
+from tshtrain.algorithm.algos.redq import REDQ, REDQParams, REDQTarget, REDQTrainingStats
+
+__all__ += [
+    "REDQ",
+    "REDQParams",
+    "REDQTarget",
+    "REDQTrainingStats",
+]
+
+from tshtrain.algorithm.algos.iql import (
+    IQL,
+    IQLParams,
+    IQLTrainingStats,
+    advantage_weights,
+    expectile_loss,
+    tanh_gaussian_log_prob,
+)
+
+__all__ += [
+    "IQL",
+    "IQLParams",
+    "IQLTrainingStats",
+    "advantage_weights",
+    "expectile_loss",
+    "tanh_gaussian_log_prob",
+]
