@@ -18,13 +18,13 @@ from torch import nn
 
 from tshtrain.algorithm import (
     CQL,
+    IQL,
     TD3BC,
     CQLParams,
     DeterministicActorPolicy,
     DiscreteCQL,
     DiscreteCQLParams,
     EpsilonSchedule,
-    IQL,
     IQLParams,
     NonFiniteLossError,
     OfflineAlgorithm,

@@ -189,7 +189,9 @@ class REDQ(OffPolicyAlgorithm[TanhGaussianPolicy, REDQTrainingStats]):
                 f"REDQParams.subset_size={p.subset_size} exceeds the critic's ensemble size "
                 f"num_critics={self.ensemble_size}; allowed: 1 <= subset_size <= num_critics."
             )
-        self.obs_normalization = ObsNormalization("REDQ", obs_normalizer, {"policy": policy, "critic": critic})
+        self.obs_normalization = ObsNormalization(
+            "REDQ", obs_normalizer, {"policy": policy, "critic": critic}
+        )
         self.nets = ActorCriticTargets(
             actor=policy.actor, critic=critic, actor_lr=p.actor_lr, critic_lr=p.critic_lr, target_actor=False
         )
