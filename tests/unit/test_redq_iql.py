@@ -27,6 +27,7 @@ from tshtrain.algorithm import (
 )
 from tshtrain.algorithm.algos.redq import subset_target_values
 from tshtrain.algorithm.blocks.offpolicy import ReplaySample
+from tshtrain.constraints import field_checks
 from tshtrain.data import VectorReplayBuffer
 from tshtrain.errors import ConfigurationError
 
@@ -259,3 +260,20 @@ def test_redq_rejects_a_subset_larger_than_the_ensemble_and_a_critic_without_num
 def test_hyperparameter_validation(build: Callable[[], object], match: str) -> None:
     with pytest.raises(ConfigurationError, match=match):
         build()
+
+
+@pytest.mark.parametrize("cls", [REDQParams, IQLParams])
+def test_every_float_field_refuses_nan_and_inf_and_every_number_field_bools(cls: type) -> None:
+    checks = field_checks(cls)
+    floats = [check.name for check in checks if check.kind is float]
+    assert floats
+    for name in floats:
+        for bad in (math.nan, math.inf, -math.inf):
+            with pytest.raises(
+                ConfigurationError, match=rf"^{cls.__name__}\.{name} must be .*, got {bad}\.$"
+            ):
+                cls(**{name: bad})
+    for check in checks:
+        if check.kind is not bool:
+            with pytest.raises(ConfigurationError, match=rf"^{cls.__name__}\.{check.name} must be "):
+                cls(**{check.name: True})
