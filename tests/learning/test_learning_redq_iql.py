@@ -21,6 +21,7 @@ Slow tier (``pytest -m slow``, minutes each on one CPU thread):
 from __future__ import annotations
 
 import importlib.util
+import math
 import os
 import sys
 import time
@@ -177,7 +178,8 @@ def _redq_pendulum(seed: int) -> tuple[bool, float, int, float]:
     train_envs.close()
     test_envs.close()
     solved = info.stop_reason is StopReason.STOP_FN
-    return solved, float(info.best_reward), info.train_step + 1000, time.perf_counter() - start
+    best = math.nan if info.best_reward is None else float(info.best_reward)
+    return solved, best, info.train_step + 1000, time.perf_counter() - start
 
 
 @pytest.mark.learning
