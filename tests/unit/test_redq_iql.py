@@ -277,3 +277,34 @@ def test_every_float_field_refuses_nan_and_inf_and_every_number_field_bools(cls:
         if check.kind is not bool:
             with pytest.raises(ConfigurationError, match=rf"^{cls.__name__}\.{check.name} must be "):
                 cls(**{check.name: True})
+
+
+def test_iql_update_wires_its_three_losses_as_the_paper() -> None:
+    # one repeated transition; value_lr tiny, so V is the same before and after the value step
+    algorithm = _iql(value_lr=1e-20, beta=2.0, expectile=0.8)
+    obs, act, obs_next = np.array([[0.1, -0.2, 0.3]]), np.array([[0.4]]), np.array([[-0.5, 0.6, 0.7]])
+    buffer = VectorReplayBuffer(8, 1, seed=0)
+    for _ in range(4):
+        buffer.add(
+            obs=obs.astype(np.float32),
+            act=act.astype(np.float32),
+            rew=np.array([1.5], dtype=np.float32),
+            terminated=np.zeros(1, dtype=bool),
+            truncated=np.zeros(1, dtype=bool),
+            obs_next=obs_next.astype(np.float32),
+        )
+    o, a, o2 = (torch.as_tensor(x, dtype=torch.float32) for x in (obs, act, obs_next))
+    with torch.no_grad():
+        q_i = algorithm.nets.critic(o, a)[:, 0]
+        q_target = algorithm.nets.target_critic.net(o, a).min(dim=0).values[0]
+        v, v_next = algorithm.value(o)[0, 0], algorithm.value(o2)[0, 0]
+        mu, log_std = algorithm.policy.mean_log_std(o)
+        log_prob = tanh_gaussian_log_prob(mu, log_std, a)[0]
+    stats = algorithm.update(buffer, 4)
+    diff = float(q_target - v)
+    assert stats.value_loss == pytest.approx((0.8 if diff >= 0 else 0.2) * diff**2, rel=1e-5)
+    weight = min(math.exp(2.0 * diff), 100.0)
+    assert stats.weight_mean == pytest.approx(weight, rel=1e-5)
+    assert stats.actor_loss == pytest.approx(-weight * float(log_prob), rel=1e-5)
+    expected_critic = float(((q_i - (1.5 + 0.99 * v_next)) ** 2).sum())
+    assert stats.critic_loss == pytest.approx(expected_critic, rel=1e-5)
