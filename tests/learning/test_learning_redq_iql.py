@@ -14,8 +14,11 @@ Slow tier (``pytest -m slow``, minutes each on one CPU thread):
   Test steps average 10 episodes (Tianshou: 100).
 * IQL, Pendulum-v1, on the SAC dataset of ``examples/cql_pendulum.py`` (Tianshou has no IQL, so no
   threshold of its own): the criterion the CQL and TD3+BC learning tests use, a normalised score
-  ``(R - R_random) / (R_expert - R_random) >= 0.8`` of the final policy over 10 test episodes, which on
-  that dataset is well above Tianshou's -1200 for its offline Pendulum tests (CQL, TD3+BC, BCQ).
+  ``(R - R_random) / (R_expert - R_random) >= 0.8`` of the final policy over 10 test episodes after 5,000
+  gradient steps, which on that dataset is well above Tianshou's -1200 for its offline Pendulum tests
+  (CQL, TD3+BC, BCQ). beta is 0.3, not the paper's 3.0: beta multiplies advantages in reward units, and
+  Pendulum's raw rewards (down to -16 per step) are several times the paper's normalised D4RL rewards;
+  with beta 3.0 seed 0 scored 0.18-0.51 between 2,000 and 8,000 steps (docs/algorithms/iql.md).
 """
 
 from __future__ import annotations
@@ -47,6 +50,8 @@ from tshtrain.trainer import (
 )
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+IQL_PENDULUM_BETA = 0.3
+"""the inverse temperature of the IQL Pendulum test (module docstring)"""
 BEST_ACTION = 0.5
 
 
@@ -220,7 +225,12 @@ def test_iql_reaches_normalised_score_0_8_on_pendulum(seed: int) -> None:
     torch.manual_seed(seed)
     space = make_vector_env("Pendulum-v1", 1).single_action_space
     policy = TanhGaussianPolicy(mlp(3, 2, (256, 256), nn.ReLU), space, seed=seed)
-    algorithm = IQL(policy=policy, critic=QEnsemble(3, 1, (256, 256)), value=mlp(3, 1, (256, 256), nn.ReLU))
+    algorithm = IQL(
+        policy=policy,
+        critic=QEnsemble(3, 1, (256, 256)),
+        value=mlp(3, 1, (256, 256), nn.ReLU),
+        params=IQLParams(beta=IQL_PENDULUM_BETA),
+    )
     params = OfflineTrainerParams(
         buffer=data.buffer,
         max_epochs=5,
