@@ -75,6 +75,8 @@ SECTIONS = (
     Section(title="", intro="", module="tshtrain/algorithm/algos/qrdqn.py", classes=("QuantileParams",)),
     Section(title="", intro="", module="tshtrain/algorithm/algos/iqn.py", classes=("IQNSampling",)),
     Section(title="", intro="", module="tshtrain/algorithm/algos/bcq.py", classes=("BCQParams",)),
+    Section(title="", intro="", module="tshtrain/algorithm/algos/redq.py", classes=("REDQParams",)),
+    Section(title="", intro="", module="tshtrain/algorithm/algos/iql.py", classes=("IQLParams",)),
     Section(title="", intro="", module="tshtrain/algorithm/algos/discrete_crr.py", classes=("DiscreteCRRParams",)),
     Section(
         title="", intro="", module="tshtrain/algorithm/algos/imitation.py", classes=("OffPolicyImitationParams",)

@@ -21,6 +21,7 @@ from tshtrain.algorithm import (
     DQN,
     IQN,
     QRDQN,
+    REDQ,
     SAC,
     TD3,
     C51Params,
@@ -39,6 +40,8 @@ from tshtrain.algorithm import (
     QuantileParams,
     QValuePolicy,
     Rainbow,
+    REDQParams,
+    REDQTarget,
     SACParams,
     TanhGaussianPolicy,
     TD3Params,
@@ -128,6 +131,13 @@ def _iqn(seed: int, **kw: Any) -> IQN:
     return IQN(policy=policy, params=QuantileParams(target_update_freq=3, **kw), seed=seed)
 
 
+def _redq(seed: int, **kw: Any) -> REDQ:
+    torch.manual_seed(seed)
+    policy = TanhGaussianPolicy(mlp(3, 2, HIDDEN, nn.ReLU), _pendulum_space(), seed=seed)
+    critic = QEnsemble(3, 1, HIDDEN, num_critics=4)
+    return REDQ(policy=policy, critic=critic, params=REDQParams(actor_delay=2, **kw), seed=seed)
+
+
 @dataclass(frozen=True)
 class Spec:
     name: str
@@ -157,6 +167,13 @@ SPECS = [
     Spec("QRDQN-nstep", "CartPole-v1", _qrdqn, (("n_step", 3),), "loss"),
     Spec("IQN", "CartPole-v1", _iqn, loss_name="loss"),
     Spec("IQN-nstep", "CartPole-v1", _iqn, (("n_step", 3),), "loss"),
+    Spec("REDQ", "Pendulum-v1", _redq),
+    Spec(
+        "REDQ-mean-auto-alpha-nstep",
+        "Pendulum-v1",
+        _redq,
+        (("target_mode", REDQTarget.MEAN), ("auto_alpha", True), ("n_step", 2), ("subset_size", 3)),
+    ),
 ]
 IDS = [s.name for s in SPECS]
 

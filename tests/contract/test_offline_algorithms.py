@@ -18,12 +18,14 @@ from torch import nn
 
 from tshtrain.algorithm import (
     CQL,
+    IQL,
     TD3BC,
     CQLParams,
     DeterministicActorPolicy,
     DiscreteCQL,
     DiscreteCQLParams,
     EpsilonSchedule,
+    IQLParams,
     NonFiniteLossError,
     OfflineAlgorithm,
     QEnsemble,
@@ -91,6 +93,24 @@ def _discrete_cql(seed: int, **kw: Any) -> DiscreteCQL:
     return DiscreteCQL(policy=policy, params=DiscreteCQLParams(target_update_freq=3, **kw))
 
 
+def _iql(seed: int, normalised: bool = False, **kw: Any) -> IQL:
+    torch.manual_seed(seed)
+    if not normalised:
+        policy = TanhGaussianPolicy(mlp(3, 2, HIDDEN, nn.ReLU), _space("Pendulum-v1"), seed=seed)
+        value = mlp(3, 1, HIDDEN, nn.ReLU)
+        return IQL(policy=policy, critic=QEnsemble(3, 1, HIDDEN), value=value, params=IQLParams(**kw))
+    normalizer = RunningObsNormalizer(3)
+    actor = nn.Sequential(normalizer, mlp(3, 2, HIDDEN, nn.ReLU))
+    policy = TanhGaussianPolicy(actor, _space("Pendulum-v1"), seed=seed)
+    return IQL(
+        policy=policy,
+        critic=_NormalisedCritic(normalizer),
+        value=nn.Sequential(normalizer, mlp(3, 1, HIDDEN, nn.ReLU)),
+        obs_normalizer=normalizer,
+        params=IQLParams(**kw),
+    )
+
+
 @dataclass(frozen=True)
 class Spec:
     name: str
@@ -110,6 +130,8 @@ SPECS = [
     Spec("TD3BC-raw-obs", "Pendulum-v1", _td3_bc, (("raw_obs", True),)),
     Spec("DiscreteCQL", "CartPole-v1", _discrete_cql, loss_name="loss"),
     Spec("DiscreteCQL-nstep", "CartPole-v1", _discrete_cql, (("n_step", 3), ("is_double", False)), "loss"),
+    Spec("IQL", "Pendulum-v1", _iql),
+    Spec("IQL-normalised-expectile-0.9", "Pendulum-v1", _iql, (("normalised", True), ("expectile", 0.9))),
 ]
 IDS = [s.name for s in SPECS]
 

@@ -187,10 +187,19 @@ from tshtrain.algorithm.algos.discrete_cql import (
     DiscreteCQLTrainingStats,
     discrete_conservative_penalty,
 )
+from tshtrain.algorithm.algos.iql import (
+    IQL,
+    IQLParams,
+    IQLTrainingStats,
+    advantage_weights,
+    expectile_loss,
+    tanh_gaussian_log_prob,
+)
 from tshtrain.algorithm.algos.iqn import IQN, IQNSampling
 from tshtrain.algorithm.algos.npg import NPG, NPGParams, NPGTrainingStats
 from tshtrain.algorithm.algos.qrdqn import QRDQN, QuantileParams, QuantileTrainingStats
 from tshtrain.algorithm.algos.rainbow import Rainbow
+from tshtrain.algorithm.algos.redq import REDQ, REDQParams, REDQTarget, REDQTrainingStats
 from tshtrain.algorithm.algos.td3_bc import TD3BC, TD3BCParams, TD3BCTrainingStats
 from tshtrain.algorithm.algos.trpo import TRPO, TRPOParams, TRPOTrainingStats
 from tshtrain.algorithm.blocks.distributional import (
@@ -281,4 +290,20 @@ __all__ += [
     "DiscreteCRRParams",
     "DiscreteCRRTrainingStats",
     "PolicyImprovement",
+]
+
+__all__ += [
+    "REDQ",
+    "REDQParams",
+    "REDQTarget",
+    "REDQTrainingStats",
+]
+
+__all__ += [
+    "IQL",
+    "IQLParams",
+    "IQLTrainingStats",
+    "advantage_weights",
+    "expectile_loss",
+    "tanh_gaussian_log_prob",
 ]
