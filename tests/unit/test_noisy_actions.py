@@ -58,3 +58,27 @@ def test_several_envs_and_test_steps_take_the_general_path() -> None:
         want = reference.add_exploration_noise(greedy, rng_r)
         np.testing.assert_array_equal(got, want)
     assert int(fused.explored_env_steps) == int(reference.explored_env_steps)
+
+
+def test_the_collector_acts_with_the_policy_it_holds_now() -> None:
+    """Overlapped collection swaps ``collector.policy`` for an actor copy: noisy actions must come
+    from the swapped-in policy, not from one remembered at construction."""
+    from tshtrain.data import Collector, ReplayBuffer
+    from tshtrain.env import make_vector_env
+
+    env = make_vector_env("CartPole-v1", 1)
+    first = QValuePolicy(_Counting(mlp(4, 2, (8,))), gym.spaces.Discrete(2), seed=0)
+    second = QValuePolicy(_Counting(mlp(4, 2, (8,))), gym.spaces.Discrete(2), seed=0)
+    collector = Collector(first, env, ReplayBuffer(64), exploration_noise=True, seed=0)
+    for policy in (first, second):
+        policy.set_eps_training(0.0)  # greedy: every step runs a Q pass
+    collector.reset()
+    collector.collect(n_step=5)
+    assert isinstance(first.q_net, _Counting) and isinstance(second.q_net, _Counting)
+    before = first.q_net.calls
+    second.q_net.calls = 0
+    collector.policy = second
+    collector.collect(n_step=5)
+    assert first.q_net.calls == before
+    assert second.q_net.calls == 5
+    env.close()

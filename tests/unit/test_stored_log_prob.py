@@ -116,3 +116,16 @@ def test_exploration_noise_and_deterministic_actions_store_none() -> None:
     collector.exploration_noise = True
     collector.collect(n_step=2 * E)
     assert buffer.rollout().logp is None
+
+
+def test_a_swapped_in_policy_gives_the_stored_log_probs() -> None:
+    """The collector asks the policy it holds now (overlapped collection swaps in an actor copy)."""
+    ppo, collector = _cartpole()
+    copy = CategoricalPolicy(mlp(4, 2, (16,)), gym.spaces.Discrete(2), seed=1)
+    collector.collect(n_step=E)
+    collector.policy = copy
+    collector.buffer.reset()
+    collector.collect(n_step=T * E)
+    rollout = collector.buffer.rollout()
+    assert rollout.logp is not None
+    torch.testing.assert_close(rollout.logp, _recomputed(copy, rollout), rtol=0, atol=0)

@@ -162,7 +162,10 @@ class Collector(BaseCollector):
             num_envs=int(env.num_envs), buffer=buffer, exploration_noise=exploration_noise, info_key=info_key
         )
         self.policy = policy
-        self._noisy_policy = policy if isinstance(policy, NoisyActionsPolicy) else None
+        self._noisy_checked: object = None
+        """the policy :attr:`_noisy_policy` was decided for (the policy may be swapped, e.g. by
+        overlapped collection, which acts with a copy)"""
+        self._noisy_policy: NoisyActionsPolicy | None = None
         self.env = env
         self.check_actions = check_actions
         self.check_finite = check_finite
@@ -232,6 +235,10 @@ class Collector(BaseCollector):
             else:
                 env_act = sample_actions(self.env.single_action_space, self.num_envs, self.rng)
             return self.policy.map_action_inverse(env_act), env_act
+        policy = self.policy
+        if policy is not self._noisy_checked:
+            self._noisy_checked = policy
+            self._noisy_policy = policy if isinstance(policy, NoisyActionsPolicy) else None
         if self.exploration_noise and self._noisy_policy is not None:
             act = self._noisy_policy.compute_noisy_actions(self._obs, self.rng, deterministic=deterministic)
         else:
