@@ -9,6 +9,7 @@ Run: python examples/distributional_cartpole.py c51 [--seed 0] [--max-epochs 10]
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -32,7 +33,7 @@ from tshtrain.config import default_experiment
 from tshtrain.data import Collector, PrioritizedVectorReplayBuffer, VectorReplayBuffer
 from tshtrain.data.buffer import BaseReplayBuffer
 from tshtrain.env import make_vector_env
-from tshtrain.trainer import OffPolicyTrainerParams
+from tshtrain.trainer import InfoStats, OffPolicyTrainer, OffPolicyTrainerParams
 
 NAMES = ("c51", "qrdqn", "iqn", "rainbow")
 
@@ -109,19 +110,47 @@ def close(params: Any) -> None:
     params.test_collector.env.close()
 
 
+TrainerFactory = Callable[[Any, OffPolicyTrainerParams], Any]
+"""builds the trainer of (algorithm, params); the scripts pass their module's ``OffPolicyTrainer``"""
+
+
+def train(
+    name: str,
+    seed: int = 0,
+    max_epochs: int | None = None,
+    verbose: bool = True,
+    *,
+    trainer: TrainerFactory = OffPolicyTrainer,
+) -> tuple[Any, InfoStats]:
+    """Train ``name`` until a test step averages the default experiment's stop score or the epochs run
+    out; the envs are closed at the end."""
+    algorithm, params = build(name, seed, max_epochs, verbose)
+    try:
+        return algorithm, trainer(algorithm, params).run()
+    finally:
+        close(params)
+
+
+def script_main(
+    description: str | None, train_script: Callable[[int, int | None], tuple[Any, InfoStats]]
+) -> None:
+    """The command line of the per-algorithm scripts: ``[--seed 0] [--max-epochs N]``, then
+    ``train_script(seed, max_epochs)``."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--max-epochs", type=int, default=None)
+    args = parser.parse_args()
+    _, info = train_script(args.seed, args.max_epochs)
+    print(f"best test return {info.best_reward:.1f} at epoch {info.best_epoch}, {info.train_step} env steps")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("name", choices=NAMES)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--max-epochs", type=int, default=None)
     args = parser.parse_args()
-    from tshtrain.trainer import OffPolicyTrainer
-
-    algorithm, params = build(args.name, args.seed, args.max_epochs)
-    try:
-        info = OffPolicyTrainer(algorithm, params).run()
-    finally:
-        close(params)
+    _, info = train(args.name, args.seed, args.max_epochs)
     print(f"{args.name} seed {args.seed}: best test return {info.best_reward:.1f} at epoch {info.best_epoch}")
 
 

@@ -7,31 +7,17 @@ Run: python examples/iqn_cartpole.py [--seed 0] [--max-epochs 10]
 
 from __future__ import annotations
 
-import argparse
 from typing import Any
 
-from distributional_cartpole import build, close
+import distributional_cartpole
 
 from tshtrain.trainer import InfoStats, OffPolicyTrainer
 
 
 def train(seed: int = 0, max_epochs: int | None = None, verbose: bool = True) -> tuple[Any, InfoStats]:
     """Train until a test step averages the default experiment's stop score or the epochs run out."""
-    algorithm, params = build("iqn", seed, max_epochs, verbose)
-    try:
-        return algorithm, OffPolicyTrainer(algorithm, params).run()
-    finally:
-        close(params)
-
-
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--max-epochs", type=int, default=None)
-    args = parser.parse_args()
-    _, info = train(args.seed, args.max_epochs)
-    print(f"best test return {info.best_reward:.1f} at epoch {info.best_epoch}, {info.train_step} env steps")
+    return distributional_cartpole.train("iqn", seed, max_epochs, verbose, trainer=OffPolicyTrainer)
 
 
 if __name__ == "__main__":
-    main()
+    distributional_cartpole.script_main(__doc__, train)

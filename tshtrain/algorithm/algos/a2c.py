@@ -6,7 +6,6 @@ from dataclasses import dataclass
 from typing import final
 
 import torch
-from torch import nn
 from typing_extensions import override
 
 from tshtrain.algorithm.base import (
@@ -14,11 +13,9 @@ from tshtrain.algorithm.base import (
     TrainingStats,
     UpdateHooks,
 )
-from tshtrain.algorithm.blocks.normalization import RunningObsNormalizer
 from tshtrain.algorithm.blocks.onpolicy import (
     ActorCriticAlgorithm,
     ActorCriticParams,
-    ActorPolicy,
     RolloutTensors,
     log_prob_entropy,
     normalize_advantages,
@@ -71,24 +68,10 @@ class A2C(ActorCriticAlgorithm[A2CParams, A2CTrainingStats]):
     ``policy_loss + vf_coef * value_loss - ent_coef * entropy``.
     """
 
-    def __init__(
-        self,
-        *,
-        policy: ActorPolicy,
-        critic: nn.Module,
-        params: A2CParams | None = None,
-        obs_normalizer: RunningObsNormalizer | None = None,
-        seed: int | None = None,
-    ):
-        """See :class:`~tshtrain.algorithm.blocks.onpolicy.ActorCriticAlgorithm`; ``params``: default
-        ``A2CParams()``."""
-        super().__init__(
-            policy=policy,
-            critic=critic,
-            params=params or A2CParams(),
-            obs_normalizer=obs_normalizer,
-            seed=seed,
-        )
+    @classmethod
+    @override
+    def default_params(cls) -> A2CParams:
+        return A2CParams()
 
     @override
     def update(

@@ -20,14 +20,11 @@ from tshtrain.algorithm.base import (
     OffPolicyAlgorithm,
     TrainingStats,
     UpdateHooks,
-    make_adam,
 )
 from tshtrain.algorithm.blocks.distributional import CategoricalQNet, categorical_projection
-from tshtrain.algorithm.blocks.lr_schedule import ScheduledLearningRates, optimizers_in
-from tshtrain.algorithm.blocks.offpolicy import ReplaySample, host_scalars, sample_replay, update_priorities
-from tshtrain.algorithm.blocks.optim import optimizer_step
+from tshtrain.algorithm.blocks.offpolicy import ReplaySample
 from tshtrain.algorithm.blocks.policies import QValuePolicy
-from tshtrain.algorithm.blocks.polyak import TargetNetwork
+from tshtrain.algorithm.blocks.q_learning import HardTargetQLearner
 from tshtrain.algorithm.blocks.schedules import Schedule, check_schedule
 from tshtrain.constraints import PositiveFloat, PositiveInt, UnitFloat, validate_fields
 from tshtrain.data.collector_base import AnyReplayBuffer
@@ -117,25 +114,20 @@ def categorical_net(q_net: Any, owner: str) -> CategoricalQNet:
 
 @final
 class CategoricalLearner:
-    """The update of C51 and Rainbow on one :class:`CategoricalQNet`: target network, Adam, the
-    cross-entropy step, hard target copies and priority updates (a component of both algorithms)."""
+    """The update of C51 and Rainbow on one :class:`CategoricalQNet`: the cross-entropy step through a
+    :class:`HardTargetQLearner` (target network, Adam, hard target copies, priority updates)."""
 
     def __init__(self, net: CategoricalQNet, params: C51Params, name: str):
         self.net = net
         self.params = params
         self.name = name
-        self.target = TargetNetwork(net)
-        self.target_net = categorical_net(self.target.net, name)
-        self.net_params = list(net.parameters())
-        self.optim = make_adam(self.net_params, lr=params.lr)
-        self.num_gradient_steps = 0
+        self.q = HardTargetQLearner(net, params)
+        """the target network, Adam and the gradient-step counter (the algorithm registers its components)"""
+        self.target_net = categorical_net(self.q.target.net, name)
 
     def sample(self, buffer: AnyReplayBuffer, batch_size: int, hooks: UpdateHooks) -> ReplaySample:
-        """A batch with n-step returns from ``buffer``."""
-        p = self.params
-        return sample_replay(
-            buffer, batch_size, gamma=p.gamma, n_step=p.n_step, device=self.net.support.device, hooks=hooks
-        )
+        """Begin an update (its learning rate) with a batch with n-step returns from ``buffer``."""
+        return self.q.begin_update(buffer, batch_size, hooks, self.net.support.device)
 
     def step(
         self, buffer: AnyReplayBuffer, batch: ReplaySample, hooks: UpdateHooks, epsilon: float
@@ -143,19 +135,15 @@ class CategoricalLearner:
         """One gradient step on ``batch`` (sampled from ``buffer``, whose priorities it updates)."""
         p = self.params
         td = categorical_td(self.net, self.target_net, batch, is_double=p.is_double)
-        ce_N = td.cross_entropy_N
-        loss = ce_N.mean() if batch.weight is None else (ce_N * batch.weight).mean()
-        clipped = optimizer_step(
-            self.optim, "optim", {"loss": loss}, hooks, params=self.net_params, max_grad_norm=p.max_grad_norm
+        stats = self.q.prioritized_step(
+            self.name,
+            buffer,
+            batch,
+            hooks,
+            loss_N=td.cross_entropy_N,
+            q_N=td.q_N,
+            max_grad_norm=p.max_grad_norm,
         )
-        grad_norm = torch.zeros((), device=loss.device) if clipped is None else clipped
-        self.num_gradient_steps += 1
-        if self.num_gradient_steps % p.target_update_freq == 0:
-            self.target.hard_update()
-        stats = host_scalars(
-            self.name, {"loss": loss, "q_mean": td.q_N.mean(), "grad_norm": grad_norm}, losses=("loss",)
-        )
-        update_priorities(buffer, batch.indices, ce_N.detach().unsqueeze(0))
         return C51TrainingStats(
             loss=stats["loss"], q_mean=stats["q_mean"], epsilon=epsilon, grad_norm=stats["grad_norm"]
         )
@@ -171,22 +159,19 @@ class C51(OffPolicyAlgorithm[QValuePolicy, C51TrainingStats]):
         super().__init__(policy=policy)
         self.params = params or C51Params()
         self.learner = CategoricalLearner(categorical_net(policy.q_net, "C51"), self.params, "C51")
-        self.register_components({"target_q_net": self.learner.target, "optim": self.learner.optim})
-        self.lrs = ScheduledLearningRates(self.params.lr_schedule, optimizers_in(self.components()))
-        self.register_components(self.lrs.components())
+        self.register_components(self.learner.q.components())
 
     @override
     def extra_state(self) -> dict[str, Any]:
-        return {"num_gradient_steps": self.learner.num_gradient_steps}
+        return self.learner.q.extra_state()
 
     @override
     def load_extra_state(self, state: Any) -> None:
-        self.learner.num_gradient_steps = int(state.get("num_gradient_steps", 0))
+        self.learner.q.load_extra_state(state)
 
     @override
     def update(
         self, buffer: AnyReplayBuffer, batch_size: int, *, hooks: UpdateHooks = NO_UPDATE_HOOKS
     ) -> C51TrainingStats:
-        self.lrs.begin_update()
         batch = self.learner.sample(buffer, batch_size, hooks)
         return self.learner.step(buffer, batch, hooks, self.policy.eps)

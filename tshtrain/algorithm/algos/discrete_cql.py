@@ -21,17 +21,13 @@ from tshtrain.algorithm.base import (
     OfflineAlgorithm,
     TrainingStats,
     UpdateHooks,
-    make_adam,
 )
-from tshtrain.algorithm.blocks.lr_schedule import ScheduledLearningRates, optimizers_in
 from tshtrain.algorithm.blocks.normalization import ObsNormalization, RunningObsNormalizer
 from tshtrain.algorithm.blocks.offpolicy import (
     host_scalars,
-    sample_replay,
 )
-from tshtrain.algorithm.blocks.optim import optimizer_step
 from tshtrain.algorithm.blocks.policies import QValuePolicy
-from tshtrain.algorithm.blocks.polyak import TargetNetwork
+from tshtrain.algorithm.blocks.q_learning import HardTargetQLearner
 from tshtrain.algorithm.blocks.schedules import Schedule, check_schedule
 from tshtrain.constraints import NonNegativeFloat, PositiveFloat, PositiveInt, UnitFloat, validate_fields
 from tshtrain.data.buffer import BaseReplayBuffer
@@ -101,20 +97,19 @@ class DiscreteCQL(OfflineAlgorithm[QValuePolicy, DiscreteCQLTrainingStats]):
         super().__init__(policy=policy)
         self.obs_normalization = ObsNormalization("DiscreteCQL", obs_normalizer, {"policy": policy})
         self.params = params or DiscreteCQLParams()
-        self.target_q_net = TargetNetwork(policy.q_net)
-        self.optim = make_adam(policy.q_net.parameters(), lr=self.params.lr)
-        self.num_gradient_steps = 0
-        self.register_components({"target_q_net": self.target_q_net, "optim": self.optim})
-        self.lrs = ScheduledLearningRates(self.params.lr_schedule, optimizers_in(self.components()))
-        self.register_components(self.lrs.components())
+        self.learner = HardTargetQLearner(policy.q_net, self.params)
+        """the target network, Adam and the gradient-step counter"""
+        self.target_q_net = self.learner.target
+        self.optim = self.learner.optim
+        self.register_components(self.learner.components())
 
     @override
     def extra_state(self) -> dict[str, Any]:
-        return {"num_gradient_steps": self.num_gradient_steps}
+        return self.learner.extra_state()
 
     @override
     def load_extra_state(self, state: Any) -> None:
-        self.num_gradient_steps = int(state["num_gradient_steps"])
+        self.learner.load_extra_state(state, required=True)
 
     @override
     def process_buffer(self, buffer: BaseReplayBuffer) -> None:
@@ -126,26 +121,15 @@ class DiscreteCQL(OfflineAlgorithm[QValuePolicy, DiscreteCQLTrainingStats]):
     def update(
         self, buffer: BaseReplayBuffer, batch_size: int, *, hooks: UpdateHooks = NO_UPDATE_HOOKS
     ) -> DiscreteCQLTrainingStats:
-        self.lrs.begin_update()
         p = self.params
-        batch = sample_replay(
-            buffer,
-            batch_size,
-            gamma=p.gamma,
-            n_step=p.n_step,
-            device=self.policy.device,
-            hooks=hooks,
-        )
+        batch = self.learner.begin_update(buffer, batch_size, hooks, self.policy.device)
         q_NA = self.policy.q_values(batch.obs)
         q = q_NA.gather(1, batch.act.long().unsqueeze(-1)).squeeze(-1)
         target = q_learning_target(self.policy, self.target_q_net, batch, is_double=p.is_double)
         td = F.smooth_l1_loss(q, target) if p.huber_loss else F.mse_loss(q, target)
         penalty = discrete_conservative_penalty(q_NA, batch.act)
         loss = td + p.cql_weight * penalty
-        optimizer_step(self.optim, "optim", {"loss": loss}, hooks)
-        self.num_gradient_steps += 1
-        if self.num_gradient_steps % p.target_update_freq == 0:
-            self.target_q_net.hard_update()
+        self.learner.gradient_step({"loss": loss}, hooks)
         stats = host_scalars(
             "DiscreteCQL",
             {"loss": loss, "td loss": td, "cql penalty": penalty, "q_mean": q.mean()},

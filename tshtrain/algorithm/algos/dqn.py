@@ -18,19 +18,16 @@ from tshtrain.algorithm.base import (
     OffPolicyAlgorithm,
     TrainingStats,
     UpdateHooks,
-    make_adam,
 )
-from tshtrain.algorithm.blocks.lr_schedule import ScheduledLearningRates, optimizers_in
 from tshtrain.algorithm.blocks.normalization import ObsNormalization, RunningObsNormalizer
 from tshtrain.algorithm.blocks.offpolicy import (
     ReplaySample,
     host_scalars,
-    sample_replay,
     update_priorities,
 )
-from tshtrain.algorithm.blocks.optim import optimizer_step
 from tshtrain.algorithm.blocks.policies import QValuePolicy
 from tshtrain.algorithm.blocks.polyak import TargetNetwork
+from tshtrain.algorithm.blocks.q_learning import HardTargetQLearner, weighted_mean
 from tshtrain.algorithm.blocks.schedules import Schedule, check_schedule
 from tshtrain.constraints import PositiveFloat, PositiveInt, UnitFloat, validate_fields
 from tshtrain.data.collector_base import AnyReplayBuffer
@@ -157,54 +154,34 @@ class DQN(OffPolicyAlgorithm[QValuePolicy, DQNTrainingStats]):
         super().__init__(policy=policy)
         self.obs_normalization = ObsNormalization("DQN", obs_normalizer, {"policy": policy})
         self.params = params or DQNParams()
-        self.target_q_net = TargetNetwork(policy.q_net)
-        self._q_params = list(policy.q_net.parameters())
-        self.optim = make_adam(self._q_params, lr=self.params.lr)
-        self.num_gradient_steps = 0
-        self.register_components({"target_q_net": self.target_q_net, "optim": self.optim})
-        self.lrs = ScheduledLearningRates(self.params.lr_schedule, optimizers_in(self.components()))
-        self.register_components(self.lrs.components())
+        self.learner = HardTargetQLearner(policy.q_net, self.params)
+        """the target network, Adam and the gradient-step counter"""
+        self.target_q_net = self.learner.target
+        self.optim = self.learner.optim
+        self.register_components(self.learner.components())
 
     @override
     def extra_state(self) -> dict[str, Any]:
-        return {"num_gradient_steps": self.num_gradient_steps}
+        return self.learner.extra_state()
 
     @override
     def load_extra_state(self, state: Any) -> None:
-        self.num_gradient_steps = int(state.get("num_gradient_steps", 0))
+        self.learner.load_extra_state(state)
 
     @override
     def update(
         self, buffer: AnyReplayBuffer, batch_size: int, *, hooks: UpdateHooks = NO_UPDATE_HOOKS
     ) -> DQNTrainingStats:
-        self.lrs.begin_update()
         p = self.params
-        batch = sample_replay(
-            buffer,
-            batch_size,
-            gamma=p.gamma,
-            n_step=p.n_step,
-            device=self.policy.device,
-            hooks=hooks,
-        )
+        batch = self.learner.begin_update(buffer, batch_size, hooks, self.policy.device)
         q = self.policy.q_values(batch.obs).gather(1, batch.act.long().unsqueeze(-1)).squeeze(-1)
         target = q_learning_target(self.policy, self.target_q_net, batch, is_double=p.is_double)
         td_error = q - target
         per_sample = F.smooth_l1_loss(q, target, reduction="none") if p.huber_loss else td_error.pow(2)
-        loss = per_sample.mean() if batch.weight is None else (per_sample * batch.weight).mean()
-        clipped_norm = optimizer_step(
-            self.optim,
-            "optim",
-            {"TD loss": loss},
-            hooks,
-            params=self._q_params,
-            max_grad_norm=p.max_grad_norm,
-            foreach=True,
+        loss = weighted_mean(per_sample, batch.weight)
+        grad_norm = self.learner.gradient_step(
+            {"TD loss": loss}, hooks, max_grad_norm=p.max_grad_norm, foreach=True
         )
-        grad_norm = torch.zeros((), device=loss.device) if clipped_norm is None else clipped_norm
-        self.num_gradient_steps += 1
-        if self.num_gradient_steps % p.target_update_freq == 0:
-            self.target_q_net.hard_update()
         stats = host_scalars(
             "DQN", {"TD loss": loss, "q_mean": q.mean(), "grad_norm": grad_norm}, losses=("TD loss",)
         )

@@ -7,26 +7,22 @@ from dataclasses import dataclass
 from typing import final
 
 import torch
-from torch import nn
 from typing_extensions import override
 
-from tshtrain.algorithm.base import NO_UPDATE_HOOKS, TrainingStats, UpdateHooks
+from tshtrain.algorithm.base import TrainingStats, UpdateHooks
 from tshtrain.algorithm.blocks.natural_gradient import (
     action_distribution,
     flat_parameters,
     mean_kl,
     set_flat_parameters,
 )
-from tshtrain.algorithm.blocks.normalization import RunningObsNormalizer
-from tshtrain.algorithm.blocks.onpolicy import ActorPolicy, RolloutTensors
+from tshtrain.algorithm.blocks.onpolicy import RolloutTensors
 from tshtrain.algorithm.blocks.trust_region import (
     TrustRegionAlgorithm,
     TrustRegionParams,
-    natural_direction,
-    trust_region_update,
+    TrustRegionResult,
 )
 from tshtrain.constraints import PositiveFloat
-from tshtrain.data.batch import AnyRolloutBatch
 
 
 @final
@@ -72,53 +68,24 @@ class NPG(TrustRegionAlgorithm[NPGParams, NPGTrainingStats]):
     critic's squared error to the returns.
     """
 
-    def __init__(
-        self,
-        *,
-        policy: ActorPolicy,
-        critic: nn.Module,
-        params: NPGParams | None = None,
-        obs_normalizer: RunningObsNormalizer | None = None,
-        seed: int | None = None,
-    ):
-        """See :class:`~tshtrain.algorithm.blocks.trust_region.TrustRegionAlgorithm`; ``params``: default
-        ``NPGParams()``."""
-        super().__init__(
-            policy=policy,
-            critic=critic,
-            params=params or NPGParams(),
-            obs_normalizer=obs_normalizer,
-            seed=seed,
+    @classmethod
+    @override
+    def default_params(cls) -> NPGParams:
+        return NPGParams()
+
+    @override
+    def training_stats(self, result: TrustRegionResult) -> NPGTrainingStats:
+        policy_loss, kl = result.policy_columns
+        return NPGTrainingStats(
+            num_gradient_steps=result.num_gradient_steps,
+            policy_loss=policy_loss,
+            value_loss=result.value_loss,
+            kl=kl,
+            explained_variance=result.explained_variance,
+            lr=result.lr,
         )
 
     @override
-    def update(
-        self,
-        rollout: AnyRolloutBatch,
-        *,
-        batch_size: int | None,
-        num_repetitions: int,
-        hooks: UpdateHooks = NO_UPDATE_HOOKS,
-    ) -> NPGTrainingStats:
-        r = trust_region_update(
-            self.ac,
-            self.params,
-            rollout,
-            lambda batch: self.policy_step(batch, hooks),
-            batch_size=batch_size,
-            num_repetitions=num_repetitions,
-            hooks=hooks,
-        )
-        policy_loss, kl = r.policy_columns
-        return NPGTrainingStats(
-            num_gradient_steps=r.num_gradient_steps,
-            policy_loss=policy_loss,
-            value_loss=r.value_loss,
-            kl=kl,
-            explained_variance=r.explained_variance,
-            lr=r.lr,
-        )
-
     def policy_step(self, batch: RolloutTensors, hooks: UpdateHooks) -> torch.Tensor:
         """One natural-gradient step of the policy on a mini-batch; returns (policy loss, KL) before
         and across the step, shape (2,). The loss goes to ``hooks.post_loss`` before its gradient."""
@@ -126,14 +93,7 @@ class NPG(TrustRegionAlgorithm[NPGParams, NPGTrainingStats]):
         logp, _ = self.policy.log_prob_entropy(batch.obs, batch.act)
         policy_loss = -(logp * batch.advantages).mean()
         hooks.post_loss({"policy loss": policy_loss})
-        found = natural_direction(
-            self.policy,
-            self.policy_parameters,
-            policy_loss,
-            batch,
-            damping=params.damping,
-            num_cg_iterations=params.num_cg_iterations,
-        )
+        found = self.natural_direction(policy_loss, batch)
         with torch.no_grad():
             start_P = flat_parameters(self.policy_parameters)
             set_flat_parameters(

@@ -115,17 +115,21 @@ class PPO(ActorCriticAlgorithm[PPOParams, PPOTrainingStats]):
         obs_normalizer: RunningObsNormalizer | None = None,
         seed: int | None = None,
     ):
-        """See :class:`~tshtrain.algorithm.blocks.onpolicy.ActorCriticAlgorithm`; ``params``: default
-        ``PPOParams()``."""
+        """See :class:`~tshtrain.algorithm.blocks.onpolicy.ActorCriticAlgorithm`."""
         super().__init__(
             policy=policy,
             critic=critic,
-            params=params or PPOParams(),
+            params=params,
             obs_normalizer=obs_normalizer,
             seed=seed,
         )
         self.return_scale = ReturnScale() if self.params.return_scaling else None
         """the running std of the returns (``return_scaling=True``), else None"""
+
+    @classmethod
+    @override
+    def default_params(cls) -> PPOParams:
+        return PPOParams()
 
     @override
     def extra_state(self) -> dict[str, Any]:

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any, final
 
 import torch
+from torch import nn
 from typing_extensions import override
 
 from tshtrain.algorithm.base import (
@@ -20,14 +21,11 @@ from tshtrain.algorithm.base import (
     OffPolicyAlgorithm,
     TrainingStats,
     UpdateHooks,
-    make_adam,
 )
 from tshtrain.algorithm.blocks.distributional import QuantileQNet, quantile_huber_loss
-from tshtrain.algorithm.blocks.lr_schedule import ScheduledLearningRates, optimizers_in
-from tshtrain.algorithm.blocks.offpolicy import host_scalars, sample_replay, update_priorities
-from tshtrain.algorithm.blocks.optim import optimizer_step
+from tshtrain.algorithm.blocks.offpolicy import ReplaySample
 from tshtrain.algorithm.blocks.policies import QValuePolicy
-from tshtrain.algorithm.blocks.polyak import TargetNetwork
+from tshtrain.algorithm.blocks.q_learning import HardTargetQLearner
 from tshtrain.algorithm.blocks.schedules import Schedule, check_schedule
 from tshtrain.constraints import PositiveFloat, PositiveInt, UnitFloat, validate_fields
 from tshtrain.data.collector_base import AnyReplayBuffer
@@ -91,6 +89,25 @@ def taken(values_NAX: torch.Tensor, act_N: torch.Tensor) -> torch.Tensor:
     return values_NAX[torch.arange(len(act_N), device=act_N.device), act_N.long()]
 
 
+@torch.no_grad()
+def quantile_target(
+    online: nn.Module, next_NAT: torch.Tensor, sample: ReplaySample, *, is_double: bool
+) -> torch.Tensor:
+    """The target samples ``R + D * theta_j(o', a')`` of QR-DQN and IQN, shape (N, T), from the target
+    network's quantiles ``next_NAT`` of ``o'``; ``a'`` maximises ``online``'s values of ``o'``
+    (``is_double``) or the mean of ``next_NAT``."""
+    chooser_NA = online(sample.obs_next) if is_double else next_NAT.mean(-1)
+    next_NT = taken(next_NAT, chooser_NA.argmax(dim=-1))
+    return sample.returns.unsqueeze(-1) + sample.discounts.unsqueeze(-1) * next_NT
+
+
+def quantile_stats(stats: dict[str, float], epsilon: float) -> QuantileTrainingStats:
+    """The record of :meth:`HardTargetQLearner.prioritized_step`'s floats."""
+    return QuantileTrainingStats(
+        loss=stats["loss"], q_mean=stats["q_mean"], epsilon=epsilon, grad_norm=stats["grad_norm"]
+    )
+
+
 @final
 class QRDQN(OffPolicyAlgorithm[QValuePolicy, QuantileTrainingStats]):
     """Quantile-regression DQN on a :class:`QValuePolicy` whose ``q_net`` is a :class:`QuantileQNet`
@@ -101,52 +118,32 @@ class QRDQN(OffPolicyAlgorithm[QValuePolicy, QuantileTrainingStats]):
         super().__init__(policy=policy)
         self.params = params or QuantileParams()
         self.net = _quantile_net(policy.q_net)
-        self.target = TargetNetwork(self.net)
-        self.target_net = _quantile_net(self.target.net)
-        self._net_params = list(self.net.parameters())
-        self.optim = make_adam(self._net_params, lr=self.params.lr)
-        self.num_gradient_steps = 0
-        self.register_components({"target_q_net": self.target, "optim": self.optim})
-        self.lrs = ScheduledLearningRates(self.params.lr_schedule, optimizers_in(self.components()))
-        self.register_components(self.lrs.components())
+        self.learner = HardTargetQLearner(self.net, self.params)
+        """the target network, Adam and the gradient-step counter"""
+        self.target_net = _quantile_net(self.learner.target.net)
+        self.register_components(self.learner.components())
 
     @override
     def extra_state(self) -> dict[str, Any]:
-        return {"num_gradient_steps": self.num_gradient_steps}
+        return self.learner.extra_state()
 
     @override
     def load_extra_state(self, state: Any) -> None:
-        self.num_gradient_steps = int(state.get("num_gradient_steps", 0))
+        self.learner.load_extra_state(state)
 
     @override
     def update(
         self, buffer: AnyReplayBuffer, batch_size: int, *, hooks: UpdateHooks = NO_UPDATE_HOOKS
     ) -> QuantileTrainingStats:
-        self.lrs.begin_update()
         p = self.params
-        batch = sample_replay(
-            buffer, batch_size, gamma=p.gamma, n_step=p.n_step, device=self.policy.device, hooks=hooks
-        )
+        batch = self.learner.begin_update(buffer, batch_size, hooks, self.policy.device)
         assert isinstance(batch.obs, torch.Tensor) and isinstance(batch.obs_next, torch.Tensor)
         with torch.no_grad():
             next_NAT = self.target_net.quantiles(batch.obs_next)
-            chooser_NA = self.net(batch.obs_next) if p.is_double else next_NAT.mean(-1)
-            next_NT = taken(next_NAT, chooser_NA.argmax(dim=-1))
-            target_NT = batch.returns.unsqueeze(-1) + batch.discounts.unsqueeze(-1) * next_NT
+        target_NT = quantile_target(self.net, next_NAT, batch, is_double=p.is_double)
         pred_NQ = taken(self.net.quantiles(batch.obs), batch.act)
         loss_N = quantile_huber_loss(pred_NQ, target_NT, self.net.tau_hat, kappa=p.kappa)
-        loss = loss_N.mean() if batch.weight is None else (loss_N * batch.weight).mean()
-        clipped = optimizer_step(
-            self.optim, "optim", {"loss": loss}, hooks, params=self._net_params, max_grad_norm=p.max_grad_norm
+        stats = self.learner.prioritized_step(
+            "QRDQN", buffer, batch, hooks, loss_N=loss_N, q_N=pred_NQ, max_grad_norm=p.max_grad_norm
         )
-        grad_norm = torch.zeros((), device=loss.device) if clipped is None else clipped
-        self.num_gradient_steps += 1
-        if self.num_gradient_steps % p.target_update_freq == 0:
-            self.target.hard_update()
-        stats = host_scalars(
-            "QRDQN", {"loss": loss, "q_mean": pred_NQ.mean(), "grad_norm": grad_norm}, losses=("loss",)
-        )
-        update_priorities(buffer, batch.indices, loss_N.detach().unsqueeze(0))
-        return QuantileTrainingStats(
-            loss=stats["loss"], q_mean=stats["q_mean"], epsilon=self.policy.eps, grad_norm=stats["grad_norm"]
-        )
+        return quantile_stats(stats, self.policy.eps)

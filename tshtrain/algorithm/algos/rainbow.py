@@ -18,7 +18,6 @@ from typing_extensions import override
 
 from tshtrain.algorithm.algos.c51 import C51Params, C51TrainingStats, CategoricalLearner, categorical_net
 from tshtrain.algorithm.base import NO_UPDATE_HOOKS, OffPolicyAlgorithm, UpdateHooks, seeded_generator
-from tshtrain.algorithm.blocks.lr_schedule import ScheduledLearningRates, optimizers_in
 from tshtrain.algorithm.blocks.noisy import NoisyQPolicy, resample_noise
 from tshtrain.data.collector_base import AnyReplayBuffer
 
@@ -39,23 +38,20 @@ class Rainbow(OffPolicyAlgorithm[NoisyQPolicy, C51TrainingStats]):
         self.learner = CategoricalLearner(categorical_net(policy.q_net, "Rainbow"), self.params, "Rainbow")
         self.generator = seeded_generator(seed, policy.device)
         """the generator of the noise of the gradient steps (online and target network)"""
-        self.register_components({"target_q_net": self.learner.target, "optim": self.learner.optim})
-        self.lrs = ScheduledLearningRates(self.params.lr_schedule, optimizers_in(self.components()))
-        self.register_components(self.lrs.components())
+        self.register_components(self.learner.q.components())
 
     @override
     def extra_state(self) -> dict[str, Any]:
-        return {"num_gradient_steps": self.learner.num_gradient_steps}
+        return self.learner.q.extra_state()
 
     @override
     def load_extra_state(self, state: Any) -> None:
-        self.learner.num_gradient_steps = int(state.get("num_gradient_steps", 0))
+        self.learner.q.load_extra_state(state)
 
     @override
     def update(
         self, buffer: AnyReplayBuffer, batch_size: int, *, hooks: UpdateHooks = NO_UPDATE_HOOKS
     ) -> C51TrainingStats:
-        self.lrs.begin_update()
         batch = self.learner.sample(buffer, batch_size, hooks)
         resample_noise(self.learner.net, self.generator)
         resample_noise(self.learner.target_net, self.generator)

@@ -8,28 +8,24 @@ from dataclasses import dataclass
 from typing import final
 
 import torch
-from torch import nn
 from typing_extensions import override
 
-from tshtrain.algorithm.base import NO_UPDATE_HOOKS, TrainingStats, UpdateHooks
+from tshtrain.algorithm.base import TrainingStats, UpdateHooks
 from tshtrain.algorithm.blocks.natural_gradient import (
     action_distribution,
     flat_parameters,
     mean_kl,
     set_flat_parameters,
 )
-from tshtrain.algorithm.blocks.normalization import RunningObsNormalizer
-from tshtrain.algorithm.blocks.onpolicy import ActorPolicy, RolloutTensors
+from tshtrain.algorithm.blocks.onpolicy import RolloutTensors
 from tshtrain.algorithm.blocks.trust_region import (
     NaturalDirection,
     TrustRegionAlgorithm,
     TrustRegionParams,
-    natural_direction,
+    TrustRegionResult,
     surrogate_loss,
-    trust_region_update,
 )
 from tshtrain.constraints import PositiveFloat, PositiveInt
-from tshtrain.data.batch import AnyRolloutBatch
 from tshtrain.errors import ConfigurationError
 
 
@@ -90,56 +86,27 @@ class TRPO(TrustRegionAlgorithm[TRPOParams, TRPOTrainingStats]):
     none accepted: no step); then ``num_critic_gradient_steps`` Adam steps on the critic.
     """
 
-    def __init__(
-        self,
-        *,
-        policy: ActorPolicy,
-        critic: nn.Module,
-        params: TRPOParams | None = None,
-        obs_normalizer: RunningObsNormalizer | None = None,
-        seed: int | None = None,
-    ):
-        """See :class:`~tshtrain.algorithm.blocks.trust_region.TrustRegionAlgorithm`; ``params``: default
-        ``TRPOParams()``."""
-        super().__init__(
-            policy=policy,
-            critic=critic,
-            params=params or TRPOParams(),
-            obs_normalizer=obs_normalizer,
-            seed=seed,
-        )
+    @classmethod
+    @override
+    def default_params(cls) -> TRPOParams:
+        return TRPOParams()
 
     @override
-    def update(
-        self,
-        rollout: AnyRolloutBatch,
-        *,
-        batch_size: int | None,
-        num_repetitions: int,
-        hooks: UpdateHooks = NO_UPDATE_HOOKS,
-    ) -> TRPOTrainingStats:
-        r = trust_region_update(
-            self.ac,
-            self.params,
-            rollout,
-            lambda batch: self.policy_step(batch, hooks),
-            batch_size=batch_size,
-            num_repetitions=num_repetitions,
-            hooks=hooks,
-        )
-        policy_loss, kl, step_size, num_backtracks, failed = r.policy_columns
+    def training_stats(self, result: TrustRegionResult) -> TRPOTrainingStats:
+        policy_loss, kl, step_size, num_backtracks, failed = result.policy_columns
         return TRPOTrainingStats(
-            num_gradient_steps=r.num_gradient_steps,
+            num_gradient_steps=result.num_gradient_steps,
             policy_loss=policy_loss,
-            value_loss=r.value_loss,
+            value_loss=result.value_loss,
             kl=kl,
             step_size=step_size,
             num_backtracks=num_backtracks,
             line_search_failures=failed,
-            explained_variance=r.explained_variance,
-            lr=r.lr,
+            explained_variance=result.explained_variance,
+            lr=result.lr,
         )
 
+    @override
     def policy_step(self, batch: RolloutTensors, hooks: UpdateHooks) -> torch.Tensor:
         """One line-searched natural-gradient step of the policy on a mini-batch; returns (surrogate
         loss before the step, KL across it, step size, rejected trials, 1 if all failed else 0),
@@ -147,14 +114,7 @@ class TRPO(TrustRegionAlgorithm[TRPOParams, TRPOTrainingStats]):
         params = self.params
         policy_loss = surrogate_loss(self.policy, batch)
         hooks.post_loss({"policy loss": policy_loss})
-        found = natural_direction(
-            self.policy,
-            self.policy_parameters,
-            policy_loss,
-            batch,
-            damping=params.damping,
-            num_cg_iterations=params.num_cg_iterations,
-        )
+        found = self.natural_direction(policy_loss, batch)
         with torch.no_grad():
             x_P = found.direction_P
             curvature = x_P.dot(found.fisher_product(x_P))

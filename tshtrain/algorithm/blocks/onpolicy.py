@@ -1,4 +1,5 @@
-"""What A2C and PPO share, as functions and one small component (no common algorithm base class).
+"""What A2C and PPO share, as functions, one small component and a thin abstract base (NPG and TRPO
+build on the same pieces).
 
 * :class:`ActorCriticParams`: the hyperparameters both take (their params classes extend it).
 * :class:`ActorCritic`: the state both keep (policy, critic, optimizer, generator, update counter,
@@ -12,7 +13,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any, Generic, TypeAlias, TypeVar, final
+from typing import Any, Generic, Protocol, TypeAlias, TypeVar, final
 
 import torch
 from torch import nn
@@ -410,43 +411,65 @@ def explained_variance(value_N: torch.Tensor, returns_N: torch.Tensor) -> torch.
     return torch.where(var_returns > 0, 1.0 - ratio, torch.full_like(ratio, float("nan")))
 
 
-TActorCriticParams = TypeVar("TActorCriticParams", bound=ActorCriticParams)
+class LearningRateParams(Protocol):
+    """What :class:`ActorCriticAlgorithm` reads from its params: the Adam learning rate and its
+    schedule (fields of :class:`ActorCriticParams` and of the trust-region params)."""
+
+    @property
+    def lr(self) -> float:
+        """the base learning rate of the Adam optimizer"""
+        ...
+
+    @property
+    def lr_schedule(self) -> Schedule | None:
+        """multiplies lr by schedule.factor(k) after k update steps; None: constant"""
+        ...
+
+
+TActorCriticParams = TypeVar("TActorCriticParams", bound=LearningRateParams)
 
 
 class ActorCriticAlgorithm(OnPolicyAlgorithm[ActorPolicy, TStats_co], Generic[TActorCriticParams, TStats_co]):
-    """What A2C and PPO share around their :class:`ActorCritic`: construction, components and the
-    update-step counter in the extra state. Abstract: each implements ``update`` with its own loss."""
+    """What A2C, PPO, NPG and TRPO share around their :class:`ActorCritic`: construction, default
+    params, components and the update-step counter in the extra state. Abstract: each implements
+    ``update`` and :meth:`default_params`."""
 
     def __init__(
         self,
         *,
         policy: ActorPolicy,
         critic: nn.Module,
-        params: TActorCriticParams,
+        params: TActorCriticParams | None = None,
         obs_normalizer: RunningObsNormalizer | None = None,
         seed: int | None = None,
     ):
         """Args:
         policy: the actor.
-        critic: maps observations to values, shape (N,) or (N, 1); may share layers with the actor.
-        params: hyperparameters.
+        critic: maps observations to values, shape (N,) or (N, 1); may share layers with the actor
+            (not for NPG and TRPO).
+        params: hyperparameters; None: :meth:`default_params`.
         obs_normalizer: the :class:`RunningObsNormalizer` that is the first layer of both the actor and
             the critic; updated at the end of every update with the rollout's observations.
         seed: seeds the algorithm's generator (mini-batch shuffling).
         """
         super().__init__(policy=policy)
-        self.params = params
+        self.params: TActorCriticParams = params or self.default_params()
         self.critic = critic
         self.ac = ActorCritic(
             owner=type(self).__name__,
             policy=policy,
             critic=critic,
-            lr=params.lr,
-            lr_schedule=params.lr_schedule,
+            lr=self.params.lr,
+            lr_schedule=self.params.lr_schedule,
             obs_normalizer=obs_normalizer,
             seed=seed,
         )
         self.register_components(self.ac.components())
+
+    @classmethod
+    @abstractmethod
+    def default_params(cls) -> TActorCriticParams:
+        """The params used when the constructor is given none (the params class's defaults)."""
 
     @override
     def extra_state(self) -> dict[str, Any]:

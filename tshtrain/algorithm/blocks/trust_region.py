@@ -2,8 +2,8 @@
 direction and the update loop (they differ only in how far the policy moves along the direction).
 
 * :class:`TrustRegionParams`: the hyperparameters both take (their params classes extend it).
-* :class:`TrustRegionAlgorithm`: construction (an :class:`ActorCritic` whose Adam trains the critic
-  alone), components and extra state. Abstract: each implements ``update``.
+* :class:`TrustRegionAlgorithm`: an :class:`ActorCriticAlgorithm` whose Adam trains the critic alone,
+  and the update. Abstract: each implements its policy step and names its statistics.
 * :func:`natural_direction`: the conjugate-gradient solution of ``F x = -g`` for a mini-batch.
 * :func:`trust_region_update`: one update: the rollout prepared once (values, GAE, old
   log-probabilities: :func:`~tshtrain.algorithm.blocks.onpolicy.prepare_rollout`), then per mini-batch
@@ -16,13 +16,13 @@ import dataclasses
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Generic, NamedTuple, TypeVar
+from typing import NamedTuple, TypeVar
 
 import torch
 from torch import nn
 from typing_extensions import override
 
-from tshtrain.algorithm.base import OnPolicyAlgorithm, TStats_co, UpdateHooks, check_finite_loss
+from tshtrain.algorithm.base import NO_UPDATE_HOOKS, TStats_co, UpdateHooks, check_finite_loss
 from tshtrain.algorithm.blocks.natural_gradient import (
     ActionDistribution,
     action_distribution,
@@ -35,6 +35,7 @@ from tshtrain.algorithm.blocks.natural_gradient import (
 from tshtrain.algorithm.blocks.normalization import RunningObsNormalizer
 from tshtrain.algorithm.blocks.onpolicy import (
     ActorCritic,
+    ActorCriticAlgorithm,
     ActorPolicy,
     RolloutTensors,
     explained_variance,
@@ -193,53 +194,70 @@ def surrogate_loss(policy: ActorPolicy, batch: RolloutTensors) -> torch.Tensor:
 TTrustRegionParams = TypeVar("TTrustRegionParams", bound=TrustRegionParams)
 
 
-class TrustRegionAlgorithm(OnPolicyAlgorithm[ActorPolicy, TStats_co], Generic[TTrustRegionParams, TStats_co]):
-    """What NPG and TRPO share around their :class:`ActorCritic`: construction, components and the
-    update-step counter in the extra state. Abstract: each implements ``update`` with its own step."""
+class TrustRegionAlgorithm(ActorCriticAlgorithm[TTrustRegionParams, TStats_co]):
+    """What NPG and TRPO share: the :class:`ActorCriticAlgorithm` construction with a critic of its
+    own, the flat policy parameters and the update loop (:func:`trust_region_update`). Abstract: each
+    implements :meth:`policy_step` and :meth:`training_stats`."""
 
     def __init__(
         self,
         *,
         policy: ActorPolicy,
         critic: nn.Module,
-        params: TTrustRegionParams,
+        params: TTrustRegionParams | None = None,
         obs_normalizer: RunningObsNormalizer | None = None,
         seed: int | None = None,
     ):
-        """Args:
-        policy: the actor (its parameters move by natural-gradient steps).
-        critic: maps observations to values, shape (N,) or (N, 1); it must not share parameters with
-            the policy (Adam trains it on its own loss).
-        params: hyperparameters.
-        obs_normalizer: the :class:`RunningObsNormalizer` that is the first layer of both the actor and
-            the critic; updated at the end of every update with the rollout's observations.
-        seed: seeds the algorithm's generator (mini-batch shuffling).
-        """
-        owner = type(self).__name__
-        _check_separate_critic(owner, policy, critic)
-        super().__init__(policy=policy)
-        self.params = params
-        self.critic = critic
-        self.ac = ActorCritic(
-            owner=owner,
-            policy=policy,
-            critic=critic,
-            lr=params.lr,
-            lr_schedule=params.lr_schedule,
-            obs_normalizer=obs_normalizer,
-            seed=seed,
+        """As :class:`ActorCriticAlgorithm`, but the policy's parameters move by natural-gradient steps
+        and Adam trains the critic alone, so the critic must not share parameters with the policy (nor
+        be a :class:`PerWorldCritic`)."""
+        _check_separate_critic(type(self).__name__, policy, critic)
+        super().__init__(
+            policy=policy, critic=critic, params=params, obs_normalizer=obs_normalizer, seed=seed
         )
         self.policy_parameters = [p for p in policy.parameters() if p.requires_grad]
         """the parameters a natural-gradient step moves, in a fixed order (the flat vector's layout)"""
-        self.register_components(self.ac.components())
 
     @override
-    def extra_state(self) -> dict[str, Any]:
-        return self.ac.extra_state()
+    def update(
+        self,
+        rollout: AnyRolloutBatch,
+        *,
+        batch_size: int | None,
+        num_repetitions: int,
+        hooks: UpdateHooks = NO_UPDATE_HOOKS,
+    ) -> TStats_co:
+        result = trust_region_update(
+            self.ac,
+            self.params,
+            rollout,
+            lambda batch: self.policy_step(batch, hooks),
+            batch_size=batch_size,
+            num_repetitions=num_repetitions,
+            hooks=hooks,
+        )
+        return self.training_stats(result)
 
-    @override
-    def load_extra_state(self, state: Any) -> None:
-        self.ac.load_extra_state(state)
+    def natural_direction(self, policy_loss: torch.Tensor, batch: RolloutTensors) -> NaturalDirection:
+        """:func:`natural_direction` of ``policy_loss`` for the policy's parameters, with the params'
+        damping and conjugate-gradient iterations."""
+        return natural_direction(
+            self.policy,
+            self.policy_parameters,
+            policy_loss,
+            batch,
+            damping=self.params.damping,
+            num_cg_iterations=self.params.num_cg_iterations,
+        )
+
+    @abstractmethod
+    def policy_step(self, batch: RolloutTensors, hooks: UpdateHooks) -> torch.Tensor:
+        """One policy step on a mini-batch (a :data:`PolicyStep`); the policy loss goes to
+        ``hooks.post_loss`` before its gradient."""
+
+    @abstractmethod
+    def training_stats(self, result: TrustRegionResult) -> TStats_co:
+        """The algorithm's statistics record of an update's result (its policy columns named)."""
 
 
 def _check_separate_critic(owner: str, policy: ActorPolicy, critic: nn.Module) -> None:
