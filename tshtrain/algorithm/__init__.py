@@ -307,3 +307,19 @@ __all__ += [
     "expectile_loss",
     "tanh_gaussian_log_prob",
 ]
+
+from tshtrain.algorithm.algos.gail import (  # noqa: E402
+    GAIL,
+    GAILParams,
+    GAILTrainingStats,
+    discriminator_loss,
+    gail_rewards,
+)
+
+__all__ += [
+    "GAIL",
+    "GAILParams",
+    "GAILTrainingStats",
+    "discriminator_loss",
+    "gail_rewards",
+]
