@@ -154,7 +154,16 @@ def _expert_tensors(
         )
     _check_expert_actions(data.act, policy)
     obs = torch.as_tensor(data.obs, device=device).float()
-    return obs, torch.as_tensor(data.act, device=device)
+    act = torch.as_tensor(data.act, device=device)
+    try:  # the policy must take the expert's observations (the policy may not know its obs space)
+        with torch.no_grad():
+            policy.log_prob_entropy(obs[:2], act[:2])
+    except (RuntimeError, ValueError) as error:
+        raise ConfigurationError(
+            f"GAIL: expert_buffer observations have shape {data.obs.shape[1:]}, which the policy does not "
+            f"take ({error}); the expert data must come from the same env."
+        ) from error
+    return obs, act
 
 
 def _check_expert_actions(act: np.ndarray, policy: ActorPolicy) -> None:
