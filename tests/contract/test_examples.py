@@ -102,6 +102,7 @@ RUNS: dict[str, Callable[[ModuleType, Path, pytest.MonkeyPatch], None]] = {
     "a2c_cartpole": _on_policy,
     "ppo_cartpole": _on_policy,
     "ppo_pendulum": _on_policy,
+    "gail_cartpole": _on_policy,
     "dqn_cartpole": _off_policy,
     "dqn_cartpole_475": _off_policy,
     "ddpg_pendulum": _off_policy,
