@@ -25,7 +25,8 @@ from tshtrain.algorithm import (
     gail_rewards,
     mlp,
 )
-from tshtrain.data import ReplayBuffer, RolloutBatch
+from tshtrain.algorithm.blocks.onpolicy import rollout_to_torch
+from tshtrain.data import ReplayBuffer, RolloutBatch, TensorRolloutBatch
 from tshtrain.errors import ConfigurationError, UnsupportedSpaceError
 
 LN3 = math.log(3.0)
@@ -262,3 +263,14 @@ def test_env_rewards_do_not_matter() -> None:
         results.append([p.detach().clone() for p in gail.policy.parameters()])
     for a, b in zip(*results, strict=True):
         assert torch.equal(a, b)
+
+
+def test_tensor_rollouts_give_the_same_update_as_numpy_rollouts() -> None:
+    rng = np.random.default_rng(3)
+    data = rollout(rng.uniform(-1, 1, size=(4, 2, 4)), rng.integers(0, 2, size=(4, 2)))
+    weight = [0.1, -0.2, 0.3, -0.4, 0.5, -0.6]
+    from_numpy = linear_gail(weight, 0.0).update(data, batch_size=4, num_repetitions=2)
+    tensor_data = rollout_to_torch(data, torch.device("cpu"))
+    assert isinstance(tensor_data, TensorRolloutBatch)
+    from_tensors = linear_gail(weight, 0.0).update(tensor_data, batch_size=4, num_repetitions=2)
+    assert from_numpy == from_tensors

@@ -59,9 +59,10 @@ class GAILParams:
     disc_lr: PositiveFloat = 1e-3
     """Adam learning rate of the discriminator"""
     disc_update_num: PositiveInt = 4
-    """discriminator gradient steps per update (Tianshou's ``disc_update_num``); with
-    ``disc_batch_size=None`` the shuffled rollout is cut into chunks of ``N // disc_update_num`` rows
-    (the remainder joins the last chunk), one step each, as Tianshou does"""
+    """discriminator gradient steps per update (Tianshou's ``disc_update_num``). With
+    ``disc_batch_size=None``, as Tianshou: the shuffled rollout of N rows is cut into chunks of
+    ``N // disc_update_num`` rows, one step each, and a remainder shorter than a chunk joins the last
+    chunk (so N = 10 and 4 give 5 steps of 2 rows)"""
     disc_batch_size: PositiveInt | None = None
     """rollout rows and expert rows per discriminator step; each of the ``disc_update_num`` steps
     draws its rollout rows from a fresh shuffle. None: ``N // disc_update_num`` (Tianshou's)"""
