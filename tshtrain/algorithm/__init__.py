@@ -307,3 +307,29 @@ __all__ += [
     "expectile_loss",
     "tanh_gaussian_log_prob",
 ]
+
+from tshtrain.algorithm.algos.icm import (  # noqa: E402
+    ICMLosses,
+    ICMModule,
+    ICMOffPolicy,
+    ICMOnPolicy,
+    ICMOutput,
+    ICMParams,
+    ICMTrainingStats,
+    icm_forward_error,
+    icm_intrinsic_reward,
+    icm_losses,
+)
+
+__all__ += [
+    "ICMLosses",
+    "ICMModule",
+    "ICMOffPolicy",
+    "ICMOnPolicy",
+    "ICMOutput",
+    "ICMParams",
+    "ICMTrainingStats",
+    "icm_forward_error",
+    "icm_intrinsic_reward",
+    "icm_losses",
+]
