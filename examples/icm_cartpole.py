@@ -44,7 +44,11 @@ ICM_PARAMS = ICMParams(lr=1e-3, lr_scale=1.0, reward_scale=0.01, forward_loss_we
 
 
 def train_dqn(
-    seed: int = 0, max_epochs: int = 10, stop_at: float = 195.0, icm: ICMParams = ICM_PARAMS, verbose: bool = True
+    seed: int = 0,
+    max_epochs: int = 10,
+    stop_at: float = 195.0,
+    icm: ICMParams = ICM_PARAMS,
+    verbose: bool = True,
 ) -> tuple[ICMOffPolicy[QValuePolicy], InfoStats]:
     """DQN + ICM until the mean test return over 10 episodes reaches ``stop_at`` or max_epochs end."""
     torch.manual_seed(seed)
@@ -58,7 +62,9 @@ def train_dqn(
     dqn = DQN(policy=policy, params=DQNParams(lr=1e-3, gamma=0.99, target_update_freq=200))
     module = ICMModule.from_mlp(4, train_envs.single_action_space, hidden_sizes=(128, 128))
     algorithm = ICMOffPolicy(dqn, module, icm)
-    training = Collector(policy, train_envs, VectorReplayBuffer(20_000, 8, seed=seed), exploration_noise=True, seed=seed)
+    training = Collector(
+        policy, train_envs, VectorReplayBuffer(20_000, 8, seed=seed), exploration_noise=True, seed=seed
+    )
     training.collect(n_step=1000, random=True)
     params = OffPolicyTrainerParams(
         training_collector=training,
@@ -80,7 +86,11 @@ def train_dqn(
 
 
 def train_ppo(
-    seed: int = 0, max_epochs: int = 10, stop_at: float = 195.0, icm: ICMParams = ICM_PARAMS, verbose: bool = True
+    seed: int = 0,
+    max_epochs: int = 10,
+    stop_at: float = 195.0,
+    icm: ICMParams = ICM_PARAMS,
+    verbose: bool = True,
 ) -> tuple[ICMOnPolicy[CategoricalPolicy], InfoStats]:
     """PPO + ICM until the mean test return over 10 episodes reaches ``stop_at`` or max_epochs end."""
     torch.manual_seed(seed)
