@@ -442,7 +442,7 @@ def test_a_nan_icm_loss_raises_naming_the_wrapper_and_the_loss() -> None:
     with torch.no_grad():
         module.forward_model[0].bias.fill_(float("nan"))
     icm = ICMOnPolicy(_RecordingOnPolicy(), module, ICMParams())
-    with pytest.raises(NonFiniteLossError, match="^ICMOnPolicy: the icm loss is nan"):
+    with pytest.raises(NonFiniteLossError, match=r"^ICMOnPolicy: the icm loss is nan"):
         icm.update(_rollout(), batch_size=None, num_repetitions=1)
 
 
