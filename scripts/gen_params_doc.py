@@ -81,6 +81,7 @@ SECTIONS = (
     Section(
         title="", intro="", module="tshtrain/algorithm/algos/imitation.py", classes=("OffPolicyImitationParams",)
     ),
+    Section(title="", intro="", module="tshtrain/algorithm/algos/icm.py", classes=("ICMParams",)),
     Section(
         title="Checkpoint parameters",
         intro="`TrainerParams.checkpoint`: automatic checkpoints (see checkpoints.md).",
