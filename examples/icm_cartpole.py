@@ -29,6 +29,7 @@ from tshtrain.algorithm import (
     QValuePolicy,
     mlp,
 )
+from tshtrain.algorithm.blocks.onpolicy import ActorPolicy
 from tshtrain.data import Collector, VectorReplayBuffer
 from tshtrain.env import make_vector_env
 from tshtrain.trainer import (
@@ -91,7 +92,7 @@ def train_ppo(
     stop_at: float = 195.0,
     icm: ICMParams = ICM_PARAMS,
     verbose: bool = True,
-) -> tuple[ICMOnPolicy[CategoricalPolicy], InfoStats]:
+) -> tuple[ICMOnPolicy[ActorPolicy], InfoStats]:
     """PPO + ICM until the mean test return over 10 episodes reaches ``stop_at`` or max_epochs end."""
     torch.manual_seed(seed)
     train_envs, test_envs = make_vector_env("CartPole-v1", 8), make_vector_env("CartPole-v1", 8)

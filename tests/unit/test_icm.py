@@ -39,11 +39,12 @@ from tshtrain.algorithm import (
     mlp,
 )
 from tshtrain.algorithm.base import NO_UPDATE_HOOKS
-from tshtrain.data import Collector, VectorReplayBuffer
+from tshtrain.algorithm.blocks.onpolicy import ActorPolicy
+from tshtrain.data import Collector, TensorCollector, TensorReplayBuffer, VectorReplayBuffer
 from tshtrain.data.batch import AnyRolloutBatch, RolloutBatch
 from tshtrain.data.buffer import BaseReplayBuffer
 from tshtrain.data.collector_base import AnyReplayBuffer
-from tshtrain.env import make_vector_env
+from tshtrain.env import TorchCartPole, make_vector_env
 from tshtrain.errors import ConfigurationError, UnsupportedSpaceError
 from tshtrain.logger import CsvLogger, LogScope, read_csv_log
 from tshtrain.trainer import (
@@ -56,6 +57,7 @@ from tshtrain.trainer import (
 from tshtrain.trainer.checkpoint import CheckpointManager, CheckpointParams
 
 DISCRETE2 = gym.spaces.Discrete(2)
+CPU = torch.device("cpu")
 LN2 = math.log(2.0)
 
 
@@ -191,9 +193,9 @@ def test_the_icm_step_moves_the_module_as_adam_on_the_loss() -> None:
     rollout = _rollout()
     valid = torch.as_tensor(rollout.valid.reshape(-1))
     out = reference(
-        torch.as_tensor(rollout.obs.reshape(4, 2)),
+        torch.as_tensor(np.asarray(rollout.obs).reshape(4, 2)),
         torch.as_tensor(rollout.act.reshape(4)),
-        torch.as_tensor(rollout.obs_next.reshape(4, 2)),
+        torch.as_tensor(np.asarray(rollout.obs_next).reshape(4, 2)),
     )
     icm_losses(
         out.forward_error_N,
@@ -290,7 +292,7 @@ def _dqn_icm(seed: int, reward_scale: float = 0.01) -> ICMOffPolicy[QValuePolicy
     return ICMOffPolicy(dqn, ICMModule.from_mlp(4, DISCRETE2, (16, 16)), ICMParams(reward_scale=reward_scale))
 
 
-def _ppo_icm(seed: int) -> ICMOnPolicy[CategoricalPolicy]:
+def _ppo_icm(seed: int) -> ICMOnPolicy[ActorPolicy]:
     torch.manual_seed(seed)
     policy = CategoricalPolicy(mlp(4, 2, (16, 16)), DISCRETE2, seed=seed)
     ppo = PPO(policy=policy, critic=mlp(4, 1, (16, 16)), params=PPOParams(), seed=seed)
@@ -533,10 +535,69 @@ def test_mismatched_actions_and_shared_parameters_are_refused() -> None:
         ICMOffPolicy(dqn, shared)
     wrapped = _dqn_icm(0)
     with pytest.raises(ConfigurationError, match="already has components"):
-        ICMOffPolicy(wrapped, ICMModule.from_mlp(4, DISCRETE2, (16,)))  # type: ignore[arg-type]
+        ICMOffPolicy(wrapped, ICMModule.from_mlp(4, DISCRETE2, (16,)))
 
 
 def test_a_feature_net_of_the_wrong_width_is_named() -> None:
     module = ICMModule(nn.Linear(2, 3), 2, DISCRETE2)
     with pytest.raises(ConfigurationError, match=r"feature net returned shape \(2, 3\).*feature_dim=2"):
         module(torch.as_tensor(OBS), torch.as_tensor(ACT), torch.as_tensor(OBS_NEXT))
+
+
+# ---------------------------------------------------------------------------------- both data paths
+
+
+def _trainer_run(family: str, path: str, reward_scale: float | None) -> list[torch.Tensor]:
+    """A tiny seeded run (numpy or torch path) of DQN / PPO, wrapped in ICM unless reward_scale is None;
+    the policy's weights after it."""
+    torch.manual_seed(0)
+    tensor = path == "tensor"
+    envs: Any = TorchCartPole(4, CPU, seed=0) if tensor else make_vector_env("CartPole-v1", 4)
+    inner: Any
+    if family == "dqn":
+        policy: Any = QValuePolicy(
+            mlp(4, 2, (16,), nn.ReLU), DISCRETE2, eps_schedule=EpsilonSchedule(num_env_steps=100), seed=0
+        )
+        inner = DQN(policy=policy, params=DQNParams(target_update_freq=10))
+    else:
+        policy = CategoricalPolicy(mlp(4, 2, (16,)), DISCRETE2, seed=0)
+        inner = PPO(policy=policy, critic=mlp(4, 1, (16,)), params=PPOParams(lr=1e-3), seed=0)
+    algorithm: Any = inner
+    if reward_scale is not None:
+        module = ICMModule.from_mlp(4, DISCRETE2, (16,))
+        wrapper = ICMOffPolicy if family == "dqn" else ICMOnPolicy
+        algorithm = wrapper(inner, module, ICMParams(reward_scale=reward_scale))
+    size = 400 if family == "dqn" else 32
+    buffer: Any = (
+        TensorReplayBuffer(size * 4, 4, device=CPU, seed=0)
+        if tensor
+        else VectorReplayBuffer(size * 4, 4, seed=0)
+    )
+    collector: Any = (TensorCollector if tensor else Collector)(
+        policy, envs, buffer, exploration_noise=family == "dqn", seed=0
+    )
+    common: dict[str, Any] = {
+        "training_collector": collector,
+        "test_collector": None,
+        "max_epochs": 2,
+        "epoch_num_steps": 64,
+        "batch_size": 16,
+        "verbose": False,
+        "show_progress": False,
+    }
+    if family == "dqn":
+        OffPolicyTrainer(algorithm, OffPolicyTrainerParams(collection_step_num_env_steps=16, **common)).run()
+    else:
+        OnPolicyTrainer(algorithm, OnPolicyTrainerParams(collection_step_num_env_steps=128, **common)).run()
+    return [p.detach().clone() for p in policy.parameters()]
+
+
+@pytest.mark.parametrize("path", ["numpy", "tensor"])
+@pytest.mark.parametrize("family", ["dqn", "ppo"])
+def test_on_both_data_paths_zero_scale_equals_the_plain_run_and_a_bonus_changes_it(
+    family: str, path: str
+) -> None:
+    plain = _trainer_run(family, path, None)
+    _assert_same(_trainer_run(family, path, 0.0), plain)
+    shaped = _trainer_run(family, path, 1.0)
+    assert any(not torch.equal(a, b) for a, b in zip(shaped, plain, strict=True))
