@@ -601,3 +601,37 @@ def test_on_both_data_paths_zero_scale_equals_the_plain_run_and_a_bonus_changes_
     _assert_same(_trainer_run(family, path, 0.0), plain)
     shaped = _trainer_run(family, path, 1.0)
     assert any(not torch.equal(a, b) for a, b in zip(shaped, plain, strict=True))
+
+
+class _Names:
+    """Outer hooks that record the losses and optimizers they are called with."""
+
+    def __init__(self) -> None:
+        self.losses: list[str] = []
+        self.optimizers: list[str] = []
+
+    def process_optim_batch(self, batch: Any, /) -> Any:
+        return batch
+
+    def post_loss(self, losses: Any, /) -> None:
+        self.losses.extend(losses)
+
+    def post_optim(self, name: str, optimizer: Any, /) -> None:
+        self.optimizers.append(name)
+
+
+def test_the_trainers_hooks_see_the_inner_and_the_icm_steps_by_component_name() -> None:
+    wrapped = _dqn_icm(0)
+    hooks = _Names()
+    wrapped.update(_cartpole_buffer(0), 16, hooks=hooks)
+    assert hooks.losses[-1] == "icm loss" and len(hooks.losses) == 2
+    assert hooks.optimizers[-1] == "icm_optim" and hooks.optimizers[0] in wrapped.components()
+    assert wrapped.components()["icm_optim"] is wrapped.learner.optim
+
+
+def test_zero_lr_scale_freezes_the_module() -> None:
+    icm = ICMOnPolicy(_RecordingOnPolicy(), _linear_module(), ICMParams(lr_scale=0.0, lr=0.1))
+    before = [p.detach().clone() for p in icm.learner.module.parameters()]
+    stats = icm.update(_rollout(), batch_size=None, num_repetitions=1)
+    _assert_same([p.detach().clone() for p in icm.learner.module.parameters()], before)
+    assert stats.icm_loss == 0.0 and stats.icm_forward_loss == pytest.approx(4 / 3)

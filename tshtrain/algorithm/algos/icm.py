@@ -213,8 +213,8 @@ class ICMParams:
     """Adam learning rate of the ICM module"""
 
     lr_scale: NonNegativeFloat = 1.0
-    """multiplies the ICM loss (an effective learning-rate factor with Adam only through epsilon; 0: the
-    module never learns)"""
+    """multiplies the ICM loss (Tianshou's name); Adam's step is invariant to a constant loss factor
+    except through its epsilon, so this hardly changes the step size; 0 freezes the module"""
 
     reward_scale: NonNegativeFloat = 0.01
     """intrinsic reward = reward_scale * forward-model error; 0: the inner algorithm learns from the
