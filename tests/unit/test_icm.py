@@ -16,9 +16,18 @@ import torch
 from torch import nn
 
 from tshtrain.algorithm import (
+    A2C,
+    C51,
     DQN,
+    IQN,
+    NPG,
     PPO,
+    QRDQN,
+    TRPO,
+    C51Params,
     CategoricalPolicy,
+    DiscreteQEnsemble,
+    DiscreteSAC,
     DQNParams,
     EpsilonSchedule,
     ICMModule,
@@ -26,17 +35,23 @@ from tshtrain.algorithm import (
     ICMOnPolicy,
     ICMParams,
     ICMTrainingStats,
+    NoisyQPolicy,
     NonFiniteLossError,
     OffPolicyAlgorithm,
     OnPolicyAlgorithm,
     PPOParams,
     QValuePolicy,
+    Rainbow,
+    Reinforce,
     TrainingStats,
     UpdateHooks,
+    categorical_mlp,
     icm_forward_error,
     icm_intrinsic_reward,
     icm_losses,
+    iqn_mlp,
     mlp,
+    quantile_mlp,
 )
 from tshtrain.algorithm.base import NO_UPDATE_HOOKS
 from tshtrain.algorithm.blocks.onpolicy import ActorPolicy
@@ -635,3 +650,59 @@ def test_zero_lr_scale_freezes_the_module() -> None:
     stats = icm.update(_rollout(), batch_size=None, num_repetitions=1)
     _assert_same([p.detach().clone() for p in icm.learner.module.parameters()], before)
     assert stats.icm_loss == 0.0 and stats.icm_forward_loss == pytest.approx(4 / 3)
+
+
+# ---------------------------------------------------------------------------------- every discrete family
+
+
+def _inner(name: str) -> Any:
+    torch.manual_seed(0)
+    eps = EpsilonSchedule(num_env_steps=100)
+    if name == "c51":
+        return C51(
+            policy=QValuePolicy(categorical_mlp(4, 2, (16,), num_atoms=11), DISCRETE2, eps_schedule=eps)
+        )
+    if name == "qrdqn":
+        return QRDQN(
+            policy=QValuePolicy(quantile_mlp(4, 2, (16,), num_quantiles=8), DISCRETE2, eps_schedule=eps)
+        )
+    if name == "iqn":
+        net = iqn_mlp(4, 2, (16,), num_cosines=8, num_policy_quantiles=4)
+        return IQN(policy=QValuePolicy(net, DISCRETE2, eps_schedule=eps), seed=0)
+    if name == "rainbow":
+        net = categorical_mlp(4, 2, (16,), num_atoms=11, dueling=True, noisy_sigma0=0.5)
+        q_policy = QValuePolicy(net, DISCRETE2, eps_schedule=EpsilonSchedule(start=0.0, end=0.0), seed=0)
+        return Rainbow(policy=NoisyQPolicy(q_policy, seed=0), params=C51Params(n_step=1), seed=0)
+    if name == "discrete_sac":
+        policy = CategoricalPolicy(mlp(4, 2, (16,)), DISCRETE2, seed=0)
+        return DiscreteSAC(policy=policy, critic=DiscreteQEnsemble(4, 2, (16,)))
+    policy = CategoricalPolicy(mlp(4, 2, (16,)), DISCRETE2, seed=0)
+    if name == "reinforce":
+        return Reinforce(policy=policy, seed=0)
+    on_policy = {"a2c": A2C, "npg": NPG, "trpo": TRPO}
+    return on_policy[name](policy=policy, critic=mlp(4, 1, (16,)), seed=0)
+
+
+OFF_POLICY = ["c51", "qrdqn", "iqn", "rainbow", "discrete_sac"]
+ON_POLICY = ["reinforce", "a2c", "npg", "trpo"]
+
+
+@pytest.mark.parametrize("name", OFF_POLICY + ON_POLICY)
+def test_every_discrete_algorithm_can_be_wrapped_and_updated(name: str) -> None:
+    inner = _inner(name)
+    module = ICMModule.from_mlp(4, DISCRETE2, (16,))
+    params = ICMParams(reward_scale=0.5)
+    before = [p.detach().clone() for p in inner.policy.parameters()]
+    if name in OFF_POLICY:
+        wrapped: Any = ICMOffPolicy(inner, module, params)
+        stats = wrapped.update(_cartpole_buffer(0), 16)
+    else:
+        wrapped = ICMOnPolicy(inner, module, params)
+        envs = make_vector_env("CartPole-v1", 2)
+        buffer = VectorReplayBuffer(64, 2)
+        Collector(inner.policy, envs, buffer, seed=0).collect(n_step=64)
+        envs.close()
+        stats = wrapped.update(buffer.rollout(), batch_size=16, num_repetitions=1)
+    assert stats.intrinsic_reward > 0 and math.isfinite(stats.icm_loss)
+    assert type(stats.inner) not in (TrainingStats, ICMTrainingStats)  # the inner algorithm's own stats
+    assert any(not torch.equal(a, b) for a, b in zip(before, inner.policy.parameters(), strict=True))
