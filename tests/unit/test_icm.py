@@ -706,3 +706,21 @@ def test_every_discrete_algorithm_can_be_wrapped_and_updated(name: str) -> None:
     assert stats.intrinsic_reward > 0 and math.isfinite(stats.icm_loss)
     assert type(stats.inner) not in (TrainingStats, ICMTrainingStats)  # the inner algorithm's own stats
     assert any(not torch.equal(a, b) for a, b in zip(before, inner.policy.parameters(), strict=True))
+
+
+class _NoGradSampling(_RecordingOffPolicy):
+    """An inner algorithm that samples inside ``torch.no_grad()``."""
+
+    def update(
+        self, buffer: AnyReplayBuffer, batch_size: int, *, hooks: UpdateHooks = NO_UPDATE_HOOKS
+    ) -> TrainingStats:
+        with torch.no_grad():
+            return super().update(buffer, batch_size, hooks=hooks)
+
+
+def test_an_inner_update_that_samples_under_no_grad_still_trains_the_module() -> None:
+    icm = ICMOffPolicy(_NoGradSampling(), _linear_module(), ICMParams(lr=0.1))
+    icm.update(_two_transition_buffer(), 8)
+    assert not torch.equal(
+        icm.learner.module.forward_model[0].weight, _linear_module().forward_model[0].weight
+    )

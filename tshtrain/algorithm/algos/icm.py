@@ -292,8 +292,10 @@ class _ICMLearner:
         self.optim = make_adam(module.parameters(), lr=params.lr)
 
     def evaluate(self, obs: ObsTensor, act: torch.Tensor, obs_next: ObsTensor) -> _Evaluated:
+        """The module's outputs with their graph (also where an inner update samples under no_grad)."""
         act_N = act.reshape(-1)
-        return _Evaluated(self.module(obs, act_N, obs_next), act_N, None)
+        with torch.enable_grad():
+            return _Evaluated(self.module(obs, act_N, obs_next), act_N, None)
 
     def step(self, evaluated: Sequence[_Evaluated], hooks: UpdateHooks) -> _StepStats:
         """One Adam step on the mean of the losses of ``evaluated``; the stats as floats."""
