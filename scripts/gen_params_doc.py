@@ -82,6 +82,7 @@ SECTIONS = (
         title="", intro="", module="tshtrain/algorithm/algos/imitation.py", classes=("OffPolicyImitationParams",)
     ),
     Section(title="", intro="", module="tshtrain/algorithm/algos/gail.py", classes=("GAILParams",)),
+    Section(title="", intro="", module="tshtrain/algorithm/algos/icm.py", classes=("ICMParams",)),
     Section(
         title="Checkpoint parameters",
         intro="`TrainerParams.checkpoint`: automatic checkpoints (see checkpoints.md).",

@@ -97,6 +97,12 @@ def _distributional_helper(m: ModuleType, _: Path, monkeypatch: pytest.MonkeyPat
         m.close(params)
 
 
+def _icm(m: ModuleType, _: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _short_epochs(monkeypatch, m)
+    m.train_dqn(max_epochs=1, verbose=False)
+    m.train_ppo(max_epochs=1, verbose=False)
+
+
 RUNS: dict[str, Callable[[ModuleType, Path, pytest.MonkeyPatch], None]] = {
     "reinforce_cartpole": _reinforce,
     "a2c_cartpole": _on_policy,
@@ -119,6 +125,7 @@ RUNS: dict[str, Callable[[ModuleType, Path, pytest.MonkeyPatch], None]] = {
     "iqn_cartpole": _distributional,
     "rainbow_cartpole": _distributional,
     "distributional_cartpole": _distributional_helper,
+    "icm_cartpole": _icm,
 }
 
 

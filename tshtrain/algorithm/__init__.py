@@ -323,3 +323,29 @@ __all__ += [
     "discriminator_loss",
     "gail_rewards",
 ]
+
+from tshtrain.algorithm.algos.icm import (  # noqa: E402
+    ICMLosses,
+    ICMModule,
+    ICMOffPolicy,
+    ICMOnPolicy,
+    ICMOutput,
+    ICMParams,
+    ICMTrainingStats,
+    icm_forward_error,
+    icm_intrinsic_reward,
+    icm_losses,
+)
+
+__all__ += [
+    "ICMLosses",
+    "ICMModule",
+    "ICMOffPolicy",
+    "ICMOnPolicy",
+    "ICMOutput",
+    "ICMParams",
+    "ICMTrainingStats",
+    "icm_forward_error",
+    "icm_intrinsic_reward",
+    "icm_losses",
+]
