@@ -89,8 +89,9 @@ def test_redq_builds_an_ensemble_of_num_critics() -> None:
     )
     assert isinstance(algorithm, REDQ)
     assert algorithm.ensemble_size == 6
-    assert algorithm.params.target_mode is REDQTarget.MEAN
-    assert algorithm.params.subset_size == 2 and algorithm.params.actor_delay == 3
+    assert algorithm.params == REDQParams(
+        actor_lr=1e-4, alpha=0.2, subset_size=2, actor_delay=3, target_mode=REDQTarget.MEAN
+    )
 
 
 def test_iql_builds_a_value_network_of_its_own_width() -> None:
@@ -206,8 +207,8 @@ def _dataset(tmp_path: Path, env_id: str) -> Path:
 
 
 _TRAINERS = {
-    Family.ON_POLICY: "{max_epochs: 1, epoch_num_steps: 64, collection_step_num_env_steps: 32, batch_size: null,"
-    " update_step_num_repetitions: 1",
+    Family.ON_POLICY: "{max_epochs: 1, epoch_num_steps: 64, collection_step_num_env_steps: 32,"
+    " batch_size: null, update_step_num_repetitions: 1",
     Family.OFF_POLICY: "{max_epochs: 1, epoch_num_steps: 40, collection_step_num_env_steps: 8,"
     " update_step_num_gradient_steps_per_sample: 0.5, batch_size: 16",
     Family.OFFLINE: "{max_epochs: 1, epoch_num_steps: 10, batch_size: 16",
@@ -238,3 +239,16 @@ def test_tshtrain_train_runs_it(name: str, tmp_path: Path) -> None:
     assert info["gradient_step"] > 0
     written = resolve_experiment(yaml.safe_load((run_dir / "config.yaml").read_text()))
     assert written.algorithm.name == name
+
+
+def test_the_docs_list_every_registered_algorithm() -> None:
+    """docs/cli.md names the registered algorithms by family; a new registration must be added there."""
+    text = (Path(__file__).resolve().parents[2] / "docs" / "cli.md").read_text(encoding="utf-8")
+    start = text.index("The registered algorithms (`algorithm.name`):")
+    paragraph = " ".join(text[start : text.index("\n\n", start)].split())
+    for family, label in ((Family.ON_POLICY, "on-policy"), (Family.OFF_POLICY, "off-policy")):
+        names = [name for name, spec in SPECS.items() if spec.family is family]
+        listed = paragraph.split(f" {label} ")[1].split(";")[0]
+        assert sorted(listed.split(", ")) == sorted(names), family
+    offline = paragraph.split(" offline ")[1].split(".")[0]
+    assert sorted(offline.split(", ")) == sorted(n for n, s in SPECS.items() if s.family is Family.OFFLINE)

@@ -215,7 +215,7 @@ def _require_flat_observations(ctx: BuildContext, name: str) -> None:
     if isinstance(ctx.mlp_network.encoder, CnnEncoderConfig):
         raise ConfigurationError(
             f"algorithm.network.encoder: {name}'s networks take flat Box observations; encoder type cnn is "
-            f"for ppo, a2c, reinforce, dqn, discrete_cql and bc. Use encoder: auto."
+            f"for ppo, a2c, npg, trpo, reinforce, dqn, discrete_cql and bc. Use encoder: auto."
         )
 
 

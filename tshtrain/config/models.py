@@ -270,8 +270,8 @@ class MlpNetwork(Section):
     are; image Boxes (uint8, three axes) get a CNN (Nature DQN convolutions for images of at least
     36x36 pixels, three 2x2 convolutions for smaller ones), Discrete ones a one-hot vector, MultiBinary /
     MultiDiscrete ones their values as floats, and a Dict one encoder per key, concatenated.
-    ``{type: cnn, ...}``: as ``auto``, with these convolutions for the images (ppo, a2c, reinforce, dqn,
-    discrete_cql and bc)"""
+    ``{type: cnn, ...}``: as ``auto``, with these convolutions for the images (ppo, a2c, npg, trpo,
+    reinforce, dqn, discrete_cql and bc)"""
 
 
 class ActorCriticNetwork(MlpNetwork):
