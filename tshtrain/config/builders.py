@@ -81,6 +81,7 @@ from tshtrain.config.models import (
     REDQNetwork,
     Section,
     TD3BCNetwork,
+    TrustRegionNetwork,
 )
 from tshtrain.errors import ConfigurationError, UnsupportedSpaceError
 
@@ -307,12 +308,26 @@ def build_a2c(ctx: BuildContext) -> Algorithm[Any]:
     return build_actor_critic(ctx, A2C)
 
 
+def _trust_region(ctx: BuildContext, kind: type[NPG] | type[TRPO]) -> Algorithm[Any]:
+    network = ctx.network
+    assert isinstance(network, TrustRegionNetwork)
+    algorithm = build_actor_critic(ctx, kind)
+    if network.orthogonal_init:
+        for module in (algorithm.policy, algorithm.critic):
+            for layer in module.modules():
+                if isinstance(layer, nn.Linear):
+                    nn.init.orthogonal_(layer.weight)
+                    if layer.bias is not None:
+                        nn.init.zeros_(layer.bias)
+    return algorithm
+
+
 def build_npg(ctx: BuildContext) -> Algorithm[Any]:
-    return build_actor_critic(ctx, NPG)
+    return _trust_region(ctx, NPG)
 
 
 def build_trpo(ctx: BuildContext) -> Algorithm[Any]:
-    return build_actor_critic(ctx, TRPO)
+    return _trust_region(ctx, TRPO)
 
 
 def build_reinforce(ctx: BuildContext) -> Algorithm[Any]:

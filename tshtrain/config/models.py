@@ -382,6 +382,10 @@ class TrustRegionNetwork(ActorCriticNetwork):
     """Actor and critic of NPG and TRPO (Tianshou's NPG / TRPO tests: 64-64 tanh MLPs). The critic must
     not share parameters with the actor: ``critic_per_world`` is refused."""
 
+    orthogonal_init: bool = True
+    """initialise every linear layer of actor and critic orthogonally (gain 1, zero bias), as Tianshou's
+    NPG / TRPO tests and tests/learning/test_learning_npg_trpo.py do; False: torch's default"""
+
 
 class REDQNetwork(ActorCriticsNetwork):
     """Actor and critic ensemble of REDQ (one batched network of ``num_critics`` Q critics)."""
