@@ -34,7 +34,7 @@ def run(args: argparse.Namespace) -> int:
             f"{key}={default!r}" for key, (_, default) in value_fields(spec.params_cls).items()
         )
         print(f"{'':<13} {spec.params_cls.__name__}: {fields}")
-        print(f"{'':<13} example: {spec.example}")
+        print(f"{'':<13} example: {spec.example or spec.example_config}")
     if args.algorithms:
         return 0
     print()

@@ -41,13 +41,19 @@ from tshtrain.algorithm import (
     mlp,
     num_actions,
 )
+from tshtrain.algorithm.algos.bcq import BCQ, BCQPolicy, Perturbation
 from tshtrain.algorithm.algos.c51 import C51
 from tshtrain.algorithm.algos.cql import CQL
 from tshtrain.algorithm.algos.discrete_cql import DiscreteCQL
+from tshtrain.algorithm.algos.discrete_crr import DiscreteCRR
+from tshtrain.algorithm.algos.iql import IQL
 from tshtrain.algorithm.algos.iqn import IQN, IQNSampling
+from tshtrain.algorithm.algos.npg import NPG
 from tshtrain.algorithm.algos.qrdqn import QRDQN
 from tshtrain.algorithm.algos.rainbow import Rainbow
+from tshtrain.algorithm.algos.redq import REDQ
 from tshtrain.algorithm.algos.td3_bc import TD3BC
+from tshtrain.algorithm.algos.trpo import TRPO
 from tshtrain.algorithm.base import Algorithm
 from tshtrain.algorithm.blocks.continuous import box_dim
 from tshtrain.algorithm.blocks.distributional import categorical_mlp, iqn_mlp, quantile_mlp
@@ -56,20 +62,26 @@ from tshtrain.algorithm.blocks.masking import ActionMasked, has_action_mask, wit
 from tshtrain.algorithm.blocks.multi_policies import BernoulliPolicy, MultiCategoricalPolicy
 from tshtrain.algorithm.blocks.noisy import NoisyQPolicy
 from tshtrain.algorithm.blocks.onpolicy import ActorPolicy
+from tshtrain.algorithm.blocks.vae import ConditionalVAE
 from tshtrain.config.models import (
     ActorCriticNetwork,
     ActorCriticsNetwork,
+    BCQNetwork,
     CategoricalQNetwork,
     CnnEncoderConfig,
+    DiscreteCRRNetwork,
     EpsilonGreedy,
     GaussianNoise,
     ImplicitQuantileQNetwork,
+    IQLNetwork,
     MlpNetwork,
     QNetwork,
     QuantileQNetwork,
     RainbowQNetwork,
+    REDQNetwork,
     Section,
     TD3BCNetwork,
+    TrustRegionNetwork,
 )
 from tshtrain.errors import ConfigurationError, UnsupportedSpaceError
 
@@ -204,7 +216,7 @@ def _require_flat_observations(ctx: BuildContext, name: str) -> None:
     if isinstance(ctx.mlp_network.encoder, CnnEncoderConfig):
         raise ConfigurationError(
             f"algorithm.network.encoder: {name}'s networks take flat Box observations; encoder type cnn is "
-            f"for ppo, a2c, reinforce, dqn, discrete_cql and bc. Use encoder: auto."
+            f"for ppo, a2c, npg, trpo, reinforce, dqn, discrete_cql and bc. Use encoder: auto."
         )
 
 
@@ -234,7 +246,9 @@ def _actor_policy(
     )
 
 
-def build_actor_critic(ctx: BuildContext, kind: type[A2C] | type[PPO]) -> A2C | PPO:
+def build_actor_critic(
+    ctx: BuildContext, kind: type[A2C] | type[PPO] | type[NPG] | type[TRPO]
+) -> A2C | PPO | NPG | TRPO:
     network = ctx.network
     assert isinstance(network, ActorCriticNetwork)
     if network.normalize_obs and has_action_mask(ctx.observation_space):
@@ -292,6 +306,28 @@ def build_ppo(ctx: BuildContext) -> Algorithm[Any]:
 
 def build_a2c(ctx: BuildContext) -> Algorithm[Any]:
     return build_actor_critic(ctx, A2C)
+
+
+def _trust_region(ctx: BuildContext, kind: type[NPG] | type[TRPO]) -> Algorithm[Any]:
+    network = ctx.network
+    assert isinstance(network, TrustRegionNetwork)
+    algorithm = build_actor_critic(ctx, kind)
+    if network.orthogonal_init:
+        for module in (algorithm.policy, algorithm.critic):
+            for layer in module.modules():
+                if isinstance(layer, nn.Linear):
+                    nn.init.orthogonal_(layer.weight)
+                    if layer.bias is not None:
+                        nn.init.zeros_(layer.bias)
+    return algorithm
+
+
+def build_npg(ctx: BuildContext) -> Algorithm[Any]:
+    return _trust_region(ctx, NPG)
+
+
+def build_trpo(ctx: BuildContext) -> Algorithm[Any]:
+    return _trust_region(ctx, TRPO)
 
 
 def build_reinforce(ctx: BuildContext) -> Algorithm[Any]:
@@ -503,6 +539,60 @@ def build_discrete_sac(ctx: BuildContext) -> Algorithm[Any]:
         activation=activation,
     )
     return DiscreteSAC(
+        policy=CategoricalPolicy(actor, space, seed=ctx.seed), critic=critic, params=ctx.params
+    )
+
+
+def build_redq(ctx: BuildContext) -> Algorithm[Any]:
+    assert isinstance(ctx.network, REDQNetwork)
+    return REDQ(policy=_tanh_gaussian_policy(ctx), critic=_q_ensemble(ctx), params=ctx.params, seed=ctx.seed)
+
+
+def build_iql(ctx: BuildContext) -> Algorithm[Any]:
+    network = ctx.network
+    assert isinstance(network, IQLNetwork)
+    value_hidden = tuple(network.value_hidden_sizes or _critic_hidden(network))
+    value = mlp(ctx.obs_dim, 1, value_hidden, ACTIVATIONS[network.activation])
+    return IQL(policy=_tanh_gaussian_policy(ctx), critic=_q_ensemble(ctx), value=value, params=ctx.params)
+
+
+def build_bcq(ctx: BuildContext) -> Algorithm[Any]:
+    network = ctx.network
+    assert isinstance(network, BCQNetwork)
+    obs_dim, act_dim = ctx.obs_dim, box_dim(ctx.action_space)
+    activation = ACTIVATIONS[network.activation]
+    perturbation_net = mlp(obs_dim + act_dim, act_dim, _hidden(network), activation)
+    vae = ConditionalVAE(
+        obs_dim,
+        act_dim,
+        tuple(network.vae_hidden_sizes),
+        latent_dim=network.latent_dim,
+        activation=activation,
+    )
+    policy = BCQPolicy(
+        perturbation=Perturbation(perturbation_net, phi=network.phi),
+        vae=vae,
+        critic=_q_ensemble(ctx),
+        action_space=ctx.action_space,
+        num_forward_sampled_actions=network.num_forward_sampled_actions,
+        seed=ctx.seed,
+    )
+    return BCQ(policy=policy, params=ctx.params, seed=ctx.seed)
+
+
+def build_discrete_crr(ctx: BuildContext) -> Algorithm[Any]:
+    _require_flat_observations(ctx, "discrete_crr")
+    network = ctx.network
+    assert isinstance(network, DiscreteCRRNetwork)
+    space = ctx.action_space
+    if not isinstance(space, gym.spaces.Discrete):
+        raise UnsupportedSpaceError(f"discrete_crr needs a Discrete action space, got {space!r}.")
+    activation = ACTIVATIONS[network.activation]
+    actor = mlp(ctx.obs_dim, num_actions(space), _hidden(network), activation)
+    critic = mlp(
+        ctx.obs_dim, num_actions(space), tuple(network.critic_hidden_sizes or _hidden(network)), activation
+    )
+    return DiscreteCRR(
         policy=CategoricalPolicy(actor, space, seed=ctx.seed), critic=critic, params=ctx.params
     )
 

@@ -85,6 +85,27 @@ def _distributional_cartpole() -> dict[str, Any]:
     }
 
 
+def _trust_region_cartpole(params: Mapping[str, Any]) -> dict[str, Any]:
+    """NPG / TRPO with the setup of Tianshou's NPG / TRPO tests and of
+    tests/learning/test_learning_npg_trpo.py: 64-64 tanh actor and critic, 16 training envs, 2048 env
+    steps per collection step, one mini-batch of the whole rollout, 2 repetitions, up to 9 epochs of
+    10,240 env steps (about 100k), stop at 475; every linear layer initialised orthogonally (the
+    network's ``orthogonal_init``, on by default)."""
+    return {
+        "env": _cartpole(16, 10),
+        "algorithm": {"params": dict(params), "network": {"hidden_sizes": [64, 64], "activation": "tanh"}},
+        "trainer": {
+            "max_epochs": 9,
+            "epoch_num_steps": 10_240,
+            "collection_step_num_env_steps": 2048,
+            "batch_size": None,
+            "update_step_num_repetitions": 2,
+            "test_step_num_episodes": 10,
+            "stop_score": 475.0,
+        },
+    }
+
+
 DEFAULTS: dict[str, Mapping[str, Any]] = {
     "ppo": {
         "env": _cartpole(),
@@ -170,6 +191,8 @@ DEFAULTS: dict[str, Mapping[str, Any]] = {
         },
         "buffer": {"size": 100_000, "prefill_env_steps": 1000},
     },
+    "npg": _trust_region_cartpole({"gamma": 0.99}),
+    "trpo": _trust_region_cartpole({"gamma": 0.99, "max_kl": 0.005}),
     "c51": _distributional_cartpole(),
     "qrdqn": _distributional_cartpole(),
     "iqn": _distributional_cartpole(),
@@ -200,6 +223,23 @@ DEFAULTS: dict[str, Mapping[str, Any]] = {
         },
         "trainer": _PENDULUM_OFF_POLICY_TRAINER,
         "buffer": _PENDULUM_BUFFER,
+    },
+    "redq": {  # tests/learning/test_learning_redq_iql.py (Tianshou's test_redq.py with 4 critics)
+        "env": {"id": "Pendulum-v1", "num_training_envs": 8, "num_test_envs": 10},
+        "algorithm": {
+            "params": {"actor_lr": 1e-4, "critic_lr": 1e-3, "alpha": 0.2, "subset_size": 2, "actor_delay": 3},
+            "network": {"hidden_sizes": [64, 64], "num_critics": 4},
+        },
+        "trainer": {
+            "max_epochs": 5,
+            "epoch_num_steps": 5000,
+            "collection_step_num_env_steps": 8,
+            "update_step_num_gradient_steps_per_sample": 3.0,
+            "batch_size": 64,
+            "test_step_num_episodes": 10,
+            "stop_score": -250.0,
+        },
+        "buffer": {"size": 20_000, "prefill_env_steps": 1000},
     },
     "discrete_sac": {
         "env": _cartpole(10, 10),
@@ -255,6 +295,30 @@ DEFAULTS: dict[str, Mapping[str, Any]] = {
         "algorithm": {"params": {"alpha": 2.5}, "network": {"hidden_sizes": [256, 256]}},
         "trainer": _OFFLINE_TRAINER,
         "dataset": _dataset(_SAC_EXAMPLE_RUN),
+    },
+    "iql": {  # tests/learning/test_learning_redq_iql.py: beta 0.3 (the paper's 3.0 scored 0.22 here)
+        "env": _pendulum(),
+        "algorithm": {"params": {"beta": 0.3}, "network": {"hidden_sizes": [256, 256]}},
+        "trainer": _OFFLINE_TRAINER,
+        "dataset": _dataset(_SAC_EXAMPLE_RUN),
+    },
+    # Tianshou's test_bcq.py networks and bar (-1100); its batch of 32 and 500 steps per epoch reached only
+    # -1221.4 on the SAC example's 4,000-transition buffer (seed 0), batch 256 and 1000 steps -981.8 / -943.1
+    # (seeds 0 / 1, best of 5 epochs)
+    "bcq": {
+        "env": _pendulum(),
+        "algorithm": {"network": {"hidden_sizes": [64], "vae_hidden_sizes": [32, 32]}},
+        "trainer": {**_OFFLINE_TRAINER, "stop_score": -1100.0},
+        "dataset": _dataset(_SAC_EXAMPLE_RUN),
+    },
+    "discrete_crr": {  # Tianshou's test_discrete_crr.py (tests/learning/test_learning_bcq_crr.py)
+        "env": _cartpole(8, 10),
+        "algorithm": {
+            "params": {"lr": 7e-4, "gamma": 0.99, "target_update_freq": 320},
+            "network": {"hidden_sizes": [64, 64]},
+        },
+        "trainer": {**_OFFLINE_TRAINER, "batch_size": 64, "stop_score": 180.0},
+        "dataset": _dataset(_DQN_EXAMPLE_RUN),
     },
     "discrete_cql": {
         "env": _cartpole(8, 10),

@@ -29,12 +29,10 @@ def example_file_data(spec: AlgorithmSpec) -> dict[str, Any]:
 
 def example_file_text(spec: AlgorithmSpec) -> str:
     """The text of the example experiment file of ``spec``: comment lines, then the YAML data."""
-    lines = [
-        f"# {spec.summary}",
-        f"# Run: tshtrain train {spec.example_config}",
-        f"# The same settings, built from params objects in Python: {spec.example}",
-        f"# Every key left out takes its default; `tshtrain config {spec.name}` prints them all.",
-    ]
+    lines = [f"# {spec.summary}", f"# Run: tshtrain train {spec.example_config}"]
+    if spec.example is not None:
+        lines.append(f"# The same settings, built from params objects in Python: {spec.example}")
+    lines.append(f"# Every key left out takes its default; `tshtrain config {spec.name}` prints them all.")
     if _buffer_saved(spec.example_extras):
         lines.append("# buffer.save_on_exit keeps the replay buffer as a dataset for the offline examples.")
     producer = _dataset_producer(spec)

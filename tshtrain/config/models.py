@@ -270,8 +270,8 @@ class MlpNetwork(Section):
     are; image Boxes (uint8, three axes) get a CNN (Nature DQN convolutions for images of at least
     36x36 pixels, three 2x2 convolutions for smaller ones), Discrete ones a one-hot vector, MultiBinary /
     MultiDiscrete ones their values as floats, and a Dict one encoder per key, concatenated.
-    ``{type: cnn, ...}``: as ``auto``, with these convolutions for the images (ppo, a2c, reinforce, dqn,
-    discrete_cql and bc)"""
+    ``{type: cnn, ...}``: as ``auto``, with these convolutions for the images (ppo, a2c, npg, trpo,
+    reinforce, dqn, discrete_cql and bc)"""
 
 
 class ActorCriticNetwork(MlpNetwork):
@@ -376,6 +376,55 @@ class TD3BCNetwork(ActorCriticsNetwork):
     normalize_obs: bool = True
     """a running observation normaliser as the first layer of actor and critics, fitted to the dataset
     (the paper's state normalisation)"""
+
+
+class TrustRegionNetwork(ActorCriticNetwork):
+    """Actor and critic of NPG and TRPO (Tianshou's NPG / TRPO tests: 64-64 tanh MLPs). The critic must
+    not share parameters with the actor: ``critic_per_world`` is refused."""
+
+    orthogonal_init: bool = True
+    """initialise every linear layer of actor and critic orthogonally (gain 1, zero bias), as Tianshou's
+    NPG / TRPO tests and tests/learning/test_learning_npg_trpo.py do; False: torch's default"""
+
+
+class REDQNetwork(ActorCriticsNetwork):
+    """Actor and critic ensemble of REDQ (one batched network of ``num_critics`` Q critics)."""
+
+    num_critics: PositiveInt = 10
+    """N, the critics in the ensemble (the paper and Tianshou: 10); at least ``params.subset_size``"""
+
+
+class IQLNetwork(ActorCriticsNetwork):
+    """Actor, twin Q critics and state-value network of IQL."""
+
+    value_hidden_sizes: list[PositiveInt] | None = None
+    """hidden widths of the state-value network V(s); None: the critics'"""
+
+
+class BCQNetwork(ActorCriticsNetwork):
+    """The perturbation network, twin critics and conditional VAE of BCQ (defaults: Tianshou's
+    Pendulum test)."""
+
+    hidden_sizes: list[PositiveInt] = Field(default_factory=lambda: [64])
+    """hidden widths of the perturbation network (and of the critics unless critic_hidden_sizes)"""
+    num_critics: Literal[2] = 2
+    """BCQ's twin critics (fixed)"""
+    vae_hidden_sizes: list[PositiveInt] = Field(default_factory=lambda: [32, 32], min_length=1)
+    """hidden widths of the VAE's encoder and of its decoder"""
+    latent_dim: PositiveInt | None = None
+    """size of the VAE's latent z; None: twice the action size"""
+    phi: float = Field(default=0.05, ge=0.0, le=2.0, allow_inf_nan=False)
+    """largest change the perturbation makes per action dimension (in the [-1, 1] action scale)"""
+    num_forward_sampled_actions: PositiveInt = 100
+    """VAE actions per observation when acting; the one with the largest Q is taken"""
+
+
+class DiscreteCRRNetwork(MlpNetwork):
+    """Actor (logits) and critic (Q values of every action) of discrete CRR, two separate MLPs."""
+
+    activation: Literal["tanh", "relu", "elu", "gelu", "silu"] = "relu"
+    critic_hidden_sizes: list[PositiveInt] | None = None
+    """hidden widths of the critic; None: the actor's"""
 
 
 class NoExploration(Section):

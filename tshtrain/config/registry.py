@@ -26,26 +26,37 @@ from tshtrain.algorithm import (
     SACParams,
     TD3Params,
 )
+from tshtrain.algorithm.algos.bcq import BCQParams
 from tshtrain.algorithm.algos.cql import CQLParams
 from tshtrain.algorithm.algos.discrete_cql import DiscreteCQLParams
+from tshtrain.algorithm.algos.discrete_crr import DiscreteCRRParams
+from tshtrain.algorithm.algos.iql import IQLParams
+from tshtrain.algorithm.algos.npg import NPGParams
+from tshtrain.algorithm.algos.redq import REDQParams
 from tshtrain.algorithm.algos.td3_bc import TD3BCParams
+from tshtrain.algorithm.algos.trpo import TRPOParams
 from tshtrain.algorithm.base import Algorithm
 from tshtrain.config import builders
 from tshtrain.config.defaults import DEFAULTS, EXAMPLE_EXTRAS
 from tshtrain.config.models import (
     ActorCriticNetwork,
     ActorCriticsNetwork,
+    BCQNetwork,
     CategoricalQNetwork,
+    DiscreteCRRNetwork,
     EpsilonGreedy,
     GaussianNoise,
     ImplicitQuantileQNetwork,
+    IQLNetwork,
     MlpNetwork,
     NoExploration,
     QNetwork,
     QuantileQNetwork,
     RainbowQNetwork,
+    REDQNetwork,
     Section,
     TD3BCNetwork,
+    TrustRegionNetwork,
 )
 from tshtrain.errors import ExperimentError
 
@@ -71,8 +82,10 @@ class AlgorithmSpec:
     build: Callable[[builders.BuildContext], Algorithm[Any]]
     defaults: Mapping[str, Any]
     """the default experiment (every section but ``algorithm.name``, which is ``name``)"""
-    example: str
-    """the example script that builds the same run from params objects"""
+    example: str | None
+    """the example script that builds the same run from params objects; None: no script yet (the
+    example experiment file is the example; the learning test named in ``summary``'s docs page builds
+    the same run in Python)"""
     example_config: str
     """the example experiment file generated from ``defaults`` (plus ``example_extras``)"""
     example_extras: Mapping[str, Any] = dataclasses.field(default_factory=dict)
@@ -118,6 +131,30 @@ SPECS: dict[str, AlgorithmSpec] = {
             example="examples/reinforce_cartpole.py",
             example_config="examples/configs/reinforce_cartpole.yaml",
             defaults=DEFAULTS["reinforce"],
+        ),
+        AlgorithmSpec(
+            name="npg",
+            summary="NPG: natural policy gradient, fixed-size natural steps, GAE (Discrete or Box actions)",
+            family=Family.ON_POLICY,
+            params_cls=NPGParams,
+            network_model=TrustRegionNetwork,
+            exploration_model=NoExploration,
+            build=builders.build_npg,
+            example=None,
+            example_config="examples/configs/npg_cartpole.yaml",
+            defaults=DEFAULTS["npg"],
+        ),
+        AlgorithmSpec(
+            name="trpo",
+            summary="TRPO: natural gradient with a KL trust region and a line search, GAE (Discrete or Box)",
+            family=Family.ON_POLICY,
+            params_cls=TRPOParams,
+            network_model=TrustRegionNetwork,
+            exploration_model=NoExploration,
+            build=builders.build_trpo,
+            example=None,
+            example_config="examples/configs/trpo_cartpole.yaml",
+            defaults=DEFAULTS["trpo"],
         ),
         AlgorithmSpec(
             name="dqn",
@@ -218,6 +255,18 @@ SPECS: dict[str, AlgorithmSpec] = {
             defaults=DEFAULTS["sac"],
         ),
         AlgorithmSpec(
+            name="redq",
+            summary="REDQ: SAC with an ensemble of N critics and a random target subset (Box actions)",
+            family=Family.OFF_POLICY,
+            params_cls=REDQParams,
+            network_model=REDQNetwork,
+            exploration_model=NoExploration,
+            build=builders.build_redq,
+            example=None,
+            example_config="examples/configs/redq_pendulum.yaml",
+            defaults=DEFAULTS["redq"],
+        ),
+        AlgorithmSpec(
             name="discrete_sac",
             summary="Discrete SAC: categorical actor, twin Q critics over all actions (Discrete actions)",
             family=Family.OFF_POLICY,
@@ -277,12 +326,53 @@ SPECS: dict[str, AlgorithmSpec] = {
             example_config="examples/configs/discrete_cql_cartpole.yaml",
             defaults=DEFAULTS["discrete_cql"],
         ),
+        AlgorithmSpec(
+            name="iql",
+            summary="IQL: expectile value learning, advantage-weighted actor (offline, Box actions)",
+            family=Family.OFFLINE,
+            params_cls=IQLParams,
+            network_model=IQLNetwork,
+            exploration_model=NoExploration,
+            build=builders.build_iql,
+            example=None,
+            example_config="examples/configs/iql_pendulum.yaml",
+            defaults=DEFAULTS["iql"],
+        ),
+        AlgorithmSpec(
+            name="bcq",
+            summary="BCQ: VAE of the dataset's actions, perturbation network, twin critics (offline, Box)",
+            family=Family.OFFLINE,
+            params_cls=BCQParams,
+            network_model=BCQNetwork,
+            exploration_model=NoExploration,
+            build=builders.build_bcq,
+            example=None,
+            example_config="examples/configs/bcq_pendulum.yaml",
+            defaults=DEFAULTS["bcq"],
+        ),
+        AlgorithmSpec(
+            name="discrete_crr",
+            summary="Discrete CRR: critic-regularised regression of a categorical actor (offline, Discrete)",
+            family=Family.OFFLINE,
+            params_cls=DiscreteCRRParams,
+            network_model=DiscreteCRRNetwork,
+            exploration_model=NoExploration,
+            build=builders.build_discrete_crr,
+            example=None,
+            example_config="examples/configs/discrete_crr_cartpole.yaml",
+            defaults=DEFAULTS["discrete_crr"],
+        ),
     )
 }
 """every algorithm by its experiment-file name"""
 
 DEFAULT_ALGORITHM = "ppo"
 """what ``tshtrain train`` runs without an experiment file"""
+
+
+def offline_names() -> list[str]:
+    """The offline algorithms (those that take a ``dataset``), in registry order."""
+    return [name for name, spec in SPECS.items() if spec.family is Family.OFFLINE]
 
 
 def get_spec(name: object, where: str = "algorithm.name") -> AlgorithmSpec:

@@ -16,8 +16,15 @@ from pydantic import BaseModel, ValidationError
 from tshtrain.algorithm.blocks.schedules import LinearSchedule
 from tshtrain.config.files import apply_overrides, merge_data, read_file
 from tshtrain.config.models import AgentsConfig, AlgorithmConfig, Experiment, MemberConfig, Section
-from tshtrain.config.registry import DEFAULT_ALGORITHM, AlgorithmSpec, Family, did_you_mean, get_spec
-from tshtrain.config.schema import adapter, expected, value_fields
+from tshtrain.config.registry import (
+    DEFAULT_ALGORITHM,
+    AlgorithmSpec,
+    Family,
+    did_you_mean,
+    get_spec,
+    offline_names,
+)
+from tshtrain.config.schema import adapter, enum_fields, expected, value_fields
 from tshtrain.constraints import FiniteFloat
 from tshtrain.errors import ConfigurationError, ExperimentError, short_repr
 from tshtrain.logger.base import LogIntervals, family_log_intervals
@@ -201,8 +208,11 @@ def build_params(spec: AlgorithmSpec, values: Mapping[str, Any], *, num_update_s
     """The algorithm's params object from resolved values; ``"linear"`` schedules decay over
     ``num_update_steps`` update steps."""
     kwargs = dict(values)
+    enums = enum_fields(spec.params_cls)
     for key, value in values.items():
-        if value == "linear":
+        if key in enums:
+            kwargs[key] = enums[key](value)
+        elif value == "linear":
             kwargs[key] = LinearSchedule(num_update_steps=max(1, num_update_steps))
         elif value == "constant":
             kwargs[key] = None
@@ -219,7 +229,7 @@ def _check_sections(data: Mapping[str, Any], spec: AlgorithmSpec, source: str) -
     if spec.family is not Family.OFFLINE and data.get("dataset") is not None:
         raise ExperimentError(
             f"{source}: dataset: {spec.name} is an {spec.family} algorithm that collects its own data; "
-            f"datasets are for the offline algorithms (bc, cql, td3_bc, discrete_cql)."
+            f"datasets are for the offline algorithms ({', '.join(offline_names())})."
         )
 
 

@@ -2,7 +2,8 @@
 
 An experiment file sets the *value* fields of the algorithm's and the trainer's params classes: fields
 whose type is a number, bool or str (possibly constrained by :mod:`tshtrain.constraints`, possibly
-``| None``), and schedules, which a file names as ``"constant"`` or ``"linear"``. The types come from
+``| None``), schedules, which a file names as ``"constant"`` or ``"linear"``, and enum fields, which a
+file names by the member's value (``target_mode: mean``). The types come from
 ``typing.get_type_hints(cls, include_extras=True)`` (resolved once per class), and each is validated by
 a pydantic ``TypeAdapter`` built from it (once per type) that applies the same rules as
 :func:`tshtrain.constraints.validate_fields`: ints are ints (not bools, not 2.0), floats are finite (not
@@ -12,6 +13,7 @@ NaN, not ±inf, not bools), and a ``Constraint``'s bounds hold.
 from __future__ import annotations
 
 import dataclasses
+import enum
 import functools
 import math
 import types
@@ -41,9 +43,22 @@ def _value_fields(cls: type) -> tuple[tuple[str, Any, Any], ...]:
         hint = hints[field.name]
         if _is_schedule(hint):
             found.append((field.name, SCHEDULE_TYPE, None))
+        elif isinstance(hint, type) and issubclass(hint, enum.Enum):
+            found.append((field.name, Literal[tuple(m.value for m in hint)], field.default.value))
         elif describe_type(hint) is not None or all(leaf in _SCALARS for leaf in _leaves(hint)):
             found.append((field.name, hint, field.default))
     return tuple(found)
+
+
+@functools.cache
+def enum_fields(cls: type) -> dict[str, type[enum.Enum]]:
+    """The enum-typed fields of a params dataclass: name -> enum class (a file gives the value)."""
+    hints = typing.get_type_hints(cls, include_extras=True)
+    return {
+        f.name: hints[f.name]
+        for f in dataclasses.fields(cls)
+        if isinstance(hints[f.name], type) and issubclass(hints[f.name], enum.Enum)
+    }
 
 
 def value_fields(cls: type) -> dict[str, tuple[Any, Any]]:
