@@ -30,7 +30,8 @@ Parts (``--only``):
 * **overlap** -- DQN CartPole (``bench_overlap.py``'s ``cartpole`` workload) and SAC Pendulum
   (examples/sac_pendulum.py's settings), one epoch each, with ``overlap_collection`` off and on.
 
-Nothing here asserts a timing. The machine is shared with other jobs: compare rows of one run only.
+Nothing here asserts a timing. The load average before and after the run is recorded: compare rows of one
+run only.
 """
 
 from __future__ import annotations
@@ -713,17 +714,34 @@ OVERLAP_STUB = (
 )
 
 
-def write_markdown(tables: list[TableResult], extra_lines: list[str], comm: dict[str, Any] | None) -> Path:
+def _load_sentence(load_before: float | None, load_after: float | None, num_cpus: int) -> str:
+    """How busy the machine was, from the 1-minute load averages recorded around the run."""
+    if load_before is None or load_after is None:
+        return "The load average was not recorded for this run."
+    # the load after includes this benchmark's own processes (ranks, subprocess envs, Ray): judge by before
+    verdict = (
+        "**other jobs shared the machine**: absolute rates are low and noisy"
+        if load_before > 0.5 * num_cpus
+        else "a quiet machine (the load after is this benchmark's own processes)"
+    )
+    return (
+        f"Load average (1 min) {load_before:.2f} before and {load_after:.2f} after the run on {num_cpus} "
+        f"CPUs: {verdict}."
+    )
+
+
+def write_markdown(
+    tables: list[TableResult], extra_lines: list[str], comm: dict[str, Any] | None, payload: dict[str, Any]
+) -> Path:
     machine, versions = cpu_info(), package_versions(["torch", "gymnasium", "numpy", "ray"])
+    load = _load_sentence(payload.get("load_before"), payload.get("load_after"), int(machine["usable_cpus"]))
     parts = [
         "# Scale-out measurements (`benchmarks/bench_scale.py`)",
         "",
-        "Written by `python benchmarks/bench_scale.py`; raw numbers in `scale.json`. **The machine was "
-        "shared with other jobs while this ran** (2 cores, load average about 5): absolute rates are low and "
-        "noisy; compare rows of one table (contestants ran interleaved) and read the paired ratios and "
-        "ranges.",
+        "Written by `python benchmarks/bench_scale.py`; raw numbers in `scale.json`. " + load + " Compare "
+        "rows of one table (contestants ran interleaved) and read the paired ratios and ranges.",
         "",
-        environment_markdown(machine, versions, git_revision()),
+        environment_markdown(machine, versions, str(payload.get("revision", git_revision()))),
         "",
     ]
     for table in tables:
@@ -763,7 +781,7 @@ def render() -> None:
     lines = extrapolate(payload["envs_per_vector_step"], payload["comm"], payload["ppo_runs"])
     payload["extrapolation"] = lines
     write_json("scale", payload)
-    print(f"wrote {write_markdown(tables, lines, payload['comm'])}")
+    print(f"wrote {write_markdown(tables, lines, payload['comm'], payload)}")
 
 
 def main() -> None:
@@ -791,6 +809,7 @@ def main() -> None:
     parts = set(args.only or ["envs", "comm", "ppo", "overlap"])
     tables: list[TableResult] = []
     payload: dict[str, Any] = {"machine": cpu_info(), "revision": git_revision(), "quick": args.quick}
+    payload["load_before"] = os.getloadavg()[0]
     env_extra: dict[str, Any] | None = None
     comm = ppo_runs = None
     num_iterations = busy_env.calibrate_num_iterations(1e-3)
@@ -824,9 +843,10 @@ def main() -> None:
         extra_lines = extrapolate(env_extra, comm, ppo_runs)
         payload["extrapolation"] = extra_lines
         print("\n".join(extra_lines))
+    payload["load_after"] = os.getloadavg()[0]
     write_json("scale_quick" if args.quick else "scale", payload)
     if not args.quick and extra_lines:
-        print(f"wrote {write_markdown(tables, extra_lines, comm)}")
+        print(f"wrote {write_markdown(tables, extra_lines, comm, payload)}")
 
 
 if __name__ == "__main__":
