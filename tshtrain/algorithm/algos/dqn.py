@@ -31,6 +31,7 @@ from tshtrain.algorithm.blocks.q_learning import HardTargetQLearner, weighted_me
 from tshtrain.algorithm.blocks.schedules import Schedule, check_schedule
 from tshtrain.constraints import PositiveFloat, PositiveInt, UnitFloat, validate_fields
 from tshtrain.data.collector_base import AnyReplayBuffer
+from tshtrain.data.prioritized import BasePrioritizedBuffer
 from tshtrain.errors import ConfigurationError
 
 
@@ -176,16 +177,21 @@ class DQN(OffPolicyAlgorithm[QValuePolicy, DQNTrainingStats]):
         batch = self.learner.begin_update(buffer, batch_size, hooks, self.policy.device)
         q = self.policy.q_values(batch.obs).gather(1, batch.act.long().unsqueeze(-1)).squeeze(-1)
         target = q_learning_target(self.policy, self.target_q_net, batch, is_double=p.is_double)
-        td_error = q - target
-        per_sample = F.smooth_l1_loss(q, target, reduction="none") if p.huber_loss else td_error.pow(2)
-        loss = weighted_mean(per_sample, batch.weight)
+        if p.huber_loss and batch.weight is None:
+            loss = F.smooth_l1_loss(q, target)
+        else:
+            per_sample = (
+                F.smooth_l1_loss(q, target, reduction="none") if p.huber_loss else (q - target).pow(2)
+            )
+            loss = weighted_mean(per_sample, batch.weight)
         grad_norm = self.learner.gradient_step(
             {"TD loss": loss}, hooks, max_grad_norm=p.max_grad_norm, foreach=True
         )
         stats = host_scalars(
             "DQN", {"TD loss": loss, "q_mean": q.mean(), "grad_norm": grad_norm}, losses=("TD loss",)
         )
-        update_priorities(buffer, batch.indices, td_error.unsqueeze(0))
+        if isinstance(buffer, BasePrioritizedBuffer):  # TD errors only for the priorities
+            update_priorities(buffer, batch.indices, (q - target).detach().unsqueeze(0))
         self.obs_normalization.update(batch.obs)
         return DQNTrainingStats(
             loss=stats["TD loss"],
