@@ -324,11 +324,14 @@ class BaseReplayBuffer(ABC):
         ring = self._ring
         if ring.scope is not None:
             return self._sample_scoped(batch_size)
-        self._require_data("sample")
         lengths = ring.len
         if ring.synced:
             # rows 0..L-1 of every column are filled: they are the first L*E flat entries
-            return self.rng.integers(0, int(lengths[0]) * self.num_columns, size=batch_size)
+            stored = int(lengths[0]) * self.num_columns
+            if stored == 0:
+                self._require_data("sample")
+            return self.rng.integers(0, stored, size=batch_size)
+        self._require_data("sample")
         cum = np.cumsum(lengths)
         draws = self.rng.integers(0, int(cum[-1]), size=batch_size)
         cols = np.searchsorted(cum, draws, side="right")

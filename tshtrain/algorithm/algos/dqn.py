@@ -188,7 +188,7 @@ class DQN(OffPolicyAlgorithm[QValuePolicy, DQNTrainingStats]):
             {"TD loss": loss}, hooks, max_grad_norm=p.max_grad_norm, foreach=True
         )
         stats = host_scalars(
-            "DQN", {"TD loss": loss, "q_mean": q.mean(), "grad_norm": grad_norm}, losses=("TD loss",)
+            "DQN", {"TD loss": loss, "q_mean": q.detach().mean(), "grad_norm": grad_norm}, losses=("TD loss",)
         )
         if isinstance(buffer, BasePrioritizedBuffer):  # TD errors only for the priorities
             update_priorities(buffer, batch.indices, (q - target).detach().unsqueeze(0))

@@ -75,7 +75,7 @@ def sample_replay(
         )
     if n_step == 1:
         returns = batch.rew
-        discounts = (np.float32(gamma) * ~batch.terminated).astype(np.float32)
+        discounts = np.where(batch.terminated, np.float32(0.0), np.float32(gamma))
         obs_next = batch.obs_next
     else:
         targets = buffer.nstep_targets(batch.indices, n_step=n_step, gamma=gamma)
