@@ -361,7 +361,9 @@ def report(data: dict[str, Any], *, docs: bool, name: str = "e2e_floor") -> None
     env_md = environment_markdown(data["machine"], data["versions"], data["revision"])
     body = (
         f"{env_md}\n- Load average (1 min) before / after: {data['load_before']:.2f} / "
-        f"{data.get('load_after', math.nan):.2f} (2 CPUs, shared)\n\n" + "\n\n".join(parts)
+        f"{data.get('load_after', math.nan):.2f} on {data['machine'].get('usable_cpus', '?')} CPUs "
+        f"({'shared with other jobs' if data['load_before'] > 1.5 else 'quiet: the load is the run itself'})"
+        "\n\n" + "\n\n".join(parts)
     )
     if data.get("note"):
         body = f"{data['note']}\n\n{body}"
