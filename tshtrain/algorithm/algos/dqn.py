@@ -23,6 +23,7 @@ from tshtrain.algorithm.blocks.normalization import ObsNormalization, RunningObs
 from tshtrain.algorithm.blocks.offpolicy import (
     ReplaySample,
     host_scalars,
+    takes_priorities,
     update_priorities,
 )
 from tshtrain.algorithm.blocks.policies import QValuePolicy
@@ -31,7 +32,6 @@ from tshtrain.algorithm.blocks.q_learning import HardTargetQLearner, weighted_me
 from tshtrain.algorithm.blocks.schedules import Schedule, check_schedule
 from tshtrain.constraints import PositiveFloat, PositiveInt, UnitFloat, validate_fields
 from tshtrain.data.collector_base import AnyReplayBuffer
-from tshtrain.data.prioritized import BasePrioritizedBuffer
 from tshtrain.errors import ConfigurationError
 
 
@@ -190,7 +190,7 @@ class DQN(OffPolicyAlgorithm[QValuePolicy, DQNTrainingStats]):
         stats = host_scalars(
             "DQN", {"TD loss": loss, "q_mean": q.detach().mean(), "grad_norm": grad_norm}, losses=("TD loss",)
         )
-        if isinstance(buffer, BasePrioritizedBuffer):  # TD errors only for the priorities
+        if takes_priorities(buffer):  # the TD errors serve only as priorities
             update_priorities(buffer, batch.indices, (q - target).detach().unsqueeze(0))
         self.obs_normalization.update(batch.obs)
         return DQNTrainingStats(

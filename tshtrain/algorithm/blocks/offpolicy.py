@@ -166,12 +166,18 @@ def td_loss(q_MN: torch.Tensor, target_N: torch.Tensor, weight_N: torch.Tensor |
     return TDLoss(loss=sq_MN.mean(dim=1).sum(), td_errors=td_MN)
 
 
+def takes_priorities(buffer: AnyReplayBuffer) -> bool:
+    """True if :func:`update_priorities` writes to ``buffer`` (a prioritized buffer): an update may
+    skip computing TD errors that only serve as priorities otherwise."""
+    return isinstance(buffer, BasePrioritizedBuffer)
+
+
 def update_priorities(
     buffer: AnyReplayBuffer, indices: np.ndarray | torch.Tensor, td_MN: torch.Tensor
 ) -> None:
     """With a prioritized buffer, set the sampled transitions' priorities to their absolute TD errors
     (averaged over the critics); otherwise do nothing."""
-    if isinstance(buffer, BasePrioritizedBuffer):
+    if isinstance(buffer, BasePrioritizedBuffer):  # takes_priorities, narrowed for mypy
         assert isinstance(indices, np.ndarray)  # sampled from that numpy buffer
         buffer.update_priorities(indices, td_MN.detach().abs().mean(dim=0).cpu().numpy())
 
