@@ -161,11 +161,9 @@ class Collector(BaseCollector):
         super().__init__(
             num_envs=int(env.num_envs), buffer=buffer, exploration_noise=exploration_noise, info_key=info_key
         )
-        self.policy = policy
-        self._noisy_checked: object = None
-        """the policy :attr:`_noisy_policy` was decided for (the policy may be swapped, e.g. by
-        overlapped collection, which acts with a copy)"""
         self._noisy_policy: NoisyActionsPolicy | None = None
+        """:attr:`policy` when it offers ``compute_noisy_actions``, else None"""
+        self.policy = policy
         self.env = env
         self.check_actions = check_actions
         self.check_finite = check_finite
@@ -225,6 +223,17 @@ class Collector(BaseCollector):
             dict(info.counts) if info is not None else {},
         )
 
+    @property
+    def policy(self) -> CollectorPolicy:
+        """The policy that acts. Assigning another one (overlapped collection acts with a copy of the
+        learner's) also decides again whether it offers ``compute_noisy_actions``."""
+        return self._policy
+
+    @policy.setter
+    def policy(self, policy: CollectorPolicy) -> None:
+        self._policy = policy
+        self._noisy_policy = policy if isinstance(policy, NoisyActionsPolicy) else None
+
     def _actions(self, random: bool, deterministic: bool) -> tuple[np.ndarray, np.ndarray]:
         """(stored actions, env actions) for the current observations."""
         if random:
@@ -235,10 +244,6 @@ class Collector(BaseCollector):
             else:
                 env_act = sample_actions(self.env.single_action_space, self.num_envs, self.rng)
             return self.policy.map_action_inverse(env_act), env_act
-        policy = self.policy
-        if policy is not self._noisy_checked:
-            self._noisy_checked = policy
-            self._noisy_policy = policy if isinstance(policy, NoisyActionsPolicy) else None
         if self.exploration_noise and self._noisy_policy is not None:
             act = self._noisy_policy.compute_noisy_actions(self._obs, self.rng, deterministic=deterministic)
         else:

@@ -204,11 +204,9 @@ class TensorCollector(BaseCollector):
             )
         self.num_worlds = self.num_envs
         """envs whose episodes count (E): ``num_envs``; the env has ``A * E`` rows"""
-        self.policy = policy
-        self._log_prob_checked: object = None
-        """the policy :attr:`_log_prob_policy` was decided for (the policy may be swapped)"""
         self._log_prob_policy: LogProbPolicy | None = None
-        """the policy when it gives log-probabilities with its actions (stored in the buffer)"""
+        """:attr:`policy` when it gives log-probabilities with its actions (stored in the buffer)"""
+        self.policy = policy
         self.env = env
         self.device = torch.device(env.device)
         """the env's device: every tensor of the collector lives there"""
@@ -245,6 +243,17 @@ class TensorCollector(BaseCollector):
 
     # ------------------------------------------------------------------ collecting
     @override
+    @property
+    def policy(self) -> TensorCollectorPolicy:
+        """The policy that acts. Assigning another one (overlapped collection acts with a copy of the
+        learner's) also decides again whether it gives log-probabilities with its actions."""
+        return self._policy
+
+    @policy.setter
+    def policy(self, policy: TensorCollectorPolicy) -> None:
+        self._policy = policy
+        self._log_prob_policy = policy if isinstance(policy, LogProbPolicy) else None
+
     def _begin_collect(self) -> None:
         self._env_info = _TensorEnvInfo(self.info_key) if self.info_key is not None else None
 
@@ -264,9 +273,6 @@ class TensorCollector(BaseCollector):
             return self.policy.map_action_inverse_torch(env_act), env_act, None
         # the policy may live on another device than the env: its actions come back to the env's
         logp: torch.Tensor | None = None
-        if self.policy is not self._log_prob_checked:
-            self._log_prob_checked = self.policy
-            self._log_prob_policy = self.policy if isinstance(self.policy, LogProbPolicy) else None
         if self._log_prob_policy is not None:
             act, logp = self._log_prob_policy.compute_actions_log_prob_torch(
                 self._obs, deterministic=deterministic
