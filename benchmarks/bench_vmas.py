@@ -9,7 +9,7 @@ Run from the repository root, in the benchmark venv (tshtrain[bench] and vmas)::
     python benchmarks/bench_vmas.py --env stub                   # the stand-in env of vmas_contestants
 
 The env (``--env vmas:navigation``, the default) is :class:`tshtrain.env.vmas.VmasEnv` on the task of
-``hand_ppo_vmas.TASK``: navigation, two agents in the joint view (12 observation dims, 4 action
+``vmas_task.TASK``: navigation, two agents in the joint view (12 observation dims, 4 action
 dims), no collisions, 100-step episodes with desynchronised clocks, on the CPU. The settings are
 ``vmas_contestants.PPOSettings()``, with which the hand loop reaches the task's return threshold
 (``python benchmarks/hand_ppo_vmas.py``).
@@ -50,6 +50,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import vmas_contestants as vc
+import vmas_task as vt
 from harness import (
     RESULTS_DIR,
     Contestant,
@@ -80,7 +81,7 @@ EnvFactory = Callable[[int, int], TensorVectorEnv]
 def env_factory(spec: str, max_episode_steps: int) -> EnvFactory:
     """``stub`` or ``vmas:<scenario>`` -> a factory of fresh envs on the CPU."""
     if spec == "stub":
-        return lambda n, seed: vc.StubNavEnv(num_envs=n, seed=seed, max_episode_steps=max_episode_steps)
+        return lambda n, seed: vt.StubNavEnv(num_envs=n, seed=seed, max_episode_steps=max_episode_steps)
     if spec.startswith("vmas:") and len(spec) > len("vmas:"):
         scenario = spec.removeprefix("vmas:")
         try:
@@ -88,7 +89,7 @@ def env_factory(spec: str, max_episode_steps: int) -> EnvFactory:
         except ImportError as exc:
             raise SystemExit(f"--env {spec}: tshtrain.env.vmas.VmasEnv cannot be imported ({exc})") from exc
 
-        task_kwargs = vc.task_kwargs(scenario)
+        task_kwargs = vt.task_kwargs(scenario)
 
         def make(n: int, seed: int) -> TensorVectorEnv:
             env: TensorVectorEnv = VmasEnv(
@@ -132,7 +133,7 @@ def _contestant(
     builder: vc.Builder,
     make_env: EnvFactory,
     num_envs: int,
-    settings: vc.PPOSettings,
+    settings: vt.PPOSettings,
     iterations: int,
     probe: Probe,
 ) -> Contestant:
@@ -140,9 +141,9 @@ def _contestant(
 
     def setup() -> vc.Run:
         seed = next(seeds)  # rep r of every contestant uses seed r
-        env = vc.TimedEnv(make_env(num_envs, seed))
+        env = vt.TimedEnv(make_env(num_envs, seed))
         probe.envs.append(env)
-        phases = vc.Phases()
+        phases = vt.Phases()
         run = builder(env, settings, seed, iterations, phases)
 
         def timed() -> None:
@@ -160,7 +161,7 @@ def _contestant(
 
 
 def _preflight(
-    names: list[str], make_env: EnvFactory, num_envs: int, settings: vc.PPOSettings
+    names: list[str], make_env: EnvFactory, num_envs: int, settings: vt.PPOSettings
 ) -> tuple[list[str], dict[str, str]]:
     """Build and run every contestant for one iteration (the warm-up round); those that fail are
     dropped, with the reason."""
@@ -317,7 +318,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--max-episode-steps",
         type=int,
         default=100,
-        help="time limit of an episode (default 100: hand_ppo_vmas.TASK)",
+        help="time limit of an episode (default 100: vmas_task.TASK)",
     )
     parser.add_argument(
         "--only", default=None, help=f"comma-separated contestants of: {', '.join(vc.CONTESTANTS)}"
@@ -329,7 +330,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     args.envs = [int(x) for x in (args.envs or ("32,128" if quick else "256,1024,4096")).split(",")]
     args.iterations = args.iterations or (2 if quick else 6)
     args.repeats = args.repeats or (2 if quick else 9)
-    args.rollout_len = args.rollout_len or (8 if quick else vc.PPOSettings().rollout_len)
+    args.rollout_len = args.rollout_len or (8 if quick else vt.PPOSettings().rollout_len)
     names = list(vc.CONTESTANTS) if args.only is None else [n.strip() for n in args.only.split(",")]
     unknown = [n for n in names if n not in vc.CONTESTANTS]
     if unknown:
@@ -341,7 +342,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
     pin_torch_threads()
-    settings = replace(vc.PPOSettings(), rollout_len=args.rollout_len)
+    settings = replace(vt.PPOSettings(), rollout_len=args.rollout_len)
     make_env = env_factory(args.env, args.max_episode_steps)
     names: list[str] = list(args.names)
     notes: list[str] = []
@@ -431,7 +432,7 @@ def main(argv: list[str] | None = None) -> None:
 def write_results(
     args: argparse.Namespace,
     *,
-    settings: vc.PPOSettings,
+    settings: vt.PPOSettings,
     hand_source: str,
     notes: list[str],
     results: list[dict[str, Any]],

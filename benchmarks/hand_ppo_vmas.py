@@ -12,7 +12,7 @@ kernel) over actor, log std and critic with the joint gradient norm clipped. A t
 bootstraps from its true last observation (``final_obs``): ``r += gamma * V(final_obs)`` for the
 truncated envs, then the episode boundary cuts GAE as a termination does. The returns of finished
 episodes are tracked on the device and selected once per rollout (what a training loop needs for its
-log; tshtrain's collector does the same). Hyperparameters: :class:`vmas_contestants.PPOSettings`
+log; tshtrain's collector does the same). Hyperparameters: :class:`vmas_task.PPOSettings`
 (the benchmark's, shared by every contestant).
 
 Run from the repository root::
@@ -51,25 +51,17 @@ import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import torch
 from torch import nn
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from vmas_contestants import Phases, PPOSettings, TimedEnv, box_bounds, mlp_tanh, obs_dim
+from vmas_task import TASK, Phases, PPOSettings, TimedEnv, box_bounds, mlp_tanh, obs_dim
 
 from tshtrain.env.tensor_env import TensorVectorEnv
 from tshtrain.env.vmas import VmasEnv
 
-TASK: dict[str, Any] = {
-    "scenario": "navigation",
-    "max_episode_steps": 100,
-    "n_agents": 2,
-    "collisions": False,
-}
-"""The VMAS task: scenario, time limit, scenario kwargs."""
 NUM_ENVS = 1024
 """envs of the learning check"""
 THRESHOLD = 1.7
