@@ -36,10 +36,8 @@ Results go to ``benchmarks/results/collect_one_env.json``.
 from __future__ import annotations
 
 import argparse
-import gc
 import statistics
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -50,7 +48,15 @@ import torch
 from torch import nn
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from harness import cpu_info, git_revision, pin_torch_threads, write_json
+from harness import (
+    Contestant,
+    Run,
+    paired_ratio,
+    pin_torch_threads,
+    run_header,
+    run_interleaved,
+    write_json,
+)
 
 from tshtrain.algorithm import EpsilonSchedule, QValuePolicy, TanhGaussianPolicy, mlp
 from tshtrain.data import Collector, VectorReplayBuffer
@@ -58,7 +64,7 @@ from tshtrain.env import make_vector_env
 
 CHUNK = 256  # env steps per collect call (DQN's and SAC's collection steps in bench_e2e)
 BUFFER = 100_000
-Run = Callable[[], None]
+PACKAGES = ("tshtrain", "torch", "numpy", "gymnasium")
 
 
 # ------------------------------------------------------------------------------------------ hand loops
@@ -188,34 +194,28 @@ def argmax_collector(q_net: nn.Module, num_steps: int, num_envs: int, direct: bo
 
 
 # ------------------------------------------------------------------------------------------ measuring
-def measure(
+def measure_workload(
     contestants: dict[str, Callable[[], Run]], num_steps: int, reps: int, label: str
 ) -> dict[str, Any]:
-    """Interleaved runs (each contestant built afresh per rep, one warm-up round): µs per env step."""
-    for make in contestants.values():
-        make()()
-    micros: dict[str, list[float]] = {name: [] for name in contestants}
-    for rep in range(reps):
-        for name, make in contestants.items():
-            run = make()
-            gc.collect()
-            start = time.perf_counter()
-            run()
-            micros[name].append((time.perf_counter() - start) / num_steps * 1e6)
-        print(
-            f"  [{label} {rep + 1}/{reps}] " + "  ".join(f"{n}={v[-1]:.1f}" for n, v in micros.items()),
-            flush=True,
-        )
-    medians = {name: statistics.median(values) for name, values in micros.items()}
+    """Interleaved, rotated runs (each contestant built afresh per rep, one warm-up round): µs per env
+    step, wall and CPU."""
+    rows = run_interleaved(
+        [Contestant(name=name, setup=make, work=num_steps) for name, make in contestants.items()],
+        reps=reps,
+        unit="env steps/s",
+        label=label,
+    )
+    micros = {r.name: [s / num_steps * 1e6 for s in r.seconds] for r in rows}
+    cpu_micros = {r.name: [s / num_steps * 1e6 for s in r.cpu_seconds] for r in rows}
+    # ratio of medians, and the median of the per-rep ratios (the runs of one rep ran back to back:
+    # their ratio is steadier on a loaded machine)
+    ratios = {name: paired_ratio(values, micros["hand"]) for name, values in micros.items()}
     return {
         "us_per_env_step": micros,
-        "median_us_per_env_step": medians,
-        "ratio_to_hand": {name: medians[name] / medians["hand"] for name in contestants},
-        # the runs of one rep ran back to back: their ratio is steadier on a loaded machine
-        "median_rep_ratio_to_hand": {
-            name: statistics.median(v / h for v, h in zip(values, micros["hand"], strict=True))
-            for name, values in micros.items()
-        },
+        "cpu_us_per_env_step": cpu_micros,
+        "median_us_per_env_step": {name: statistics.median(values) for name, values in micros.items()},
+        "ratio_to_hand": {name: q["ratio_of_medians"] for name, q in ratios.items()},
+        "median_rep_ratio_to_hand": {name: q["paired_median"] for name, q in ratios.items()},
     }
 
 
@@ -225,6 +225,7 @@ def main() -> None:
     args = parser.parse_args()
     num_steps, reps = (2048, 2) if args.quick else (20_480, 5)
     pin_torch_threads()
+    header = run_header(PACKAGES)
     torch.manual_seed(0)
     q_net = mlp(4, 2, (256, 256), nn.ReLU)
     actor = mlp(3, 2, (256, 256), nn.ReLU)
@@ -251,7 +252,9 @@ def main() -> None:
             "fast": lambda: argmax_collector(q_net_8, num_steps, 8, True),
         },
     }
-    results = {name: measure(contestants, num_steps, reps, name) for name, contestants in workloads.items()}
+    results = {
+        name: measure_workload(contestants, num_steps, reps, name) for name, contestants in workloads.items()
+    }
     print(f"\nµs per env step, median of {reps} interleaved runs of {num_steps:,} env steps (ratio to hand)")
     print(f"{'workload':20s} {'contestant':10s} {'µs/step':>9s} {'x hand':>7s} {'rep x hand':>11s}")
     for workload, res in results.items():
@@ -259,13 +262,12 @@ def main() -> None:
             ratio, rep_ratio = res["ratio_to_hand"][name], res["median_rep_ratio_to_hand"][name]
             print(f"{workload:20s} {name:10s} {median:9.1f} {ratio:7.2f} {rep_ratio:11.2f}")
     path = write_json(
-        "collect_one_env",
+        "collect_one_env" + ("_quick" if args.quick else ""),
         {
+            **header,
             "num_env_steps": num_steps,
             "reps": reps,
             "chunk_env_steps": CHUNK,
-            "revision": git_revision(),
-            "machine": cpu_info(),
             "results": results,
         },
     )

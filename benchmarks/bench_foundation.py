@@ -27,7 +27,6 @@ import argparse
 import cProfile
 import io
 import json
-import os
 import pstats
 import sys
 import tracemalloc
@@ -50,13 +49,11 @@ from harness import (
     Goal,
     Run,
     TableResult,
-    cpu_info,
     environment_markdown,
-    git_revision,
     markdown_table,
-    package_versions,
     pin_torch_threads,
     print_table,
+    run_header,
     run_interleaved,
     write_docs_section,
     write_json,
@@ -806,9 +803,8 @@ def main() -> None:
     cfg = QUICK if args.quick else FULL
     only = set(args.only or ("collector", "buffer", "memory"))
     pin_torch_threads()
-    machine, versions, revision = cpu_info(), package_versions(PACKAGES), git_revision()
-    load_before = os.getloadavg()
-    print(f"machine: {machine}\nversions: {versions}\nrevision: {revision}\nconfig: {cfg}")
+    header = run_header(PACKAGES)
+    print(f"run: {header}\nconfig: {cfg}")
 
     tables: list[TableResult] = []
     memory: dict[str, Any] | None = None
@@ -846,13 +842,9 @@ def main() -> None:
         "benchmark": "foundation",
         "quick": args.quick,
         "config": asdict(cfg),
-        "machine": machine,
-        "versions": versions,
-        "revision": revision,
+        **header,
         "tables": [t.to_json() for t in tables],
         "memory": memory,
-        "loadavg_before": load_before,
-        "loadavg_after": os.getloadavg(),
     }
     print(f"\nwrote {write_json(name, payload)}")
     if profile is not None:
@@ -864,7 +856,6 @@ def main() -> None:
 
 def docs_section(payload: dict[str, Any], tables: list[TableResult]) -> str:
     """The generated part of docs/benchmarks.md for one run (its JSON payload and tables)."""
-    machine, load_before, load_after = payload["machine"], payload["loadavg_before"], payload["loadavg_after"]
     parts = [
         "## Foundation: collector and buffer",
         "",
@@ -877,9 +868,7 @@ def docs_section(payload: dict[str, Any], tables: list[TableResult]) -> str:
         "python benchmarks/bench_foundation.py --render benchmarks/results/foundation.json  # docs only",
         "```",
         "",
-        environment_markdown(machine, payload["versions"], payload["revision"]),
-        f"- Load average (1 min) before / after the run: {load_before[0]:.2f} / {load_after[0]:.2f} "
-        f"(the machine has {machine['logical_cpus']} CPUs and was shared with other work)",
+        environment_markdown(payload),
         "",
         "How to read the tables: rates are work units per second, higher is better. *wall* divides by "
         "wall-clock time, *CPU* by this process's CPU time (which leaves out time spent waiting for a CPU "

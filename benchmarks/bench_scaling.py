@@ -28,7 +28,6 @@ import os
 import statistics
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -39,17 +38,18 @@ import bench_trainer_overhead
 from bench_foundation import ArgmaxPolicy, argmax_actions, make_mlp
 from harness import (
     REPO_ROOT,
+    Clock,
     Contestant,
     Goal,
     Run,
     TableResult,
-    cpu_info,
     environment_markdown,
-    git_revision,
     markdown_table,
-    package_versions,
+    median_min_max,
     pin_torch_threads,
     print_table,
+    rotated,
+    run_header,
     run_interleaved,
     write_docs_section,
     write_json,
@@ -155,7 +155,7 @@ def bench_envs(
 def bench_overhead(epoch_counts: tuple[int, ...], epoch_num_steps: int, reps: int) -> dict[str, Any]:
     rows: dict[str, Any] = {}
     for rep in range(reps):
-        for epochs in epoch_counts:
+        for epochs in rotated(epoch_counts, rep):
             overhead, total = bench_trainer_overhead.one_run(
                 epochs, seed=rep, epoch_num_steps=epoch_num_steps
             )
@@ -165,9 +165,8 @@ def bench_overhead(epoch_counts: tuple[int, ...], epoch_num_steps: int, reps: in
             row["share_percent"].append(100 * overhead / total)
             row["total_seconds"].append(total)
             row["overhead_seconds"].append(overhead)
-            print(
-                f"  [overhead rep {rep + 1}/{reps}] {epochs} epochs: {total:.2f} s, overhead {100 * overhead / total:.2f} %"
-            )
+            share = row["share_percent"][-1]
+            print(f"  [overhead rep {rep + 1}/{reps}] {epochs} epochs: {total:.2f} s, overhead {share:.2f} %")
     return {"epoch_num_steps": epoch_num_steps, "rows": rows}
 
 
@@ -181,11 +180,11 @@ def overhead_markdown(result: dict[str, Any]) -> str:
         "| ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     for epochs, row in result["rows"].items():
-        share = row["share_percent"]
+        share, share_min, share_max = median_min_max(row["share_percent"])
         lines.append(
             f"| {epochs} | {statistics.median(row['total_seconds']):.2f} | "
-            f"{statistics.median(row['overhead_seconds']):.3f} | {statistics.median(share):.2f} | "
-            f"{min(share):.2f} | {max(share):.2f} |"
+            f"{statistics.median(row['overhead_seconds']):.3f} | {share:.2f} | "
+            f"{share_min:.2f} | {share_max:.2f} |"
         )
     lines += ["", "Goal (trainer issue): overhead < 3 % of the run, not growing with the number of epochs."]
     return "\n".join(lines)
@@ -209,16 +208,18 @@ def bench_startup(reps: int) -> dict[str, Any]:
     seconds: dict[str, list[float]] = {name: [] for name in STARTUP_COMMANDS}
     failed: dict[str, str] = {}
     for name, args in STARTUP_COMMANDS.items():  # warm the file cache and find commands that fail
-        proc = subprocess.run([sys.executable, *args], capture_output=True, text=True, cwd=REPO_ROOT, env=env)
+        proc = subprocess.run(
+            [sys.executable, *args], capture_output=True, text=True, cwd=REPO_ROOT, env=env, check=False
+        )
         if proc.returncode != 0:
             failed[name] = (proc.stderr.strip().splitlines() or ["exit code " + str(proc.returncode)])[-1]
     for rep in range(reps):
-        for name, args in STARTUP_COMMANDS.items():
+        for name, args in rotated(list(STARTUP_COMMANDS.items()), rep):
             if name in failed:
                 continue
-            start = time.perf_counter()
+            clock = Clock()
             subprocess.run([sys.executable, *args], capture_output=True, cwd=REPO_ROOT, env=env, check=True)
-            seconds[name].append(time.perf_counter() - start)
+            seconds[name].append(clock.wall())
         print(f"  [startup rep {rep + 1}/{reps}]", flush=True)
     return {"seconds": seconds, "failed": failed}
 
@@ -235,7 +236,7 @@ def startup_markdown(result: dict[str, Any]) -> str:
         if name in result["failed"]:
             lines.append(f"| `{name}` | not available: {result['failed'][name]} | | |")
         else:
-            lines.append(f"| `{name}` | {statistics.median(secs):.3f} | {min(secs):.3f} | {max(secs):.3f} |")
+            lines.append("| `{}` | {:.3f} | {:.3f} | {:.3f} |".format(name, *median_min_max(secs)))
     return "\n".join(lines)
 
 
@@ -254,9 +255,7 @@ def main() -> None:
     args = parser.parse_args()
     pin_torch_threads()
     parts = args.only or ["envs", "overhead", "startup"]
-    machine, versions = cpu_info(), package_versions(PACKAGES)
-    load_before = os.getloadavg()[0]
-    payload: dict[str, Any] = {"machine": machine, "versions": versions, "revision": git_revision()}
+    payload: dict[str, Any] = run_header(PACKAGES)
     sections: list[str] = []
     if "envs" in parts:
         tables = bench_envs(
@@ -283,16 +282,11 @@ def main() -> None:
         payload["startup"] = result
         sections.append(startup_markdown(result))
         print(sections[-1])
-    payload["load_before_after"] = [load_before, os.getloadavg()[0]]
     name = "scaling" + ("_quick" if args.quick else "") + ("" if args.only is None else "_" + "_".join(parts))
     print(f"results: {write_json(name, payload)}")
     if not args.quick:
-        load = payload["load_before_after"]
-        header = (
-            f"## Scaling, overhead and start-up ({', '.join(parts)})\n\n"
-            f"{environment_markdown(machine, versions, payload['revision'])}\n"
-            f"- Load average (1 min) before / after: {load[0]:.2f} / {load[1]:.2f} (2 CPUs, shared)\n"
-        )
+        title = f"## Scaling, overhead and start-up ({', '.join(parts)})"
+        header = f"{title}\n\n{environment_markdown(payload)}\n"
         write_docs_section("scaling-" + "-".join(parts), header + "\n" + "\n\n".join(sections))
 
 

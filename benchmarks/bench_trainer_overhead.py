@@ -7,10 +7,9 @@ Goal (trainer issue): overhead < 3% of the run. Prints the median and min/max ov
 from __future__ import annotations
 
 import argparse
-import statistics
-import time
 
 import torch
+from harness import Clock, median_min_max, pin_torch_threads
 
 from tshtrain.algorithm import CategoricalPolicy, Reinforce, ReinforceParams, mlp
 from tshtrain.data import Collector, VectorReplayBuffer
@@ -35,9 +34,9 @@ def one_run(epochs: int, seed: int, epoch_num_steps: int = 10_000) -> tuple[floa
         verbose=False,
         show_progress=False,
     )
-    start = time.perf_counter()
+    clock = Clock()
     info = OnPolicyTrainer(algorithm, params).run()
-    total = time.perf_counter() - start
+    total = clock.wall()
     t = info.timing
     return total - t.train_time_collect - t.train_time_update - t.test_time, total
 
@@ -47,17 +46,18 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--epochs", type=int, default=10)
     args = parser.parse_args()
-    torch.set_num_threads(1)
+    pin_torch_threads()
     shares, totals = [], []
     for rep in range(args.repeats):
         overhead, total = one_run(args.epochs, seed=rep)
         shares.append(100 * overhead / total)
         totals.append(total)
-    print(f"trainer overhead, CartPole on-policy (REINFORCE), {args.epochs} epochs x 10k env steps, "
-          f"{args.repeats} runs")
-    print(f"  run time   median {statistics.median(totals):.2f} s (min {min(totals):.2f}, max {max(totals):.2f})")
-    print(f"  overhead   median {statistics.median(shares):.2f} % (min {min(shares):.2f}, max {max(shares):.2f}); "
-          f"goal < 3 %")
+    print(
+        f"trainer overhead, CartPole on-policy (REINFORCE), {args.epochs} epochs x 10k env steps, "
+        f"{args.repeats} runs"
+    )
+    print("  run time   median {:.2f} s (min {:.2f}, max {:.2f})".format(*median_min_max(totals)))
+    print("  overhead   median {:.2f} % (min {:.2f}, max {:.2f}); goal < 3 %".format(*median_min_max(shares)))
 
 
 if __name__ == "__main__":

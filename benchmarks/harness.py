@@ -2,13 +2,20 @@
 
 The rules every benchmark follows:
 
-* contestants run **interleaved** (A B C A B C ...) for several repetitions in one process, so that a
-  slow phase of the machine hits all of them alike;
+* contestants run **interleaved and rotated** (A B C, B C A, C A B, ...) for several repetitions in
+  one process, so that a slow phase of the machine hits all of them alike and none always goes first
+  (:func:`rotated`, :func:`run_interleaved`);
+* every timing records **wall time** (``perf_counter``) and this process's **CPU time**
+  (``process_time``) side by side (:class:`Clock`, :func:`measure`);
 * torch runs on **one thread** (``torch.set_num_threads(1)``);
 * each row reports the median, min and max over the repetitions, and ratios are the ratio of medians,
   with the range of the per-repetition (paired) ratios beside them;
-* results go to ``benchmarks/results/<name>.json`` and a markdown section of ``docs/benchmarks.md``,
-  together with the package versions and the machine (CPU model, cores).
+* ratios are **paired**: the ratio of the medians, with the median and range of the per-repetition
+  ratios beside it (:func:`paired_ratio`);
+* every results file starts from :func:`run_header` (machine, package versions, revision, load average
+  before the run); :func:`write_json` adds the load average after it; :func:`environment_markdown`
+  turns that head into the lines every report section starts with; :func:`write_docs_section` writes
+  the section of ``docs/benchmarks.md``.
 """
 
 from __future__ import annotations
@@ -16,6 +23,7 @@ from __future__ import annotations
 import gc
 import importlib.metadata
 import json
+import math
 import os
 import platform
 import re
@@ -25,7 +33,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from tshtrain.atomic import atomic_write_bytes
 
@@ -35,6 +43,62 @@ DOCS_FILE = REPO_ROOT / "docs" / "benchmarks.md"
 
 Run = Callable[[], None]
 """One timed unit of work (setup happens before it is returned and is not timed)."""
+
+T = TypeVar("T")
+
+
+# ---------------------------------------------------------------------------- timing
+class Clock:
+    """Wall-clock seconds (``perf_counter``) and this process's CPU seconds (``process_time``) since it
+    was made. CPU time leaves out the time the process waited for a CPU on a shared machine."""
+
+    def __init__(self) -> None:
+        self.wall_start = time.perf_counter()
+        self.cpu_start = time.process_time()
+
+    def wall(self) -> float:
+        return time.perf_counter() - self.wall_start
+
+    def cpu(self) -> float:
+        return time.process_time() - self.cpu_start
+
+
+def measure(run: Run) -> tuple[float, float]:
+    """(wall, CPU) seconds of one ``run()``, after a garbage collection (so that no earlier run's
+    garbage is collected inside it)."""
+    gc.collect()
+    clock = Clock()
+    run()
+    return clock.wall(), clock.cpu()
+
+
+def rotated(items: Sequence[T], rep: int) -> list[T]:
+    """The order of repetition ``rep``: A B C, then B C A, then C A B, ..."""
+    k = rep % max(len(items), 1)
+    return [*items[k:], *items[:k]]
+
+
+def median_min_max(values: Sequence[float]) -> tuple[float, float, float]:
+    """The three numbers every row of a report gives."""
+    return statistics.median(values), min(values), max(values)
+
+
+def load_average() -> float:
+    """The 1-minute load average (the machine may be shared: every report gives it before and after)."""
+    return os.getloadavg()[0]
+
+
+def paired_ratio(num: Sequence[float], den: Sequence[float]) -> dict[str, float]:
+    """``median(num) / median(den)``, and the median, min and max of the per-repetition ratios
+    ``num[i] / den[i]`` (each repetition ran both back to back, so its ratio is the least disturbed
+    by load that comes and goes)."""
+    paired = [a / b for a, b in zip(num, den, strict=True)]
+    return {
+        "ratio_of_medians": statistics.median(num) / statistics.median(den),
+        "paired_median": statistics.median(paired),
+        "paired_min": min(paired),
+        "paired_max": max(paired),
+    }
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -122,19 +186,14 @@ class TableResult:
         raise KeyError(name)
 
     def ratio(self, goal: Goal, basis: Basis = "wall") -> dict[str, Any]:
-        num, den = self.row(goal.numerator), self.row(goal.denominator)
-        paired = [a / b for a, b in zip(num.rates(basis), den.rates(basis), strict=True)]
-        value = num.median(basis) / den.median(basis)
+        ratio = paired_ratio(self.row(goal.numerator).rates(basis), self.row(goal.denominator).rates(basis))
         return {
             "numerator": goal.numerator,
             "denominator": goal.denominator,
             "basis": basis,
-            "ratio_of_medians": value,
-            "paired_median": statistics.median(paired),
-            "paired_min": min(paired),
-            "paired_max": max(paired),
+            **ratio,
             "target": goal.target,
-            "met": value >= goal.target,
+            "met": ratio["ratio_of_medians"] >= goal.target,
         }
 
     @classmethod
@@ -178,7 +237,8 @@ def pin_torch_threads() -> None:
 def run_interleaved(
     contestants: Sequence[Contestant], *, reps: int, unit: str, warmup: bool = True, label: str = ""
 ) -> list[RowResult]:
-    """Run A B C A B C ... ``reps`` times; one untimed warm-up round first (if ``warmup``)."""
+    """Run the contestants ``reps`` times, rotated (A B C, B C A, ...); one untimed warm-up round first
+    (if ``warmup``). Each run is built by its ``setup`` (untimed), then timed by :func:`measure`."""
     results = [
         RowResult(name=c.name, unit=unit, work=c.work, seconds=[], cpu_seconds=[], info_only=c.info_only)
         for c in contestants
@@ -186,17 +246,12 @@ def run_interleaved(
     if warmup:
         for c in contestants:
             (c.warmup_setup or c.setup)()()
+    pairs = list(zip(contestants, results, strict=True))
     for rep in range(reps):
-        for c, res in zip(contestants, results, strict=True):
-            run = c.setup()
-            gc.collect()
-            cpu_start = time.process_time()
-            start = time.perf_counter()
-            run()
-            elapsed = time.perf_counter() - start
-            cpu_elapsed = time.process_time() - cpu_start
-            res.seconds.append(elapsed)
-            res.cpu_seconds.append(cpu_elapsed)
+        for c, res in rotated(pairs, rep):
+            wall, cpu = measure(c.setup())
+            res.seconds.append(wall)
+            res.cpu_seconds.append(cpu)
         progress = "  ".join(f"{r.name}={r.rates()[-1]:,.0f}" for r in results)
         print(f"  [{label} rep {rep + 1}/{reps}] {progress}", flush=True)
     return results
@@ -346,23 +401,56 @@ def git_revision() -> str:
         return "unknown"
 
 
-def environment_markdown(machine: dict[str, Any], versions: dict[str, str], revision: str) -> str:
+def run_header(packages: Sequence[str]) -> dict[str, Any]:
+    """The head of every results file, taken when a run starts: machine, package versions, tshtrain
+    revision and the load average before the run (:func:`write_json` adds the one after it)."""
+    return {
+        "machine": cpu_info(),
+        "versions": package_versions(packages),
+        "revision": git_revision(),
+        "load_before": load_average(),
+    }
+
+
+def load_before_after(payload: dict[str, Any]) -> tuple[float | None, float | None]:
+    """The 1-minute load average before and after a run, from a results file of any age (older files
+    stored it as ``load_before_after`` or as the three averages ``loadavg_before`` / ``_after``)."""
+    if "load_before_after" in payload:
+        before, after = payload["load_before_after"]
+    elif "loadavg_before" in payload:
+        before, after = payload["loadavg_before"][0], payload["loadavg_after"][0]
+    else:
+        before, after = payload.get("load_before"), payload.get("load_after")
+    return (None if before is None or math.isnan(before) else before), after
+
+
+def environment_markdown(payload: dict[str, Any]) -> str:
+    """The lines every report section starts with: machine, versions, revision and load, from a
+    payload that started as :func:`run_header`."""
+    machine = payload["machine"]
     cores = (
         f"{machine['logical_cpus']} logical CPUs ({machine['usable_cpus']} usable, "
         f"{machine['physical_cores']} physical cores)"
     )
-    vers = ", ".join(f"{k} {v}" for k, v in versions.items())
+    vers = ", ".join(f"{k} {v}" for k, v in payload.get("versions", {}).items())
+    before, after = load_before_after(payload)
+    load = " / ".join("not recorded" if x is None else f"{x:.2f}" for x in (before, after))
     return "\n".join(
         [
             f"- Machine: {machine['cpu_model']}, {cores}, {machine['memory_gib']} GiB RAM; "
             f"{machine['platform']}",
             f"- Python {machine['python']}; {vers}",
-            f"- tshtrain revision: {revision}; torch pinned to 1 thread",
+            f"- tshtrain revision: {payload.get('revision', 'unknown')}; torch pinned to 1 thread",
+            f"- Load average (1 min) before / after the run: {load} ({machine['logical_cpus']} CPUs, "
+            "possibly shared with other work)",
         ]
     )
 
 
 def write_json(name: str, payload: dict[str, Any]) -> Path:
+    """Write ``results/<name>.json``; a payload with ``load_before`` gets ``load_after`` (now)."""
+    if "load_before" in payload:
+        payload["load_after"] = load_average()
     RESULTS_DIR.mkdir(parents=True, exist_ok=True)
     path = RESULTS_DIR / f"{name}.json"
     atomic_write_bytes(path, (json.dumps(payload, indent=2, default=_json_default) + "\n").encode())
