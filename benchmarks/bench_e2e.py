@@ -34,12 +34,11 @@ from __future__ import annotations
 import argparse
 import cProfile
 import dataclasses
-import os
+import gc
 import pstats
 import re
 import statistics
 import sys
-import time
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -53,11 +52,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import e2e_contestants as ec
 from harness import (
     RESULTS_DIR,
-    cpu_info,
+    Clock,
+    Run,
     environment_markdown,
     git_revision,
-    package_versions,
+    load_average,
+    load_before_after,
     pin_torch_threads,
+    rotated,
+    run_header,
     write_docs_section,
     write_json,
 )
@@ -78,7 +81,7 @@ class Recorder:
 
     threshold: float | None
     env_steps: int = 0
-    start: float = 0.0
+    clock: Clock = field(default_factory=Clock)
     returns: list[float] = field(default_factory=list)
     episode_ends: list[tuple[int, float]] = field(default_factory=list)
     """(env steps, seconds since begin) at the end of each episode, so that any other threshold can be
@@ -90,16 +93,16 @@ class Recorder:
         """Call at the start of the timed run: counts and the clock start from here."""
         self.env_steps, self.returns, self.episode_ends = 0, [], []
         self.cross_env_steps = self.cross_seconds = None
-        self.start = time.perf_counter()
+        self.clock = Clock()
 
     def episode_end(self, ret: float) -> None:
         self.returns.append(ret)
-        self.episode_ends.append((self.env_steps, round(time.perf_counter() - self.start, 4)))
+        self.episode_ends.append((self.env_steps, round(self.clock.wall(), 4)))
         if self.threshold is None or self.cross_env_steps is not None or len(self.returns) < WINDOW:
             return
         if sum(self.returns[-WINDOW:]) / WINDOW >= self.threshold:
             self.cross_env_steps = self.env_steps
-            self.cross_seconds = time.perf_counter() - self.start
+            self.cross_seconds = self.clock.wall()
 
 
 class RecordEpisodes(gym.Wrapper[Any, Any, Any, Any]):
@@ -205,6 +208,14 @@ class RunResult:
     episode_ends: list[tuple[int, float]] = field(default_factory=list)
 
 
+def timed_run(run: Run, recorder: Recorder) -> tuple[float, float]:
+    """(wall, CPU) seconds of one training run; the recorder's counts and clock start with it."""
+    gc.collect()
+    recorder.begin()
+    run()
+    return recorder.clock.wall(), recorder.clock.cpu()
+
+
 def run_one(w: Workload, name: str, seed: int) -> RunResult:
     recorder = Recorder(threshold=w.threshold)
 
@@ -212,14 +223,7 @@ def run_one(w: Workload, name: str, seed: int) -> RunResult:
         return RecordEpisodes(gym.make(w.env_id), recorder)
 
     run, act = w.contestants[name](make_env, seed, w.num_env_steps)
-    import gc
-
-    gc.collect()
-    cpu0 = time.process_time()
-    recorder.begin()
-    run()
-    seconds = time.perf_counter() - recorder.start
-    cpu_seconds = time.process_time() - cpu0
+    seconds, cpu_seconds = timed_run(run, recorder)
     last = recorder.returns[-WINDOW:]
     return RunResult(
         contestant=name,
@@ -245,8 +249,7 @@ def run_workload(
     names = names or list(w.contestants)
     results: list[RunResult] = []
     for i, seed in enumerate(seeds):
-        order = names[i % len(names) :] + names[: i % len(names)]  # rotate who goes first
-        for name in order:
+        for name in rotated(names, i):
             r = run_one(w, name, seed)
             results.append(r)
             on_run(results)
@@ -380,7 +383,7 @@ def profile_tshtrain(w: Workload, seed: int) -> None:
     prof.enable()
     run()
     prof.disable()
-    print(f"tshtrain {w.key}: {time.perf_counter() - recorder.start:.2f} s (under cProfile)")
+    print(f"tshtrain {w.key}: {recorder.clock.wall():.2f} s (under cProfile)")
     out = RESULTS_DIR / f"e2e_{w.key}_profile.txt"
     RESULTS_DIR.mkdir(parents=True, exist_ok=True)
     with out.open("w") as fh:
@@ -419,8 +422,7 @@ def main() -> None:
         profile_tshtrain(all_w[args.profile], seed=0)
         return
     default_seeds = {"ppo": 5, "dqn": 3, "sac": 3}
-    machine, versions = cpu_info(), package_versions(PACKAGES)
-    load_before = os.getloadavg()[0]
+    header = run_header(PACKAGES)
     suffix = (
         ("_quick" if args.quick else "")
         + (f"_{args.env_steps}" if args.env_steps else "")
@@ -430,12 +432,7 @@ def main() -> None:
         w = all_w[key]
         num_seeds = 1 if args.quick else (args.seeds or default_seeds[key])
         print(f"== {w.title}: {num_seeds} seeds ==", flush=True)
-        meta = {
-            "machine": machine,
-            "versions": versions,
-            "revision": git_revision(),
-            "load_before": load_before,
-        }
+        meta = {**header, "revision": git_revision()}
 
         def save(results: list[RunResult], w: Workload = w, meta: dict[str, Any] = meta) -> None:
             write_json(f"e2e_{w.key}{suffix}", payload(w, results, meta))
@@ -451,10 +448,7 @@ def payload(w: Workload, results: list[RunResult], meta: dict[str, Any]) -> dict
         "threshold": w.threshold,
         "summary": summarise(w, results),
         "runs": [vars(r) for r in results],
-        "machine": meta["machine"],
-        "versions": meta["versions"],
-        "revision": meta["revision"],
-        "load_before_after": [meta["load_before"], os.getloadavg()[0]],
+        **{k: v for k, v in meta.items() if k != "note"},
     }
 
 
@@ -468,17 +462,9 @@ def report(
         md += f"\n\nNote: {meta['note']}"
     print(md)
     if docs:
-        env_md = environment_markdown(meta["machine"], meta["versions"], meta["revision"])
-        load = data["load_before_after"]
-        load_text = (
-            f"{load[0]:.2f} / {load[1]:.2f}"
-            if load[0] == load[0]
-            else f"not recorded (tables rebuilt from the run's printed lines; {load[1]:.2f} when rebuilt)"
-        )
+        env_md = environment_markdown({"load_after": load_average(), **data})
         write_docs_section(
-            f"e2e-{w.key}{section_suffix.replace('_', '-')}",
-            f"### End to end: {w.title}\n\n{env_md}\n- Load average (1 min) before / after: "
-            f"{load_text} (2 CPUs, shared)\n\n{md}",
+            f"e2e-{w.key}{section_suffix.replace('_', '-')}", f"### End to end: {w.title}\n\n{env_md}\n\n{md}"
         )
 
 
@@ -516,12 +502,7 @@ def json_from_log(log: Path) -> Path:
     if steps < w.num_env_steps - 1024:
         w = workloads(False, steps)[key]
     w = dataclasses.replace(w, threshold=threshold)
-    meta = {
-        "machine": cpu_info(),
-        "versions": package_versions(PACKAGES),
-        "revision": git_revision(),
-        "load_before": float("nan"),
-    }
+    meta = {**run_header(PACKAGES), "load_before": None}  # not recorded: rebuilt from printed lines
     suffix = "" if w.num_env_steps == workloads(False, None)[key].num_env_steps else f"_{steps}"
     return write_json(f"e2e_{key}{suffix}", payload(w, runs, meta))
 
@@ -539,11 +520,13 @@ def render_from_json(path: Path, *, docs: bool) -> None:
         w = workloads(False, num_env_steps)[key]
     if "threshold" in data:
         w = dataclasses.replace(w, threshold=data["threshold"])
+    load_before, load_after = load_before_after(data)
     meta = {
         "machine": data["machine"],
         "versions": data["versions"],
         "revision": data["revision"],
-        "load_before": data["load_before_after"][0],
+        "load_before": load_before,
+        "load_after": load_after,
         "note": data.get("note", ""),
     }
     suffix = path.stem.removeprefix(f"e2e_{key}")

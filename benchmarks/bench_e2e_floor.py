@@ -27,11 +27,9 @@ import gc
 import io
 import json
 import math
-import os
 import pstats
 import statistics
 import sys
-import time
 import warnings
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -41,14 +39,17 @@ import gymnasium as gym
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import e2e_floor as ef
-from bench_e2e import PACKAGES, WINDOW, RecordEpisodes, Recorder, evaluate, workloads
+from bench_e2e import PACKAGES, WINDOW, RecordEpisodes, Recorder, evaluate, timed_run, workloads
 from harness import (
     RESULTS_DIR,
-    cpu_info,
     environment_markdown,
     git_revision,
-    package_versions,
+    load_average,
+    load_before_after,
+    paired_ratio,
     pin_torch_threads,
+    rotated,
+    run_header,
     write_docs_section,
     write_json,
 )
@@ -80,12 +81,7 @@ def run_one(key: str, env_id: str, name: str, seed: int, num_env_steps: int) -> 
         return RecordEpisodes(gym.make(env_id), recorder)
 
     run, act = ef.CONTESTANTS[key][name](make_env, seed, num_env_steps)
-    gc.collect()
-    cpu0 = time.process_time()
-    recorder.begin()
-    run()
-    seconds = time.perf_counter() - recorder.start
-    cpu_seconds = time.process_time() - cpu0
+    seconds, cpu_seconds = timed_run(run, recorder)
     last = recorder.returns[-WINDOW:]
     return FloorRun(
         workload=key,
@@ -97,7 +93,7 @@ def run_one(key: str, env_id: str, name: str, seed: int, num_env_steps: int) -> 
         episodes=len(recorder.returns),
         last_train_return=sum(last) / len(last) if last else math.nan,
         test_return=math.nan if act is None else evaluate(env_id, act, seed=seed),
-        load_1min=os.getloadavg()[0],
+        load_1min=load_average(),
     )
 
 
@@ -106,15 +102,10 @@ def _ratio(num: dict[int, float], den: dict[int, float]) -> dict[str, Any]:
     """``num / den``: the median of the per-seed (paired) ratios, their range, and the ratio of the
     medians (over the seeds both have)."""
     seeds = sorted(set(num) & set(den))
-    paired = [num[s] / den[s] for s in seeds]
-    if not paired:
+    if not seeds:
         return {"paired_median": math.nan, "paired": [], "ratio_of_medians": math.nan}
-    return {
-        "paired_median": statistics.median(paired),
-        "paired": paired,
-        "ratio_of_medians": statistics.median(num[s] for s in seeds)
-        / statistics.median(den[s] for s in seeds),
-    }
+    nums, dens = [num[s] for s in seeds], [den[s] for s in seeds]
+    return {**paired_ratio(nums, dens), "paired": [a / b for a, b in zip(nums, dens, strict=True)]}
 
 
 def summarise(key: str, runs: list[FloorRun]) -> dict[str, Any]:
@@ -259,7 +250,7 @@ def profile_tshtrain(key: str, env_id: str, num_env_steps: int, seed: int = 0, t
     prof.enable()
     run()
     prof.disable()
-    seconds = time.perf_counter() - recorder.start
+    seconds = recorder.clock.wall()
     buf = io.StringIO()
     stats = pstats.Stats(prof, stream=buf)
     stats.sort_stats("cumulative").print_stats(top)
@@ -271,7 +262,7 @@ def profile_tshtrain(key: str, env_id: str, num_env_steps: int, seed: int = 0, t
     header = (
         f"cProfile of one tshtrain {key} run ({num_env_steps:,} env steps, seed {seed}, env {env_id}), "
         f"{seconds:.2f} s under the profiler; revision {git_revision()}; load average (1 min) "
-        f"{os.getloadavg()[0]:.2f}\n\n"
+        f"{load_average():.2f}\n\n"
     )
     RESULTS_DIR.mkdir(parents=True, exist_ok=True)
     out.write_text(header + buf.getvalue())
@@ -312,13 +303,7 @@ def main() -> None:
     name = "e2e_floor_quick" if args.quick else "e2e_floor"
     if args.tag:
         name, args.no_docs = f"{name}_{args.tag}", True
-    data: dict[str, Any] = {
-        "machine": cpu_info(),
-        "versions": package_versions(PACKAGES),
-        "revision": git_revision(),
-        "load_before": os.getloadavg()[0],
-        "workloads": {},
-    }
+    data: dict[str, Any] = {**run_header(PACKAGES), "workloads": {}}
     for key in args.only or ["ppo", "dqn", "sac"]:
         w = all_w[key]
         num_seeds = 1 if args.quick else (args.seeds or DEFAULT_SEEDS[key])
@@ -328,9 +313,8 @@ def main() -> None:
         runs: list[FloorRun] = []
         entry: dict[str, Any] = {"title": w.title, "env_id": w.env_id, "num_env_steps": w.num_env_steps}
         data["workloads"][key] = entry
-        for i, seed in enumerate(range(num_seeds)):
-            order = names[i % len(names) :] + names[: i % len(names)]
-            for contestant in order:
+        for seed in range(num_seeds):
+            for contestant in rotated(names, seed):
                 r = run_one(key, w.env_id, contestant, seed, w.num_env_steps)
                 runs.append(r)
                 print(
@@ -342,7 +326,6 @@ def main() -> None:
                 entry.update(
                     settings=w.settings, runs=[asdict(x) for x in runs], summary=summarise(key, runs)
                 )
-                data["load_after"] = os.getloadavg()[0]
                 write_json(name, data)
         print(markdown(key, w.title, w.settings, runs, entry["summary"]), flush=True)
     if not args.quick:
@@ -358,11 +341,10 @@ def report(data: dict[str, Any], *, docs: bool, name: str = "e2e_floor") -> None
         parts.append(
             f"### {entry['title']}\n\n" + markdown(key, entry["title"], entry["settings"], runs, summary)
         )
-    env_md = environment_markdown(data["machine"], data["versions"], data["revision"])
+    quiet = (load_before_after(data)[0] or 0.0) <= 1.5
     body = (
-        f"{env_md}\n- Load average (1 min) before / after: {data['load_before']:.2f} / "
-        f"{data.get('load_after', math.nan):.2f} on {data['machine'].get('usable_cpus', '?')} CPUs "
-        f"({'shared with other jobs' if data['load_before'] > 1.5 else 'quiet: the load is the run itself'})"
+        f"{environment_markdown(data)} "
+        f"({'quiet: the load is the run itself' if quiet else 'shared with other jobs'})"
         "\n\n" + "\n\n".join(parts)
     )
     if data.get("note"):
