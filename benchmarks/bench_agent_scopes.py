@@ -49,20 +49,17 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from harness import (
-    RESULTS_DIR,
     Contestant,
     Goal,
     Run,
     TableResult,
-    cpu_info,
-    environment_markdown,
-    git_revision,
     markdown_table,
-    package_versions,
     pin_torch_threads,
     print_table,
+    run_header,
     run_interleaved,
     write_json,
+    write_report,
 )
 
 from tshtrain.algorithm import PPO, CategoricalPolicy, MultiAgentOnPolicy, PPOParams, scoped_learners
@@ -72,6 +69,9 @@ from tshtrain.env import make_vector_env
 from tshtrain.trainer import OnPolicyTrainer, OnPolicyTrainerParams
 
 warnings.filterwarnings("ignore", category=DeprecationWarning)
+
+
+PACKAGES = ("tshtrain", "torch", "gymnasium", "skrl", "numpy")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -313,6 +313,7 @@ def main() -> None:
     parser.add_argument("--agents", default="2,4")
     args = parser.parse_args()
     pin_torch_threads()
+    header = run_header(PACKAGES)
     s = Settings(updates_per_run=3, training_steps_per_run=2) if args.quick else Settings()
     reps = 2 if args.quick else args.reps
     skrl = not args.no_skrl
@@ -402,18 +403,12 @@ def main() -> None:
         "startup_seconds": {str(a): v for a, v in startup.items()},
         "worker_cpu_seconds_per_run": WORKER_CPU,
         "busiest_worker_cpu_ms_per_training_step": worker_ms,
-        "load_average_at_end": os.getloadavg(),
-        "machine": cpu_info(),
-        "versions": package_versions(["torch", "gymnasium", "skrl", "numpy"]),
-        "revision": git_revision(),
+        **header,
     }
     write_json("agent_scopes", payload)
     lines = [
-        "# Agent scopes: Sequential vs Parallel update mode",
         "",
         "`python benchmarks/bench_agent_scopes.py` (see its docstring for the setting).",
-        "",
-        environment_markdown(payload["machine"], payload["versions"], payload["revision"]),
         "",
         RESULTS_NOTE,
         "",
@@ -427,10 +422,8 @@ def main() -> None:
         "## busiest parallel worker's CPU time per training step (update table, median over runs)",
         "",
         *[f"- {key}: {ms:.1f} ms" for key, ms in worker_ms.items()],
-        "",
-        f"Load average at the end of the run: {os.getloadavg()}",
     ]
-    (RESULTS_DIR / "agent_scopes.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    write_report("agent_scopes", "Agent scopes: Sequential vs Parallel update mode", payload, lines)
 
 
 if __name__ == "__main__":

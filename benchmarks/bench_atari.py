@@ -45,20 +45,17 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from harness import (  # noqa: E402
-    RESULTS_DIR,
     Contestant,
     Goal,
     Run,
     TableResult,
-    cpu_info,
-    environment_markdown,
-    git_revision,
     markdown_table,
-    package_versions,
     pin_torch_threads,
     print_table,
+    run_header,
     run_interleaved,
     write_json,
+    write_report,
 )
 
 from tshtrain.env.atari import make_atari_env  # noqa: E402
@@ -393,6 +390,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.quick:
         args.reps, args.dqn_prefill, args.dqn_env_steps = 1, 64, 64
     pin_torch_threads()
+    header = run_header(PACKAGES)
     ppo_work = args.ppo_rollouts * NUM_ENVS * PPO_ROLLOUT_STEPS
     dqn_work = args.dqn_prefill + args.dqn_env_steps
     ppo = _table(
@@ -436,35 +434,29 @@ def main(argv: list[str] | None = None) -> None:
             f"run, {args.dqn_env_steps // 4} gradient steps of 32"
         ],
     )
-    machine, versions, revision = cpu_info(), package_versions(PACKAGES), git_revision()
     name = "bench_atari_quick" if args.quick else "bench_atari"
     payload = {
         "args": vars(args),
-        "machine": machine,
-        "versions": versions,
-        "revision": revision,
+        **header,
         "tables": {"ppo": ppo.to_json(), "dqn": dqn.to_json()},
     }
     json_path = write_json(name, payload)
     print(f"\nwrote {json_path}")
     if args.quick:
         return
-    text = "\n".join(
+    md_path = write_report(
+        name,
+        "Atari training throughput: tshtrain vs SB3 vs Tianshou 2.0.1 (Breakout, 8 envs)",
+        payload,
         [
-            "# Atari training throughput: tshtrain vs SB3 vs Tianshou 2.0.1 (Breakout, 8 envs)",
             "",
             "Written by `benchmarks/bench_atari.py` (its docstring has the settings).",
-            "",
-            environment_markdown(machine, versions, revision),
             "",
             markdown_table(ppo),
             "",
             markdown_table(dqn),
-            "",
-        ]
+        ],
     )
-    md_path = RESULTS_DIR / "bench_atari.md"
-    md_path.write_text(text, encoding="utf-8")
     print(f"wrote {md_path}")
 
 

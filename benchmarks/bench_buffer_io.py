@@ -54,14 +54,24 @@ def _child(mode: str, transitions: int, path: str) -> None:
         seconds = time.perf_counter() - start
         nbytes = buffer.nbytes
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    print(json.dumps({"seconds": seconds, "extra_peak_bytes": (peak - base) * 1024, "nbytes": nbytes,
-                      "peak_bytes": peak * 1024}))
+    print(
+        json.dumps(
+            {
+                "seconds": seconds,
+                "extra_peak_bytes": (peak - base) * 1024,
+                "nbytes": nbytes,
+                "peak_bytes": peak * 1024,
+            }
+        )
+    )
 
 
 def _run(mode: str, transitions: int, path: str) -> dict[str, float]:
     out = subprocess.run(
         [sys.executable, __file__, "--child", mode, "--transitions", str(transitions), "--path", path],
-        check=True, capture_output=True, text=True,
+        check=True,
+        capture_output=True,
+        text=True,
     )
     return json.loads(out.stdout.strip().splitlines()[-1])
 
@@ -83,12 +93,16 @@ def main() -> None:
             saves.append(_run("save", args.transitions, path))
             loads.append(_run("load", args.transitions, path))
     nbytes = saves[0]["nbytes"]
-    print(f"buffer of {args.transitions:,} transitions, arrays {nbytes / 2**20:.1f} MiB, {args.repeats} runs each")
+    print(
+        f"buffer of {args.transitions:,} transitions, arrays {nbytes / 2**20:.1f} MiB, {args.repeats} runs each"
+    )
     for name, runs in (("save", saves), ("load", loads)):
         secs = [r["seconds"] for r in runs]
         extra = [r["extra_peak_bytes"] / nbytes for r in runs]
-        print(f"  {name}: median {statistics.median(secs):.3f} s (min {min(secs):.3f}, max {max(secs):.3f}); "
-              f"extra peak memory during {name}: median {statistics.median(extra):.2f}x the arrays")
+        print(
+            f"  {name}: median {statistics.median(secs):.3f} s (min {min(secs):.3f}, max {max(secs):.3f}); "
+            f"extra peak memory during {name}: median {statistics.median(extra):.2f}x the arrays"
+        )
 
 
 if __name__ == "__main__":

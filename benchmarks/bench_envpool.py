@@ -43,15 +43,13 @@ from harness import (
     Goal,
     Run,
     TableResult,
-    cpu_info,
-    environment_markdown,
-    git_revision,
     markdown_table,
-    package_versions,
     pin_torch_threads,
     print_table,
+    run_header,
     run_interleaved,
     write_json,
+    write_report,
 )
 
 NUM_ENVS = 8
@@ -196,18 +194,16 @@ def main(argv: list[str] | None = None) -> None:
     if args.quick:
         args.vector_steps, args.reps = 100, 2
     pin_torch_threads()
+    header = run_header(PACKAGES)
     tasks = ["atari"] + (["mujoco"] if importlib.util.find_spec("mujoco") is not None else [])
     tables = {task: bench_task(task, args.vector_steps, args.reps) for task in tasks}
-    machine, versions, revision = cpu_info(), package_versions(PACKAGES), git_revision()
     name = "bench_envpool_quick" if args.quick else "bench_envpool"
     payload: dict[str, Any] = {
         "vector_steps": args.vector_steps,
         "reps": args.reps,
         "num_envs": NUM_ENVS,
         "envpool_atari_protocol": ENVPOOL_ATARI_PROTOCOL,
-        "machine": machine,
-        "versions": versions,
-        "revision": revision,
+        **header,
         "tables": {task: table.to_json() for task, table in tables.items()},
     }
     json_path = write_json(name, payload)
@@ -218,21 +214,13 @@ def main(argv: list[str] | None = None) -> None:
 
 def write_markdown(payload: dict[str, Any], tables: dict[str, TableResult]) -> None:
     """benchmarks/results/bench_envpool.md from a run's payload and tables."""
-    machine, versions, revision = payload["machine"], payload["versions"], payload["revision"]
-    parts = [
-        "# EnvPool vs Gymnasium's vector envs (env steps/s, random actions, 8 envs)",
-        "",
-        "Written by `benchmarks/bench_envpool.py` (see its docstring).",
-        "",
-        environment_markdown(machine, versions, revision),
-        "",
-    ]
+    parts = ["", "Written by `benchmarks/bench_envpool.py` (see its docstring).", ""]
     if "mujoco" not in tables:
         parts += ["MuJoCo: not measured (the `mujoco` package is not installed).", ""]
     for table in tables.values():
         parts += [markdown_table(table), ""]
-    md_path = RESULTS_DIR / "bench_envpool.md"
-    md_path.write_text("\n".join(parts), encoding="utf-8")
+    title = "EnvPool vs Gymnasium's vector envs (env steps/s, random actions, 8 envs)"
+    md_path = write_report("bench_envpool", title, payload, parts)
     print(f"wrote {md_path}")
 
 

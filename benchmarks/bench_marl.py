@@ -44,12 +44,10 @@ from __future__ import annotations
 
 import argparse
 import cProfile
-import gc
 import json
 import pstats
 import subprocess
 import sys
-import time
 import warnings
 from collections.abc import Callable
 from pathlib import Path
@@ -61,18 +59,16 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import hand_marl_loops as hml
 import marl_config
 from harness import (
-    RESULTS_DIR,
     Goal,
     RowResult,
     TableResult,
-    cpu_info,
-    environment_markdown,
-    git_revision,
     markdown_table,
-    package_versions,
+    measure,
     pin_torch_threads,
     print_table,
+    run_header,
     write_json,
+    write_report,
 )
 
 HAND, TSH, BENCHMARL = "hand loop", "tshtrain", "BenchMARL"
@@ -233,12 +229,9 @@ def run_benchmarl(
 
 
 def timed(run: Run) -> tuple[float, float]:
-    gc.collect()
     torch.set_flush_denormal(True)
     try:
-        cpu0, t0 = time.process_time(), time.perf_counter()
-        run()
-        return time.perf_counter() - t0, time.process_time() - cpu0
+        return measure(run)
     finally:
         torch.set_flush_denormal(False)
 
@@ -265,6 +258,7 @@ def main() -> None:  # noqa: PLR0912, PLR0915 (one script body: parse, time, rep
     args = parser.parse_args()
     warnings.filterwarnings("ignore")
     pin_torch_threads()
+    header = run_header(PACKAGES)
 
     if args.profile:
         task, algo = args.profile.split(":")
@@ -350,22 +344,19 @@ def main() -> None:  # noqa: PLR0912, PLR0915 (one script body: parse, time, rep
         )
         tables.append(table)
         print_table(table)
-    machine, versions, revision = cpu_info(), package_versions(PACKAGES), git_revision()
     payload = {
-        "machine": machine,
-        "versions": versions,
+        **header,
         "benchmarl_versions": next(iter(extra.values()))[0]["versions"] if extra else None,
-        "revision": revision,
         "config": marl_config.TASKS,
         "tables": [t.to_json() for t in tables],
         "benchmarl_runs": extra,
     }
     path = write_json(args.output, payload)
     md = "\n\n".join(markdown_table(t) for t in tables)
-    (RESULTS_DIR / f"{args.output}_tables.md").write_text(
-        environment_markdown(machine, versions, revision) + "\n\n" + md + "\n"
+    md_path = write_report(
+        f"{args.output}_tables", "MARL throughput (`benchmarks/bench_marl.py`)", payload, ["", md]
     )
-    print(f"\nwrote {path} and {RESULTS_DIR / (args.output + '_tables.md')}")
+    print(f"\nwrote {path} and {md_path}")
 
 
 if __name__ == "__main__":

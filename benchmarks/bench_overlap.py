@@ -36,10 +36,9 @@ from harness import (
     Contestant,
     Goal,
     TableResult,
-    cpu_info,
-    package_versions,
     pin_torch_threads,
     print_table,
+    run_header,
     run_interleaved,
     write_json,
 )
@@ -51,6 +50,7 @@ from tshtrain.data import Collector, VectorReplayBuffer
 from tshtrain.env import make_vector_env
 from tshtrain.trainer import OffPolicyTrainer, OffPolicyTrainerParams, TrainerOptions
 
+PACKAGES = ("tshtrain", "torch", "gymnasium", "numpy")
 EXPERIMENT = default_experiment("dqn")
 TRAINER = EXPERIMENT.trainer
 HPARAMS = EXPERIMENT.algorithm.params
@@ -148,6 +148,7 @@ def main() -> None:
     parser.add_argument("--groups", default="cartpole,busy,heavy", help="comma-separated groups to run")
     args = parser.parse_args()
     pin_torch_threads()
+    header = run_header(PACKAGES)
     tables = []
     groups = {
         "cartpole": (None, TRAINER["batch_size"]),
@@ -184,8 +185,7 @@ def main() -> None:
     path = write_json(
         "overlap",
         {
-            "machine": cpu_info(),
-            "versions": package_versions(["torch", "gymnasium", "numpy"]),
+            **header,
             "args": vars(args),
             "tables": [t.to_json() for t in tables],
         },

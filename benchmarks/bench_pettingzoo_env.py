@@ -44,18 +44,16 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from harness import (
-    RESULTS_DIR,
     Contestant,
     Goal,
     Run,
     TableResult,
-    cpu_info,
-    environment_markdown,
-    git_revision,
     markdown_table,
-    package_versions,
     print_table,
+    run_header,
     run_interleaved,
+    write_json,
+    write_report,
 )
 
 from tshtrain.env import (
@@ -68,6 +66,9 @@ from tshtrain.env import (
 warnings.filterwarnings("ignore", category=DeprecationWarning)
 
 SPREAD, TICTACTOE = "mpe2.simple_spread_v3", "pettingzoo.classic.tictactoe_v3"
+
+
+PACKAGES = ("tshtrain", "pettingzoo", "mpe2", "numpy", "gymnasium")
 
 
 def _spread_raw(num_envs: int, num_vector_steps: int) -> Run:
@@ -182,6 +183,7 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="2 reps of small runs; print only")
     parser.add_argument("--reps", type=int, default=None)
     args = parser.parse_args()
+    header = run_header(PACKAGES)
     reps = args.reps or (2 if args.quick else 7)
     env_steps = {"simple_spread": 1024 if args.quick else 4096, "tictactoe": 4096 if args.quick else 32768}
     tables = []
@@ -217,18 +219,12 @@ def main() -> None:
             tables.append(table)
     if args.quick:
         return
-    machine = cpu_info()
-    versions = package_versions(["pettingzoo", "mpe2", "numpy", "gymnasium"])
-    text = "\n\n".join(
-        [
-            "# PettingZoo adapters vs a raw loop (`benchmarks/bench_pettingzoo_env.py`)",
-            environment_markdown(machine, versions, git_revision()),
-            *(markdown_table(t) for t in tables),
-        ]
+    payload = {**header, "tables": [t.to_json() for t in tables]}
+    write_json("pettingzoo_env", payload)
+    title = "PettingZoo adapters vs a raw loop (`benchmarks/bench_pettingzoo_env.py`)"
+    path = write_report(
+        "pettingzoo_env", title, payload, [line for t in tables for line in ("", markdown_table(t))]
     )
-    RESULTS_DIR.mkdir(parents=True, exist_ok=True)
-    path = RESULTS_DIR / "pettingzoo_env.md"
-    path.write_text(text + "\n", encoding="utf-8")
     print(f"wrote {path}")
 
 

@@ -23,7 +23,9 @@ def rss_bytes() -> int:
     return pages * 4096
 
 
-def measure(name: str, obs_shape: tuple[int, ...], obs_dtype: torch.dtype, size: int, num_envs: int, device: str) -> None:
+def measure(
+    name: str, obs_shape: tuple[int, ...], obs_dtype: torch.dtype, size: int, num_envs: int, device: str
+) -> None:
     gc.collect()
     before = rss_bytes()
     cuda_before = torch.cuda.memory_allocated() if device.startswith("cuda") else 0
@@ -51,7 +53,9 @@ def main() -> None:
     parser.add_argument("--num-envs", type=int, default=64)
     parser.add_argument("--device", default="cpu")
     args = parser.parse_args()
-    print(f"TensorReplayBuffer memory, {args.size:,} transitions, {args.num_envs} columns, device {args.device}")
+    print(
+        f"TensorReplayBuffer memory, {args.size:,} transitions, {args.num_envs} columns, device {args.device}"
+    )
     print("| observations           | stored    | nbytes MiB | RSS grown MiB | ratio  |")
     print("|------------------------|-----------|------------|---------------|--------|")
     measure("CartPole (4,) float32", (4,), torch.float32, args.size, args.num_envs, args.device)

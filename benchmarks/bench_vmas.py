@@ -52,23 +52,19 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import vmas_contestants as vc
 import vmas_task as vt
 from harness import (
-    RESULTS_DIR,
     Contestant,
     Goal,
     TableResult,
-    cpu_info,
-    environment_markdown,
     format_rate,
-    git_revision,
     markdown_table,
-    package_versions,
     pin_torch_threads,
     print_table,
+    run_header,
     run_interleaved,
     write_json,
+    write_report,
 )
 
-from tshtrain.atomic import atomic_write_bytes
 from tshtrain.env.tensor_env import TensorVectorEnv
 
 PACKAGES = ("tshtrain", "torch", "vmas", "rsl-rl-lib", "tensordict", "skrl", "gymnasium", "numpy")
@@ -342,6 +338,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
     pin_torch_threads()
+    header = run_header(PACKAGES)
     settings = replace(vt.PPOSettings(), rollout_len=args.rollout_len)
     make_env = env_factory(args.env, args.max_episode_steps)
     names: list[str] = list(args.names)
@@ -420,6 +417,7 @@ def main(argv: list[str] | None = None) -> None:
         print(f"note: {note}")
     write_results(
         args,
+        header,
         settings=settings,
         hand_source=hand_source,
         notes=notes,
@@ -431,6 +429,7 @@ def main(argv: list[str] | None = None) -> None:
 
 def write_results(
     args: argparse.Namespace,
+    header: dict[str, Any],
     *,
     settings: vt.PPOSettings,
     hand_source: str,
@@ -440,7 +439,6 @@ def write_results(
     markdown_parts: list[str],
 ) -> None:
     name = "bench_vmas_quick" if args.quick else "bench_vmas"
-    machine, versions, revision = cpu_info(), package_versions(PACKAGES), git_revision()
     payload = {
         "env": args.env,
         "envs": args.envs,
@@ -451,9 +449,7 @@ def write_results(
         "unmatched_knobs": vc.UNMATCHED_KNOBS,
         "hand_loop": hand_source,
         "notes": notes,
-        "machine": machine,
-        "versions": versions,
-        "revision": revision,
+        **header,
         "results": results,
     }
     json_path = write_json(name, payload)
@@ -461,13 +457,11 @@ def write_results(
         print(f"\nwrote {json_path}")
         return
     settings_text = ", ".join(f"{k}={v}" for k, v in asdict(settings).items())
-    md = "\n".join(
+    md_path = write_report(
+        name,
+        "PPO on a batched torch env: hand loop vs tshtrain vs rsl_rl vs skrl",
+        payload,
         [
-            "# PPO on a batched torch env: hand loop vs tshtrain vs rsl_rl vs skrl",
-            "",
-            "Written by `benchmarks/bench_vmas.py` (see its docstring and `benchmarks/README.md`).",
-            "",
-            environment_markdown(machine, versions, revision),
             f"- Env: `{args.env}`, max {args.max_episode_steps} steps per episode, on the CPU; "
             f"{args.iterations} PPO iterations per run, {args.repeats} interleaved repetitions; "
             f"hand loop: `{hand_source}`",
@@ -490,10 +484,10 @@ def write_results(
             "## Per number of envs",
             "",
             *markdown_parts,
-        ]
+            "",
+            "Written by `benchmarks/bench_vmas.py` (see its docstring and `benchmarks/README.md`).",
+        ],
     )
-    md_path = RESULTS_DIR / f"{name}.md"
-    atomic_write_bytes(md_path, (md.rstrip() + "\n").encode())
     print(f"\nwrote {json_path} and {md_path}")
 
 

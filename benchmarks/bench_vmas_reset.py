@@ -32,10 +32,17 @@ from typing import Any
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from harness import Contestant, cpu_info, package_versions, pin_torch_threads, run_interleaved, write_json
+from harness import (
+    Contestant,
+    pin_torch_threads,
+    run_header,
+    run_interleaved,
+    write_json,
+)
 
 from tshtrain.env.vmas import VmasEnv
 
+PACKAGES = ("tshtrain", "torch", "vmas")
 MAX_STEPS = 100
 SCENARIOS: dict[str, dict[str, Any]] = {
     "navigation": {"n_agents": 1, "collisions": False},
@@ -109,6 +116,7 @@ def main() -> None:
     args = parser.parse_args()
     warnings.filterwarnings("ignore")
     pin_torch_threads()
+    header = run_header(PACKAGES)
     sizes = [256] if args.quick else [256, 1024, 4096]
     steps, reps = (20, 2) if args.quick else (200, 5)
     rows: list[dict[str, Any]] = []
@@ -159,9 +167,8 @@ def main() -> None:
         path = write_json(
             "vmas_reset",
             {
+                **header,
                 "rows": rows,
-                "machine": cpu_info(),
-                "versions": package_versions(["torch", "vmas"]),
                 "steps": steps,
             },
         )

@@ -15,7 +15,7 @@ The rules every benchmark follows:
 * every results file starts from :func:`run_header` (machine, package versions, revision, load average
   before the run); :func:`write_json` adds the load average after it; :func:`environment_markdown`
   turns that head into the lines every report section starts with; :func:`write_docs_section` writes
-  the section of ``docs/benchmarks.md``.
+  the section of ``docs/benchmarks.md`` and :func:`write_report` a ``results/<name>.md``.
 """
 
 from __future__ import annotations
@@ -454,6 +454,16 @@ def write_json(name: str, payload: dict[str, Any]) -> Path:
     RESULTS_DIR.mkdir(parents=True, exist_ok=True)
     path = RESULTS_DIR / f"{name}.json"
     atomic_write_bytes(path, (json.dumps(payload, indent=2, default=_json_default) + "\n").encode())
+    return path
+
+
+def write_report(name: str, title: str, payload: dict[str, Any], lines: Sequence[str]) -> Path:
+    """Write ``results/<name>.md``: the title, the run's head (:func:`environment_markdown` of the
+    payload :func:`write_json` saved), then ``lines``."""
+    text = "\n".join([f"# {title}", "", environment_markdown(payload), *lines]).rstrip() + "\n"
+    RESULTS_DIR.mkdir(parents=True, exist_ok=True)
+    path = RESULTS_DIR / f"{name}.md"
+    atomic_write_bytes(path, text.encode())
     return path
 
 
