@@ -47,8 +47,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -60,18 +59,22 @@ import busy_env  # noqa: E402
 from harness import (  # noqa: E402
     REPO_ROOT,
     RESULTS_DIR,
+    Clock,
+    Contestant,
     Goal,
     RowResult,
     TableResult,
-    cpu_info,
     environment_markdown,
-    git_revision,
     markdown_table,
     package_versions,
     pin_torch_threads,
     print_table,
+    run_header,
+    run_interleaved,
     write_json,
 )
+
+PACKAGES = ("tshtrain", "torch", "gymnasium", "numpy", "ray")
 
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 SUBPROCESS_ENV = {
@@ -87,6 +90,12 @@ SUBPROCESS_ENV = {
 
 
 # ---------------------------------------------------------------------------- CPU of a process tree
+def children_cpu_seconds() -> float:
+    """CPU seconds (user + system) of this process's finished child processes."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
 def tree_cpu_seconds(root: int | None = None) -> float:
     """User + system CPU seconds of ``root`` (default: this process) and every live descendant, from /proc
     (descendants that ended are not counted: build the workers before timing)."""
@@ -112,31 +121,6 @@ def tree_cpu_seconds(root: int | None = None) -> float:
         total += ticks.get(pid, 0)
         stack.extend(children.get(pid, []))
     return total / CLK_TCK
-
-
-def run_rows(
-    contestants: Sequence[tuple[str, float, Callable[[], None]]],
-    *,
-    reps: int,
-    unit: str,
-    label: str,
-    cpu: Callable[[], float],
-) -> list[RowResult]:
-    """Like ``harness.run_interleaved`` (A B C A B C ..., one warm-up round); CPU seconds from ``cpu``."""
-    results = [RowResult(name=n, unit=unit, work=w, seconds=[], cpu_seconds=[]) for n, w, _ in contestants]
-    for _, _, run in contestants:
-        run()
-    for rep in range(reps):
-        for (_, _, run), res in zip(contestants, results, strict=True):
-            cpu_start, start = cpu(), time.perf_counter()
-            run()
-            res.seconds.append(time.perf_counter() - start)
-            res.cpu_seconds.append(cpu() - cpu_start)
-        print(
-            f"  [{label} rep {rep + 1}/{reps}] "
-            + "  ".join(f"{r.name}={r.rates()[-1]:,.0f}" for r in results)
-        )
-    return results
 
 
 # ---------------------------------------------------------------------------- (a) env workers
@@ -183,15 +167,17 @@ def env_tables(*, quick: bool, num_iterations: int) -> tuple[list[TableResult], 
             ]  # fmt: skip
             envs = [(name, n, build()) for name, n, build in layouts]
             try:
+                steppers = [(name, n, _stepper(env, num_vector_steps)) for name, n, env in envs]
                 contestants = [
-                    (name, num_vector_steps * n, _stepper(env, num_vector_steps)) for name, n, env in envs
+                    Contestant(name=name, setup=lambda run=run: run, work=num_vector_steps * n)
+                    for name, n, run in steppers
                 ]
-                rows = run_rows(
+                rows = run_interleaved(
                     contestants,
                     reps=2 if quick else 5,
                     unit="env steps/s",
                     label=env_name,
-                    cpu=tree_cpu_seconds,
+                    cpu_clock=tree_cpu_seconds,
                 )
             finally:
                 for _, _, env in envs:
@@ -257,9 +243,9 @@ def comm_worker(out: Path, quick: bool) -> None:
         context.all_reduce_sum(0)  # line the ranks up
         times = []
         for _ in range(repeats):
-            start = time.perf_counter()
+            clock = Clock()
             fn()
-            times.append(time.perf_counter() - start)
+            times.append(clock.wall())
         return statistics.median(times)
 
     result: dict[str, Any] = {"all_reduce_by_numel": {}}
@@ -340,7 +326,7 @@ def ppo_worker(out: Path, env_steps: int, busy_iterations: int = 0) -> None:
     from tshtrain.trainer import OnPolicyTrainer, OnPolicyTrainerParams, TrainerOptions
 
     pin_torch_threads()
-    start = time.perf_counter()
+    setup_clock = Clock()
     context = (
         DistributedContext.from_env(backend="gloo", timeout_seconds=300) if launched_by_torchrun() else None
     )
@@ -381,14 +367,14 @@ def ppo_worker(out: Path, env_steps: int, busy_iterations: int = 0) -> None:
         ),
         TrainerOptions(distributed=context),
     )
-    setup_s = time.perf_counter() - start
-    cpu_start, start = time.process_time(), time.perf_counter()
+    setup_s = setup_clock.wall()
+    clock = Clock()
     info = trainer.run()
     result = {
         "rank": 0 if context is None else context.rank,
         "setup_s": setup_s,
-        "run_s": time.perf_counter() - start,
-        "run_cpu_s": time.process_time() - cpu_start,
+        "run_s": clock.wall(),
+        "run_cpu_s": clock.cpu(),
         "collect_s": info.timing.train_time_collect,
         "update_s": info.timing.train_time_update,
         "test_s": info.timing.test_time,
@@ -434,12 +420,10 @@ def ppo_table(*, quick: bool, busy_iterations: int) -> tuple[TableResult, dict[s
             for name, base in contestants.items():
                 out = Path(tmp) / "ppo.json"
                 command = [*base(), "--worker", "ppo", "--out", str(out)]
-                cpu_start = resource.getrusage(resource.RUSAGE_CHILDREN)
-                start = time.perf_counter()
+                clock = Clock(children_cpu_seconds)
                 out.unlink(missing_ok=True)
                 done = subprocess.run(command, env=SUBPROCESS_ENV, check=False, timeout=1800)
-                seconds = time.perf_counter() - start
-                cpu_end = resource.getrusage(resource.RUSAGE_CHILDREN)
+                seconds, cpu_seconds = clock.wall(), clock.cpu()
                 if not out.exists():  # no result: the run itself failed
                     raise RuntimeError(f"{name}: {command} exited with {done.returncode} and no result")
                 exit_codes[name].append(done.returncode)  # non-zero with a result: a failure at exit
@@ -447,9 +431,7 @@ def ppo_table(*, quick: bool, busy_iterations: int) -> tuple[TableResult, dict[s
                     continue
                 ranks = json.loads(out.read_text())
                 ranks[0]["command_s"] = seconds
-                ranks[0]["command_cpu_s"] = (cpu_end.ru_utime + cpu_end.ru_stime) - (
-                    cpu_start.ru_utime + cpu_start.ru_stime
-                )
+                ranks[0]["command_cpu_s"] = cpu_seconds
                 runs[name].append(ranks)
                 rows[name].seconds.append(max(r["run_s"] for r in ranks))
                 rows[name].cpu_seconds.append(sum(r["run_cpu_s"] for r in ranks))
@@ -695,7 +677,6 @@ def overlap_table(*, quick: bool) -> TableResult:
     import itertools
 
     import bench_overlap
-    from harness import Contestant, run_interleaved
 
     sac_steps = 300 if quick else 1000
     contestants = []
@@ -764,7 +745,7 @@ def _load_sentence(load_before: float | None, load_after: float | None, num_cpus
 def write_markdown(
     tables: list[TableResult], extra_lines: list[str], comm: dict[str, Any] | None, payload: dict[str, Any]
 ) -> Path:
-    machine, versions = cpu_info(), package_versions(["torch", "gymnasium", "numpy", "ray"])
+    machine = payload["machine"]
     load = _load_sentence(payload.get("load_before"), payload.get("load_after"), int(machine["usable_cpus"]))
     parts = [
         "# Scale-out measurements (`benchmarks/bench_scale.py`)",
@@ -772,7 +753,7 @@ def write_markdown(
         "Written by `python benchmarks/bench_scale.py`; raw numbers in `scale.json`. " + load + " Compare "
         "rows of one table (contestants ran interleaved) and read the paired ratios and ranges.",
         "",
-        environment_markdown(machine, versions, str(payload.get("revision", git_revision()))),
+        environment_markdown({"versions": package_versions(PACKAGES), **payload}),
         "",
     ]
     for table in tables:
@@ -839,8 +820,7 @@ def main() -> None:
     os.environ.update(SUBPROCESS_ENV)  # subprocess envs and the Ray instance inherit it: one BLAS thread
     parts = set(args.only or ["envs", "comm", "ppo", "overlap"])
     tables: list[TableResult] = []
-    payload: dict[str, Any] = {"machine": cpu_info(), "revision": git_revision(), "quick": args.quick}
-    payload["load_before"] = os.getloadavg()[0]
+    payload: dict[str, Any] = {**run_header(PACKAGES), "quick": args.quick}
     env_extra: dict[str, Any] | None = None
     comm = ppo_runs = None
     num_iterations = busy_env.calibrate_num_iterations(1e-3)
@@ -874,7 +854,6 @@ def main() -> None:
         extra_lines = extrapolate(env_extra, comm, ppo_runs)
         payload["extrapolation"] = extra_lines
         print("\n".join(extra_lines))
-    payload["load_after"] = os.getloadavg()[0]
     write_json("scale_quick" if args.quick else "scale", payload)
     if not args.quick and extra_lines:
         print(f"wrote {write_markdown(tables, extra_lines, comm, payload)}")

@@ -49,25 +49,27 @@ T = TypeVar("T")
 
 # ---------------------------------------------------------------------------- timing
 class Clock:
-    """Wall-clock seconds (``perf_counter``) and this process's CPU seconds (``process_time``) since it
-    was made. CPU time leaves out the time the process waited for a CPU on a shared machine."""
+    """Wall-clock seconds (``perf_counter``) and CPU seconds since it was made. CPU time leaves out the
+    time the process waited for a CPU on a shared machine; by default it is this process's
+    (``process_time``), ``cpu_clock`` counts another way (e.g. a whole process tree's)."""
 
-    def __init__(self) -> None:
+    def __init__(self, cpu_clock: Callable[[], float] = time.process_time) -> None:
+        self.cpu_clock = cpu_clock
         self.wall_start = time.perf_counter()
-        self.cpu_start = time.process_time()
+        self.cpu_start = cpu_clock()
 
     def wall(self) -> float:
         return time.perf_counter() - self.wall_start
 
     def cpu(self) -> float:
-        return time.process_time() - self.cpu_start
+        return self.cpu_clock() - self.cpu_start
 
 
-def measure(run: Run) -> tuple[float, float]:
+def measure(run: Run, cpu_clock: Callable[[], float] = time.process_time) -> tuple[float, float]:
     """(wall, CPU) seconds of one ``run()``, after a garbage collection (so that no earlier run's
     garbage is collected inside it)."""
     gc.collect()
-    clock = Clock()
+    clock = Clock(cpu_clock)
     run()
     return clock.wall(), clock.cpu()
 
@@ -235,7 +237,13 @@ def pin_torch_threads() -> None:
 
 
 def run_interleaved(
-    contestants: Sequence[Contestant], *, reps: int, unit: str, warmup: bool = True, label: str = ""
+    contestants: Sequence[Contestant],
+    *,
+    reps: int,
+    unit: str,
+    warmup: bool = True,
+    label: str = "",
+    cpu_clock: Callable[[], float] = time.process_time,
 ) -> list[RowResult]:
     """Run the contestants ``reps`` times, rotated (A B C, B C A, ...); one untimed warm-up round first
     (if ``warmup``). Each run is built by its ``setup`` (untimed), then timed by :func:`measure`."""
@@ -249,7 +257,7 @@ def run_interleaved(
     pairs = list(zip(contestants, results, strict=True))
     for rep in range(reps):
         for c, res in rotated(pairs, rep):
-            wall, cpu = measure(c.setup())
+            wall, cpu = measure(c.setup(), cpu_clock)
             res.seconds.append(wall)
             res.cpu_seconds.append(cpu)
         progress = "  ".join(f"{r.name}={r.rates()[-1]:,.0f}" for r in results)
