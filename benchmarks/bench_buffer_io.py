@@ -93,8 +93,9 @@ def main() -> None:
             saves.append(_run("save", args.transitions, path))
             loads.append(_run("load", args.transitions, path))
     nbytes = saves[0]["nbytes"]
+    arrays_mib = nbytes / 2**20
     print(
-        f"buffer of {args.transitions:,} transitions, arrays {nbytes / 2**20:.1f} MiB, {args.repeats} runs each"
+        f"buffer of {args.transitions:,} transitions, arrays {arrays_mib:.1f} MiB, {args.repeats} runs each"
     )
     for name, runs in (("save", saves), ("load", loads)):
         secs = [r["seconds"] for r in runs]

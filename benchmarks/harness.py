@@ -493,7 +493,8 @@ def write_docs_section(key: str, markdown: str) -> Path:
         text = (
             "# Benchmarks\n\n"
             "Benchmarks are scripts under `benchmarks/`, never timed assertions in tests. Each one runs its "
-            "contestants interleaved (A B C A B C ...) over several repetitions in one process, with torch "
+            "contestants interleaved and rotated (A B C, B C A, ...) over several repetitions in one process, "
+            "with torch "
             "pinned to one thread, and reports medians with min/max and ratios. Raw numbers are in "
             "`benchmarks/results/*.json`. Sections below are rewritten by the scripts.\n"
         )
