@@ -56,11 +56,9 @@ from harness import (
     markdown_table,
     pin_torch_threads,
     print_table,
-    run_header,
     run_interleaved,
-    write_json,
-    write_report,
 )
+from report import run_header, write_json, write_report
 
 from tshtrain.algorithm import PPO, CategoricalPolicy, MultiAgentOnPolicy, PPOParams, scoped_learners
 from tshtrain.algorithm.multi_agent_parallel import ParallelParams, ParallelUpdater

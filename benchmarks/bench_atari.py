@@ -52,11 +52,9 @@ from harness import (  # noqa: E402
     markdown_table,
     pin_torch_threads,
     print_table,
-    run_header,
     run_interleaved,
-    write_json,
-    write_report,
 )
+from report import run_header, write_json, write_report  # noqa: E402
 
 from tshtrain.env.atari import make_atari_env  # noqa: E402
 

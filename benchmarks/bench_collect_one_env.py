@@ -48,15 +48,8 @@ import torch
 from torch import nn
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from harness import (
-    Contestant,
-    Run,
-    paired_ratio,
-    pin_torch_threads,
-    run_header,
-    run_interleaved,
-    write_json,
-)
+from harness import Contestant, Run, paired_ratio, pin_torch_threads, run_interleaved
+from report import run_header, write_json
 
 from tshtrain.algorithm import EpsilonSchedule, QValuePolicy, TanhGaussianPolicy, mlp
 from tshtrain.data import Collector, VectorReplayBuffer

@@ -50,16 +50,13 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import e2e_contestants as ec
-from harness import (
+from harness import Clock, Run, pin_torch_threads, rotated
+from report import (
     RESULTS_DIR,
-    Clock,
-    Run,
     environment_markdown,
     git_revision,
     load_average,
     load_before_after,
-    pin_torch_threads,
-    rotated,
     run_header,
     write_docs_section,
     write_json,

@@ -40,15 +40,13 @@ import gymnasium as gym
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import e2e_floor as ef
 from bench_e2e import PACKAGES, WINDOW, RecordEpisodes, Recorder, evaluate, timed_run, workloads
-from harness import (
+from harness import paired_ratio, pin_torch_threads, rotated
+from report import (
     RESULTS_DIR,
     environment_markdown,
     git_revision,
     load_average,
     load_before_after,
-    paired_ratio,
-    pin_torch_threads,
-    rotated,
     run_header,
     write_docs_section,
     write_json,

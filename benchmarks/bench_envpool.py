@@ -38,7 +38,6 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from harness import (
-    RESULTS_DIR,
     Contestant,
     Goal,
     Run,
@@ -46,11 +45,9 @@ from harness import (
     markdown_table,
     pin_torch_threads,
     print_table,
-    run_header,
     run_interleaved,
-    write_json,
-    write_report,
 )
+from report import RESULTS_DIR, run_header, write_json, write_report
 
 NUM_ENVS = 8
 PACKAGES = ("tshtrain", "gymnasium", "envpool", "ale-py", "mujoco", "numpy", "opencv-python-headless")

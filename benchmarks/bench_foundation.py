@@ -43,21 +43,16 @@ from torch import nn
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from harness import (
-    REPO_ROOT,
-    RESULTS_DIR,
     Contestant,
     Goal,
     Run,
     TableResult,
-    environment_markdown,
     markdown_table,
     pin_torch_threads,
     print_table,
-    run_header,
     run_interleaved,
-    write_docs_section,
-    write_json,
 )
+from report import REPO_ROOT, RESULTS_DIR, environment_markdown, run_header, write_docs_section, write_json
 
 from tshtrain.data import Collector, VectorReplayBuffer
 from tshtrain.env import make_vector_env

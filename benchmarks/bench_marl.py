@@ -58,18 +58,8 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import hand_marl_loops as hml
 import marl_config
-from harness import (
-    Goal,
-    RowResult,
-    TableResult,
-    markdown_table,
-    measure,
-    pin_torch_threads,
-    print_table,
-    run_header,
-    write_json,
-    write_report,
-)
+from harness import Goal, RowResult, TableResult, markdown_table, measure, pin_torch_threads, print_table
+from report import run_header, write_json, write_report
 
 HAND, TSH, BENCHMARL = "hand loop", "tshtrain", "BenchMARL"
 HAND_PER_ENV = "hand loop, per-env critic"

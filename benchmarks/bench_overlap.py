@@ -32,16 +32,8 @@ import gymnasium as gym
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from harness import (
-    Contestant,
-    Goal,
-    TableResult,
-    pin_torch_threads,
-    print_table,
-    run_header,
-    run_interleaved,
-    write_json,
-)
+from harness import Contestant, Goal, TableResult, pin_torch_threads, print_table, run_interleaved
+from report import run_header, write_json
 from torch import nn
 
 from tshtrain.algorithm import DQN, DQNParams, EpsilonSchedule, QValuePolicy, mlp

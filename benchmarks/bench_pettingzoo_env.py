@@ -43,18 +43,8 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from harness import (
-    Contestant,
-    Goal,
-    Run,
-    TableResult,
-    markdown_table,
-    print_table,
-    run_header,
-    run_interleaved,
-    write_json,
-    write_report,
-)
+from harness import Contestant, Goal, Run, TableResult, markdown_table, print_table, run_interleaved
+from report import run_header, write_json, write_report
 
 from tshtrain.env import (
     ACTION_MASK_KEY,

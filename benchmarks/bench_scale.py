@@ -57,20 +57,22 @@ BENCH_DIR = Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCH_DIR))
 import busy_env  # noqa: E402
 from harness import (  # noqa: E402
-    REPO_ROOT,
-    RESULTS_DIR,
     Clock,
     Contestant,
     Goal,
     RowResult,
     TableResult,
-    environment_markdown,
     markdown_table,
-    package_versions,
     pin_torch_threads,
     print_table,
-    run_header,
     run_interleaved,
+)
+from report import (  # noqa: E402
+    REPO_ROOT,
+    RESULTS_DIR,
+    environment_markdown,
+    package_versions,
+    run_header,
     write_json,
 )
 

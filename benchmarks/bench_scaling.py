@@ -37,23 +37,19 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bench_trainer_overhead
 from bench_foundation import ArgmaxPolicy, argmax_actions, make_mlp
 from harness import (
-    REPO_ROOT,
     Clock,
     Contestant,
     Goal,
     Run,
     TableResult,
-    environment_markdown,
     markdown_table,
     median_min_max,
     pin_torch_threads,
     print_table,
     rotated,
-    run_header,
     run_interleaved,
-    write_docs_section,
-    write_json,
 )
+from report import REPO_ROOT, environment_markdown, run_header, write_docs_section, write_json
 from torch import nn
 
 from tshtrain.data import Collector, VectorReplayBuffer

@@ -59,11 +59,9 @@ from harness import (
     markdown_table,
     pin_torch_threads,
     print_table,
-    run_header,
     run_interleaved,
-    write_json,
-    write_report,
 )
+from report import run_header, write_json, write_report
 
 from tshtrain.env.tensor_env import TensorVectorEnv
 

@@ -32,13 +32,8 @@ from typing import Any
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from harness import (
-    Contestant,
-    pin_torch_threads,
-    run_header,
-    run_interleaved,
-    write_json,
-)
+from harness import Contestant, pin_torch_threads, run_interleaved
+from report import run_header, write_json
 
 from tshtrain.env.vmas import VmasEnv
 
