@@ -19,3 +19,57 @@ if torch is not None:
         denormals (e.g. 5e-324) as zero, so no test may inherit it from another."""
         yield
         torch.set_flush_denormal(False)
+
+
+# --- optional dependencies: the integration tier (tests/extras.py) ---------------------------------------
+import os
+
+import pytest
+
+from tests.extras import MISSING_MARKERS
+
+REQUIRE_EXTRAS = os.environ.get("TSHTRAIN_REQUIRE_EXTRAS") == "1"
+"""set by .ci/run's integration tier, after installing the extras: no test may skip for a missing module"""
+
+
+def _missing_module_problem(reason: str, marked: bool) -> str | None:
+    if not any(text in reason for text in MISSING_MARKERS):
+        return None
+    if not marked:
+        return f"skipped for a missing optional module but not marked integration ({reason})"
+    if REQUIRE_EXTRAS:
+        return f"TSHTRAIN_REQUIRE_EXTRAS=1, but an optional module is missing ({reason})"
+    return None
+
+
+def _skip_reason(report: pytest.CollectReport | pytest.TestReport) -> str:
+    longrepr = report.longrepr
+    return str(longrepr[2]) if isinstance(longrepr, tuple) else str(longrepr)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> object:
+    outcome = yield
+    report: pytest.TestReport = outcome.get_result()
+    if report.skipped:
+        marked = item.get_closest_marker("integration") is not None
+        problem = _missing_module_problem(_skip_reason(report), marked)
+        if problem is not None:
+            report.outcome = "failed"
+            report.longrepr = f"{item.nodeid}: {problem}"
+    return None
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_make_collect_report(collector: pytest.Collector) -> object:
+    """A module skipped as a whole (a module-level importorskip) is checked like a test: its source
+    must carry the integration mark."""
+    outcome = yield
+    report: pytest.CollectReport = outcome.get_result()
+    if report.skipped and isinstance(collector, pytest.Module):
+        marked = "pytest.mark.integration" in collector.path.read_text(encoding="utf-8")
+        problem = _missing_module_problem(_skip_reason(report), marked)
+        if problem is not None:
+            report.outcome = "failed"
+            report.longrepr = f"{collector.nodeid}: {problem}"
+    return None

@@ -13,10 +13,12 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import gymnasium as gym
 import pytest
 
+from tests.extras import need
 from tshtrain.cli import main
 from tshtrain.config import load_experiment
 from tshtrain.data import Collector, ReplayBuffer, save_buffer
@@ -145,9 +147,10 @@ def test_eval_a_run_and_a_checkpoint(tmp_path: Path, capsys: pytest.CaptureFixtu
     assert "neither a checkpoint (no manifest.json) nor a run directory" in capsys.readouterr().err
 
 
+@pytest.mark.integration
 def test_eval_records_videos(tmp_path: Path) -> None:
-    pytest.importorskip("moviepy")
-    pytest.importorskip("pygame")
+    need("moviepy", "video")
+    need("pygame", "video")
     run_dir = tmp_path / "run"
     assert main(["train", *TINY_PPO, "-o", str(run_dir)]) == 0
     assert main(["eval", str(run_dir), "-n", "2", "--video", str(tmp_path / "videos")]) == 0
@@ -197,8 +200,30 @@ class _RandomPolicy:
         return DeterministicActorPolicy(mlp(3, 1, (8,)), space, seed=0)
 
 
-@pytest.mark.parametrize("path", sorted(EXAMPLE_CONFIGS.glob("*.yaml")), ids=lambda p: p.stem)
-def test_example_configs_train_with_a_tiny_budget(path: Path, tmp_path: Path) -> None:
+def _example_param(path: Path) -> Any:
+    """An example file as a test case; one that needs an optional extra is an integration test."""
+    experiment = load_experiment(str(path))
+    env = experiment.env
+    needs = {"vmas": ("vmas", "vmas"), "pettingzoo": ("pettingzoo", "pettingzoo")}.get(env.type)
+    if "atari" in env.id:
+        needs = ("ale_py", "atari")
+    elif "minigrid" in env.id:
+        needs = ("minigrid", "minigrid")
+    elif env.id.startswith("mpe2."):
+        needs = ("mpe2", "pettingzoo")
+    if needs is None:
+        return pytest.param(path, None, id=path.stem)
+    return pytest.param(path, needs, id=path.stem, marks=pytest.mark.integration)
+
+
+@pytest.mark.parametrize(
+    ("path", "needs"), [_example_param(p) for p in sorted(EXAMPLE_CONFIGS.glob("*.yaml"))]
+)
+def test_example_configs_train_with_a_tiny_budget(
+    path: Path, needs: tuple[str, str] | None, tmp_path: Path
+) -> None:
+    if needs is not None:
+        need(*needs)
     experiment = load_experiment(str(path))
     tiny = [
         "--set", "trainer.max_epochs=1",

@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 import torch
 
+from tests.extras import need
 from tests.multi_agent_envs import LeavingParallel, TurnGame
 from tshtrain.algorithm import ActionMasked, MultiAgentOffPolicy, MultiAgentOnPolicy, RandomPolicy
 from tshtrain.cli import main
@@ -238,6 +239,7 @@ def _example(stem: str, **extra: Any) -> dict[str, Any]:
     return data
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize(
     ("stem", "env"),
     [
@@ -251,9 +253,12 @@ def _example(stem: str, **extra: Any) -> dict[str, Any]:
 def test_every_multi_agent_example_builds_and_trains_a_little(tmp_path: Path, stem: str, env: Any) -> None:
     from tshtrain.config import build_run
 
-    pytest.importorskip("vmas" if "vmas" in stem else "pettingzoo" if "cartpole" not in stem else "gymnasium")
+    if "vmas" in stem:
+        need("vmas", "vmas")
+    elif "cartpole" not in stem:
+        need("pettingzoo", "pettingzoo")
     if "simple_spread" in stem:
-        pytest.importorskip("mpe2")
+        need("mpe2", "pettingzoo")
     extra: dict[str, Any] = {"buffer": {"prefill_env_steps": 16}} if stem == "dqn_tictactoe" else {}
     if env is not None:
         extra["env"] = env
@@ -276,7 +281,7 @@ def _write(path: Path, data: dict[str, Any]) -> Path:
 
 
 def _tictactoe_run(tmp_path: Path, name: str = "run", **extra: Any) -> Path:
-    pytest.importorskip("pettingzoo")
+    need("pettingzoo", "pettingzoo")
     data = _example(
         "dqn_tictactoe",
         env={"num_training_envs": 2, "num_test_envs": 2},
@@ -288,6 +293,7 @@ def _tictactoe_run(tmp_path: Path, name: str = "run", **extra: Any) -> Path:
     return out
 
 
+@pytest.mark.integration
 def test_train_resume_and_eval_a_multi_agent_run(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -348,6 +354,7 @@ def _info(run_dir: Path) -> dict[str, Any]:
     return info
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize(
     ("stem", "extra"),
     [
@@ -358,9 +365,9 @@ def _info(run_dir: Path) -> dict[str, Any]:
 def test_a_stopped_multi_agent_run_resumes_bit_exactly(tmp_path: Path, stem: str, extra: Any) -> None:
     """A run stopped after epoch 1 and resumed with ``--resume --trust`` ends like the whole run: the same
     weights, optimiser, buffers, counters and per-agent stats."""
-    pytest.importorskip("pettingzoo")
+    need("pettingzoo", "pettingzoo")
     if "simple_spread" in stem:
-        pytest.importorskip("mpe2")
+        need("mpe2", "pettingzoo")
     data = _example(stem, env={"num_training_envs": 2, "num_test_envs": 2}, **extra)
     data["trainer"]["max_epochs"] = 3
     data["checkpoint"] = {"include_buffers": True}
@@ -433,6 +440,7 @@ class _Planted:
         return (Path.touch, (self.marker,))
 
 
+@pytest.mark.integration
 def test_a_frozen_policy_takes_the_learners_weights_and_refuses_pickles(tmp_path: Path) -> None:
     out = _tictactoe_run(tmp_path, "source")
     checkpoint = out / "checkpoints" / "final"
@@ -485,11 +493,12 @@ def test_a_frozen_policy_takes_the_learners_weights_and_refuses_pickles(tmp_path
     assert not (tmp_path / "ran").exists()  # nothing was unpickled
 
 
+@pytest.mark.integration
 def test_a_per_world_critic_from_the_experiment_file(tmp_path: Path) -> None:
     from tshtrain.algorithm.blocks.world_critic import PerWorldCritic
     from tshtrain.config import build_run
 
-    pytest.importorskip("vmas")
+    need("vmas", "vmas")
     network = {**_example("mappo_vmas_balance")["algorithm"]["network"], "critic_per_world": True}
     experiment = resolve_experiment(
         _example(

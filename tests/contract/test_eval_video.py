@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.extras import need
 from tshtrain.cli import main
 
 TINY_PPO = [
@@ -29,14 +30,15 @@ def _num_frames(path: Path) -> int:
         clip.close()
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("episodes", [1, 3])
 def test_eval_video_writes_one_file_per_episode(
     tmp_path: Path, episodes: int, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """No one-frame stubs of the episodes the env starts after the last counted one (same-step autoreset
     starts one, the collector's final reset another): they used to be saved as 0.02 s videos."""
-    pytest.importorskip("moviepy")
-    pytest.importorskip("pygame")
+    need("moviepy", "video")
+    need("pygame", "video")
     run_dir, videos = tmp_path / "run", tmp_path / "videos"
     assert main(["train", *TINY_PPO, "-o", str(run_dir)]) == 0
     capsys.readouterr()

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 from typing_extensions import override
 
+from tests.extras import need
 from tshtrain.data import Collector, VectorReplayBuffer
 from tshtrain.env import make_vector_env
 from tshtrain.errors import ConfigurationError
@@ -217,8 +218,9 @@ def test_eval_events_run_in_test_steps_and_can_save_trajectories(kit: Any, tmp_p
     assert data["rew"].tolist() == [1.0] * 6 and data["done"].sum() == 2  # 2 episodes of 3 steps
 
 
+@pytest.mark.integration
 def test_eval_events_can_record_videos(kit: Any, tmp_path: Path) -> None:
-    pytest.importorskip("moviepy")
+    need("moviepy", "video")
 
     class FrameEnv(gym.Env[np.ndarray, np.int64]):
         metadata = {"render_modes": ["rgb_array"], "render_fps": 30}  # noqa: RUF012

@@ -18,6 +18,7 @@ import pytest
 import torch
 import yaml
 
+from tests.extras import need
 from tshtrain.cli import main
 from tshtrain.logger import (
     CsvLogger,
@@ -30,7 +31,8 @@ from tshtrain.logger import (
 from tshtrain.logger.plot import Band, CurveParams, learning_curves, legend_label, make_figure, trailing_mean
 from tshtrain.rundir import RUN_MARKER
 
-pytest.importorskip("matplotlib", reason="plots need matplotlib (pip install 'tshtrain[plot]')")
+pytestmark = pytest.mark.integration
+need("matplotlib", "plot")
 
 C0 = (0x1F, 0x77, 0xB4)  # matplotlib's first and second default colours
 C1 = (0xFF, 0x7F, 0x0E)

@@ -109,6 +109,7 @@ def test_csv_update_records_carry_env_step(ppo_run: tuple[Path, dict[str, Any]])
     assert {"timing/env_speed", "timing/epoch_env_speed", "env_step"} <= set(records[LogScope.INFO][-1][1])
 
 
+@pytest.mark.integration
 @pytest.mark.skipif(not HAS_MLFLOW, reason="mlflow is not installed (pip install 'tshtrain[mlflow]')")
 def test_mlflow_default_store_works_and_holds_params_and_metrics(
     ppo_run: tuple[Path, dict[str, Any]], monkeypatch: pytest.MonkeyPatch
@@ -128,6 +129,7 @@ def test_mlflow_default_store_works_and_holds_params_and_metrics(
     assert [m.step for m in client.get_metric_history(run.info.run_id, "info/timing/env_speed")] == [1, 2]
 
 
+@pytest.mark.integration
 @pytest.mark.skipif(not HAS_WANDB, reason="wandb is not installed (pip install 'tshtrain[wandb]')")
 def test_wandb_run_gets_the_experiment_as_config_and_env_step(tmp_path: Path) -> None:
     from tests.wandb_file import wandb_records
@@ -162,6 +164,7 @@ def test_experiment_file_intervals_reach_the_loggers(tmp_path: Path) -> None:
 # ====================================================================== MLflow failures
 
 
+@pytest.mark.integration
 @pytest.mark.skipif(not HAS_MLFLOW, reason="mlflow is not installed (pip install 'tshtrain[mlflow]')")
 def test_mlflow_unreachable_server_fails_fast_with_one_line(tmp_path: Path) -> None:
     import socket
@@ -189,6 +192,7 @@ def test_mlflow_unreachable_server_fails_fast_with_one_line(tmp_path: Path) -> N
     assert "no tracking server answers there" in message
 
 
+@pytest.mark.integration
 @pytest.mark.skipif(not HAS_MLFLOW, reason="mlflow is not installed (pip install 'tshtrain[mlflow]')")
 def test_mlflow_environment_is_left_as_it_was(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import os
@@ -202,6 +206,7 @@ def test_mlflow_environment_is_left_as_it_was(tmp_path: Path, monkeypatch: pytes
     assert dict(os.environ) == before  # the file-store and retry settings were ours only
 
 
+@pytest.mark.integration
 @pytest.mark.skipif(
     not HAS_MLFLOW or importlib.util.find_spec("sqlalchemy") is not None,
     reason="needs mlflow without sqlalchemy (the mlflow-skinny of the [mlflow] extra)",

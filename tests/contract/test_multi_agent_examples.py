@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 import torch
 
+from tests.extras import need
 from tshtrain.algorithm import DQN, PPO, MultiAgentOffPolicy, MultiAgentOnPolicy
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "multi_agent"
@@ -32,7 +33,9 @@ def test_every_multi_agent_example_is_covered() -> None:
         assert '"--env-steps"' in text and 'if __name__ == "__main__":' in text, stem
 
 
+@pytest.mark.integration
 def test_independent_dqn_against_a_random_player(capsys: pytest.CaptureFixture[str]) -> None:
+    need("pettingzoo", "pettingzoo")
     module = _load("independent_dqn_vs_random")
     wins, losses = module.main(["--env-steps", "200", "--test-episodes", "4", "--eval-games", "6", "--quiet"])
     assert 0.0 <= wins <= 1.0 and 0.0 <= losses <= 1.0 and wins + losses <= 1.0
@@ -45,14 +48,18 @@ def test_independent_dqn_against_a_random_player(capsys: pytest.CaptureFixture[s
     assert info.train_step == 128 and info.gradient_step > 0  # two collection steps of 64
 
 
+@pytest.mark.integration
 def test_shared_ippo_on_simple_spread() -> None:
+    need("mpe2", "pettingzoo")
     module = _load("shared_ippo_spread")
     info = module.main(["--env-steps", "160", "--test-episodes", "1", "--quiet"])
     assert info.train_step == 160  # env steps (of one env each), not the 3 * 160 agent transitions
     assert info.gradient_step > 0
 
 
+@pytest.mark.integration
 def test_mappo_on_vmas_balance() -> None:
+    need("vmas", "vmas")
     module = _load("mappo_vmas")
     algorithm, info = module.train(env_steps=32, num_envs=4, test_episodes=1, verbose=False)
     assert isinstance(algorithm, MultiAgentOnPolicy) and len(algorithm.learners) == 1

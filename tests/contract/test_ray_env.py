@@ -24,12 +24,14 @@ import pytest
 import torch
 from gymnasium.vector import AutoresetMode
 
+from tests.extras import need
 from tshtrain.config import build_run, resolve_experiment
 from tshtrain.data import Collector
 from tshtrain.env.vector import env_factories
 from tshtrain.errors import EnvWorkerError, ExperimentError
 
-ray = pytest.importorskip("ray", reason="Ray env workers need ray (pip install 'tshtrain[ray]')")
+pytestmark = pytest.mark.integration
+ray = need("ray", "ray")
 
 from tshtrain.env.ray_env import RayVectorEnv  # noqa: E402  (after the skip: it needs ray)
 

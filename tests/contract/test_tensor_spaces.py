@@ -13,6 +13,7 @@ import pytest
 import torch
 from torch import nn
 
+from tests.extras import need
 from tshtrain.algorithm import (
     PPO,
     BernoulliPolicy,
@@ -181,9 +182,10 @@ def test_ppo_learns_to_match_the_observation_on_the_torch_path(kind: str) -> Non
     assert start < 0.8 and end >= 0.95, (start, end)
 
 
+@pytest.mark.integration
 def test_ppo_on_vmas_with_discrete_actions_from_an_experiment(tmp_path: Path) -> None:
     """Two VMAS agents with discrete actions: a MultiDiscrete joint action, picked by the builder."""
-    pytest.importorskip("vmas")
+    need("vmas", "vmas")
     data = {
         "algorithm": {"name": "ppo"},
         "device": "cpu",

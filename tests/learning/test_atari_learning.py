@@ -30,8 +30,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-pytest.importorskip("ale_py")
-pytest.importorskip("cv2")
+from tests.extras import need
+
+pytestmark = pytest.mark.integration
+need("ale_py", "atari")
+need("cv2", "atari")
 
 from typing_extensions import override
 

@@ -19,7 +19,10 @@ from pathlib import Path
 
 import pytest
 
-pytest.importorskip("minigrid")
+from tests.extras import need
+
+pytestmark = pytest.mark.integration
+need("minigrid", "minigrid")
 
 from tshtrain.config import build_run, load_experiment  # noqa: E402
 from tshtrain.trainer import InfoStats, StopReason  # noqa: E402
@@ -67,5 +70,7 @@ def test_ppo_cnn_solves_minigrid_empty_seed_0(tmp_path: Path) -> None:
 @pytest.mark.slow
 def test_ppo_cnn_solves_minigrid_empty_on_five_seeds(tmp_path: Path) -> None:
     results = {seed: _train(seed, 15, tmp_path / f"run-{seed}") for seed in range(5)}
-    failed = {seed: (info.best_reward, info.train_step) for seed, info in results.items() if not _solved(info)}
+    failed = {
+        seed: (info.best_reward, info.train_step) for seed, info in results.items() if not _solved(info)
+    }
     assert not failed, failed

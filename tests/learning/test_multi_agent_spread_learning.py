@@ -23,6 +23,7 @@ import numpy as np
 import pytest
 import torch
 
+from tests.extras import need
 from tshtrain.algorithm import PPO, MultiAgentOnPolicy, PPOParams, shared_learner
 from tshtrain.algorithm.blocks.agent_nets import mappo_actor_critic
 from tshtrain.data import MultiAgentCollector, VectorReplayBuffer
@@ -30,7 +31,8 @@ from tshtrain.data.stats import CollectStats
 from tshtrain.env.pettingzoo import PettingZooParallelVectorEnv, make_pettingzoo_vector_env
 from tshtrain.trainer import OnPolicyTrainer, OnPolicyTrainerParams
 
-pytest.importorskip("mpe2")
+pytestmark = pytest.mark.integration
+need("mpe2", "pettingzoo")
 
 Layout = Literal["ippo", "mappo"]
 

@@ -36,6 +36,7 @@ import pytest
 import torch
 from torch import nn
 
+from tests.extras import need
 from tshtrain.algorithm import (
     DQN,
     ActionMasked,
@@ -52,7 +53,8 @@ from tshtrain.data import MultiAgentCollector, VectorReplayBuffer
 from tshtrain.env import OBS_KEY
 from tshtrain.trainer import OffPolicyTrainer, OffPolicyTrainerParams
 
-pytest.importorskip("pettingzoo")
+pytestmark = pytest.mark.integration
+need("pettingzoo", "pettingzoo")
 
 from tshtrain.env.pettingzoo import make_pettingzoo_vector_env
 

@@ -14,9 +14,11 @@ from pathlib import Path
 
 import pytest
 
+from tests.extras import need
 from tshtrain.cli import main
 
-pytest.importorskip("vmas")
+pytestmark = pytest.mark.integration
+need("vmas", "vmas")
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "configs" / "ppo_vmas_navigation.yaml"
 

@@ -20,7 +20,10 @@ from dataclasses import dataclass
 import pytest
 import torch
 
-pytest.importorskip("vmas")
+from tests.extras import need
+
+pytestmark = pytest.mark.integration
+need("vmas", "vmas")
 
 from tshtrain.algorithm import PPO, PPOParams
 from tshtrain.algorithm.blocks.agent_nets import mappo_actor_critic

@@ -13,8 +13,11 @@ import numpy as np
 import pytest
 import torch
 
-pytest.importorskip("ale_py")
-pytest.importorskip("cv2")
+from tests.extras import need
+
+pytestmark = pytest.mark.integration
+need("ale_py", "atari")
+need("cv2", "atari")
 
 from tshtrain.algorithm.blocks.encoders import CnnEncoder, obs_encoder
 from tshtrain.config import build_run, load_experiment, make_envs

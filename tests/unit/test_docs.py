@@ -46,11 +46,14 @@ def _local_links(path: Path) -> list[str]:
 
 
 def _anchors(path: Path) -> set[str]:
-    """GitHub-style anchors of a Markdown file's headings."""
+    """Anchors of a Markdown file's headings: an explicit ``{#id}`` (attr_list), else GitHub-style."""
     anchors = set()
     for line in path.read_text(encoding="utf-8").splitlines():
         match = re.match(r"^#{1,6} (.*)$", line)
-        if match:
+        explicit = re.search(r"\{#([\w-]+)\}\s*$", line)
+        if match and explicit:
+            anchors.add(explicit.group(1))
+        elif match:
             slug = re.sub(r"[^\w\- ]", "", match.group(1).strip().lower()).replace(" ", "-")
             anchors.add(slug)
     return anchors

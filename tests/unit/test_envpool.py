@@ -16,7 +16,10 @@ import numpy as np
 import pytest
 from gymnasium.vector import AutoresetMode
 
-envpool = pytest.importorskip("envpool")
+from tests.extras import need
+
+pytestmark = pytest.mark.integration
+envpool = need("envpool", "envpool")
 
 from tshtrain.config import build_run, load_experiment  # noqa: E402
 from tshtrain.data import Collector, VectorReplayBuffer  # noqa: E402

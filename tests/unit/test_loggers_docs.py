@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.extras import need
+
 ROOT = Path(__file__).resolve().parents[2]
 PAGE = ROOT / "docs" / "logging.md"
 
@@ -19,10 +21,11 @@ def _anchors(path: Path) -> set[str]:
     }
 
 
+@pytest.mark.integration
 def test_logging_page_example_runs_and_its_plot_command_works(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    pytest.importorskip("matplotlib", reason="the page's plot command needs matplotlib")
+    need("matplotlib", "plot")
     from tshtrain.cli import main
     from tshtrain.logger import LogScope, read_csv_log, read_tensorboard_log
 

@@ -44,6 +44,7 @@ def _read_wandb_history(run_dir: Path) -> list[dict[str, Any]]:
     ]
 
 
+@pytest.mark.integration
 @pytest.mark.skipif(not HAS_WANDB, reason="wandb is not installed (pip install 'tshtrain[wandb]')")
 def test_wandb_logs_natively_with_the_scope_step_as_x_axis(tmp_path: Path) -> None:
     logger = WandbLogger(project="tshtrain-test", name="unit", mode="offline", log_dir=tmp_path)
@@ -63,6 +64,7 @@ def test_wandb_logs_natively_with_the_scope_step_as_x_axis(tmp_path: Path) -> No
     ]
 
 
+@pytest.mark.integration
 @pytest.mark.skipif(not HAS_WANDB, reason="wandb is not installed (pip install 'tshtrain[wandb]')")
 def test_wandb_in_a_composite_next_to_csv(tmp_path: Path) -> None:
     wandb_logger = WandbLogger(project="tshtrain-test", mode="offline", log_dir=tmp_path / "wandb")
@@ -79,6 +81,7 @@ def test_wandb_not_installed_fails_at_construction(monkeypatch: pytest.MonkeyPat
         WandbLogger(project="p", mode="offline")
 
 
+@pytest.mark.integration
 @pytest.mark.skipif(not HAS_WANDB, reason="wandb is not installed (pip install 'tshtrain[wandb]')")
 def test_wandb_unwritable_directory_fails_at_construction(tmp_path: Path) -> None:
     (tmp_path / "a-file").write_text("")
@@ -95,6 +98,7 @@ def file_store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
     return (tmp_path / "mlruns").as_uri()
 
 
+@pytest.mark.integration
 @pytest.mark.skipif(not HAS_MLFLOW, reason="mlflow is not installed (pip install 'tshtrain[mlflow]')")
 def test_mlflow_logs_each_scalar_at_its_scope_step(file_store: str) -> None:
     from mlflow.tracking import MlflowClient
@@ -115,6 +119,7 @@ def test_mlflow_logs_each_scalar_at_its_scope_step(file_store: str) -> None:
     assert [(m.step, m.value) for m in client.get_metric_history(logger.run_id, "update/loss")] == [(4, 0.25)]
 
 
+@pytest.mark.integration
 @pytest.mark.skipif(not HAS_MLFLOW, reason="mlflow is not installed (pip install 'tshtrain[mlflow]')")
 def test_mlflow_continues_an_existing_run(file_store: str) -> None:
     from mlflow.tracking import MlflowClient
@@ -129,6 +134,7 @@ def test_mlflow_continues_an_existing_run(file_store: str) -> None:
     assert sorted((m.step, m.value) for m in history) == [(1, 10.0), (2, 20.0)]
 
 
+@pytest.mark.integration
 @pytest.mark.skipif(not HAS_MLFLOW, reason="mlflow is not installed (pip install 'tshtrain[mlflow]')")
 def test_mlflow_bad_store_or_run_fails_at_construction(file_store: str) -> None:
     with pytest.raises(ConfigurationError, match=r"MLflowLogger: cannot use the MLflow tracking store"):

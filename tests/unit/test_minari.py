@@ -11,10 +11,12 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
+from tests.extras import need
 from tshtrain.data import minari_to_buffer
 from tshtrain.functional.targets import nstep_indices
 
-minari = pytest.importorskip("minari")
+pytestmark = pytest.mark.integration
+minari = need("minari", "minari")
 
 
 def _record(env_id: str, dataset_id: str, num_steps: int, seed: int = 0) -> Any:

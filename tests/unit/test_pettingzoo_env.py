@@ -10,8 +10,11 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
-pytest.importorskip("pettingzoo")
-pytest.importorskip("mpe2")
+from tests.extras import need
+
+pytestmark = pytest.mark.integration
+need("pettingzoo", "pettingzoo")
+need("mpe2", "pettingzoo")
 
 from mpe2 import simple_spread_v3
 from pettingzoo import AECEnv, ParallelEnv

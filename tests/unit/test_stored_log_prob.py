@@ -12,6 +12,7 @@ import gymnasium as gym
 import pytest
 import torch
 
+from tests.extras import need
 from tshtrain.algorithm import PPO, CategoricalPolicy, PPOParams, mlp
 from tshtrain.algorithm.blocks.agent_nets import mappo_actor_critic
 from tshtrain.algorithm.blocks.onpolicy import float_obs, map_obs_tensor
@@ -32,7 +33,7 @@ def _cartpole(seed: int = 0) -> tuple[PPO, TensorCollector]:
 
 
 def _balance(seed: int = 0) -> tuple[PPO, TensorCollector]:
-    pytest.importorskip("vmas")
+    need("vmas", "vmas")
     from tshtrain.env.vmas import VmasEnv
 
     num_agents = 2
@@ -50,7 +51,10 @@ def _balance(seed: int = 0) -> tuple[PPO, TensorCollector]:
     return ppo, TensorCollector(policy, env, buffer, seed=seed)
 
 
-BUILDERS = {"categorical, CartPole": _cartpole, "Gaussian, per-world critic, VMAS balance": _balance}
+BUILDERS = {
+    "categorical, CartPole": _cartpole,
+    "Gaussian, per-world critic, VMAS balance": pytest.param(_balance, marks=pytest.mark.integration),
+}
 
 
 def _recomputed(policy: Any, rollout: Any) -> torch.Tensor:

@@ -21,10 +21,12 @@ from typing import Any
 import numpy as np
 import pytest
 
+from tests.extras import need
 from tshtrain.data import ReplayBuffer, VectorReplayBuffer, load_tianshou_hdf5
 from tshtrain.errors import BufferFormatError
 
-h5py = pytest.importorskip("h5py")
+pytestmark = pytest.mark.integration
+h5py = need("h5py", "tianshou-io")
 
 FIXTURE = Path(__file__).parent / "tianshou_hdf5" / "vector_wrapped.h5"
 

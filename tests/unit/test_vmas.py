@@ -10,7 +10,10 @@ import gymnasium as gym
 import pytest
 import torch
 
-pytest.importorskip("vmas")
+from tests.extras import need
+
+pytestmark = pytest.mark.integration
+need("vmas", "vmas")
 
 from tshtrain.env.tensor_env import TensorVectorEnv
 from tshtrain.env.vmas import VERIFIED_BATCHED_RESET_SCENARIOS, VmasEnv, vmas_state

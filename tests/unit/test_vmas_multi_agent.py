@@ -13,7 +13,10 @@ import pytest
 import torch
 from torch import nn
 
-pytest.importorskip("vmas")
+from tests.extras import need
+
+pytestmark = pytest.mark.integration
+need("vmas", "vmas")
 
 from tshtrain.algorithm import PPO, PPOParams, obs_encoder
 from tshtrain.algorithm.blocks.agent_nets import SelectKeys, mappo_actor_critic
@@ -210,7 +213,9 @@ def test_n_episode_counts_env_episodes(n_episode: int) -> None:
 def test_random_actions_and_empty_returns() -> None:
     _, col_c, _, _ = collectors()
     stats = col_c.collect(n_step=E, random=True)
-    assert stats.n_collected_steps == E and stats.stored_transitions == A * E and stats.returns.shape[1:] == (A,)
+    assert (
+        stats.n_collected_steps == E and stats.stored_transitions == A * E and stats.returns.shape[1:] == (A,)
+    )
     stats = col_c.collect(n_episode=2, random=True)
     assert stats.returns.shape == (2, A)
 

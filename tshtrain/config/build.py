@@ -409,9 +409,9 @@ def _wrapper(
     require_allowed(module_name, where="env.wrappers", name=config.name, allowed_modules=allowed_modules)
     try:
         wrapper = getattr(importlib.import_module(module_name), attr)
-    except (ImportError, AttributeError, ValueError):
+    except (ImportError, AttributeError, ValueError) as error:
         raise ExperimentError(
-            f"env.wrappers: cannot import {config.name!r}; give 'package.module.Wrapper' or "
+            f"env.wrappers: cannot import {config.name!r} ({error}); give 'package.module.Wrapper' or "
             f"'package.module:Wrapper', "
             f"e.g. 'gymnasium.wrappers.FlattenObservation'."
         ) from None

@@ -1,4 +1,4 @@
-"""MiniGrid (the ``minigrid`` package, a ``dev`` extra) for experiment files and scripts.
+"""MiniGrid (the ``minigrid`` package: the ``minigrid`` extra) for experiment files and scripts.
 
 Gymnasium does not import ``minigrid`` by itself, so its ``MiniGrid-*`` ids are unknown until something
 does. Importing this module registers them, and an experiment file may name it in its env id (it is a
@@ -32,9 +32,9 @@ MISSION_FREE_KEYS = ("image", "direction")
 
 try:
     importlib.import_module("minigrid")  # registers the MiniGrid-* env ids with Gymnasium
-except ImportError as error:  # pragma: no cover - minigrid is installed with the dev extra
+except ImportError as error:  # pragma: no cover - the minigrid extra
     raise ImportError(
-        "tshtrain.env.minigrid needs the minigrid package: pip install minigrid (or tshtrain[dev])."
+        "tshtrain.env.minigrid needs the minigrid package: pip install 'tshtrain[minigrid]'"
     ) from error
 
 
