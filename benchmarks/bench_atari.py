@@ -54,6 +54,7 @@ from harness import (  # noqa: E402
     print_table,
     run_interleaved,
 )
+from library_runs import sb3_run_act, tianshou_envs, tianshou_run, tshtrain_off_policy_run  # noqa: E402
 from report import run_header, write_json, write_report  # noqa: E402
 
 from tshtrain.env.atari import make_atari_env  # noqa: E402
@@ -129,7 +130,7 @@ def dqn_tshtrain(prefill: int, env_steps: int) -> Run:
     from tshtrain.config import build_algorithm
     from tshtrain.data import Collector, VectorReplayBuffer
     from tshtrain.env import make_vector_env
-    from tshtrain.trainer import OffPolicyTrainer, OffPolicyTrainerParams
+    from tshtrain.trainer import OffPolicyTrainerParams
 
     experiment = _tshtrain_experiment("dqn_atari_breakout", ["device=cpu"])
     envs = make_vector_env(_make_env, NUM_ENVS)
@@ -147,13 +148,7 @@ def dqn_tshtrain(prefill: int, env_steps: int) -> Run:
         verbose=False,
         show_progress=False,
     )
-
-    def run() -> None:
-        collector.collect(n_step=prefill, random=True)
-        OffPolicyTrainer(algorithm, params).run()  # type: ignore[arg-type]
-        envs.close()
-
-    return run
+    return tshtrain_off_policy_run(algorithm, params, envs, prefill)
 
 
 # =============================================================================== SB3
@@ -180,12 +175,7 @@ def ppo_sb3(rollouts: int) -> Run:
         device="cpu",
         verbose=0,
     )
-
-    def run() -> None:
-        model.learn(total_timesteps=rollouts * NUM_ENVS * PPO_ROLLOUT_STEPS)
-        env.close()
-
-    return run
+    return sb3_run_act(model, env, rollouts * NUM_ENVS * PPO_ROLLOUT_STEPS)[0]
 
 
 def dqn_sb3(prefill: int, env_steps: int) -> Run:
@@ -211,12 +201,7 @@ def dqn_sb3(prefill: int, env_steps: int) -> Run:
         device="cpu",
         verbose=0,
     )
-
-    def run() -> None:
-        model.learn(total_timesteps=prefill + env_steps)
-        env.close()
-
-    return run
+    return sb3_run_act(model, env, prefill + env_steps)[0]
 
 
 # =============================================================================== Tianshou 2.0.1
@@ -243,13 +228,10 @@ def ppo_tianshou(rollouts: int) -> Run:
     from tianshou.algorithm.modelfree.reinforce import DiscreteActorPolicy
     from tianshou.algorithm.optim import AdamOptimizerFactory, LRSchedulerFactoryLinear
     from tianshou.data import Collector, VectorReplayBuffer
-    from tianshou.env import DummyVectorEnv
     from tianshou.trainer import OnPolicyTrainerParams
     from tianshou.utils.net.discrete import DiscreteActor, DiscreteCritic
 
-    torch.manual_seed(0)
-    envs = DummyVectorEnv([_make_env] * NUM_ENVS)
-    envs.seed(0)
+    envs = tianshou_envs(_make_env, NUM_ENVS, 0)
     steps = NUM_ENVS * PPO_ROLLOUT_STEPS
     actor = DiscreteActor(preprocess_net=_tianshou_cnn(None), action_shape=4, softmax_output=False)
     critic = DiscreteCritic(preprocess_net=_tianshou_cnn(None))
@@ -282,12 +264,7 @@ def ppo_tianshou(rollouts: int) -> Run:
         verbose=False,
         show_progress=False,
     )
-
-    def run() -> None:
-        algorithm.run_training(params)
-        envs.close()
-
-    return run
+    return tianshou_run(algorithm, params, envs)
 
 
 def dqn_tianshou(prefill: int, env_steps: int) -> Run:
@@ -295,12 +272,9 @@ def dqn_tianshou(prefill: int, env_steps: int) -> Run:
     from tianshou.algorithm.modelfree.dqn import DiscreteQLearningPolicy
     from tianshou.algorithm.optim import AdamOptimizerFactory
     from tianshou.data import Collector, VectorReplayBuffer
-    from tianshou.env import DummyVectorEnv
     from tianshou.trainer import OffPolicyTrainerParams
 
-    torch.manual_seed(0)
-    envs = DummyVectorEnv([_make_env] * NUM_ENVS)
-    envs.seed(0)
+    envs = tianshou_envs(_make_env, NUM_ENVS, 0)
     net = _tianshou_cnn(4)
     policy = DiscreteQLearningPolicy(model=net, action_space=envs.action_space[0], eps_training=1.0)
     algorithm = DQN(
@@ -322,14 +296,7 @@ def dqn_tianshou(prefill: int, env_steps: int) -> Run:
         verbose=False,
         show_progress=False,
     )
-
-    def run() -> None:
-        collector.reset()
-        collector.collect(n_step=prefill, random=True)
-        algorithm.run_training(params)
-        envs.close()
-
-    return run
+    return tianshou_run(algorithm, params, envs, prefill)
 
 
 # =============================================================================== env only

@@ -9,6 +9,7 @@ benchmark's episode recorder; every contestant builds all its envs with it.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Any
 
@@ -16,6 +17,7 @@ import gymnasium as gym
 import hand_loops
 import numpy as np
 import torch
+from library_runs import sb3_run_act, tianshou_envs, tianshou_run, tshtrain_off_policy_run
 from torch import nn
 
 EnvFactory = Callable[[], gym.Env[Any, Any]]
@@ -24,29 +26,22 @@ Run = Callable[[], None]
 Builder = Callable[[EnvFactory, int, int], tuple[Run, ActFn]]
 
 
-def _torch_act(fn: Callable[[torch.Tensor], torch.Tensor]) -> ActFn:
-    def act(obs: np.ndarray) -> np.ndarray:
-        with torch.no_grad():
-            return fn(torch.as_tensor(obs, dtype=torch.float32)).numpy()
-
-    return act
-
-
-def _flushing_denormals(builder: Builder) -> Builder:
-    """``builder``'s run with ``torch.set_flush_denormal(True)`` (what tshtrain's trainer does by
-    default, ``TrainerOptions.flush_denormal``): shows how much of a gap is that one flag."""
+def hand_builder(loop: Callable[..., ActFn]) -> Builder:
+    """A :mod:`hand_loops` loop as a builder: the run is ``loop(make_env, seed=..., num_env_steps=...)``
+    (a hand loop builds its envs and networks inside it, timed); ``act`` is the trained loop's. With
+    ``flush_denormal=True`` bound, the loop runs with ``torch.set_flush_denormal(True)`` (what tshtrain's
+    trainer does by default, ``TrainerOptions.flush_denormal``): how much of a gap is that one flag."""
 
     def build(make_env: EnvFactory, seed: int, num_env_steps: int) -> tuple[Run, ActFn]:
-        run, act = builder(make_env, seed, num_env_steps)
+        trained: list[ActFn] = []
 
-        def flushed_run() -> None:
-            torch.set_flush_denormal(True)
-            try:
-                run()
-            finally:
-                torch.set_flush_denormal(False)
+        def run() -> None:
+            trained.append(loop(make_env, seed=seed, num_env_steps=num_env_steps))
 
-        return flushed_run, act
+        def act(obs: np.ndarray) -> np.ndarray:
+            return trained[0](obs)
+
+        return run, act
 
     return build
 
@@ -68,6 +63,12 @@ PPO_SETTINGS = (
 )
 
 
+def _ppo_epochs(num_env_steps: int) -> tuple[int, int]:
+    """(epochs, env steps per epoch): 23 x 17 rollouts for the full budget, else one rollout an epoch."""
+    num_updates = num_env_steps // PPO_ROLLOUT
+    return (23, 17 * PPO_ROLLOUT) if num_updates == 391 else (num_updates, PPO_ROLLOUT)
+
+
 def _ppo_tshtrain(make_env: EnvFactory, seed: int, num_env_steps: int) -> tuple[Run, ActFn]:
     from tshtrain.algorithm import PPO, CategoricalPolicy, LinearSchedule, PPOParams, mlp
     from tshtrain.data import Collector, VectorReplayBuffer
@@ -77,7 +78,7 @@ def _ppo_tshtrain(make_env: EnvFactory, seed: int, num_env_steps: int) -> tuple[
     torch.manual_seed(seed)
     envs = make_vector_env(make_env, PPO_NUM_ENVS)
     num_updates = num_env_steps // PPO_ROLLOUT
-    epochs, steps_per_epoch = (23, 17 * PPO_ROLLOUT) if num_updates == 391 else (num_updates, PPO_ROLLOUT)
+    epochs, steps_per_epoch = _ppo_epochs(num_env_steps)
     policy = CategoricalPolicy(mlp(4, 2, (64, 64)), envs.single_action_space, seed=seed)
     params = PPOParams(
         lr=1e-3,
@@ -117,15 +118,6 @@ def _ppo_tshtrain(make_env: EnvFactory, seed: int, num_env_steps: int) -> tuple[
     return run, act
 
 
-def _ppo_hand(make_env: EnvFactory, seed: int, num_env_steps: int) -> tuple[Run, ActFn]:
-    trained: list[ActFn] = []
-
-    def run() -> None:
-        trained.append(hand_loops.ppo_cartpole(make_env, seed=seed, num_env_steps=num_env_steps))
-
-    return run, lambda obs: trained[0](obs)
-
-
 def _ppo_sb3(make_env: EnvFactory, seed: int, num_env_steps: int) -> tuple[Run, ActFn]:
     from stable_baselines3 import PPO as SB3PPO
     from stable_baselines3.common.vec_env import DummyVecEnv
@@ -148,34 +140,20 @@ def _ppo_sb3(make_env: EnvFactory, seed: int, num_env_steps: int) -> tuple[Run, 
         device="cpu",
         verbose=0,
     )
-
-    def run() -> None:
-        model.learn(total_timesteps=num_env_steps)
-        env.close()
-
-    def act(obs: np.ndarray) -> np.ndarray:
-        action, _ = model.predict(obs, deterministic=True)
-        return np.asarray(action)
-
-    return run, act
+    return sb3_run_act(model, env, num_env_steps)
 
 
 def _ppo_tianshou(make_env: EnvFactory, seed: int, num_env_steps: int) -> tuple[Run, ActFn]:
-    from tianshou.algorithm import PPO as TsPPO
+    from tianshou.algorithm import PPO
     from tianshou.algorithm.modelfree.reinforce import DiscreteActorPolicy
     from tianshou.algorithm.optim import AdamOptimizerFactory, LRSchedulerFactoryLinear
-    from tianshou.data import Collector as TsCollector
-    from tianshou.data import VectorReplayBuffer as TsVectorReplayBuffer
-    from tianshou.env import DummyVectorEnv
-    from tianshou.trainer import OnPolicyTrainerParams as TsOnPolicyTrainerParams
+    from tianshou.data import Collector, VectorReplayBuffer
+    from tianshou.trainer import OnPolicyTrainerParams
     from tianshou.utils.net.common import Net
     from tianshou.utils.net.discrete import DiscreteActor, DiscreteCritic
 
-    torch.manual_seed(seed)
-    envs = DummyVectorEnv([make_env] * PPO_NUM_ENVS)
-    envs.seed(seed)
-    num_updates = num_env_steps // PPO_ROLLOUT
-    epochs, steps_per_epoch = (23, 17 * PPO_ROLLOUT) if num_updates == 391 else (num_updates, PPO_ROLLOUT)
+    envs = tianshou_envs(make_env, PPO_NUM_ENVS, seed)
+    epochs, steps_per_epoch = _ppo_epochs(num_env_steps)
     actor = DiscreteActor(
         preprocess_net=Net(state_shape=4, hidden_sizes=[64, 64], activation=nn.Tanh),
         action_shape=2,
@@ -188,7 +166,7 @@ def _ppo_tianshou(make_env: EnvFactory, seed: int, num_env_steps: int) -> tuple[
         )
     )
     policy = DiscreteActorPolicy(actor=actor, action_space=envs.action_space[0], deterministic_eval=True)
-    algorithm = TsPPO(
+    algorithm = PPO(
         policy=policy,
         critic=critic,
         optim=optim,
@@ -200,8 +178,8 @@ def _ppo_tianshou(make_env: EnvFactory, seed: int, num_env_steps: int) -> tuple[
         gamma=0.98,
         advantage_normalization=True,
     )
-    collector = TsCollector(algorithm, envs, TsVectorReplayBuffer(PPO_ROLLOUT, PPO_NUM_ENVS))
-    params = TsOnPolicyTrainerParams(
+    collector = Collector(algorithm, envs, VectorReplayBuffer(PPO_ROLLOUT, PPO_NUM_ENVS))
+    params = OnPolicyTrainerParams(
         training_collector=collector,
         max_epochs=epochs,
         epoch_num_steps=steps_per_epoch,
@@ -212,22 +190,18 @@ def _ppo_tianshou(make_env: EnvFactory, seed: int, num_env_steps: int) -> tuple[
         show_progress=False,
     )
 
-    def run() -> None:
-        algorithm.run_training(params)
-        envs.close()
-
     def act(obs: np.ndarray) -> np.ndarray:
         with torch.no_grad():
             logits, _ = actor(obs)
             return logits.argmax(-1).numpy()
 
-    return run, act
+    return tianshou_run(algorithm, params, envs), act
 
 
 PPO_CONTESTANTS: dict[str, Builder] = {
     "tshtrain": _ppo_tshtrain,
-    "hand loop": _ppo_hand,
-    "hand loop+FTZ": _flushing_denormals(_ppo_hand),
+    "hand loop": hand_builder(hand_loops.ppo_cartpole),
+    "hand loop+FTZ": hand_builder(functools.partial(hand_loops.ppo_cartpole, flush_denormal=True)),
     "SB3": _ppo_sb3,
     "Tianshou": _ppo_tianshou,
 }
@@ -251,16 +225,21 @@ DQN_SETTINGS = (
 )
 
 
+def _dqn_epochs(num_env_steps: int) -> tuple[int, int]:
+    """(epochs, rounds per epoch): 12 x 16 rounds for the full budget, else one round an epoch."""
+    rounds = (num_env_steps - DQN_PREFILL) // DQN_ROUND
+    return (12, 16) if rounds == DQN_ROUNDS else (rounds, 1)
+
+
 def _dqn_tshtrain(make_env: EnvFactory, seed: int, num_env_steps: int) -> tuple[Run, ActFn]:
     from tshtrain.algorithm import DQN, DQNParams, EpsilonSchedule, QValuePolicy, mlp
     from tshtrain.data import Collector, ReplayBuffer
     from tshtrain.env import make_vector_env
-    from tshtrain.trainer import OffPolicyTrainer, OffPolicyTrainerParams
+    from tshtrain.trainer import OffPolicyTrainerParams
 
     torch.manual_seed(seed)
     envs = make_vector_env(make_env, 1)
-    rounds = (num_env_steps - DQN_PREFILL) // DQN_ROUND
-    epochs, rounds_per_epoch = (12, 16) if rounds == DQN_ROUNDS else (rounds, 1)
+    epochs, rounds_per_epoch = _dqn_epochs(num_env_steps)
     policy = QValuePolicy(
         mlp(4, 2, (256, 256), nn.ReLU),
         envs.single_action_space,
@@ -283,28 +262,10 @@ def _dqn_tshtrain(make_env: EnvFactory, seed: int, num_env_steps: int) -> tuple[
         show_progress=False,
     )
 
-    def run() -> None:
-        collector.collect(n_step=DQN_PREFILL, random=True)
-        OffPolicyTrainer(algorithm, trainer_params).run()
-        envs.close()
-
     def act(obs: np.ndarray) -> np.ndarray:
         return policy.compute_actions(obs, deterministic=True)
 
-    return run, act
-
-
-def _dqn_hand(make_env: EnvFactory, seed: int, num_env_steps: int) -> tuple[Run, ActFn]:
-    trained: list[ActFn] = []
-
-    def run() -> None:
-        trained.append(
-            hand_loops.dqn_cartpole(
-                make_env, seed=seed, num_env_steps=num_env_steps, prefill_env_steps=DQN_PREFILL
-            )
-        )
-
-    return run, lambda obs: trained[0](obs)
+    return tshtrain_off_policy_run(algorithm, trainer_params, envs, DQN_PREFILL), act
 
 
 def _dqn_sb3(make_env: EnvFactory, seed: int, num_env_steps: int) -> tuple[Run, ActFn]:
@@ -330,36 +291,22 @@ def _dqn_sb3(make_env: EnvFactory, seed: int, num_env_steps: int) -> tuple[Run, 
         device="cpu",
         verbose=0,
     )
-
-    def run() -> None:
-        model.learn(total_timesteps=num_env_steps)
-        env.close()
-
-    def act(obs: np.ndarray) -> np.ndarray:
-        action, _ = model.predict(obs, deterministic=True)
-        return np.asarray(action)
-
-    return run, act
+    return sb3_run_act(model, env, num_env_steps)
 
 
 def _dqn_tianshou(make_env: EnvFactory, seed: int, num_env_steps: int) -> tuple[Run, ActFn]:
-    from tianshou.algorithm import DQN as TsDQN
+    from tianshou.algorithm import DQN
     from tianshou.algorithm.modelfree.dqn import DiscreteQLearningPolicy
     from tianshou.algorithm.optim import AdamOptimizerFactory
-    from tianshou.data import Collector as TsCollector
-    from tianshou.data import VectorReplayBuffer as TsVectorReplayBuffer
-    from tianshou.env import DummyVectorEnv
-    from tianshou.trainer import OffPolicyTrainerParams as TsOffPolicyTrainerParams
+    from tianshou.data import Collector, VectorReplayBuffer
+    from tianshou.trainer import OffPolicyTrainerParams
     from tianshou.utils.net.common import Net
 
-    torch.manual_seed(seed)
-    envs = DummyVectorEnv([make_env])
-    envs.seed(seed)
-    rounds = (num_env_steps - DQN_PREFILL) // DQN_ROUND
-    epochs, rounds_per_epoch = (12, 16) if rounds == DQN_ROUNDS else (rounds, 1)
+    envs = tianshou_envs(make_env, 1, seed)
+    epochs, rounds_per_epoch = _dqn_epochs(num_env_steps)
     net = Net(state_shape=4, action_shape=2, hidden_sizes=[256, 256])
     policy = DiscreteQLearningPolicy(model=net, action_space=envs.action_space[0], eps_training=1.0)
-    algorithm = TsDQN(
+    algorithm = DQN(
         policy=policy,
         optim=AdamOptimizerFactory(lr=2.3e-3),
         gamma=0.99,
@@ -367,13 +314,13 @@ def _dqn_tianshou(make_env: EnvFactory, seed: int, num_env_steps: int) -> tuple[
         is_double=False,
         huber_loss_delta=1.0,
     )
-    collector = TsCollector(algorithm, envs, TsVectorReplayBuffer(100_000, 1), exploration_noise=True)
+    collector = Collector(algorithm, envs, VectorReplayBuffer(100_000, 1), exploration_noise=True)
 
     def set_eps(epoch: int, env_step: int) -> None:
         del epoch
         policy.set_eps_training(1.0 + (0.04 - 1.0) * min(1.0, env_step / DQN_EPS_STEPS))
 
-    params = TsOffPolicyTrainerParams(
+    params = OffPolicyTrainerParams(
         training_collector=collector,
         max_epochs=epochs,
         epoch_num_steps=rounds_per_epoch * DQN_ROUND,
@@ -385,24 +332,19 @@ def _dqn_tianshou(make_env: EnvFactory, seed: int, num_env_steps: int) -> tuple[
         show_progress=False,
     )
 
-    def run() -> None:
-        collector.reset()
-        collector.collect(n_step=DQN_PREFILL, random=True)
-        algorithm.run_training(params)
-        envs.close()
-
     def act(obs: np.ndarray) -> np.ndarray:
         with torch.no_grad():
             q, _ = net(obs)
             return q.argmax(-1).numpy()
 
-    return run, act
+    return tianshou_run(algorithm, params, envs, DQN_PREFILL), act
 
 
+_dqn_hand_loop = functools.partial(hand_loops.dqn_cartpole, prefill_env_steps=DQN_PREFILL)
 DQN_CONTESTANTS: dict[str, Builder] = {
     "tshtrain": _dqn_tshtrain,
-    "hand loop": _dqn_hand,
-    "hand loop+FTZ": _flushing_denormals(_dqn_hand),
+    "hand loop": hand_builder(_dqn_hand_loop),
+    "hand loop+FTZ": hand_builder(functools.partial(_dqn_hand_loop, flush_denormal=True)),
     "SB3": _dqn_sb3,
     "Tianshou": _dqn_tianshou,
 }
@@ -420,16 +362,21 @@ SAC_SETTINGS = (
 )
 
 
+def _sac_epochs(num_env_steps: int) -> tuple[int, int]:
+    """(epochs, env steps per epoch) after the random ones: 19 x 1,000 for the full budget."""
+    train_steps = num_env_steps - SAC_PREFILL
+    return (19, 1000) if train_steps == 19_000 else (1, train_steps)
+
+
 def _sac_tshtrain(make_env: EnvFactory, seed: int, num_env_steps: int) -> tuple[Run, ActFn]:
     from tshtrain.algorithm import SAC, QEnsemble, SACParams, TanhGaussianPolicy, mlp
     from tshtrain.data import Collector, ReplayBuffer
     from tshtrain.env import make_vector_env
-    from tshtrain.trainer import OffPolicyTrainer, OffPolicyTrainerParams
+    from tshtrain.trainer import OffPolicyTrainerParams
 
     torch.manual_seed(seed)
     envs = make_vector_env(make_env, 1)
-    train_steps = num_env_steps - SAC_PREFILL
-    epochs, epoch_steps = (19, 1000) if train_steps == 19_000 else (1, train_steps)
+    epochs, epoch_steps = _sac_epochs(num_env_steps)
     policy = TanhGaussianPolicy(mlp(3, 2, (256, 256), nn.ReLU), envs.single_action_space, seed=seed)
     critic = QEnsemble(3, 1, (256, 256), num_critics=2)
     params = SACParams(actor_lr=1e-3, critic_lr=1e-3, alpha_lr=1e-3, gamma=0.99, tau=0.005)
@@ -446,28 +393,10 @@ def _sac_tshtrain(make_env: EnvFactory, seed: int, num_env_steps: int) -> tuple[
         show_progress=False,
     )
 
-    def run() -> None:
-        collector.collect(n_step=SAC_PREFILL, random=True)
-        OffPolicyTrainer(algorithm, trainer_params).run()
-        envs.close()
-
     def act(obs: np.ndarray) -> np.ndarray:
         return policy.map_action(policy.compute_actions(obs, deterministic=True))
 
-    return run, act
-
-
-def _sac_hand(make_env: EnvFactory, seed: int, num_env_steps: int) -> tuple[Run, ActFn]:
-    trained: list[ActFn] = []
-
-    def run() -> None:
-        trained.append(
-            hand_loops.sac_pendulum(
-                make_env, seed=seed, num_env_steps=num_env_steps, prefill_env_steps=SAC_PREFILL
-            )
-        )
-
-    return run, lambda obs: trained[0](obs)
+    return tshtrain_off_policy_run(algorithm, trainer_params, envs, SAC_PREFILL), act
 
 
 def _sac_sb3(make_env: EnvFactory, seed: int, num_env_steps: int) -> tuple[Run, ActFn]:
@@ -492,34 +421,20 @@ def _sac_sb3(make_env: EnvFactory, seed: int, num_env_steps: int) -> tuple[Run, 
         device="cpu",
         verbose=0,
     )
-
-    def run() -> None:
-        model.learn(total_timesteps=num_env_steps)
-        env.close()
-
-    def act(obs: np.ndarray) -> np.ndarray:
-        action, _ = model.predict(obs, deterministic=True)
-        return np.asarray(action)
-
-    return run, act
+    return sb3_run_act(model, env, num_env_steps)
 
 
 def _sac_tianshou(make_env: EnvFactory, seed: int, num_env_steps: int) -> tuple[Run, ActFn]:
-    from tianshou.algorithm import SAC as TsSAC
+    from tianshou.algorithm import SAC
     from tianshou.algorithm.modelfree.sac import AutoAlpha, SACPolicy
     from tianshou.algorithm.optim import AdamOptimizerFactory
-    from tianshou.data import Collector as TsCollector
-    from tianshou.data import VectorReplayBuffer as TsVectorReplayBuffer
-    from tianshou.env import DummyVectorEnv
-    from tianshou.trainer import OffPolicyTrainerParams as TsOffPolicyTrainerParams
+    from tianshou.data import Collector, VectorReplayBuffer
+    from tianshou.trainer import OffPolicyTrainerParams
     from tianshou.utils.net.common import Net
     from tianshou.utils.net.continuous import ContinuousActorProbabilistic, ContinuousCritic
 
-    torch.manual_seed(seed)
-    envs = DummyVectorEnv([make_env])
-    envs.seed(seed)
-    train_steps = num_env_steps - SAC_PREFILL
-    epochs, epoch_steps = (19, 1000) if train_steps == 19_000 else (1, train_steps)
+    envs = tianshou_envs(make_env, 1, seed)
+    epochs, epoch_steps = _sac_epochs(num_env_steps)
     actor = ContinuousActorProbabilistic(
         preprocess_net=Net(state_shape=3, hidden_sizes=[256, 256]),
         action_shape=1,
@@ -533,7 +448,7 @@ def _sac_tianshou(make_env: EnvFactory, seed: int, num_env_steps: int) -> tuple[
         )
 
     policy = SACPolicy(actor=actor, action_space=envs.action_space[0])
-    algorithm = TsSAC(
+    algorithm = SAC(
         policy=policy,
         policy_optim=AdamOptimizerFactory(lr=1e-3),
         critic=critic(),
@@ -544,8 +459,8 @@ def _sac_tianshou(make_env: EnvFactory, seed: int, num_env_steps: int) -> tuple[
         gamma=0.99,
         alpha=AutoAlpha(target_entropy=-1.0, log_alpha=0.0, optim=AdamOptimizerFactory(lr=1e-3)),
     )
-    collector = TsCollector(algorithm, envs, TsVectorReplayBuffer(20_000, 1), exploration_noise=True)
-    params = TsOffPolicyTrainerParams(
+    collector = Collector(algorithm, envs, VectorReplayBuffer(20_000, 1), exploration_noise=True)
+    params = OffPolicyTrainerParams(
         training_collector=collector,
         max_epochs=epochs,
         epoch_num_steps=epoch_steps,
@@ -556,24 +471,19 @@ def _sac_tianshou(make_env: EnvFactory, seed: int, num_env_steps: int) -> tuple[
         show_progress=False,
     )
 
-    def run() -> None:
-        collector.reset()
-        collector.collect(n_step=SAC_PREFILL, random=True)
-        algorithm.run_training(params)
-        envs.close()
-
     def act(obs: np.ndarray) -> np.ndarray:
         with torch.no_grad():
             (mu, _), _ = actor(obs)
             return (torch.tanh(mu) * 2.0).numpy()
 
-    return run, act
+    return tianshou_run(algorithm, params, envs, SAC_PREFILL), act
 
 
+_sac_hand_loop = functools.partial(hand_loops.sac_pendulum, prefill_env_steps=SAC_PREFILL)
 SAC_CONTESTANTS: dict[str, Builder] = {
     "tshtrain": _sac_tshtrain,
-    "hand loop": _sac_hand,
-    "hand loop+FTZ": _flushing_denormals(_sac_hand),
+    "hand loop": hand_builder(_sac_hand_loop),
+    "hand loop+FTZ": hand_builder(functools.partial(_sac_hand_loop, flush_denormal=True)),
     "SB3": _sac_sb3,
     "Tianshou": _sac_tianshou,
 }

@@ -12,6 +12,7 @@ The floor of a training run is the time of its two irreducible parts, measured a
   fused Adam (``torch.optim.Adam(fused=True)``, what tshtrain uses): a second, lower floor, since a
   fused Adam step costs a fraction of a per-tensor one for these small networks.
 
+The DQN and SAC gradient steps are ``hand_loops``' own functions (the code the hand loops run).
 No storage, no sampling of a replay buffer, no GAE, no conversion of observations: whatever a
 contestant spends above ``env + net`` is the cost of its loop, its buffers and its library.
 
@@ -31,7 +32,14 @@ import hand_loops
 import numpy as np
 import torch
 import torch.nn.functional as F
-from hand_loops import _squashed_sample, denormals_flushed, mlp
+from hand_loops import (
+    _squashed_sample,
+    denormals_flushed,
+    dqn_gradient_step,
+    mlp,
+    sac_gradient_step,
+    sac_nets,
+)
 from torch import nn
 
 EnvFactory = Callable[[], gym.Env[Any, Any]]
@@ -131,26 +139,6 @@ def ppo_net_alone(
     return run, None
 
 
-def _ppo_hand_raw(make_env: EnvFactory, seed: int, num_env_steps: int) -> tuple[Run, ec.ActFn]:
-    trained: list[ec.ActFn] = []
-
-    def run() -> None:
-        trained.append(hand_loops.ppo_cartpole_raw(make_env, seed=seed, num_env_steps=num_env_steps))
-
-    return run, lambda obs: trained[0](obs)
-
-
-def _ppo_hand_vector(make_env: EnvFactory, seed: int, num_env_steps: int) -> tuple[Run, ec.ActFn]:
-    trained: list[ec.ActFn] = []
-
-    def run() -> None:
-        trained.append(
-            hand_loops.ppo_cartpole(make_env, seed=seed, num_env_steps=num_env_steps, flush_denormal=True)
-        )
-
-    return run, lambda obs: trained[0](obs)
-
-
 # ============================================================================================ DQN
 def _dqn_num_greedy(seed: int, num_env_steps: int) -> int:
     """How many of the epsilon-greedy env steps act with the Q-network (the hand loop's schedule)."""
@@ -188,7 +176,6 @@ def dqn_net_alone(
         )
         for _ in range(POOL)
     ]
-    q_params = list(q_net.parameters())
 
     def run() -> None:
         with denormals_flushed(True):
@@ -198,38 +185,18 @@ def dqn_net_alone(
                         int(q_net(act_obs[t % POOL]).argmax())
                 target_net.load_state_dict(q_net.state_dict())
                 for g in range(128):
-                    b_obs, b_next, b_act, b_rew, b_term = batches[g % POOL]
-                    with torch.no_grad():
-                        target = b_rew + 0.99 * (1.0 - b_term) * target_net(b_next).max(dim=1).values
-                    q = q_net(b_obs).gather(1, b_act.unsqueeze(1)).squeeze(1)
-                    loss = F.smooth_l1_loss(q, target)
-                    optimizer.zero_grad()
-                    loss.backward()
-                    nn.utils.clip_grad_norm_(q_params, 10.0)
-                    optimizer.step()
+                    dqn_gradient_step(
+                        q_net, target_net, optimizer, batches[g % POOL], gamma=0.99, max_grad_norm=10.0
+                    )
 
     return run, None
 
 
 def _dqn_hand(*, vector: bool, flush: bool) -> ec.Builder:
-    def build(make_env: EnvFactory, seed: int, num_env_steps: int) -> tuple[Run, ec.ActFn]:
-        trained: list[ec.ActFn] = []
-
-        def run() -> None:
-            trained.append(
-                hand_loops.dqn_cartpole(
-                    make_env,
-                    seed=seed,
-                    num_env_steps=num_env_steps,
-                    prefill_env_steps=ec.DQN_PREFILL,
-                    vector=vector,
-                    flush_denormal=flush,
-                )
-            )
-
-        return run, lambda obs: trained[0](obs)
-
-    return build
+    loop = functools.partial(
+        hand_loops.dqn_cartpole, prefill_env_steps=ec.DQN_PREFILL, vector=vector, flush_denormal=flush
+    )
+    return ec.hand_builder(loop)
 
 
 # ============================================================================================ SAC
@@ -242,18 +209,8 @@ def sac_net_alone(
     batch of 256, and the Polyak update of the target critics (plain Adam)."""
     del make_env
     torch.manual_seed(seed)
-    obs_dim, act_dim, batch, gamma, tau, target_entropy = 3, 1, 256, 0.99, 0.005, -1.0
-    actor = mlp([obs_dim, 256, 256, 2 * act_dim], nn.ReLU)
-    q1, q2 = (mlp([obs_dim + act_dim, 256, 256, 1], nn.ReLU) for _ in range(2))
-    q1_targ, q2_targ = (mlp([obs_dim + act_dim, 256, 256, 1], nn.ReLU) for _ in range(2))
-    q1_targ.load_state_dict(q1.state_dict())
-    q2_targ.load_state_dict(q2.state_dict())
-    critic_params = [*q1.parameters(), *q2.parameters()]
-    target_params = [*q1_targ.parameters(), *q2_targ.parameters()]
-    actor_opt = torch.optim.Adam(actor.parameters(), lr=1e-3, fused=fused or None)
-    critic_opt = torch.optim.Adam(critic_params, lr=1e-3, fused=fused or None)
-    log_alpha = torch.zeros(1, requires_grad=True)
-    alpha_opt = torch.optim.Adam([log_alpha], lr=1e-3, fused=fused or None)
+    obs_dim, act_dim, batch = 3, 1, 256
+    nets = sac_nets(obs_dim, act_dim, hidden=256, lr=1e-3, fused=fused)
     num_steps = num_env_steps - ec.SAC_PREFILL
     act_obs = [torch.randn(1, obs_dim) for _ in range(POOL)]
     batches = [
@@ -271,57 +228,17 @@ def sac_net_alone(
         with denormals_flushed(True):
             for step in range(num_steps):
                 with torch.no_grad():
-                    _squashed_sample(actor, act_obs[step % POOL])[0][0].numpy()
-                b_obs, b_next, b_act, b_rew, b_term = batches[step % POOL]
-                alpha = log_alpha.detach().exp()
-                with torch.no_grad():
-                    next_act, next_logp = _squashed_sample(actor, b_next)
-                    next_in = torch.cat([b_next, next_act], dim=-1)
-                    q_next = torch.min(q1_targ(next_in), q2_targ(next_in)).squeeze(-1)
-                    target = b_rew + gamma * (1.0 - b_term) * (q_next - alpha * next_logp)
-                q_in = torch.cat([b_obs, b_act], dim=-1)
-                critic_loss = F.mse_loss(q1(q_in).squeeze(-1), target) + F.mse_loss(
-                    q2(q_in).squeeze(-1), target
-                )
-                critic_opt.zero_grad()
-                critic_loss.backward()
-                critic_opt.step()
-                new_act, logp = _squashed_sample(actor, b_obs)
-                new_in = torch.cat([b_obs, new_act], dim=-1)
-                actor_loss = (alpha * logp - torch.min(q1(new_in), q2(new_in)).squeeze(-1)).mean()
-                actor_opt.zero_grad()
-                actor_loss.backward()
-                actor_opt.step()
-                alpha_loss = -(log_alpha * (logp.detach() + target_entropy)).mean()
-                alpha_opt.zero_grad()
-                alpha_loss.backward()
-                alpha_opt.step()
-                with torch.no_grad():
-                    for p, tp in zip(critic_params, target_params, strict=True):
-                        tp.mul_(1.0 - tau).add_(p, alpha=tau)
+                    _squashed_sample(nets.actor, act_obs[step % POOL])[0][0].numpy()
+                sac_gradient_step(nets, batches[step % POOL], gamma=0.99, tau=0.005, target_entropy=-1.0)
 
     return run, None
 
 
 def _sac_hand(*, vector: bool, flush: bool) -> ec.Builder:
-    def build(make_env: EnvFactory, seed: int, num_env_steps: int) -> tuple[Run, ec.ActFn]:
-        trained: list[ec.ActFn] = []
-
-        def run() -> None:
-            trained.append(
-                hand_loops.sac_pendulum(
-                    make_env,
-                    seed=seed,
-                    num_env_steps=num_env_steps,
-                    prefill_env_steps=ec.SAC_PREFILL,
-                    vector=vector,
-                    flush_denormal=flush,
-                )
-            )
-
-        return run, lambda obs: trained[0](obs)
-
-    return build
+    loop = functools.partial(
+        hand_loops.sac_pendulum, prefill_env_steps=ec.SAC_PREFILL, vector=vector, flush_denormal=flush
+    )
+    return ec.hand_builder(loop)
 
 
 # ============================================================================================ tables
@@ -331,8 +248,8 @@ RAW_HAND = "hand (raw envs)"
 
 PPO_CONTESTANTS: dict[str, FloorBuilder] = {
     "tshtrain": ec.PPO_CONTESTANTS["tshtrain"],
-    RAW_HAND: _ppo_hand_raw,
-    "hand (vector)": _ppo_hand_vector,
+    RAW_HAND: ec.hand_builder(hand_loops.ppo_cartpole_raw),
+    "hand (vector)": ec.hand_builder(functools.partial(hand_loops.ppo_cartpole, flush_denormal=True)),
     "SB3": ec.PPO_CONTESTANTS["SB3"],
     "Tianshou": ec.PPO_CONTESTANTS["Tianshou"],
     ENV_PART: env_alone(ec.PPO_NUM_ENVS, lambda n: n // ec.PPO_ROLLOUT * ec.PPO_ROLLOUT),
