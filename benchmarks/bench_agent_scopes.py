@@ -36,7 +36,6 @@ import dataclasses
 import os
 import statistics
 import sys
-import time
 import warnings
 from collections.abc import Callable
 from pathlib import Path
@@ -49,6 +48,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from harness import (
+    Clock,
     Contestant,
     Goal,
     Run,
@@ -214,9 +214,9 @@ def startup_seconds(num_agents: int, s: Settings, reps: int) -> list[float]:
     out = []
     for _ in range(reps):
         algorithm, _env = _algorithm(num_agents, s, "parallel")
-        start = time.perf_counter()
+        clock = Clock()
         updater = ParallelUpdater(algorithm.members.trained(), algorithm.parallel_params, "bench")
-        out.append(time.perf_counter() - start)
+        out.append(clock.wall())
         updater.close_without_sync()
     return out
 

@@ -16,10 +16,10 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import numpy as np
+from harness import Clock, median_min_max
 
 
 def _fill(transitions: int) -> object:
@@ -43,21 +43,21 @@ def _child(mode: str, transitions: int, path: str) -> None:
     if mode == "save":
         buffer = _fill(transitions)
         base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-        start = time.perf_counter()
+        clock = Clock()
         save_buffer(buffer, path)  # type: ignore[arg-type]
-        seconds = time.perf_counter() - start
         nbytes = buffer.nbytes  # type: ignore[attr-defined]
     else:
         base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-        start = time.perf_counter()
+        clock = Clock()
         buffer = load_buffer(path)
-        seconds = time.perf_counter() - start
         nbytes = buffer.nbytes
+    seconds, cpu_seconds = clock.wall(), clock.cpu()
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     print(
         json.dumps(
             {
                 "seconds": seconds,
+                "cpu_seconds": cpu_seconds,
                 "extra_peak_bytes": (peak - base) * 1024,
                 "nbytes": nbytes,
                 "peak_bytes": peak * 1024,
@@ -98,11 +98,12 @@ def main() -> None:
         f"buffer of {args.transitions:,} transitions, arrays {arrays_mib:.1f} MiB, {args.repeats} runs each"
     )
     for name, runs in (("save", saves), ("load", loads)):
-        secs = [r["seconds"] for r in runs]
-        extra = [r["extra_peak_bytes"] / nbytes for r in runs]
+        median, low, high = median_min_max([r["seconds"] for r in runs])
+        cpu = statistics.median(r["cpu_seconds"] for r in runs)
+        extra = statistics.median(r["extra_peak_bytes"] / nbytes for r in runs)
         print(
-            f"  {name}: median {statistics.median(secs):.3f} s (min {min(secs):.3f}, max {max(secs):.3f}); "
-            f"extra peak memory during {name}: median {statistics.median(extra):.2f}x the arrays"
+            f"  {name}: median {median:.3f} s (min {low:.3f}, max {high:.3f}; CPU {cpu:.3f} s); "
+            f"extra peak memory during {name}: median {extra:.2f}x the arrays"
         )
 
 

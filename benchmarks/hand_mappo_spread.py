@@ -29,7 +29,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import time
 import warnings
 from pathlib import Path
 from typing import Any
@@ -40,6 +39,8 @@ from mpe2 import simple_spread_v3
 from torch import nn
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from harness import Clock
+
 from tests.learning.test_multi_agent_spread_learning import (
     BUDGET_ENV_STEPS,
     ENV_KWARGS,
@@ -245,7 +246,7 @@ def random_return(num_episodes: int, seed: int) -> tuple[float, float]:
 def run(kind: str, seed: int, num_env_steps: int) -> dict[str, Any]:
     """One training run: ``kind`` is hand-ippo, hand-mappo, tshtrain-ippo or tshtrain-mappo."""
     impl, layout = kind.split("-")
-    wall, cpu = time.perf_counter(), time.process_time()
+    clock = Clock()
     train_tail: float | None = None
     if impl == "hand":
         loop = HandMAPPO(mappo=layout == "mappo", seed=seed)
@@ -263,8 +264,8 @@ def run(kind: str, seed: int, num_env_steps: int) -> dict[str, Any]:
         "test_returns": tests,
         "final_test_return": tests[-1],
         "train_return_last_epoch": train_tail,
-        "wall_s": time.perf_counter() - wall,
-        "cpu_s": time.process_time() - cpu,
+        "wall_s": clock.wall(),
+        "cpu_s": clock.cpu(),
     }
 
 

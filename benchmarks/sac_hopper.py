@@ -26,13 +26,13 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import final
 
 import gymnasium as gym
 import torch
+from harness import Clock
 from torch import nn
 
 from tshtrain.algorithm import SAC, QEnsemble, SACParams, TanhGaussianPolicy, mlp
@@ -150,7 +150,7 @@ def main() -> None:
             f"--test-interval ({args.test_interval})."
         )
 
-    start, start_cpu = time.perf_counter(), time.process_time()
+    clock = Clock()
     algorithm, training_collector, test_collector = build(
         args.seed, args.prefill_env_steps, args.test_num_episodes
     )
@@ -169,7 +169,7 @@ def main() -> None:
         show_progress=False,
     )
     info = OffPolicyTrainer(algorithm, params).run()  # resets the envs, keeps the prefilled buffer
-    wall_time_s, cpu_time_s = time.perf_counter() - start, time.process_time() - start_cpu
+    wall_time_s, cpu_time_s = clock.wall(), clock.cpu()
     training_collector.env.close()
     test_collector.env.close()
 

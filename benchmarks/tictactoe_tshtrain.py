@@ -15,7 +15,6 @@ import argparse
 import dataclasses
 import json
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +22,8 @@ import numpy as np
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from harness import Clock
 
 from tests.learning.test_tictactoe_learning import (
     CI,
@@ -76,11 +77,11 @@ def plain_loop_outcomes(q_net: torch.nn.Module, n_games: int, seed: int) -> dict
 
 
 def run_seed(setup: TicTacToeSetup, seed: int, eval_games: int) -> dict[str, Any]:
-    t0, c0 = time.perf_counter(), time.process_time()
+    train_clock = Clock()
     trainer = build_trainer(setup, seed)
     info = trainer.run()
-    wall, cpu = time.perf_counter() - t0, time.process_time() - c0
-    t1 = time.perf_counter()
+    wall, cpu = train_clock.wall(), train_clock.cpu()
+    eval_clock = Clock()
     outcome = greedy_outcomes(trainer, eval_games)
     q_net = next(m for m in trainer.algorithm.policy.modules() if isinstance(m, QValuePolicy)).q_net
     plain = plain_loop_outcomes(q_net, eval_games, seed)
@@ -94,7 +95,7 @@ def run_seed(setup: TicTacToeSetup, seed: int, eval_games: int) -> dict[str, Any
         "train_cpu_s": cpu,
         "eval_collector": {"win": outcome.win, "draw": outcome.draw, "loss": outcome.loss},
         "eval_plain_loop": plain,
-        "eval_wall_s": time.perf_counter() - t1,
+        "eval_wall_s": eval_clock.wall(),
     }
 
 
