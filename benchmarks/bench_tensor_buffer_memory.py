@@ -23,9 +23,10 @@ def rss_bytes() -> int:
     return pages * 4096
 
 
-def measure(
-    name: str, obs_shape: tuple[int, ...], obs_dtype: torch.dtype, size: int, num_envs: int, device: str
+def measure_rss(
+    name: str, obs_shape: tuple[int, ...], obs_dtype: torch.dtype, *, size: int, num_envs: int, device: str
 ) -> None:
+    """One table row: a buffer of ``size`` transitions of ``obs_shape`` filled, its bytes vs RSS growth."""
     gc.collect()
     before = rss_bytes()
     cuda_before = torch.cuda.memory_allocated() if device.startswith("cuda") else 0
@@ -58,9 +59,12 @@ def main() -> None:
     )
     print("| observations           | stored    | nbytes MiB | RSS grown MiB | ratio  |")
     print("|------------------------|-----------|------------|---------------|--------|")
-    measure("CartPole (4,) float32", (4,), torch.float32, args.size, args.num_envs, args.device)
-    measure("vector (64,) float32", (64,), torch.float32, args.size, args.num_envs, args.device)
-    measure("image (3,32,32) uint8", (3, 32, 32), torch.uint8, args.size // 4, args.num_envs, args.device)
+    for name, shape, dtype, size in (
+        ("CartPole (4,) float32", (4,), torch.float32, args.size),
+        ("vector (64,) float32", (64,), torch.float32, args.size),
+        ("image (3,32,32) uint8", (3, 32, 32), torch.uint8, args.size // 4),
+    ):
+        measure_rss(name, shape, dtype, size=size, num_envs=args.num_envs, device=args.device)
 
 
 if __name__ == "__main__":
