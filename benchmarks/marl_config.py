@@ -27,15 +27,7 @@ from __future__ import annotations
 
 from typing import Any
 
-BALANCE: dict[str, Any] = {
-    "task": "vmas/balance",
-    "n_agents": 4,
-    "num_envs": 512,
-    "max_steps": 100,  # episode length (VMAS max_steps; BenchMARL's balance.yaml)
-    "env_kwargs": {"random_package_pos_on_line": True, "package_mass": 5},
-    "continuous_actions": True,
-    "rollout_len": 20,
-    "iterations": 2,
+PPO: dict[str, Any] = {
     "epochs": 4,
     "minibatches": 4,
     "lr": 3e-4,
@@ -50,6 +42,19 @@ BALANCE: dict[str, Any] = {
     "activation": "tanh",
     "init_log_std": 0.0,
 }
+"""The PPO settings both tasks share (BenchMARL's defaults where it has them)."""
+
+BALANCE: dict[str, Any] = {
+    "task": "vmas/balance",
+    "n_agents": 4,
+    "num_envs": 512,
+    "max_steps": 100,  # episode length (VMAS max_steps; BenchMARL's balance.yaml)
+    "env_kwargs": {"random_package_pos_on_line": True, "package_mass": 5},
+    "continuous_actions": True,
+    "rollout_len": 20,
+    "iterations": 2,
+    **PPO,
+}
 
 SIMPLE_SPREAD: dict[str, Any] = {
     "task": "mpe2/simple_spread_v3",
@@ -60,19 +65,7 @@ SIMPLE_SPREAD: dict[str, Any] = {
     "continuous_actions": False,
     "rollout_len": 100,
     "iterations": 3,
-    "epochs": 4,
-    "minibatches": 4,
-    "lr": 3e-4,
-    "adam_eps": 1e-6,
-    "gamma": 0.99,
-    "gae_lambda": 0.9,
-    "clip": 0.2,
-    "entropy_coef": 0.0,
-    "value_coef": 1.0,
-    "max_grad_norm": 5.0,
-    "hidden_sizes": (256, 256),
-    "activation": "tanh",
-    "init_log_std": 0.0,
+    **PPO,
 }
 
 TASKS: dict[str, dict[str, Any]] = {"balance": BALANCE, "simple_spread": SIMPLE_SPREAD}
