@@ -1,6 +1,12 @@
-"""Shared pytest setup: keep torch single-threaded so tests are fast and deterministic."""
+"""Shared pytest setup: keep torch single-threaded so tests are fast and deterministic; Ray on loopback."""
 
 from __future__ import annotations
+
+import os
+
+# only loopback addresses in tests: a local Ray instance listens on 127.0.0.1 (read when ray is imported;
+# tshtrain.env.ray_env.LOOPBACK_ONLY), not on the machine's network address
+os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
 
 try:
     import torch

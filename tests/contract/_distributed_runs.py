@@ -38,7 +38,7 @@ from tshtrain.trainer import (
 )
 from tshtrain.trainer.checkpoint import CheckpointParams
 
-HANG_GUARD_SECONDS = 240.0
+HANG_GUARD_SECONDS = 900.0
 """how long the launcher waits for the ranks before it calls the run hung (not a speed assertion)"""
 
 

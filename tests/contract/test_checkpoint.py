@@ -3,11 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
-import signal
-import subprocess
-import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -16,6 +11,7 @@ import pytest
 import torch
 
 from tests.contract import _checkpoint_runs as runs
+from tests.contract import _held_runs as held
 from tshtrain.errors import CheckpointError
 from tshtrain.logger import read_csv_log
 from tshtrain.trainer import Trainer
@@ -184,31 +180,13 @@ def test_checkpoint_params_validation(tmp_path: Path) -> None:
         CheckpointParams(directory=tmp_path, every_num_epochs=None, save_on_exit=False)
 
 
-def _child(args: list[str], cwd: Path) -> subprocess.Popen[bytes]:
-    root = Path(__file__).resolve().parents[2]
-    env = {**os.environ, "PYTHONPATH": str(root)}
-    return subprocess.Popen(
-        [sys.executable, "-m", "tests.contract._checkpoint_runs", *args], cwd=root, env=env
-    )
-
-
 def test_sigkill_mid_run_and_mid_write_then_resume(tmp_path: Path) -> None:
+    """Killed inside the write of its second periodic checkpoint (the child holds there until killed:
+    tests/contract/_held_runs.py), the run resumes from the first one and ends like a run never stopped."""
     run_dir = tmp_path / "run"
     ckpt = run_dir / "checkpoints"
-    child = _child([str(run_dir)], tmp_path)
-    try:
-        deadline = time.monotonic() + 120
-        # wait for one complete periodic checkpoint, then for the next one to be mid-write
-        while not list(ckpt.glob("periodic-*/manifest.json")) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        while not list(ckpt.glob(".periodic-*.tmp-*")) and time.monotonic() < deadline:
-            time.sleep(0.01)
-        assert child.poll() is None, "the run ended before it could be killed"
-        child.send_signal(signal.SIGKILL)
-        child.wait(timeout=30)
-    finally:
-        if child.poll() is None:
-            child.kill()
+    marker = tmp_path / "held"
+    held.wait_then_kill(held.start(marker, "during:2", "runs", str(run_dir)), marker)
     assert list(ckpt.glob(".periodic-*.tmp-*")), "the kill did not land during a checkpoint write"
     latest = CheckpointManager(CheckpointParams(directory=ckpt)).latest()
     assert latest is not None  # the half-written one is ignored; the last complete one loads

@@ -7,17 +7,13 @@ from __future__ import annotations
 
 import csv
 import json
-import os
-import signal
-import subprocess
-import sys
-import time
 from pathlib import Path
 from typing import Any
 
 import gymnasium as gym
 import pytest
 
+from tests.contract import _held_runs as held
 from tests.extras import need
 from tshtrain.cli import main
 from tshtrain.config import load_experiment
@@ -100,22 +96,8 @@ def test_resume_continues_a_killed_run_to_the_same_result(tmp_path: Path) -> Non
     overrides = [*TINY_PPO, "--set", "trainer.max_epochs=8"]
     whole, killed = tmp_path / "whole", tmp_path / "killed"
     assert main(["train", *overrides, "-o", str(whole)]) == 0
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
-    process = subprocess.Popen(
-        [sys.executable, "-m", "tshtrain.cli", "train", *overrides, "-o", str(killed)],
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        deadline = time.monotonic() + 300
-        while not list((killed / "checkpoints").glob("periodic-000002-*/manifest.json")):
-            assert process.poll() is None, "the run ended before it could be killed"
-            assert time.monotonic() < deadline
-            time.sleep(0.01)
-        process.send_signal(signal.SIGKILL)
-    finally:
-        process.wait()
+    marker = tmp_path / "held"  # the child holds after its second periodic checkpoint until killed
+    held.wait_then_kill(held.start(marker, "after:2", "cli", "train", *overrides, "-o", str(killed)), marker)
     assert not (killed / "info_stats.json").exists()
     assert main(["train", "--resume", str(killed), "--trust"]) == 0  # our own run: its envs too
     assert _info(killed) == _info(whole)

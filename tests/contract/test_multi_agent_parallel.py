@@ -205,11 +205,13 @@ def test_a_dead_worker_is_reported_with_its_learner_and_signal() -> None:
 
 
 def test_a_worker_that_does_not_answer_times_out_naming_its_learner() -> None:
-    trainer = _scoped_ppo(
-        "parallel", max_epochs=1, parallel=ParallelParams(reply_timeout_s=2.0, shutdown_timeout_s=0.5)
-    )
+    trainer = _scoped_ppo("parallel", max_epochs=1, parallel=ParallelParams(shutdown_timeout_s=0.5))
     algorithm = _run_then_restart_workers(trainer)
     assert algorithm._parallel is not None
+    # the run above waits as long as the workers live (a busy machine may take seconds per reply); only
+    # the stuck worker below meets a short timeout, which it cannot answer within however fast it is
+    params = algorithm._parallel.params
+    algorithm._parallel.params = dataclasses.replace(params, reply_timeout_s=2.0)
     pids = algorithm._parallel.pids()
     os.kill(pids["agent_0"], signal.SIGSTOP)  # alive but stuck: no reply, no exit
     collector = trainer.params.training_collector

@@ -12,6 +12,8 @@ from __future__ import annotations
 import fcntl
 import logging
 import os
+import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Iterator
@@ -85,7 +87,7 @@ def _kill(worker: Any) -> None:
 def _wait_until_dead(worker: Any) -> None:
     for _ in range(300):  # a bound, not a timing assertion: a live actor answers each ping at once
         try:
-            ray.get(worker.describe.remote(), timeout=30)
+            ray.get(worker.describe.remote(), timeout=600)  # a hang guard
         except ray.exceptions.RayActorError:
             return
         time.sleep(0.1)
@@ -110,6 +112,29 @@ def _assert_same_info(got: dict[str, Any], want: dict[str, Any], where: str) -> 
         else:
             np.testing.assert_array_equal(got[key], value, err_msg=f"{where}/{key}")
             assert np.asarray(got[key]).dtype == np.asarray(value).dtype, f"{where}/{key}"
+
+
+def test_the_local_instance_listens_on_loopback_only(ray_instance: None) -> None:
+    assert ray.util.get_node_ip_address() == "127.0.0.1"
+
+
+def test_connect_ray_starts_a_loopback_instance_unless_told_otherwise(tmp_path: Path) -> None:
+    """In a fresh process without the variable, tshtrain's own local instance is on 127.0.0.1."""
+    code = (
+        "from tshtrain.env.ray_env import connect_ray\n"
+        "connect_ray(num_cpus=1)\n"
+        "import ray\n"
+        "print(ray.util.get_node_ip_address())\n"
+        "ray.shutdown()\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"}
+    env["PYTHONPATH"] = str(ROOT)
+    env["RAY_USAGE_STATS_ENABLED"] = "0"
+    done = subprocess.run(
+        [sys.executable, "-c", code], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=900
+    )  # timeout: a hang guard
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip().splitlines()[-1] == "127.0.0.1"
 
 
 def test_same_transitions_as_the_sync_vector_env(ray_instance: None) -> None:

@@ -81,7 +81,7 @@ def _train_on_pty(tmp_path: Path, columns: int) -> str:
             break
         chunks.append(chunk)
     os.close(master)
-    assert child.wait(timeout=120) == 0, b"".join(chunks).decode(errors="replace")
+    assert child.wait(timeout=900) == 0, b"".join(chunks).decode(errors="replace")
     return b"".join(chunks).decode()
 
 
@@ -193,7 +193,7 @@ def test_the_bar_fits_the_terminal_and_each_epoch_is_drawn_once(tmp_path: Path, 
 def test_without_a_terminal_there_are_plain_lines(tmp_path: Path) -> None:
     command = [sys.executable, "-m", "tshtrain.cli", "train", *SHORT_RUN, "-o", str(tmp_path / "run")]
     done = subprocess.run(
-        command, check=False, capture_output=True, text=True, env=_child_env(), cwd=tmp_path, timeout=120
+        command, check=False, capture_output=True, text=True, env=_child_env(), cwd=tmp_path, timeout=900
     )
     assert done.returncode == 0, done.stderr
     out = done.stdout + done.stderr

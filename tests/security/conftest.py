@@ -27,7 +27,7 @@ TINY = [
 """PPO on CartPole (the default experiment) for 64 env steps: a second or two"""
 
 
-def cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+def cli(*args: str, timeout: float = 900) -> subprocess.CompletedProcess[str]:
     """Run ``python -m tshtrain.cli ARGS`` in a subprocess using this worktree's tshtrain."""
     return subprocess.run(
         [sys.executable, "-m", "tshtrain.cli", *args],

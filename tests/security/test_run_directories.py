@@ -333,7 +333,7 @@ def test_cleanup_does_not_follow_symlinks(tmp_path: Path) -> None:
 
 
 # ---------------------------------------------------------------------------- Ctrl-C
-def _wait_for(condition: Callable[[], bool], process: subprocess.Popen[str], timeout: float = 120) -> None:
+def _wait_for(condition: Callable[[], bool], process: subprocess.Popen[str], timeout: float = 900) -> None:
     deadline = time.monotonic() + timeout
     while not condition():
         assert process.poll() is None, process.communicate()
@@ -351,7 +351,7 @@ def test_ctrl_c_during_training_names_the_checkpoint_and_the_resume_command(tmp_
     try:
         _wait_for(lambda: bool(list(run_dir.glob("checkpoints/periodic-*/manifest.json"))), process)
         process.send_signal(signal.SIGINT)
-        _, err = process.communicate(timeout=120)
+        _, err = process.communicate(timeout=900)  # a hang guard
     finally:
         process.kill()
     assert process.returncode == 130

@@ -27,8 +27,8 @@ HAS_MLFLOW = importlib.util.find_spec("mlflow") is not None
 def _wandb_history(run_dir: Path, num_rows: int) -> list[dict[str, Any]]:
     """The history rows of an offline W&B run, once ``num_rows`` are there: ``run.finish()`` returns
     before wandb's service process has necessarily flushed its file (a few ms later, seen in practice),
-    so this polls for up to 10 s."""
-    deadline = time.monotonic() + 10.0
+    so this polls until they are (a hang guard of 300 s)."""
+    deadline = time.monotonic() + 300.0  # a hang guard: the loop ends as soon as the rows are there
     rows = _read_wandb_history(run_dir)
     while len(rows) < num_rows and time.monotonic() < deadline:
         time.sleep(0.02)

@@ -12,9 +12,10 @@ sub-env merged with the same masks, and ``reset(seed=s)`` seeding sub-env ``i`` 
 Where Ray runs: if Ray is initialised in this process, that instance is used as it is; otherwise
 ``address`` connects to an existing cluster (``ray.init(address=...)``, e.g. ``"auto"`` or
 ``"ray://head:10001"``), and without one tshtrain starts a local instance with ``ray.init(num_cpus=...,
-include_dashboard=False)``. Usage statistics are switched off (``RAY_USAGE_STATS_ENABLED=0`` unless the
-environment says otherwise). Closing the env kills its actors; an instance tshtrain started stays up
-until the process ends (other envs may use it) or until ``ray.shutdown()``.
+include_dashboard=False)``, listening on 127.0.0.1 only (see :data:`LOOPBACK_ONLY`). Usage statistics
+are switched off (``RAY_USAGE_STATS_ENABLED=0`` unless the environment says otherwise). Closing the env
+kills its actors; an instance tshtrain started stays up until the process ends (other envs may use it)
+or until ``ray.shutdown()``.
 
 A dead or silent worker (its actor died, or a call took longer than ``timeout_s``) either fails the run
 with :class:`~tshtrain.errors.EnvWorkerError` naming the worker, its sub-envs and the env
@@ -35,6 +36,7 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 from collections.abc import Sequence
 from types import ModuleType
 from typing import Any, Literal, NamedTuple
@@ -55,6 +57,13 @@ OnWorkerFailure = Literal["raise", "restart"]
 RAY_EXTRA_HINT = "install it with: pip install 'tshtrain[ray]'"
 
 
+LOOPBACK_ONLY = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"
+"""Ray's switch (read once, when ``ray`` is imported) between a single-machine instance on 127.0.0.1
+("0") and one on the machine's network address, reachable by other nodes (Linux's default). Ray has no
+authentication, so the local instance tshtrain starts listens on loopback only, unless the environment
+sets this variable or ``ray`` was imported before (then Ray's own default holds)."""
+
+
 def require_ray(where: str) -> ModuleType:
     """The ``ray`` module, or :class:`ConfigurationError` naming ``where`` and the extra to install."""
     try:
@@ -71,6 +80,8 @@ def connect_ray(*, address: str | None = None, num_cpus: int | None = None) -> N
         address: an existing cluster (``ray.init(address=address)``); None: start a local instance.
         num_cpus: the local instance's logical CPUs (None: Ray counts them); ignored with ``address``.
     """
+    if address is None and "ray" not in sys.modules:
+        os.environ.setdefault(LOOPBACK_ONLY, "0")  # read when ray is imported: see LOOPBACK_ONLY
     ray = require_ray("RayVectorEnv")
     if ray.is_initialized():
         return
