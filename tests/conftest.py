@@ -79,3 +79,15 @@ def pytest_make_collect_report(collector: pytest.Collector) -> object:
             report.outcome = "failed"
             report.longrepr = f"{collector.nodeid}: {problem}"
     return None
+
+
+# --- the signing key (tshtrain/signing.py): never the real one in ~/.config -----------------------------
+@pytest.fixture(scope="session", autouse=True)
+def _own_signing_key(tmp_path_factory: pytest.TempPathFactory) -> object:
+    """Every test (and every process a test starts, which inherits the environment) signs and verifies
+    checkpoints with a key made for this session under a temporary XDG_CONFIG_HOME; a test that needs
+    another key (a stranger's) sets XDG_CONFIG_HOME or TSHTRAIN_SIGNING_KEY itself with monkeypatch."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("XDG_CONFIG_HOME", str(tmp_path_factory.mktemp("xdg-config")))
+        patch.delenv("TSHTRAIN_SIGNING_KEY", raising=False)
+        yield

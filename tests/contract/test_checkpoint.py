@@ -191,7 +191,7 @@ def test_sigkill_mid_run_and_mid_write_then_resume(tmp_path: Path) -> None:
     latest = CheckpointManager(CheckpointParams(directory=ckpt)).latest()
     assert latest is not None  # the half-written one is ignored; the last complete one loads
     resumed = runs.off_policy(run_dir)
-    resumed.load_checkpoint(latest, trusted=True)
+    resumed.load_checkpoint(latest)  # our own run, signed with our key: its envs too, no flag
     info = resumed.run()
     reference = runs.off_policy(tmp_path / "reference")
     info_ref = reference.run()

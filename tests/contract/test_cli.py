@@ -99,7 +99,7 @@ def test_resume_continues_a_killed_run_to_the_same_result(tmp_path: Path) -> Non
     marker = tmp_path / "held"  # the child holds after its second periodic checkpoint until killed
     held.wait_then_kill(held.start(marker, "after:2", "cli", "train", *overrides, "-o", str(killed)), marker)
     assert not (killed / "info_stats.json").exists()
-    assert main(["train", "--resume", str(killed), "--trust"]) == 0  # our own run: its envs too
+    assert main(["train", "--resume", str(killed)]) == 0  # our own run, signed with our key: its envs too
     assert _info(killed) == _info(whole)
     assert _curve(killed) == _curve(whole)
 

@@ -20,6 +20,7 @@ LAYER_RANKS: dict[str, int] = {
     "counters": 0,  # the run's counters: standard library only, read by the logger and the trainer
     "constraints": 0,  # tshtrain/constraints.py: constrained number types (stdlib + errors only)
     "rundir": 0,  # run directories: marker, lock, cleanup of interrupted writes (stdlib + errors only)
+    "signing": 0,  # tshtrain/signing.py: the per-user key and HMAC signatures of manifests (stdlib only)
     "devices": 0,
     "distributed": 0,  # tshtrain/distributed.py: the process group and its collectives (torch + errors only)  # tshtrain/devices.py: resolving the device setting, moving generators (torch + errors only)
     "functional": 1,

@@ -15,12 +15,15 @@ everything a resumed run needs to continue as if it had never stopped:
 
 Loading verifies every listed file (size and SHA-256) and refuses files the manifest does not list,
 then checks the state against the trainer, and only then changes anything (validate, then apply).
+What only pickles can hold (env snapshots, ``"dcp"`` metadata) is read from the user's own checkpoints,
+those whose manifest is signed with the user's key (:mod:`tshtrain.signing`), or with ``trusted=True``.
 Layout and integrity checks: :mod:`tshtrain.trainer.checkpoint_io`.
 """
 
 from __future__ import annotations
 
 import copy
+import hashlib
 import io
 import logging
 import shutil
@@ -38,6 +41,8 @@ from tshtrain.data.buffer_io import read_manifest as read_buffer_manifest
 from tshtrain.data.collector_base import EnvSnapshot, EnvSnapshotFormat
 from tshtrain.errors import CheckpointError, short_repr
 from tshtrain.trainer.checkpoint_io import (
+    MANIFEST,
+    SIGNATURE,
     CheckpointManifest,
     FileWriter,
     verify_checkpoint_dir,
@@ -150,7 +155,7 @@ def _verify(path: str | Path, *, skip_prefixes: tuple[str, ...]) -> CheckpointMa
         rel = file.relative_to(manifest.path).as_posix()
         if (
             file.is_file()
-            and rel != "manifest.json"
+            and rel not in (MANIFEST, SIGNATURE)
             and rel not in listed
             and not rel.startswith(skip_prefixes)
         ):
@@ -187,11 +192,12 @@ def load_checkpoint(
 ) -> CheckpointManifest:
     """Restore ``target`` (built like the one that saved) from the checkpoint directory ``path``.
 
-    Every file is verified and the state checked against ``target`` before anything changes. Nothing
-    from the file is unpickled or imported unless ``trusted``: the state is read with
-    ``weights_only=True`` and buffers as plain arrays; pickled env snapshots are restored only with
-    ``trusted=True`` (otherwise the envs are reset, so the resumed run is not bit-exact), and a
-    ``"dcp"`` checkpoint, whose metadata file is a pickle, is refused.
+    Every file is verified and the state checked against ``target`` before anything changes. The state
+    is read with ``weights_only=True`` and buffers as plain arrays. Pickled env snapshots and a
+    ``"dcp"`` checkpoint's metadata (a pickle) are read only from the user's own checkpoint (its
+    manifest signed with the user's key, :mod:`tshtrain.signing`) or with ``trusted=True``; otherwise
+    nothing is unpickled: the envs are reset, with a warning that says why (the resumed run is then
+    not bit-exact), and a ``"dcp"`` checkpoint is refused.
 
     Raises:
         CheckpointError: a missing, truncated, corrupted or other-version checkpoint, one saved by
@@ -200,6 +206,7 @@ def load_checkpoint(
             changed then.
     """
     manifest = _verify(path, skip_prefixes=() if load_buffers else ("buffers/",))
+    trusted = trusted or manifest.provenance.own  # own: every file just verified against the signed manifest
     _check_saved_by(manifest, target.describe(), ("algorithm", "trainer", "world_size", "rank"))
     state = _read_state(manifest, trusted=trusted)
     try:
@@ -246,7 +253,8 @@ def _env_snapshots(
 ) -> dict[str, EnvSnapshot | None]:
     """The listed env snapshots to restore (missing: reset those envs). ``torch``-format snapshots
     (tensors and plain values, read with ``weights_only=True``) are always restored; pickles only when
-    ``trusted``, else those envs are reset, with a warning."""
+    ``trusted`` (by the caller or by the signature), else those envs are reset, with a warning. The
+    bytes returned are the bytes hashed here, so a file swapped after the verification is refused."""
     found: dict[str, EnvSnapshot | None] = {}
     skipped = []
     for name in state.get("collectors", {}):
@@ -258,6 +266,8 @@ def _env_snapshots(
                 skipped.append(name)
                 continue
             data = (manifest.path / rel).read_bytes()
+            if hashlib.sha256(data).hexdigest() != manifest.files[rel].get("sha256"):
+                raise CheckpointError(f"{manifest.path / rel}: changed while the checkpoint was loaded.")
             if fmt == "torch":  # parsed here, before anything is applied: a bad file changes nothing
                 try:
                     torch.load(io.BytesIO(data), map_location="cpu", weights_only=True)
@@ -269,10 +279,13 @@ def _env_snapshots(
             found[name] = EnvSnapshot(data, fmt)
     if skipped:
         log.warning(
-            "%s: the envs of %s were not restored: their snapshots are pickles, which are loaded only "
-            "with trusted=True (tshtrain: --trust); they are reset, so the resumed run is not bit-exact.",
+            "%s: the envs of %s were not restored: %s, and their snapshots are pickles, which are loaded "
+            "(unpickling can run code) only from your own signed checkpoints or with trusted=True "
+            "(tshtrain: --trust, for a source you trust); they are reset, so the resumed run is not "
+            "bit-exact.",
             manifest.path,
             ", ".join(skipped),
+            manifest.provenance.reason,
         )
     return found
 
@@ -290,7 +303,7 @@ def load_algorithm_checkpoint(
     """
     manifest = _verify(path, skip_prefixes=("buffers/", "envs/"))
     _check_saved_by(manifest, {"algorithm": type(algorithm).__name__}, ("algorithm",))
-    state = _read_state(manifest, trusted=trusted)["algorithm"]
+    state = _read_state(manifest, trusted=trusted or manifest.provenance.own)["algorithm"]
     before = copy.deepcopy(algorithm.state_dict())
     try:
         algorithm.load_state_dict(state)
@@ -310,7 +323,7 @@ def read_algorithm_state(path: str | Path, *, trusted: bool = False) -> tuple[Ch
         CheckpointError: as :func:`load_algorithm_checkpoint`.
     """
     manifest = _verify(path, skip_prefixes=("buffers/", "envs/"))
-    state = _read_state(manifest, trusted=trusted)
+    state = _read_state(manifest, trusted=trusted or manifest.provenance.own)
     if "algorithm" not in state:
         raise CheckpointError(f"{manifest.path}: its state holds no algorithm (keys {sorted(state)[:8]}).")
     return manifest, state["algorithm"]
@@ -326,8 +339,8 @@ def _read_state(manifest: CheckpointManifest, *, trusted: bool) -> dict[str, Any
         if not trusted:
             raise CheckpointError(
                 f"{manifest.path}: a 'dcp' (torch.distributed.checkpoint) checkpoint; reading it unpickles "
-                f"its metadata file, which can run code. Load it only from a source you trust, with "
-                f"trusted=True (tshtrain: --trust)."
+                f"its metadata file, which can run code, and {manifest.provenance.reason}. Load it only "
+                f"from a source you trust, with trusted=True (tshtrain: --trust)."
             )
         return _dcp_load(manifest.path / _DCP_DIR)
     file = manifest.path / _STATE_FILE

@@ -7,13 +7,17 @@ A checkpoint directory holds
 * ``state.pt``: algorithm, trainer, collector and RNG state (``torch.save``; loaded with
   ``weights_only=True``), or ``state.dcp/`` with the ``torch.distributed.checkpoint`` backend;
 * ``buffers/<name>/``: replay buffers in the streaming buffer format (optional);
-* ``envs/<name>.pkl``: pickled sub-environments, where the env allows it (optional; trusted input).
+* ``envs/<name>.pkl``: pickled sub-environments, where the env allows it (optional; trusted input);
+* ``manifest.sig``: the manifest's signature with this user's key (:mod:`tshtrain.signing`), when
+  there is a usable key. It covers every file, through the hashes the manifest lists.
 
 Writing goes through :func:`tshtrain.atomic.atomic_directory`: a hidden temporary directory next to
-the target, every file fsync'ed, the manifest written last, the directory renamed into place. A reader
-checks the manifest, the version, and every file's size and hash *before* it loads anything, so a
-truncated, corrupted or foreign checkpoint raises :class:`~tshtrain.errors.CheckpointError` naming the
-file and the problem and never loads half a state.
+the target, every file fsync'ed, the manifest and its signature written last, the directory renamed into
+place. A reader checks the manifest, the version, and every file's size and hash *before* it loads
+anything, so a truncated, corrupted or foreign checkpoint raises :class:`~tshtrain.errors.CheckpointError`
+naming the file and the problem and never loads half a state. The manifest's signature is checked
+against the very bytes that are parsed; :attr:`CheckpointManifest.provenance` says whether the
+checkpoint is the user's own.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import stat
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -29,10 +34,16 @@ from typing import Any
 
 from tshtrain.atomic import atomic_directory
 from tshtrain.errors import CheckpointError
+from tshtrain.signing import Provenance, check_signature, signature_text
 
 CHECKPOINT_FORMAT = "tshtrain-checkpoint"
 CHECKPOINT_FORMAT_VERSION = 2
 MANIFEST = "manifest.json"
+SIGNATURE = "manifest.sig"
+"""the manifest's signature (not listed in the manifest)"""
+_SIGNED = "checkpoint manifest"
+"""what the signature's HMAC is separated as (see :meth:`tshtrain.signing.SigningKey.sign`)"""
+_MAX_SIGNATURE_BYTES = 4096
 
 
 FileWriter = Callable[[Path], None]
@@ -53,6 +64,8 @@ class CheckpointManifest:
     """counters, params text, backend ... (see ``Trainer.save_checkpoint``)"""
     files: dict[str, dict[str, Any]]
     """relative path -> {"size": int, "sha256": str}"""
+    provenance: Provenance
+    """whether the manifest is signed with this user's key (its files are verified separately)"""
 
 
 def _sha256(path: Path) -> str:
@@ -89,7 +102,11 @@ def write_checkpoint_dir(target: Path, entries: Mapping[str, FileWriter], info: 
             "info": dict(info),
             "files": _files_of(tmp),
         }
-        (tmp / MANIFEST).write_text(json.dumps(manifest, indent=1, default=str))
+        data = json.dumps(manifest, indent=1, default=str).encode()
+        (tmp / MANIFEST).write_bytes(data)
+        signature = signature_text(data, _SIGNED)
+        if signature is not None:
+            (tmp / SIGNATURE).write_text(signature)
     return Path(target)
 
 
@@ -100,7 +117,8 @@ def read_manifest(path: str | os.PathLike[str]) -> CheckpointManifest:
     if not root.is_dir():
         raise CheckpointError(f"{root}: no checkpoint directory there.")
     try:
-        raw = json.loads(manifest_path.read_text())
+        data = manifest_path.read_bytes()
+        raw = json.loads(data)
     except FileNotFoundError:
         raise CheckpointError(
             f"{manifest_path}: missing; the checkpoint was not completely written (an interrupted save "
@@ -121,7 +139,20 @@ def read_manifest(path: str | os.PathLike[str]) -> CheckpointManifest:
         created=float(raw.get("created", 0.0)),
         info=dict(raw.get("info", {})),
         files=dict(raw.get("files", {})),
+        provenance=check_signature(data, _read_signature(root / SIGNATURE), _SIGNED),
     )
+
+
+def _read_signature(path: Path) -> bytes | None:
+    """The signature file's first bytes (bounded; a link is not followed), None if there is none."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return None
+    with os.fdopen(fd, "rb") as handle:
+        if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+            return None
+        return handle.read(_MAX_SIGNATURE_BYTES)
 
 
 def verify_checkpoint_dir(
