@@ -347,7 +347,17 @@ def test_ctrl_c_during_training_names_the_checkpoint_and_the_resume_command(tmp_
         sys.executable, "-m", "tshtrain.cli", "train", *TINY,
         "--set", "trainer.max_epochs=100000", "--set", "trainer.stop_score=null", "-o", str(run_dir),
     ]  # fmt: skip
-    process = subprocess.Popen(argv, env=cli_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    # Ctrl-C as in a terminal: a shell without job control (CI scripts, `cmd &`) starts its background
+    # commands with SIGINT ignored, and Python keeps an ignored SIGINT ignored, so the child would never
+    # see the signal; give it the default disposition, as an interactive shell does
+    process = subprocess.Popen(
+        argv,
+        env=cli_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),  # noqa: PLW1509
+    )
     try:
         _wait_for(lambda: bool(list(run_dir.glob("checkpoints/periodic-*/manifest.json"))), process)
         process.send_signal(signal.SIGINT)
