@@ -33,6 +33,7 @@ import torch
 from torch import nn
 from typing_extensions import TypeVar as DefaultTypeVar
 
+from tshtrain.algorithm.blocks.dataset_check import check_dataset_spaces
 from tshtrain.algorithm.placement import move_to_device
 from tshtrain.data.batch import (
     AnyRolloutBatch,
@@ -514,6 +515,22 @@ class OfflineAlgorithm(Algorithm[TPolicy, TStats_co]):
     def process_buffer(self, buffer: BaseReplayBuffer) -> None:
         """Called once before offline training (e.g. to compute dataset statistics)."""
         del buffer
+
+    def check_dataset(self, buffer: BaseReplayBuffer, observation_space: gym.Space[Any] | None) -> None:
+        """Raise if ``buffer`` does not fit the env: observation shapes against ``observation_space``
+        (default: the policy's, if it knows one), actions against the policy's action space (see
+        :mod:`tshtrain.algorithm.blocks.dataset_check`). The offline trainer calls it when it is built.
+
+        Raises:
+            ConfigurationError: one line naming the dataset (``buffer.source``), the field, the value
+                and what the env expects.
+        """
+        check_dataset_spaces(
+            buffer,
+            observation_space=observation_space or self.policy.observation_space,
+            action_space=self.policy.action_space,
+            name=buffer.source or "OfflineTrainerParams.buffer",
+        )
 
     @abstractmethod
     def update(

@@ -119,6 +119,9 @@ class BaseReplayBuffer(ABC):
         self._flat: dict[str, np.ndarray] = {}
         self._obs_keys: tuple[str, ...] | None = None  # None: array observations
         self._ring = RingPositions(column_capacity, num_columns)
+        self.source: str | None = None
+        """where the transitions were loaded from (a file, a directory, a Minari id), named in error
+        messages; set by the dataset loaders, None for a buffer filled by a collector"""
 
     # ------------------------------------------------------------------ sizes
     @property

@@ -304,4 +304,6 @@ def load_buffer(
         buffer = ReplayBuffer(cap, seed=seed)
     else:
         buffer = VectorReplayBuffer(cap * cols, cols, seed=seed)
-    return load_buffer_into(buffer, path)
+    load_buffer_into(buffer, path)
+    buffer.source = str(path)
+    return buffer

@@ -166,6 +166,7 @@ def minari_to_buffer(
     if isinstance(dataset, str):
         check_local_dataset(dataset, Path(minari.storage.get_dataset_path()))
         dataset = minari.load_dataset(dataset)
+    source = getattr(dataset, "id", None)
     space = dataset.action_space
     if not isinstance(space, gym.spaces.Box | gym.spaces.Discrete):
         raise UnsupportedSpaceError(f"minari_to_buffer: Box or Discrete actions only, got {space!r}.")
@@ -179,4 +180,5 @@ def minari_to_buffer(
     buffer.restore(
         arrays, BufferLayout(column_capacity=num_steps, num_columns=1, ptr=(0,), length=(num_steps,))
     )
+    buffer.source = f"minari:{source}" if isinstance(source, str) else None
     return buffer

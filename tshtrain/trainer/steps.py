@@ -282,6 +282,8 @@ class OfflineStep(StepStrategy):
     online = False
 
     def __init__(self, algorithm: OfflineAlgorithm[Any], params: OfflineTrainerParams):
+        env = getattr(params.test_collector, "env", None)  # a vector env's spaces, when it has one
+        algorithm.check_dataset(params.buffer, getattr(env, "single_observation_space", None))
         self._algorithm = algorithm
         self._params = params
 
