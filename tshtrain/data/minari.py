@@ -14,9 +14,10 @@ action space ``[low, high]`` onto ``[-1, 1]`` (``action_scaling=True``, the defa
 Minari is an optional dependency: ``pip install 'tshtrain[minari]'``. It is imported on first use.
 
 A dataset named by id is untrusted input. The id must be a plain relative name (``name-v0``,
-``namespace/name-v0``) inside Minari's datasets directory, and the dataset's ``metadata.json`` must
-describe its observation and action spaces: Minari otherwise builds the env from the ``env_spec`` in
-the file, which imports and runs whatever entry point the file names, so such a dataset is refused.
+``namespace/name-v0``) of at most 255 characters inside Minari's datasets directory, and the dataset's
+``metadata.json`` must describe its observation and action spaces: Minari otherwise builds the env
+from the ``env_spec`` in the file, which imports and runs whatever entry point the file names, so such
+a dataset is refused.
 Minari stores arrays in HDF5 or Arrow files and never unpickles them.
 """
 
@@ -38,6 +39,8 @@ from tshtrain.errors import BufferFormatError, ConfigurationError, UnsupportedSp
 _DATASET_ID = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*(/[A-Za-z0-9_][A-Za-z0-9_.-]*)*$")
 """a Minari dataset id: ``/``-separated names, none of them ``..`` or hidden, never absolute"""
 _MAX_METADATA_BYTES = 1 << 24
+_MAX_DATASET_ID_CHARS = 255
+"""longest Minari id: one file name's worth (NAME_MAX), so that no id reaches the file system's limits"""
 
 
 def _import_minari() -> Any:
@@ -96,7 +99,7 @@ def check_local_dataset(dataset_id: str, datasets_root: Path) -> Path:
     docstring); the dataset's ``data`` directory.
 
     Raises:
-        ConfigurationError: the id is not a plain relative name.
+        ConfigurationError: the id is not a plain relative name, or longer than 255 characters.
         BufferFormatError: the dataset lies outside ``datasets_root`` (a symbolic link), or its
             metadata would make Minari import code (no observation or action space).
     """
@@ -104,6 +107,11 @@ def check_local_dataset(dataset_id: str, datasets_root: Path) -> Path:
         raise ConfigurationError(
             f"minari_to_buffer: dataset id {short_repr(dataset_id)} is not a Minari id such as "
             f"'namespace/name-v0' (no '..', no absolute path, no hidden names)."
+        )
+    if len(dataset_id) > _MAX_DATASET_ID_CHARS:
+        raise ConfigurationError(
+            f"minari_to_buffer: dataset id {short_repr(dataset_id, limit=60)} is too long; a Minari id has "
+            f"at most {_MAX_DATASET_ID_CHARS} characters."
         )
     data_dir = datasets_root / dataset_id / "data"
     if not data_dir.resolve().is_relative_to(datasets_root.resolve()):
