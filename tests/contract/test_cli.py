@@ -91,14 +91,18 @@ def test_a_bad_experiment_exits_1_and_writes_nothing(
     assert not run_dir.exists()
 
 
-def test_resume_continues_a_killed_run_to_the_same_result(tmp_path: Path) -> None:
-    """A run killed after its first checkpoint and resumed ends like the run that was never stopped."""
+@pytest.mark.parametrize("point", ["after:2", "during:3"])
+def test_resume_continues_a_killed_run_to_the_same_result(tmp_path: Path, point: str) -> None:
+    """A run killed with SIGKILL after its second checkpoint, or inside the write of its third, and
+    resumed with no flag ends like the run that was never stopped."""
     overrides = [*TINY_PPO, "--set", "trainer.max_epochs=8"]
     whole, killed = tmp_path / "whole", tmp_path / "killed"
     assert main(["train", *overrides, "-o", str(whole)]) == 0
-    marker = tmp_path / "held"  # the child holds after its second periodic checkpoint until killed
-    held.wait_then_kill(held.start(marker, "after:2", "cli", "train", *overrides, "-o", str(killed)), marker)
+    marker = tmp_path / "held"  # the child holds at the point until killed
+    held.wait_then_kill(held.start(marker, point, "cli", "train", *overrides, "-o", str(killed)), marker)
     assert not (killed / "info_stats.json").exists()
+    if point.startswith("during"):
+        assert list((killed / "checkpoints").glob(".periodic-*.tmp-*")), "the kill did not land mid-write"
     assert main(["train", "--resume", str(killed)]) == 0  # our own run, signed with our key: its envs too
     assert _info(killed) == _info(whole)
     assert _curve(killed) == _curve(whole)

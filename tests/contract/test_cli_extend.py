@@ -1,5 +1,6 @@
 """``tshtrain train --resume DIR --extend N``: a finished run goes on for N more epochs, and ends as the run
-given the larger budget from the start (bit-exact on the CPU with --trust and budget-free schedules)."""
+given the larger budget from the start (bit-exact on the CPU with budget-free schedules; no --trust for
+one's own run)."""
 
 from __future__ import annotations
 
@@ -67,7 +68,7 @@ def test_extend_ends_like_the_run_with_the_larger_budget(tmp_path: Path) -> None
     assert main(["train", *TINY_PPO, *CONSTANT, "--set", "trainer.max_epochs=3", "-o", str(whole)]) == 0
     assert main(["train", *TINY_PPO, *CONSTANT, "--set", "trainer.max_epochs=2", "-o", str(extended)]) == 0
     assert _info(extended)["train_step"] == 512
-    assert main(["train", "--resume", str(extended), "--extend", "1", "--trust"]) == 0
+    assert main(["train", "--resume", str(extended), "--extend", "1"]) == 0  # own run: no --trust
     assert _info(extended) == _info(whole)
     assert _info(whole)["train_step"] == 768 and _info(whole)["stop_reason"] == "max_epochs"
     assert _logs(extended) == _logs(whole)  # the logs go on without a gap or a duplicate

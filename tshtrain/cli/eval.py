@@ -65,7 +65,8 @@ def add_parser(subparsers: Any) -> None:
         "--trust",
         action="store_true",
         help="the checkpoint comes from a source you trust (needed for 'dcp' checkpoints, whose metadata "
-        "is a pickle); without it nothing from the checkpoint is unpickled",
+        "is a pickle, unless they are your own: signed with your key); without it nothing from another's "
+        "checkpoint is unpickled",
     )
     parser.set_defaults(run=run)
 

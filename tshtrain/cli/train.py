@@ -85,8 +85,10 @@ def add_parser(subparsers: Any) -> None:
     parser.add_argument(
         "--trust",
         action="store_true",
-        help="with --resume: DIR comes from a source you trust, so also unpickle the envs' snapshots, which "
-        "makes the resumed run bit-exact (without it nothing from DIR is unpickled; the envs are reset)",
+        help="with --resume: DIR comes from a source you trust, so also unpickle the envs' snapshots of a "
+        "checkpoint not signed with your key (a run from another machine or user), which makes the resumed "
+        "run bit-exact. Not needed for your own runs: their checkpoints are signed with your key "
+        "(docs/security.md). Without it nothing from a stranger's DIR is unpickled; the envs are reset",
     )
     parser.add_argument(
         "--nproc",
@@ -131,9 +133,10 @@ def _launch(args: argparse.Namespace) -> int:
     output_dir = args.output_dir
     if args.resume is None and output_dir is None:  # one directory for all ranks
         from tshtrain.config import load_experiment
+        from tshtrain.config.bounds import checked_output_dir
 
         experiment = load_experiment(args.config, args.overrides)
-        output_dir = experiment.output_dir or _default_output_dir(experiment)
+        output_dir = checked_output_dir(experiment.output_dir, args.config) or _default_output_dir(experiment)
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
@@ -172,11 +175,16 @@ def _run(args: argparse.Namespace) -> int:
         )
         return EXIT_USAGE
     from tshtrain.config import load_experiment
+    from tshtrain.config.bounds import checked_output_dir
     from tshtrain.rundir import RunDirectory
 
     _check_override_keys(args.overrides)
     experiment = load_experiment(args.config, args.overrides)
-    output_dir = Path(args.output_dir or experiment.output_dir or _default_output_dir(experiment))
+    output_dir = Path(
+        args.output_dir
+        or checked_output_dir(experiment.output_dir, args.config)
+        or _default_output_dir(experiment)
+    )
     experiment = experiment.model_copy(update={"output_dir": str(output_dir)})
     main = args.distributed is None or args.distributed.is_main
     run_dir = RunDirectory.create(output_dir) if main else None  # the marker first, then the lock
@@ -433,10 +441,32 @@ def _interrupted_message(built: Run) -> str:
             f"interrupted (Ctrl-C) before the first periodic checkpoint; nothing to resume in "
             f"{built.output_dir}: start the run again in a new directory."
         )
-    return (
-        f"interrupted (Ctrl-C); the last checkpoint is {latest}; continue the run with: "
-        f"tshtrain train --resume {shlex.quote(str(built.output_dir))}"
-    )
+    command = f"tshtrain train --resume {shlex.quote(str(built.output_dir))}"
+    unsigned = _unsigned_pickles(latest)
+    if unsigned:
+        return (
+            f"interrupted (Ctrl-C); the last checkpoint is {latest}, and {unsigned}; continue the run with "
+            f"`{command}` (its envs are then reset, so it is not bit-exact) or, as it is your own run, "
+            f"exactly with: {command} --trust"
+        )
+    return f"interrupted (Ctrl-C); the last checkpoint is {latest}; continue the run with: {command}"
+
+
+def _unsigned_pickles(checkpoint: Path) -> str:
+    """Why a resume from ``checkpoint`` would not restore its pickled env snapshots ("" if it would:
+    it holds none, or it is signed with this user's key)."""
+    from tshtrain.errors import CheckpointError
+    from tshtrain.signing import read_key
+    from tshtrain.trainer.checkpoint_io import read_manifest
+
+    try:
+        manifest = read_manifest(checkpoint)
+    except CheckpointError as error:
+        return f"it cannot be read ({error})"
+    pickles = any(rel.startswith("envs/") and rel.endswith(".pkl") for rel in manifest.files)
+    if manifest.provenance.own or not pickles:
+        return ""
+    return read_key().problem or manifest.provenance.reason  # the key's problem is the one to fix
 
 
 def _write_config(experiment: Experiment, output_dir: Path) -> None:
