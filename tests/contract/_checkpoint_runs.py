@@ -36,9 +36,14 @@ MAX_EPOCHS = 4
 
 
 def off_policy(
-    directory: Path, seed: int = 0, training_fn: Callable[[int, int], None] | None = None, **checkpoint: Any
+    directory: Path,
+    seed: int = 0,
+    training_fn: Callable[[int, int], None] | None = None,
+    max_epochs: int = MAX_EPOCHS,
+    **checkpoint: Any,
 ) -> Trainer[Any, Any]:
-    """DQN on CartPole: 4 epochs of 400 env steps, CSV logs and automatic checkpoints in ``directory``."""
+    """DQN on CartPole: ``max_epochs`` (4) epochs of 400 env steps, CSV logs and automatic checkpoints in
+    ``directory``."""
     torch.manual_seed(seed)
     envs, test_envs = make_vector_env("CartPole-v1", 4), make_vector_env("CartPole-v1", 2)
     policy = QValuePolicy(
@@ -55,7 +60,7 @@ def off_policy(
     params = OffPolicyTrainerParams(
         training_collector=training,
         test_collector=Collector(policy, test_envs, seed=seed + 100),
-        max_epochs=MAX_EPOCHS,
+        max_epochs=max_epochs,
         epoch_num_steps=400,
         collection_step_num_env_steps=16,
         update_step_num_gradient_steps_per_sample=0.25,

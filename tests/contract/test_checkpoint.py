@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import logging
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -12,7 +14,8 @@ import torch
 
 from tests.contract import _checkpoint_runs as runs
 from tests.contract import _held_runs as held
-from tshtrain.errors import CheckpointError
+from tests.contract._hook_setups import off_policy_trainer
+from tshtrain.errors import CheckpointError, ConfigurationError
 from tshtrain.logger import read_csv_log
 from tshtrain.trainer import Trainer
 from tshtrain.trainer.checkpoint import CheckpointManager, CheckpointParams
@@ -198,3 +201,54 @@ def test_sigkill_mid_run_and_mid_write_then_resume(tmp_path: Path) -> None:
     wa, wb = _weights(reference), _weights(resumed)
     assert all(torch.equal(wa[k], wb[k]) for k in wa)
     assert info.gradient_step == info_ref.gradient_step
+
+
+def test_save_checkpoint_without_a_path_writes_into_the_run_checkpoint_directory(tmp_path: Path) -> None:
+    trainer = runs.off_policy(tmp_path)
+    trainer.reset()
+    trainer.execute_training_step()
+    path = trainer.save_checkpoint()
+    c = trainer.counters
+    assert path == tmp_path / "checkpoints" / f"manual-{c.epoch:06d}-{c.env_step:012d}"
+    assert read_manifest(path).provenance.own  # signed: loading it restores the envs too
+    loaded = runs.off_policy(tmp_path / "other")
+    loaded.load_checkpoint(path)
+    assert loaded.counters == trainer.counters
+    assert CheckpointManager(CheckpointParams(directory=tmp_path / "checkpoints")).latest() is None
+    with pytest.raises(ConfigurationError, match=re.escape(
+        "OffPolicyTrainer.save_checkpoint(): no path given and params.checkpoint is None, so the run has "
+        "no checkpoint directory; pass a path, or build the params with checkpoint=CheckpointParams("
+    )):  # fmt: skip
+        off_policy_trainer(max_epochs=1).save_checkpoint()
+
+
+def test_a_finished_run_continues_for_more_epochs_in_python(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """docs/checkpoints.md, "Continuing a finished run": a 2-epoch run, loaded from final/ into a trainer
+    with max_epochs=4 and reopened, ends like the 4-epoch run (weights, counters, logs)."""
+    reference = runs.off_policy(tmp_path / "a")
+    info_a = reference.run()
+    runs.off_policy(tmp_path / "b", max_epochs=2).run()
+    final = tmp_path / "b" / "checkpoints" / "final"
+
+    not_reopened = runs.off_policy(tmp_path / "b", max_epochs=4)
+    not_reopened.load_checkpoint(final)
+    with caplog.at_level(logging.WARNING, logger="tshtrain"):
+        assert not_reopened.run().train_step == info_a.train_step // 2  # ended: returns at once
+    assert "the loaded checkpoint's run had ended (max_epochs, after 2 epochs)" in caplog.text
+    assert "call trainer.reopen() after load_checkpoint" in caplog.text
+
+    continued = runs.off_policy(tmp_path / "b", max_epochs=4)
+    continued.load_checkpoint(final)
+    continued.reopen()
+    info_b = continued.run()
+    wa, wb = _weights(reference), _weights(continued)
+    assert wa.keys() == wb.keys() and all(torch.equal(wa[k], wb[k]) for k in wa)
+    assert (info_a.gradient_step, info_a.train_step, info_a.train_episode, info_a.best_reward) == (
+        info_b.gradient_step,
+        info_b.train_step,
+        info_b.train_episode,
+        info_b.best_reward,
+    )
+    assert _logs(tmp_path / "a") == _logs(tmp_path / "b")

@@ -287,6 +287,7 @@ class Trainer(ABC, Generic[TAlgorithm, TParams]):
                 f"trainer runs once. Build a new trainer (with a new logger) to train again, or to continue "
                 f"this run load one of its checkpoints into a new trainer."
             )
+        self._warn_if_ended()
         try:
             if not self._resumed:
                 self.reset(reset_collectors, reset_collector_buffers)
@@ -340,10 +341,31 @@ class Trainer(ABC, Generic[TAlgorithm, TParams]):
 
     # ================================================================== checkpoints
     def save_checkpoint(
-        self, path: str | Path, *, include_buffers: bool = True, backend: Backend = "torch"
+        self, path: str | Path | None = None, *, include_buffers: bool = True, backend: Backend = "torch"
     ) -> Path:
         """Write everything a resumed run needs to the directory ``path`` (see
-        :mod:`tshtrain.trainer.checkpoint`); atomic: a crash mid-write leaves the previous state."""
+        :mod:`tshtrain.trainer.checkpoint`); atomic: a crash mid-write leaves the previous state.
+        Signed with your key, so that loading it restores the envs too (:mod:`tshtrain.signing`).
+
+        Args:
+            path: the checkpoint directory; None: ``manual-<epoch>-<env_step>`` in the run's checkpoint
+                directory (``params.checkpoint.directory``).
+
+        Returns:
+            the directory written (in a data-parallel run, this rank's).
+
+        Raises:
+            ConfigurationError: no ``path`` and no ``params.checkpoint``.
+        """
+        if path is None:
+            if self.params.checkpoint is None:
+                raise ConfigurationError(
+                    f"{type(self).__name__}.save_checkpoint(): no path given and params.checkpoint is None, "
+                    f"so the run has no checkpoint directory; pass a path, or build the params with "
+                    f"checkpoint=CheckpointParams(directory=...)."
+                )
+            c = self.state.counters
+            path = Path(self.params.checkpoint.directory) / f"manual-{c.epoch:06d}-{c.env_step:012d}"
         if self._dp is not None:
             path = self._dp.rank_path(path)
         return save_checkpoint(self._state_view(), path, include_buffers=include_buffers, backend=backend)
@@ -357,7 +379,12 @@ class Trainer(ABC, Generic[TAlgorithm, TParams]):
             load_buffers: also restore the replay buffers saved with it.
             trusted: the checkpoint comes from a source you trust: also unpickle what only pickles
                 can hold (the envs' snapshots, which make the resume bit-exact; ``"dcp"`` metadata).
-                Without it nothing from the file is unpickled or imported, and the envs are reset.
+                Not needed for your own checkpoints: those signed with your key
+                (:mod:`tshtrain.signing`) restore their envs anyway. Without it, from any other
+                checkpoint nothing is unpickled or imported, and the envs are reset (a warning says why).
+
+        A run that had ended (``final/``) stays ended: to train it on for more epochs, build this
+        trainer with a larger ``params.max_epochs`` and call :meth:`reopen` after loading.
 
         Raises:
             CheckpointError: the checkpoint is missing, truncated, corrupted, of another format
@@ -371,6 +398,20 @@ class Trainer(ABC, Generic[TAlgorithm, TParams]):
         epoch = self.state.epoch
         if epoch is not None and self._show_progress():
             self._bar = self._new_bar(epoch.progress)
+
+    def _warn_if_ended(self) -> None:
+        """A loaded run that had ended returns at once from :meth:`run`; say how to train it on."""
+        s = self.state
+        if self._resumed and s.done and s.counters.epoch < self.params.max_epochs:
+            log.warning(
+                "%s.run(): the loaded checkpoint's run had ended (%s, after %d epochs), so this run ends at "
+                "once although max_epochs is %d; to train it on, call trainer.reopen() after "
+                "load_checkpoint (docs/checkpoints.md, 'Continuing a finished run').",
+                type(self).__name__,
+                s.stop_reason,
+                s.counters.epoch,
+                self.params.max_epochs,
+            )
 
     def reopen(self) -> None:
         """Continue a run that ended: after :meth:`load_checkpoint` of the checkpoint written at its end
