@@ -10,8 +10,8 @@ integrity, never origin: anyone can rewrite a manifest, only the key holder can 
 
 The key is 32 random bytes (:mod:`secrets`), in this order:
 
-* ``TSHTRAIN_SIGNING_KEY`` (hex, at least 16 bytes): for clusters, where every node must verify every
-  rank's files; set the same value on every node;
+* ``TSHTRAIN_SIGNING_KEY`` (hex, at least 16 bytes; empty counts as unset): for clusters, where every
+  node must verify every rank's files; set the same value on every node;
 * the key file :func:`key_path` (``$XDG_CONFIG_HOME/tshtrain/signing.key``, by default
   ``~/.config/tshtrain/signing.key``), 64 hex digits, created with mode ``0600`` the first time a
   checkpoint is written. A key file that is not a regular file owned by this user with no group or
@@ -96,7 +96,7 @@ class Provenance:
 def read_key() -> KeyLookup:
     """The key to verify with: ``TSHTRAIN_SIGNING_KEY``, else the key file if it is safe to use.
     Never creates anything."""
-    if KEY_ENV in os.environ:
+    if os.environ.get(KEY_ENV):
         return _env_key(os.environ[KEY_ENV])
     path = key_path()
     try:
@@ -126,7 +126,7 @@ def read_key() -> KeyLookup:
 def write_key() -> KeyLookup:
     """The key to sign with: as :func:`read_key`, but a missing key file is created first (mode 0600,
     atomically: another process creating it at the same moment gets the same key)."""
-    if KEY_ENV in os.environ or key_path().exists() or key_path().is_symlink():
+    if os.environ.get(KEY_ENV) or key_path().exists() or key_path().is_symlink():
         return read_key()
     path = key_path()
     try:

@@ -216,7 +216,7 @@ def train_dqn(
 
 def resume_dqn(context: DistributedContext | None, num_envs: int, checkpoint: Path) -> dict[str, Any]:
     trainer = dqn(context, num_envs)
-    trainer.load_checkpoint(checkpoint, trusted=True)
+    trainer.load_checkpoint(checkpoint)  # every rank's own checkpoint, signed with the shared key
     trainer.run()
     return {"counters": counters(trainer), "weights": weights(trainer)}
 

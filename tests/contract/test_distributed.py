@@ -8,7 +8,8 @@ against one process with twice the envs.
   sampling were aligned, which it is not; what is meaningful and tested: the same counters (env steps,
   gradient steps, epochs) as one process with twice the envs, and identical weights on both ranks.
 * A rank raising an error stops the other with that error's message (no hang).
-* Resume with the same number of ranks is bit-exact; another number of ranks is refused.
+* Resume with the same number of ranks is bit-exact without trusted=True (every rank signs its own
+  checkpoint with the one key and verifies it); another number of ranks is refused.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import pytest
 
 from tests.contract._distributed_runs import failing_dqn, resume_dqn, run_ranks, train_dqn, train_ppo
 from tshtrain.errors import CheckpointError
+from tshtrain.trainer.checkpoint_io import read_manifest
 
 
 def _ok(results: dict[int, tuple[str, object]]) -> list[dict[str, object]]:
@@ -67,7 +69,10 @@ def test_resume_with_the_same_ranks_is_bit_exact(tmp_path: Path) -> None:
     full = _ok(run_ranks(train_dqn, 2, 2, tmp_path / "full"))
     periodic = sorted((tmp_path / "full").glob("periodic-*"))
     assert len(periodic) == 3 and (tmp_path / "full" / "rank1" / periodic[0].name).is_dir()
-    resumed = _ok(run_ranks(resume_dqn, 2, 2, periodic[0]))
+    for checkpoint in (periodic[0], tmp_path / "full" / "rank1" / periodic[0].name):
+        manifest = read_manifest(checkpoint)  # each rank signed its own checkpoint with the one key
+        assert manifest.provenance.own and "envs/training.pkl" in manifest.files, checkpoint
+    resumed = _ok(run_ranks(resume_dqn, 2, 2, periodic[0]))  # no trusted=True: the envs come back
     for before, after in zip(full, resumed, strict=True):
         assert after["counters"] == before["counters"]
         for name, w in before["weights"].items():  # type: ignore[attr-defined]

@@ -25,10 +25,12 @@ from typing import Any
 import pytest
 
 from tests.contract._hook_setups import off_policy_trainer
-from tests.security.conftest import cli, cli_env
+from tests.security.conftest import TINY, cli, cli_env
 from tshtrain import signing
+from tshtrain.cli import main
 from tshtrain.errors import CheckpointError
 from tshtrain.trainer import Trainer
+from tshtrain.trainer.checkpoint import CheckpointManager
 from tshtrain.trainer.checkpoint_io import SIGNATURE, read_manifest
 
 STRANGER_KEY = "5a" * 32
@@ -283,3 +285,28 @@ def test_resume_of_an_own_run_directory_says_nothing_about_trust(finished_run: P
     assert "trust" not in result.stderr + result.stdout
     assert "the run already finished" in result.stdout
     assert cli_env()["XDG_CONFIG_HOME"] == os.environ["XDG_CONFIG_HOME"]  # the child used our key
+
+
+def test_ctrl_c_with_an_unusable_key_says_how_to_resume_exactly(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The checkpoints of a run whose key file others can read are unsigned: the Ctrl-C line says why,
+    how to fix the key, and that --trust resumes this (own) run exactly."""
+    key_file = _key_file_copy(tmp_path, 0o644, monkeypatch)
+    real = CheckpointManager.periodic
+
+    def interrupted_after_the_first(
+        self: CheckpointManager, target: Any, *, epoch_closed: bool
+    ) -> Path | None:
+        path = real(self, target, epoch_closed=epoch_closed)
+        if path is not None:
+            raise KeyboardInterrupt
+        return path
+
+    monkeypatch.setattr(CheckpointManager, "periodic", interrupted_after_the_first)
+    run_dir = tmp_path / "run"
+    assert main(["train", *TINY, "-o", str(run_dir)]) == 130
+    line = capsys.readouterr().err.strip().splitlines()[-1]
+    assert line.startswith("tshtrain train: error: interrupted (Ctrl-C); the last checkpoint is "), line
+    assert f"(mode 0644), so it is not used; fix it with: chmod 600 {key_file}" in line
+    assert line.endswith(f"exactly with: tshtrain train --resume {run_dir} --trust"), line
