@@ -23,6 +23,7 @@ import torch
 from tshtrain.algorithm.base import Algorithm
 from tshtrain.config.agents import build_multi_agent_algorithm, return_reduction, uses_exploration_noise
 from tshtrain.config.algorithms import build_algorithm
+from tshtrain.config.bounds import check_buffer_memory, check_network_memory, flat_size
 from tshtrain.config.entry_points import env_id_module, require_allowed, wrapper_module
 from tshtrain.config.envs import (
     AnyVectorEnv,
@@ -187,6 +188,7 @@ def build_run(
     )
     envs = [test_envs]
     try:
+        _check_networks(experiment, test_envs)
         world_size = 1 if distributed is None else distributed.world_size
         algorithm = build_policy_algorithm(experiment, test_envs, world_size=world_size)
         reduction = return_reduction(experiment.agents, env_agents(test_envs))
@@ -272,9 +274,28 @@ def _trainer(
     return built
 
 
+def _check_networks(experiment: Experiment, envs: AnyVectorEnv) -> None:
+    """Refuse network sizes whose parameters cannot fit in memory, before any network is built."""
+    obs_dim = flat_size(envs.single_observation_space)
+    act_dim = flat_size(envs.single_action_space)
+    check_network_memory(experiment.algorithm.network, "algorithm.network", obs_dim, act_dim)
+    members = experiment.agents.members if experiment.agents is not None else {}
+    for name, member in members.items():
+        network = (member.algorithm or {}).get("network")
+        if isinstance(network, dict):
+            check_network_memory(network, f"agents.members.{name}.algorithm.network", obs_dim, act_dim)
+
+
+def _check_buffer(size: int, on_policy: bool, envs: AnyVectorEnv) -> int:
+    """``size``, once a buffer of that many transitions is known to fit in memory."""
+    field = "trainer.collection_step_num_env_steps" if on_policy else "buffer.size"
+    check_buffer_memory(field, size, envs.single_observation_space, envs.single_action_space)
+    return size
+
+
 def _training_buffer(experiment: Experiment, spec: AlgorithmSpec, envs: AnyVectorEnv) -> AnyReplayBuffer:
     """The training buffer: one column per sub-env, or per agent and env (multi-agent envs); on-policy
-    runs hold one collection step (of every agent)."""
+    runs hold one collection step (of every agent). Its size is checked against memory first."""
     num_envs, b, seed = experiment.env.num_training_envs, experiment.buffer, experiment.seed
     per_step = experiment.trainer.get("collection_step_num_env_steps")
     num_agents = max(1, len(env_agents(envs)))
@@ -283,24 +304,26 @@ def _training_buffer(experiment: Experiment, spec: AlgorithmSpec, envs: AnyVecto
         rows = int(envs.num_envs)
         if spec.family is Family.ON_POLICY and per_step is not None:
             on_policy_size = -(-per_step // (rows // num_agents)) * rows
-        return tensor_buffer(experiment, on_policy_size or max(b.size, rows), envs)
+        size = _check_buffer(on_policy_size or max(b.size, rows), on_policy_size is not None, envs)
+        return tensor_buffer(experiment, size, envs)
     if spec.family is Family.ON_POLICY and per_step is not None:
         on_policy_size = -(-per_step // num_envs) * num_envs * num_agents
     if num_agents > 1:  # a multi-agent numpy env: one column per agent and env
         columns = num_env_columns(envs)
-        size = on_policy_size or max(b.size, columns)
+        size = _check_buffer(on_policy_size or max(b.size, columns), on_policy_size is not None, envs)
         if b.prioritized and on_policy_size is None:
             return PrioritizedVectorReplayBuffer(size, columns, b.alpha, b.beta, seed=seed)
         return VectorReplayBuffer(size, columns, seed=seed)
     if on_policy_size is not None:
-        return VectorReplayBuffer(on_policy_size, num_envs, seed=seed)
+        return VectorReplayBuffer(_check_buffer(on_policy_size, True, envs), num_envs, seed=seed)
+    size = _check_buffer(b.size, False, envs)
     if b.prioritized:
         if num_envs == 1:
-            return PrioritizedReplayBuffer(b.size, b.alpha, b.beta, seed=seed)
-        return PrioritizedVectorReplayBuffer(b.size, num_envs, b.alpha, b.beta, seed=seed)
+            return PrioritizedReplayBuffer(size, b.alpha, b.beta, seed=seed)
+        return PrioritizedVectorReplayBuffer(size, num_envs, b.alpha, b.beta, seed=seed)
     if num_envs == 1:
-        return ReplayBuffer(b.size, seed=seed)
-    return VectorReplayBuffer(b.size, num_envs, seed=seed)
+        return ReplayBuffer(size, seed=seed)
+    return VectorReplayBuffer(size, num_envs, seed=seed)
 
 
 def _dataset(experiment: Experiment) -> BaseReplayBuffer:

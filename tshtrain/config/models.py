@@ -71,6 +71,15 @@ class RayEnvConfig(Section):
 ENV_TYPES = ("gymnasium", "envpool", "vmas", "torch_cartpole", "pettingzoo")
 """what ``env.type`` (alias ``env.kind``) names"""
 EnvType = Literal["gymnasium", "envpool", "vmas", "torch_cartpole", "pettingzoo"]
+
+MAX_SUB_ENVS_PER_PROCESS = 256
+"""sub-envs of ``env.vector: async`` at most: one process each"""
+MAX_SUB_ENVS_PER_OBJECT = 1024
+"""sub-envs of Gymnasium (``sync``, ``ray``) and PettingZoo envs at most: one Python env object each"""
+MAX_SUB_ENVS_BATCHED = 1 << 20
+"""sub-envs of batched simulators (``envpool``, ``vmas``, ``torch_cartpole``) at most"""
+MAX_SEED = 1 << 63
+"""seeds are in [0, 2**63): what numpy and torch accept, with room for the derived seeds"""
 _PETTINGZOO_ID = re.compile(
     rf"^(?:{'|'.join(map(re.escape, PETTINGZOO_PACKAGES))})(?:\.[A-Za-z][A-Za-z0-9_]*)+$"
 )
@@ -167,6 +176,23 @@ class EnvConfig(Section):
             raise ValueError("env.vector: ray needs Ray, which is not installed; pip install 'tshtrain[ray]'")
         if self.type in ("gymnasium", "envpool", "pettingzoo") and self.device is not None:
             raise ValueError("env.device applies to torch-native envs (type vmas or torch_cartpole) only")
+        return self
+
+    @model_validator(mode="after")
+    def _env_counts(self) -> EnvConfig:
+        if self.type in ("envpool", "vmas", "torch_cartpole"):
+            limit, why = MAX_SUB_ENVS_BATCHED, f"type {self.type!r}"
+        elif self.vector == "async":
+            limit, why = MAX_SUB_ENVS_PER_PROCESS, "vector 'async' (one process per sub-env)"
+        else:
+            limit, why = MAX_SUB_ENVS_PER_OBJECT, f"type {self.type!r} (one Python env per sub-env)"
+        for name in ("num_training_envs", "num_test_envs"):
+            value = getattr(self, name)
+            if value > limit:
+                raise ValueError(
+                    f"env.{name} {value}: at most {limit} sub-envs with env.{why}; use fewer sub-envs"
+                    + ("" if limit == MAX_SUB_ENVS_BATCHED else " or a batched simulator (env.type envpool)")
+                )
         return self
 
     @model_validator(mode="after")
@@ -640,9 +666,9 @@ class AgentsConfig(Section):
 class Experiment(Section):
     """A whole experiment: what ``tshtrain train`` runs and writes back as OUTPUT_DIR/config.yaml."""
 
-    seed: int = 0
+    seed: int = Field(default=0, ge=0, lt=MAX_SEED)
     """seeds networks (torch), policies, buffers and envs (training envs seed, seed+1, ...; test envs
-    seed+1000, ...)"""
+    seed+1000, ...); in [0, 2**63)"""
     torch_threads: PositiveInt | None = 1
     """``torch.set_num_threads``; None leaves torch's default"""
     device: str = DEFAULT_DEVICE
