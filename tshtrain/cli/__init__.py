@@ -11,10 +11,17 @@ bad usage, 130 for Ctrl-C); ``--debug`` (before or after the command) also print
 from __future__ import annotations
 
 import argparse
+import logging
 from collections.abc import Sequence
 
 from tshtrain.cli import eval, listing, plot, show_config, train
-from tshtrain.cli.failure import EXIT_FAILURE, EXIT_INTERRUPTED, describe_error, report_failure
+from tshtrain.cli.failure import (
+    EXIT_FAILURE,
+    EXIT_INTERRUPTED,
+    DeferredErrors,
+    describe_error,
+    report_failure,
+)
 
 COMMANDS = (train, eval, listing, show_config, plot)
 """the command modules, in the order ``--help`` lists them"""
@@ -39,14 +46,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run a command; returns the exit code (0: success, 1: the command failed, 2: bad usage,
     130: interrupted by Ctrl-C)."""
     args = build_parser().parse_args(argv)
+    held = DeferredErrors(args.command)
+    library_log = logging.getLogger("tshtrain")
+    if not args.debug:  # errors logged on the way out join the one line; --debug: their tracebacks
+        library_log.addHandler(held)
     try:
         code: int = args.run(args)
     except KeyboardInterrupt:
-        report_failure(args.command, "interrupted (Ctrl-C).", debug=args.debug)
+        report_failure(args.command, "interrupted (Ctrl-C)." + held.summary(), debug=args.debug)
         return EXIT_INTERRUPTED
     except Exception as error:  # the one place that turns any failure into one line
-        report_failure(args.command, describe_error(error), debug=args.debug)
+        report_failure(args.command, describe_error(error) + held.summary(), debug=args.debug)
         return EXIT_FAILURE
+    finally:
+        library_log.removeHandler(held)
+    held.flush_held()
     return code
 
 

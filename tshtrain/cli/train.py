@@ -377,8 +377,10 @@ def _train(built: Run, resumed_from: Path | None, *, debug: bool, main: bool = T
     import dataclasses
     import json
 
+    from tshtrain.cli.failure import write_failure, write_failure_advice
     from tshtrain.config import write_atomic
     from tshtrain.data import save_buffer
+    from tshtrain.trainer.checkpoint import CheckpointManager
 
     experiment = built.experiment
     if not main:  # another rank of a data-parallel run: rank 0 reports and writes the results
@@ -399,6 +401,13 @@ def _train(built: Run, resumed_from: Path | None, *, debug: bool, main: bool = T
     except KeyboardInterrupt:
         report_failure("train", _interrupted_message(built), debug=debug)
         return EXIT_INTERRUPTED
+    except Exception as error:  # disk full, ulimit -f: say so, and how to continue (not a torch trace)
+        cause = write_failure(error)
+        if cause is None:
+            raise
+        params = built.trainer.params.checkpoint
+        latest = CheckpointManager(params).latest() if params is not None else None
+        raise OSError(write_failure_advice(cause, built.output_dir, latest)) from error
     finally:
         built.close()
     write_atomic(
