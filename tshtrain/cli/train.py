@@ -127,8 +127,10 @@ def run(args: argparse.Namespace) -> int:
 def _launch(args: argparse.Namespace) -> int:
     """Run this command on ``args.nproc`` local ranks with ``torch.distributed.run`` (no restarts: a
     failing rank ends the run, and torchrun reports its error)."""
+    import shlex
     import socket
-    import subprocess
+
+    from tshtrain.cli.launch import run_torchrun
 
     output_dir = args.output_dir
     if args.resume is None and output_dir is None:  # one directory for all ranks
@@ -152,7 +154,8 @@ def _launch(args: argparse.Namespace) -> int:
     command += [f"--allow-module={name}" for name in args.allowed_modules]
     command += [] if args.check_finite else ["--no-check-finite"]
     command += ["--trust"] if args.trust else []
-    return subprocess.run(command, check=False).returncode
+    resume = f"tshtrain train --resume {shlex.quote(str(output_dir or args.resume))} --nproc {args.nproc}"
+    return run_torchrun(command, debug=args.debug, resume=resume)
 
 
 def _run(args: argparse.Namespace) -> int:
