@@ -18,6 +18,9 @@ weights stay identical. Modules are *not* wrapped in ``DistributedDataParallel``
 * Failures: the failing rank writes its error to the rendezvous store (:meth:`report_failure`); every
   collective here turns a broken or timed-out collective into a :class:`DistributedRunError` that
   names the failing rank and its error. No rank hangs longer than the process group's timeout.
+* A rank launched by torchrun stops with its launcher: :meth:`~DistributedContext.from_env` asks Linux
+  to send the rank SIGTERM when its parent (the torchrun agent) dies (``prctl(PR_SET_PDEATHSIG)``,
+  :func:`stop_with_parent`; a no-op elsewhere), so a killed torchrun leaves no rank training alone.
 * Leaving: :meth:`~DistributedContext.close` (or ``with DistributedContext.from_env() as context:``;
   an ``atexit`` hook closes a context the script forgot) destroys the process group while the
   interpreter is fully alive, so that gloo's worker threads are joined before it finalizes.
@@ -44,9 +47,12 @@ Seeds: rank ``r`` seeds its ``num_envs`` training envs from ``seed + r * num_env
 from __future__ import annotations
 
 import atexit
+import ctypes
+import ctypes.util
 import datetime
 import importlib
 import os
+import signal
 import sys
 import warnings
 from collections.abc import Callable, Iterable, Iterator
@@ -74,6 +80,30 @@ _Number = TypeVar("_Number", int, float, np.ndarray)
 def launched_by_torchrun() -> bool:
     """True when the environment describes a process group (``WORLD_SIZE`` is set)."""
     return "WORLD_SIZE" in os.environ
+
+
+_PR_SET_PDEATHSIG: Final = 1
+"""``prctl`` option (linux/prctl.h): the signal this process gets when its parent thread dies"""
+
+
+def stop_with_parent(signum: int = signal.SIGTERM) -> bool:
+    """Ask Linux to send this process ``signum`` when its parent dies; True if that was arranged.
+
+    A no-op (False) on other systems or when ``prctl`` is unavailable. If the parent is already gone
+    (this process was re-parented to init), the signal is sent at once.
+    """
+    if not sys.platform.startswith("linux"):
+        return False
+    parent = os.getppid()
+    path = ctypes.util.find_library("c")
+    try:
+        libc = ctypes.CDLL(path, use_errno=True)
+        arranged: bool = libc.prctl(_PR_SET_PDEATHSIG, signum, 0, 0, 0) == 0
+    except (OSError, AttributeError):
+        return False
+    if arranged and (parent == 1 or os.getppid() != parent):
+        os.kill(os.getpid(), signum)  # the parent died before the request: act as if it had been in place
+    return arranged
 
 
 @final
@@ -119,6 +149,8 @@ class DistributedContext:
                 ``torchrun --nproc_per_node N ...`` or ``tshtrain train --nproc N``).
         """
         missing = [name for name in _ENV_VARS if name not in os.environ]
+        if not missing:  # first: a launcher killed from here on takes this rank with it
+            stop_with_parent()
         if missing:
             raise ConfigurationError(
                 f"DistributedContext.from_env: the environment variables {missing} are not set; start "
@@ -372,4 +404,4 @@ class DistributedContext:
         return f"DistributedContext(rank={self.rank}, world_size={self.world_size}, backend={self.backend!r})"
 
 
-__all__ = ["DEFAULT_TIMEOUT_SECONDS", "DistributedContext", "launched_by_torchrun"]
+__all__ = ["DEFAULT_TIMEOUT_SECONDS", "DistributedContext", "launched_by_torchrun", "stop_with_parent"]

@@ -9,6 +9,11 @@ killed) and the parent waits for the marker: an event, not a time.
                                                                        # N-th periodic checkpoint
     python -m tests.contract._held_runs MARKER during:N runs RUN_DIR   # _checkpoint_runs.off_policy,
                                                                        # held inside the N-th periodic write
+    python -m tests.contract._held_runs MARKER after:N ranks ARGS...   # tshtrain ARGS (train --nproc K):
+                                                                       # every rank held after its N-th
+                                                                       # periodic checkpoint
+
+A held rank (``RANK`` set) writes ``MARKER.rankR`` holding ``PID PARENT_PID`` (its parent: torchrun).
 """
 
 from __future__ import annotations
@@ -38,7 +43,10 @@ def install_hold(marker: Path, point: str) -> None:
     periodic, fsync_tree = CheckpointManager.periodic, atomic.fsync_tree
 
     def hold() -> None:
-        marker.touch()
+        if "RANK" in os.environ:  # a rank: say who it is and who launched it, written whole
+            atomic.atomic_write_bytes(marker, f"{os.getpid()} {os.getppid()}".encode())
+        else:
+            marker.touch()
         while True:
             time.sleep(3600)
 
@@ -93,9 +101,49 @@ def wait_then_kill(child: subprocess.Popen[bytes], marker: Path) -> None:
             child.stderr.close()
 
 
+def rank_marker(marker: Path, rank: int) -> Path:
+    """Where rank ``rank`` of a ``ranks`` child says it holds."""
+    return marker.with_name(f"{marker.name}.rank{rank}")
+
+
+def wait_for_ranks(child: subprocess.Popen[bytes], marker: Path, nproc: int) -> list[tuple[int, int]]:
+    """Wait until every rank of a ``ranks`` child holds; each rank's (pid, torchrun's pid)."""
+    deadline = time.monotonic() + GUARD_SECONDS
+    markers = [rank_marker(marker, rank) for rank in range(nproc)]
+    while not all(path.exists() for path in markers):
+        if child.poll() is not None:
+            err = child.stderr.read().decode(errors="replace") if child.stderr else ""
+            raise AssertionError(f"the child exited ({child.returncode}) before its ranks held:\n{err}")
+        assert time.monotonic() < deadline, f"the ranks did not hold within {GUARD_SECONDS:.0f} s"
+        time.sleep(0.02)
+    pids = [path.read_text().split() for path in markers]
+    return [(int(pid), int(parent)) for pid, parent in pids]
+
+
+def _hold_ranks(marker: str, point: str) -> None:
+    """Make ``tshtrain train --nproc K`` start its ranks as held children of this module."""
+    from tshtrain.cli import launch
+
+    run_torchrun = launch.run_torchrun
+
+    def held_run_torchrun(command: list[str], *, debug: bool, resume: str) -> int:
+        at = len(command) - 1 - command[::-1].index("tshtrain.cli")
+        assert command[at - 1] == "-m", command
+        held = [*command[:at], "tests.contract._held_runs", marker, point, "cli", *command[at + 1 :]]
+        return run_torchrun(held, debug=debug, resume=resume)
+
+    launch.run_torchrun = held_run_torchrun  # type: ignore[assignment]
+
+
 def _main(argv: list[str]) -> None:
     marker, point, target, *args = argv
-    install_hold(Path(marker), point)
+    if "RANK" in os.environ:
+        marker = str(rank_marker(Path(marker), int(os.environ["RANK"])))
+    if target == "ranks":
+        _hold_ranks(marker, point)
+        target = "cli"
+    else:
+        install_hold(Path(marker), point)
     if target == "cli":
         from tshtrain.cli import main
 

@@ -91,3 +91,15 @@ def test_a_rank_error_through_torchrun_is_one_line(tmp_path: Path) -> None:
     assert result.returncode == 1
     line = assert_one_line_error(result.stderr, "train", "seed: Input should be greater than or equal to 0")
     assert line.startswith("tshtrain train: error: rank "), line
+
+
+def test_two_ranks_error_lines_met_on_one_line_are_two_lines() -> None:
+    outcome, shown = _outcome(
+        "tshtrain train: error: CheckpointError: a: saved by world_size 2, this is 3"
+        "tshtrain train: error: CheckpointError: b: saved by world_size 2, this is 3\n"
+    )
+    assert shown == []
+    assert outcome.error_lines == [
+        "CheckpointError: a: saved by world_size 2, this is 3",
+        "CheckpointError: b: saved by world_size 2, this is 3",
+    ]

@@ -66,7 +66,9 @@ def report_failure(command: str, message: str, *, debug: bool) -> None:
     """Print the traceback of the exception being handled (with ``debug``), then the one line."""
     if debug:
         traceback.print_exc(file=sys.stderr)
-    print(f"tshtrain {command}: error: {message}", file=sys.stderr, flush=True)
+    # one write with its newline: ranks sharing torchrun's stderr pipe must not interleave their lines
+    sys.stderr.write(f"tshtrain {command}: error: {message}\n")
+    sys.stderr.flush()
 
 
 def _chain(error: BaseException) -> Iterator[BaseException]:

@@ -52,8 +52,9 @@ class RankOutcome:
     def feed(self, line: str) -> bool:
         """Take one line; True if it is the ranks' own output to show (not torchrun's, not an error)."""
         text = line.rstrip("\n")
-        if text.startswith(_ERROR_PREFIX):
-            self.error_lines.append(text[len(_ERROR_PREFIX) :])
+        if text.startswith(_ERROR_PREFIX):  # two ranks' lines may still meet on one (a long line)
+            pieces = text.split(_ERROR_PREFIX)[1:]
+            self.error_lines += [piece for piece in pieces if piece]
             return False
         if text.startswith("Root Cause"):
             self.in_root_cause = True
