@@ -14,6 +14,8 @@ traceback block are held back, and a failed run ends in one line naming the rank
 
 from __future__ import annotations
 
+import io
+import os
 import re
 import signal
 import subprocess
@@ -22,6 +24,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from tshtrain.cli.failure import EXIT_FAILURE, EXIT_INTERRUPTED
+from tshtrain.trainer.progress import TERMINAL_ENV, terminal_width
 
 _ERROR_PREFIX = "tshtrain train: error: "
 _TORCHRUN_LOG = re.compile(r"^[WEIF]\d{4} |^\*{20,}|^Setting OMP_NUM_THREADS")
@@ -106,14 +109,25 @@ def _signal_name(number: int) -> str:
         return f"signal {number}"
 
 
+def rank_environment() -> dict[str, str]:
+    """The ranks' environment: this one, plus the terminal's width when this stderr is a terminal, so that
+    rank 0 still shows its progress bars through the pipe (``trainer.progress.TERMINAL_ENV``)."""
+    env = dict(os.environ)
+    if sys.stderr.isatty():
+        env[TERMINAL_ENV] = str(terminal_width(sys.stderr) or 80)
+    return env
+
+
 def run_torchrun(command: Sequence[str], *, debug: bool, resume: str) -> int:
     """Run ``command`` (a torchrun command line); 0 when every rank succeeded, else print one error line
     and return 1 (130 when torchrun was interrupted). ``resume``: the command that continues the run."""
     outcome = RankOutcome()
-    with subprocess.Popen(command, stderr=subprocess.PIPE, text=True, errors="replace") as process:
+    with subprocess.Popen(command, stderr=subprocess.PIPE, env=rank_environment()) as process:
         assert process.stderr is not None
+        # newline="": a bar's "\r" redraws end a piece and pass through as they are, not as new lines
+        stream = io.TextIOWrapper(process.stderr, errors="replace", newline="")
         try:
-            for line in process.stderr:
+            for line in stream:
                 if outcome.feed(line) or debug:
                     sys.stderr.write(line)
                     sys.stderr.flush()
@@ -129,4 +143,4 @@ def run_torchrun(command: Sequence[str], *, debug: bool, resume: str) -> int:
     return EXIT_INTERRUPTED if returncode == -signal.SIGINT else EXIT_FAILURE
 
 
-__all__ = ["RankOutcome", "run_torchrun", "summarize"]
+__all__ = ["RankOutcome", "rank_environment", "run_torchrun", "summarize"]

@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import sys
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Mapping
@@ -76,6 +75,7 @@ from tshtrain.trainer.progress import (
     format_info_table,
     format_run_summary,
     format_test_line,
+    stderr_is_terminal,
     write_line,
 )
 from tshtrain.trainer.recorder import RunRecorder
@@ -719,7 +719,7 @@ class Trainer(ABC, Generic[TAlgorithm, TParams]):
         if self._dp is not None and not self._dp.is_main:
             return False
         show = self.params.show_progress
-        return sys.stderr.isatty() if show is None else show
+        return stderr_is_terminal() if show is None else show
 
     def _last_returns(self) -> float | None:
         epoch = self.state.epoch

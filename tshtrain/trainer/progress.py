@@ -90,12 +90,29 @@ def write_line(text: str, file: IO[str] | None = None) -> None:
     target.flush()
 
 
+TERMINAL_ENV = "TSHTRAIN_TERMINAL_COLUMNS"
+"""Set by ``tshtrain train --nproc N`` for its ranks when its own stderr is a terminal: that terminal's
+width. The ranks' stderr is then a pipe to the launcher, which passes their lines (and bars) through."""
+
+
+def stderr_is_terminal() -> bool:
+    """True when stderr is a terminal, or a rank's pipe to a launcher whose stderr is one
+    (:data:`TERMINAL_ENV`)."""
+    return sys.stderr.isatty() or _launcher_columns() is not None
+
+
 def terminal_width(file: IO[str]) -> int | None:
-    """The width of the terminal ``file`` writes to; None when it is not a terminal."""
+    """The width of the terminal ``file`` writes to (through the launcher: :data:`TERMINAL_ENV`); None
+    when it is not a terminal."""
     try:
         return os.get_terminal_size(file.fileno()).columns or None
     except (OSError, ValueError, AttributeError):
-        return None
+        return _launcher_columns()
+
+
+def _launcher_columns() -> int | None:
+    text = os.environ.get(TERMINAL_ENV, "")
+    return int(text) if text.isdigit() and int(text) > 0 else None
 
 
 # ====================================================================== the whole-run ETA
