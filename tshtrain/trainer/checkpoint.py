@@ -43,16 +43,19 @@ from tshtrain.errors import CheckpointError, short_repr
 from tshtrain.trainer.checkpoint_io import (
     MANIFEST,
     SIGNATURE,
+    STATE_FILE,
     CheckpointManifest,
     FileWriter,
+    open_checkpoint_file,
     verify_checkpoint_dir,
     write_checkpoint_dir,
 )
 from tshtrain.trainer.checkpoint_params import Backend, CheckpointParams
+from tshtrain.trainer.state_check import check_algorithm_state
 
 log = logging.getLogger(__name__)
 
-_STATE_FILE = "state.pt"
+_STATE_FILE = STATE_FILE
 _SNAPSHOT_SUFFIXES: dict[EnvSnapshotFormat, str] = {"pickle": ".pkl", "torch": ".pt"}
 """file suffix of an env snapshot in ``envs/`` by its format"""
 _DCP_DIR = "state.dcp"
@@ -212,7 +215,9 @@ def load_checkpoint(
     try:
         target.check_state_dict(state)
     except (ValueError, KeyError, TypeError, AttributeError) as error:
-        raise CheckpointError(f"{manifest.path}: does not fit this trainer: {error}.") from None
+        raise CheckpointError(
+            f"{_state_path(manifest)}: does not fit this trainer: {str(error)[:1000]}."
+        ) from None
     buffers = _saved_buffers(manifest, target) if load_buffers else {}
     snapshots = _env_snapshots(manifest, state, trusted=trusted)
     try:
@@ -303,8 +308,14 @@ def load_algorithm_checkpoint(
     """
     manifest = _verify(path, skip_prefixes=("buffers/", "envs/"))
     _check_saved_by(manifest, {"algorithm": type(algorithm).__name__}, ("algorithm",))
-    state = _read_state(manifest, trusted=trusted or manifest.provenance.own)["algorithm"]
+    state = _algorithm_state(manifest, _read_state(manifest, trusted=trusted or manifest.provenance.own))
     before = copy.deepcopy(algorithm.state_dict())
+    try:
+        check_algorithm_state(before, state)
+    except ValueError as error:
+        raise CheckpointError(
+            f"{_state_path(manifest)}: does not fit this algorithm: {str(error)[:1000]}."
+        ) from None
     try:
         algorithm.load_state_dict(state)
     except (ValueError, KeyError, TypeError, RuntimeError) as error:
@@ -324,30 +335,52 @@ def read_algorithm_state(path: str | Path, *, trusted: bool = False) -> tuple[Ch
     """
     manifest = _verify(path, skip_prefixes=("buffers/", "envs/"))
     state = _read_state(manifest, trusted=trusted or manifest.provenance.own)
+    return manifest, _algorithm_state(manifest, state)
+
+
+def _state_path(manifest: CheckpointManifest) -> Path:
+    """The file (or ``"dcp"`` directory) that holds the state, as named in messages."""
+    return manifest.path / (_DCP_DIR if manifest.info.get("backend") == "dcp" else _STATE_FILE)
+
+
+def _algorithm_state(manifest: CheckpointManifest, state: Mapping[str, Any]) -> Any:
     if "algorithm" not in state:
-        raise CheckpointError(f"{manifest.path}: its state holds no algorithm (keys {sorted(state)[:8]}).")
-    return manifest, state["algorithm"]
+        raise CheckpointError(
+            f"{_state_path(manifest)}: holds no 'algorithm' (its keys: {short_repr(sorted(state), 200)}); "
+            f"not a checkpoint of a trainer or algorithm."
+        )
+    return state["algorithm"]
 
 
 def _read_state(manifest: CheckpointManifest, *, trusted: bool) -> dict[str, Any]:
-    backend = manifest.info.get("backend", "torch")
-    if backend not in ("torch", "dcp"):
-        raise CheckpointError(
-            f"{manifest.path}: unknown backend {str(backend)[:40]!r}; allowed: 'torch', 'dcp'."
-        )
-    if backend == "dcp":
+    """The saved state (backend checked by the manifest's reader), checked to be a mapping with string
+    keys, read with ``weights_only=True`` from the verified file (a link is not followed)."""
+    if manifest.info.get("backend", "torch") == "dcp":
         if not trusted:
             raise CheckpointError(
                 f"{manifest.path}: a 'dcp' (torch.distributed.checkpoint) checkpoint; reading it unpickles "
                 f"its metadata file, which can run code, and {manifest.provenance.reason}. Load it only "
                 f"from a source you trust, with trusted=True (tshtrain: --trust)."
             )
-        return _dcp_load(manifest.path / _DCP_DIR)
-    file = manifest.path / _STATE_FILE
-    try:
-        state: dict[str, Any] = torch.load(file, weights_only=True, map_location="cpu")
-    except Exception as exc:  # verified bytes that still do not load: a foreign or broken file
-        raise CheckpointError(f"{file}: cannot be loaded ({type(exc).__name__}: {exc}).") from None
+        state: Any = _dcp_load(manifest.path / _DCP_DIR)
+    else:
+        file = manifest.path / _STATE_FILE
+        with open(open_checkpoint_file(file), "rb") as handle:
+            try:
+                state = torch.load(handle, weights_only=True, map_location="cpu")
+            except Exception as exc:  # verified bytes that still do not load: a foreign or broken file
+                raise CheckpointError(
+                    f"{file}: cannot be loaded ({type(exc).__name__}: {short_repr(str(exc), 500)})."
+                ) from None
+    if not isinstance(state, dict):
+        raise CheckpointError(
+            f"{_state_path(manifest)}: holds a {type(state).__name__}, not a mapping of the state's parts "
+            f"('algorithm', 'run', ...); not a tshtrain checkpoint state."
+        )
+    if not all(isinstance(key, str) for key in state):
+        raise CheckpointError(
+            f"{_state_path(manifest)}: the state's keys must be strings, got {short_repr(list(state), 200)}."
+        )
     return state
 
 

@@ -7,6 +7,7 @@ checks the whole state before it changes anything.
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields
@@ -18,6 +19,7 @@ import torch
 from tshtrain.algorithm.base import TrainingStats
 from tshtrain.counters import Counters
 from tshtrain.data.stats import CollectStats
+from tshtrain.errors import short_repr
 from tshtrain.logger.base import LogScope
 from tshtrain.trainer.records import EpisodeWindow
 from tshtrain.trainer.stats import InfoStats, StopReason, TimingStats
@@ -147,35 +149,94 @@ class RunState:
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Restore :meth:`state_dict`; raises ``ValueError`` (nothing changed) for a state that does not
-        parse."""
+        parse or holds a value no run writes (a negative counter or time, a best score of inf or NaN),
+        naming the key (``run.best.score``), the value and what is allowed."""
         parsed = RunState()
         try:
             parsed.counters = Counters.from_state_dict(dict(state["counters"]))
-            parsed.best = BestResult(**state["best"])
-            parsed.done = bool(state["done"])
+            parsed.best = _parse_best(state["best"])
+            parsed.done = _flag(state["done"], "run.done")
             parsed.stop_reason = None if state["stop_reason"] is None else StopReason(state["stop_reason"])
-            parsed.stop_detail = None if state["stop_detail"] is None else str(state["stop_detail"])
-            timing = {k: float(v) for k, v in dict(state["timing"]).items()}
+            parsed.stop_detail = None if state["stop_detail"] is None else str(state["stop_detail"])[:10_000]
+            timing = {str(k): _seconds(v, f"run.timing.{k}") for k, v in dict(state["timing"]).items()}
             if set(timing) != set(_TIMERS):
                 raise ValueError(f"timers {sorted(timing)}, expected {sorted(_TIMERS)}")
             parsed.timing = timing
-            parsed.start_time = time.perf_counter() - float(state["elapsed"])
+            parsed.start_time = time.perf_counter() - _seconds(state["elapsed"], "run.elapsed")
             parsed.last_logged.update(
-                {LogScope(k): None if v is None else int(v) for k, v in dict(state["last_logged"]).items()}
+                {
+                    LogScope(k): _count(v, f"run.last_logged.{k}", optional=True)
+                    for k, v in dict(state["last_logged"]).items()
+                }
             )
             for key, window in dict(state["windows"]).items():
                 parsed.windows[LogScope(key)].load_state_dict(window)
             epoch = state["epoch"]
             if epoch is not None:
                 parsed.epoch = OpenEpoch(
-                    progress=int(epoch["progress"]),
+                    progress=_count(epoch["progress"], "run.epoch.progress"),
                     collect=[_restore_collect_stats(s) for s in epoch["collect"]],
                     training=[_restore_training_stats(s) for s in epoch["training"]],
                 )
-            parsed.is_reset = bool(state["is_reset"])
+            parsed.is_reset = _flag(state["is_reset"], "run.is_reset")
+        except _BadValueError as error:
+            raise ValueError(str(error)) from None
         except (KeyError, TypeError, ValueError, AttributeError) as error:
             raise ValueError(f"the run state does not parse: {type(error).__name__}: {error}") from None
         vars(self).update(vars(parsed))
+
+
+# ---------------------------------------------------------------------------- checked values
+class _BadValueError(ValueError):
+    """A value of the saved run state that no run writes (its message names the key)."""
+
+
+def _parse_best(state: Any) -> BestResult:
+    if not isinstance(state, Mapping) or set(state) != {f.name for f in fields(BestResult)}:
+        raise _BadValueError(
+            f"run.best is {short_repr(state)}; allowed: a mapping of score, reward, reward_std and epoch"
+        )
+    return BestResult(
+        score=_score(state["score"], "run.best.score"),
+        reward=_score(state["reward"], "run.best.reward"),
+        reward_std=_score(state["reward_std"], "run.best.reward_std"),
+        epoch=_count(state["epoch"], "run.best.epoch", optional=True),
+    )
+
+
+def _score(value: Any, key: str) -> float | None:
+    """None, or a finite number (a best score of inf would never be beaten, NaN never compared)."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float) or not _finite(value):
+        raise _BadValueError(f"{key} is {short_repr(value)}; allowed: a finite number or None")
+    return float(value)
+
+
+def _seconds(value: Any, key: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not _finite(value) or value < 0:
+        raise _BadValueError(f"{key} is {short_repr(value)}; allowed: a finite number >= 0 (seconds)")
+    return float(value)
+
+
+def _count(value: Any, key: str, *, optional: bool = False) -> Any:
+    if value is None and optional:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise _BadValueError(
+            f"{key} is {short_repr(value)}; allowed: an int >= 0" + (" or None" if optional else "")
+        )
+    return value
+
+
+def _flag(value: Any, key: str) -> bool:
+    if not isinstance(value, bool):
+        raise _BadValueError(f"{key} is {short_repr(value)}; allowed: True or False")
+    return value
+
+
+def _finite(value: int | float) -> bool:
+    return abs(value) < 2**63 if isinstance(value, int) else math.isfinite(value)
 
 
 # ---------------------------------------------------------------------------- statistics records

@@ -22,11 +22,13 @@ import torch
 from tshtrain.algorithm.base import Algorithm
 from tshtrain.counters import Counters
 from tshtrain.data.collector_base import AnyReplayBuffer, EnvSnapshot
+from tshtrain.errors import short_repr
 from tshtrain.logger.base import Logger, LogScope, RewindableLogger
 from tshtrain.trainer.checkpoint import CheckpointManager
 from tshtrain.trainer.dispatch import CallbackSet
 from tshtrain.trainer.params import TrainerParams
 from tshtrain.trainer.run_state import RunState
+from tshtrain.trainer.state_check import check_algorithm_state
 from tshtrain.trainer.steps import StepStrategy
 
 
@@ -130,8 +132,11 @@ class TrainerState:
         missing = {"algorithm", "run", "callbacks", "collectors", "buffer_rngs", "rng"} - set(state)
         if missing:
             raise ValueError(f"the state has no {sorted(missing)}")
-        _check_same_shapes(self.algorithm.state_dict(), state["algorithm"], "algorithm")
+        check_algorithm_state(self.algorithm.state_dict(), state["algorithm"])
         RunState().load_state_dict(state["run"])  # parses into a throwaway
+        mark = state.get("env_step_mark", 0)
+        if isinstance(mark, bool) or not isinstance(mark, int) or mark < 0:
+            raise ValueError(f"env_step_mark is {short_repr(mark)}; allowed: an int >= 0")
         self.callbacks.check_state_dict(state["callbacks"])
         collectors = self.strategy.collectors()
         saved = dict(state["collectors"])
@@ -183,25 +188,3 @@ class TrainerState:
         if self.checkpoints is not None:
             self.checkpoints.env_step_mark = int(state.get("env_step_mark", 0))
         set_global_rng_state(state["rng"])
-
-
-def _check_same_shapes(current: Any, saved: Any, where: str) -> None:
-    """Raise ValueError where ``saved`` holds a tensor of another shape than ``current`` at the same key
-    (the algorithm's networks must be built as in the run that saved). Keys present on one side only
-    are left to the components' own ``load_state_dict`` (optimizer state appears with the first step),
-    whose failure is rolled back."""
-    if isinstance(current, torch.Tensor):
-        if not isinstance(saved, torch.Tensor) or saved.shape != current.shape:
-            shape = tuple(saved.shape) if isinstance(saved, torch.Tensor) else type(saved).__name__
-            raise ValueError(f"{where} is {shape} in the checkpoint, {tuple(current.shape)} here")
-    elif isinstance(current, Mapping):
-        if not isinstance(saved, Mapping):
-            raise ValueError(f"{where} is a {type(saved).__name__} in the checkpoint, a mapping here")
-        for key, value in current.items():
-            if key in saved:
-                _check_same_shapes(value, saved[key], f"{where}.{key}")
-    elif isinstance(current, list | tuple) and isinstance(saved, list | tuple):
-        if len(current) != len(saved):
-            raise ValueError(f"{where} has {len(saved)} entries in the checkpoint, {len(current)} here")
-        for i, (value, other) in enumerate(zip(current, saved, strict=True)):
-            _check_same_shapes(value, other, f"{where}.{i}")
