@@ -137,6 +137,69 @@ def test_connect_ray_starts_a_loopback_instance_unless_told_otherwise(tmp_path: 
     assert done.stdout.strip().splitlines()[-1] == "127.0.0.1"
 
 
+RAYLET_NOTE_SCRIPT = """
+import os, signal, sys, threading
+import numpy as np
+from tshtrain.env.ray_env import RayVectorEnv, connect_ray
+from tshtrain.env.vector import env_factories
+from tshtrain.errors import EnvWorkerError
+
+noted = threading.Event()
+
+
+class Watched:  # stdout, telling when Ray's driver printed the raylet's note
+    def __init__(self, stream):
+        self.stream = stream
+
+    def write(self, text):
+        if "(raylet)" in text:
+            noted.set()
+        return self.stream.write(text)
+
+    def __getattr__(self, name):
+        return getattr(self.stream, name)
+
+
+sys.stdout = Watched(sys.stdout)
+connect_ray(num_cpus=1)
+import ray
+
+env = RayVectorEnv(env_factories("CartPole-v1", 2), num_workers=1)
+env.reset(seed=0)
+os.kill(ray.get(env.workers[0].__ray_call__.remote(lambda self: os.getpid())), signal.SIGKILL)
+try:
+    env.step(np.zeros(2, dtype=np.int64))
+except EnvWorkerError as error:
+    print(f"tshtrain train: error: EnvWorkerError: {error}", file=sys.stderr, flush=True)
+assert noted.wait(900), "no raylet note"  # the event; 900 s: a hang guard only
+sys.stdout.flush()
+env.close()
+"""
+
+
+def test_raylets_notes_go_to_stdout_and_the_error_to_stderr(tmp_path: Path) -> None:
+    """With ``on_worker_failure: raise``, Ray's driver prints the raylet's note on the dead worker to
+    stdout (a thread Ray 2.x always starts; ``log_to_driver=False`` does not stop it): the one error line
+    is on stderr, so ``> run.log`` hides the note (docs/ray.md)."""
+    env = {k: v for k, v in os.environ.items() if k != "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"}
+    env["PYTHONPATH"] = str(ROOT)
+    env["RAY_USAGE_STATS_ENABLED"] = "0"
+    done = subprocess.run(
+        [sys.executable, "-c", RAYLET_NOTE_SCRIPT],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=900,
+        check=False,
+    )  # timeout: a hang guard
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "(raylet)" in done.stdout and "A worker died" in done.stdout  # "(raylet)" is coloured
+    assert "(raylet)" not in done.stderr and "A worker died" not in done.stderr, done.stderr
+    errors = [line for line in done.stderr.splitlines() if line.startswith("tshtrain train: error: ")]
+    assert len(errors) == 1 and "RayVectorEnv worker 0 (sub-envs 0-1 of 'CartPole-v1') died" in errors[0]
+
+
 def test_same_transitions_as_the_sync_vector_env(ray_instance: None) -> None:
     # 5 sub-envs on 2 workers (3 + 2): the split is uneven on purpose
     fns = _cartpole_fns(5)
