@@ -122,6 +122,10 @@ class BaseReplayBuffer(ABC):
         self.source: str | None = None
         """where the transitions were loaded from (a file, a directory, a Minari id), named in error
         messages; set by the dataset loaders, None for a buffer filled by a collector"""
+        self.allow_nonfinite = False
+        """the user accepts NaN or infinite observations and rewards in this buffer used as an offline
+        dataset (refused when the trainer is built otherwise; actions are always checked); set it to
+        True yourself, or load with ``load_tianshou_hdf5(..., allow_nonfinite=True)``"""
 
     # ------------------------------------------------------------------ sizes
     @property

@@ -320,6 +320,7 @@ def load_tianshou_hdf5(
     buffer = VectorReplayBuffer(maxsize, num, seed=seed) if vector else ReplayBuffer(maxsize, seed=seed)
     buffer.restore(arrays, layout)
     buffer.source = str(path)
+    buffer.allow_nonfinite = allow_nonfinite  # asked for here: not refused again when the trainer is built
     return buffer
 
 

@@ -10,6 +10,9 @@ Checked: the shape of every observation field (``obs`` and ``obs_next``; ``obs/K
 space) against the observation space when it is known; the actions' dtype and shape against the
 action space; Discrete (and MultiDiscrete, MultiBinary) actions inside the space; Box actions finite.
 Box actions are not checked against the bounds: they are stored before ``map_action``, which clips.
+Rewards and float observations (``rew``, ``obs``, ``obs_next``, ``obs/KEY``) must be finite too, unless
+the user opts in with ``buffer.allow_nonfinite = True`` (``load_tianshou_hdf5(..., allow_nonfinite=True)``
+sets it): a NaN reward would otherwise make every loss NaN without a word.
 """
 
 from __future__ import annotations
@@ -41,8 +44,9 @@ def check_dataset_spaces(
         name: the dataset as named in messages (a path, a Minari id, a params field).
 
     Raises:
-        ConfigurationError: a field does not fit the spaces; the message names ``name``, the field, the
-            value and what the env expects.
+        ConfigurationError: a field does not fit the spaces, or a stored reward or observation is NaN or
+            infinite (unless ``buffer.allow_nonfinite``); the message names ``name``, the field, the
+            value (and row) and what the env expects.
     """
     arrays = buffer.field_arrays()
     if not arrays:
@@ -53,6 +57,8 @@ def check_dataset_spaces(
         for prefix in ("obs", "obs_next"):
             _check_obs(flat, prefix, observation_space, name)
     _check_act(flat["act"], rows, action_space, name)
+    if not buffer.allow_nonfinite:
+        _check_finite(flat, rows, name)
 
 
 def _fail(name: str, field: str, problem: str) -> ConfigurationError:
@@ -118,3 +124,25 @@ def _first_bad(stored: np.ndarray, bad: np.ndarray, rows: np.ndarray, name: str,
     count = int(bad_rows.sum())
     raise _fail(name, "act", f"holds {shown} at row {int(rows[first])} ({count} of {len(rows)} stored "
                 f"actions like it), but {allowed}")  # fmt: skip
+
+
+def _check_finite(flat: dict[str, np.ndarray], rows: np.ndarray, name: str) -> None:
+    """Raise at the first stored row of a float reward or observation field holding NaN or an inf."""
+    for field in sorted(flat):
+        if field not in ("rew", "obs", "obs_next") and not field.startswith(("obs/", "obs_next/")):
+            continue
+        if flat[field].dtype.kind not in "fc":
+            continue
+        stored = flat[field][rows]
+        bad_rows = ~np.isfinite(stored.reshape(len(stored), -1)).all(axis=1)
+        if not bad_rows.any():
+            continue
+        first = int(np.flatnonzero(bad_rows)[0])
+        values = stored[first].reshape(-1)
+        shown = short_repr(values[~np.isfinite(values)][0].item())
+        raise ConfigurationError(
+            f"dataset {name}: field {field!r} holds {shown} at row {int(rows[first])} "
+            f"({int(bad_rows.sum())} of {len(rows)} stored rows like it); rewards and observations must "
+            f"be finite: clean the dataset, or set buffer.allow_nonfinite = True (load_tianshou_hdf5(..., "
+            f"allow_nonfinite=True)) to train on it anyway."
+        )
