@@ -173,7 +173,7 @@ def _check_saved_by(manifest: CheckpointManifest, expected: Mapping[str, Any], k
     def shown(key: str, value: Any) -> str:
         if value is None and key in ("world_size", "rank"):
             return "none (one process)"
-        return repr(value)
+        return short_repr(value)
 
     for key in keys:
         if manifest.info.get(key) != expected.get(key):
