@@ -25,7 +25,14 @@ from typing_extensions import override
 
 from tshtrain.data.batch import ObsArray
 from tshtrain.data.buffer import BaseReplayBuffer
-from tshtrain.data.collector_base import BaseCollector, CollectedEpisodes, CollectorListener, EpisodeQuota
+from tshtrain.data.collector_base import (
+    BaseCollector,
+    CollectedEpisodes,
+    CollectorListener,
+    EpisodeQuota,
+    quiet_episode_env_steps,
+    warn_no_episode_end,
+)
 from tshtrain.data.direct_step import SingleEnvStepper, VectorEnvStepper, direct_stepper, is_finite_step
 from tshtrain.data.env_info import EnvInfoAccumulator
 from tshtrain.env.multi_agent import ACTION_MASK_KEY
@@ -393,7 +400,9 @@ class Collector(BaseCollector):
                 n_episode=n_episode,
                 max_env_steps=max_env_steps,
             )
-        quota = EpisodeQuota(n_episode, self.num_envs)
+        quota = EpisodeQuota(
+            n_episode, self.num_envs, owner=f"{type(self).__name__}.collect", max_env_steps=max_env_steps
+        )
         returns: list[np.ndarray] = []
         lens: list[np.ndarray] = []
         while quota.running():
@@ -426,6 +435,7 @@ class Collector(BaseCollector):
         lens: list[int] = []
         ep_return, ep_len = float(self._ep_return[0]), int(self._ep_len[0])
         stored = 0
+        quiet = quiet_episode_env_steps()
         try:
             while stored != num_steps and len(returns) != n_episode:
                 act, env_act = self._actions(random, deterministic)
@@ -461,6 +471,8 @@ class Collector(BaseCollector):
                 self._obs = step.obs
                 if self.listener is not None:
                     self.listener.on_vector_step(np.zeros(1, np.int64) if done else _NO_ENVS)
+                if n_episode is not None and not done and ep_len == quiet:
+                    warn_no_episode_end(f"{type(self).__name__}.collect", n_episode, ep_len, max_env_steps)
                 if max_env_steps is not None and stored >= max_env_steps and len(returns) != n_episode:
                     self._ep_return[0], self._ep_len[0] = ep_return, ep_len
                     self._episode_limit(n_episode or 0, stored, max_env_steps, np.ones(1, dtype=bool))

@@ -9,6 +9,7 @@ resets and the shape of checkpointing, and leaves the vector steps to the subcla
 
 from __future__ import annotations
 
+import logging
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
@@ -20,6 +21,13 @@ from tshtrain.data.buffer import BaseReplayBuffer
 from tshtrain.data.stats import CollectStats
 from tshtrain.data.tensor_buffer import TensorReplayBuffer
 from tshtrain.errors import ConfigurationError, require_positive
+
+log = logging.getLogger(__name__)
+
+QUIET_EPISODE_ENV_STEPS = 100_000
+"""``collect(n_episode=...)`` warns once when this many vector steps passed without an episode end (each
+collecting sub-env took that many env steps in its episode): an env that never ends an episode would
+otherwise keep a test step (or an episode-based training step) silent until its bound, or forever"""
 
 AnyReplayBuffer: TypeAlias = BaseReplayBuffer | TensorReplayBuffer
 """A buffer of either data path: numpy (:class:`BaseReplayBuffer` and its subclasses) or tensors."""
@@ -72,6 +80,32 @@ class CollectedEpisodes:
         self.env_info_counts = dict(env_info_counts or {})
 
 
+def quiet_episode_env_steps() -> int:
+    """:data:`QUIET_EPISODE_ENV_STEPS`, read when a collection starts."""
+    return QUIET_EPISODE_ENV_STEPS
+
+
+def warn_no_episode_end(owner: str, n_episode: int, num_env_steps: int, max_env_steps: int | None) -> None:
+    """Say that ``collect(n_episode=...)`` took ``num_env_steps`` env steps on each sub-env and no episode
+    ended."""
+    bound = (
+        f"it stops with an error at max_env_steps={max_env_steps} (a trainer's test step: "
+        f"trainer.test_step_max_env_steps)"
+        if max_env_steps is not None
+        else "nothing bounds it"
+    )
+    log.warning(
+        "%s(n_episode=%d): %d env steps on each sub-env and no episode has ended yet; the env may never "
+        "end an episode: "
+        "give it a time limit (env.kwargs.max_episode_steps in an experiment file, "
+        "gymnasium.wrappers.TimeLimit in code); %s.",
+        owner,
+        n_episode,
+        num_env_steps,
+        bound,
+    )
+
+
 @final
 class EpisodeQuota:
     """Which sub-envs still collect during ``collect(n_episode=n)`` (both collectors' episode loop).
@@ -81,13 +115,21 @@ class EpisodeQuota:
     are stored and counted.
     """
 
-    __slots__ = ("active_mask", "n_episode", "started", "stored")
+    __slots__ = ("active_mask", "max_env_steps", "n_episode", "owner", "quiet_steps", "started", "stored")
 
-    def __init__(self, n_episode: int, num_envs: int):
+    def __init__(
+        self, n_episode: int, num_envs: int, *, owner: str = "collect", max_env_steps: int | None = None
+    ):
         """Args:
         n_episode: the number of episodes to finish.
         num_envs: the number of sub-envs.
+        owner: who collects, for the warning on an env that never ends an episode (``Collector.collect``).
+        max_env_steps: the collection's bound, named in that warning (None: none).
         """
+        self.owner = owner
+        self.max_env_steps = max_env_steps
+        self.quiet_steps = 0
+        """vector steps since an episode last ended"""
         self.n_episode = n_episode
         self.active_mask = np.zeros(num_envs, dtype=bool)
         """the envs that still collect"""
@@ -105,6 +147,7 @@ class EpisodeQuota:
         """The envs whose transitions the next vector step stores (None: all of them); counts them."""
         active = np.flatnonzero(self.active_mask)
         self.stored += len(active)
+        self.quiet_steps += 1
         return None if len(active) == len(self.active_mask) else active
 
     def finish(self, done_idx: np.ndarray) -> np.ndarray:
@@ -119,6 +162,10 @@ class EpisodeQuota:
                 self.started += 1
             else:
                 self.active_mask[env_id] = False
+        if len(done_idx):
+            self.quiet_steps = 0
+        elif self.quiet_steps == QUIET_EPISODE_ENV_STEPS:
+            warn_no_episode_end(self.owner, self.n_episode, self.quiet_steps, self.max_env_steps)
         return finished
 
     def over_limit(self, max_env_steps: int) -> bool:

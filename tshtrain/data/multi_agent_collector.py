@@ -298,7 +298,9 @@ class MultiAgentCollector(BaseCollector):
     def _collect_episodes(
         self, n_episode: int, random: bool, deterministic: bool, max_env_steps: int | None
     ) -> CollectedEpisodes:
-        quota = EpisodeQuota(n_episode, self.num_envs)
+        quota = EpisodeQuota(
+            n_episode, self.num_envs, owner="MultiAgentCollector.collect", max_env_steps=max_env_steps
+        )
         returns: list[np.ndarray] = []
         lens: list[np.ndarray] = []
         while quota.running():
@@ -312,11 +314,10 @@ class MultiAgentCollector(BaseCollector):
             quota.step_envs()
             written, done, ep_returns, ep_lens = self._vector_step(random, deterministic, active)
             self._transitions += written
-            if len(done):
-                counted = quota.finish(done)
-                if counted.any():
-                    returns.append(ep_returns[counted])
-                    lens.append(ep_lens[counted])
+            counted = quota.finish(done)  # every step: it also counts the steps without an episode end
+            if counted.any():
+                returns.append(ep_returns[counted])
+                lens.append(ep_lens[counted])
         return self._collected(quota.stored, returns, lens)
 
     def _collected(self, stored: int, returns: list[np.ndarray], lens: list[np.ndarray]) -> CollectedEpisodes:

@@ -379,7 +379,10 @@ class TensorCollector(BaseCollector):
     ) -> CollectedEpisodes:
         if bool(self._ep_len.any()):  # unfinished episodes from step-based collection: start afresh
             self.reset_env()
-        quota = EpisodeQuota(n_episode, self.num_worlds)  # counts envs; rows = num_agents * envs
+        # counts envs; rows = num_agents * envs
+        quota = EpisodeQuota(
+            n_episode, self.num_worlds, owner="TensorCollector.collect", max_env_steps=max_env_steps
+        )
         returns: list[np.ndarray] = []
         lens: list[np.ndarray] = []
         while quota.running():
