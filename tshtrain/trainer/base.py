@@ -60,7 +60,13 @@ from tshtrain.trainer.callbacks import (
     StopTraining,
     TestResult,
 )
-from tshtrain.trainer.checkpoint import Backend, CheckpointManager, load_checkpoint, save_checkpoint
+from tshtrain.trainer.checkpoint import (
+    Backend,
+    CheckpointManager,
+    check_saved_world_size,
+    load_checkpoint,
+    save_checkpoint,
+)
 from tshtrain.trainer.collector_bridge import CollectorBridges
 from tshtrain.trainer.data_parallel import DataParallel
 from tshtrain.trainer.dispatch import CallbackSet
@@ -392,6 +398,7 @@ class Trainer(ABC, Generic[TAlgorithm, TParams]):
                 (e.g. another number of envs); nothing is changed then.
         """
         if self._dp is not None:  # every rank is given rank 0's path
+            check_saved_world_size(path, self._state_view())  # the same cause on every rank
             path = self._dp.rank_path(path)
         load_checkpoint(self._state_view(), path, load_buffers=load_buffers, trusted=trusted)
         self._resumed = True

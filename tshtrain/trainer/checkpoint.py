@@ -47,6 +47,7 @@ from tshtrain.trainer.checkpoint_io import (
     CheckpointManifest,
     FileWriter,
     open_checkpoint_file,
+    read_manifest,
     verify_checkpoint_dir,
     write_checkpoint_dir,
 )
@@ -188,6 +189,16 @@ def _check_saved_by(manifest: CheckpointManifest, expected: Mapping[str, Any], k
                     else "."
                 )
             )
+
+
+def check_saved_world_size(path: str | Path, target: Checkpointable) -> None:
+    """Refuse, from rank 0's manifest at ``path``, a checkpoint saved by another number of ranks.
+
+    Every rank of a data-parallel run reads this same file before it looks for its own directory, so
+    a resume on another number of ranks fails on every rank with the same cause (not, on a rank the
+    old run did not have, with a missing ``rank<r>/`` directory that depends on which rank speaks first).
+    """
+    _check_saved_by(read_manifest(path), target.describe(), ("world_size",))
 
 
 def load_checkpoint(
