@@ -17,7 +17,7 @@ from tests.contract import _held_runs as held
 from tests.contract._hook_setups import off_policy_trainer
 from tshtrain.errors import CheckpointError, ConfigurationError
 from tshtrain.logger import read_csv_log
-from tshtrain.trainer import Trainer
+from tshtrain.trainer import InfoStats, Trainer
 from tshtrain.trainer.checkpoint import CheckpointManager, CheckpointParams
 from tshtrain.trainer.checkpoint_io import read_manifest
 
@@ -48,6 +48,21 @@ def _interrupt_at(epoch: int) -> Callable[[int, int], None]:
     return training_fn
 
 
+def _assert_same_run(
+    reference: Trainer[Any, Any],
+    info_a: InfoStats,
+    other: Trainer[Any, Any],
+    info_b: InfoStats,
+    tmp_path: Path,
+) -> None:
+    """The two runs (logged under tmp_path/a and tmp_path/b) end with the same weights, counters and logs."""
+    wa, wb = _weights(reference), _weights(other)
+    assert wa.keys() == wb.keys() and all(torch.equal(wa[k], wb[k]) for k in wa)
+    fields = ("gradient_step", "train_step", "train_episode", "best_reward")
+    assert [getattr(info_a, f) for f in fields] == [getattr(info_b, f) for f in fields]
+    assert _logs(tmp_path / "a") == _logs(tmp_path / "b")
+
+
 @pytest.mark.parametrize("build", [runs.off_policy, runs.on_policy], ids=["off_policy", "on_policy"])
 def test_resumed_run_equals_uninterrupted_run_bitwise(build: Build, tmp_path: Path) -> None:
     reference = build(tmp_path / "a")
@@ -65,15 +80,7 @@ def test_resumed_run_equals_uninterrupted_run_bitwise(build: Build, tmp_path: Pa
     resumed.load_checkpoint(latest, trusted=True)
     info_b = resumed.run()
 
-    wa, wb = _weights(reference), _weights(resumed)
-    assert wa.keys() == wb.keys() and all(torch.equal(wa[k], wb[k]) for k in wa)
-    assert (info_a.gradient_step, info_a.train_step, info_a.train_episode, info_a.best_reward) == (
-        info_b.gradient_step,
-        info_b.train_step,
-        info_b.train_episode,
-        info_b.best_reward,
-    )
-    assert _logs(tmp_path / "a") == _logs(tmp_path / "b")  # no duplicated, no missing points
+    _assert_same_run(reference, info_a, resumed, info_b, tmp_path)  # no duplicated, no missing points
 
 
 def test_keep_last_rotation_best_and_final(tmp_path: Path) -> None:
@@ -243,12 +250,4 @@ def test_a_finished_run_continues_for_more_epochs_in_python(
     continued.load_checkpoint(final)
     continued.reopen()
     info_b = continued.run()
-    wa, wb = _weights(reference), _weights(continued)
-    assert wa.keys() == wb.keys() and all(torch.equal(wa[k], wb[k]) for k in wa)
-    assert (info_a.gradient_step, info_a.train_step, info_a.train_episode, info_a.best_reward) == (
-        info_b.gradient_step,
-        info_b.train_step,
-        info_b.train_episode,
-        info_b.best_reward,
-    )
-    assert _logs(tmp_path / "a") == _logs(tmp_path / "b")
+    _assert_same_run(reference, info_a, continued, info_b, tmp_path)

@@ -74,3 +74,13 @@ def finished_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     run_dir = tmp_path_factory.mktemp("finished") / "run"
     assert main(["train", *TINY, "-o", str(run_dir)]) == 0
     return run_dir
+
+
+@pytest.fixture(scope="module")
+def saved(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A checkpoint of a finished one-epoch DQN run (one per module), for tests to copy and tamper with."""
+    from tests.contract._hook_setups import off_policy_trainer
+
+    trainer = off_policy_trainer(max_epochs=1)
+    trainer.run()
+    return trainer.save_checkpoint(tmp_path_factory.mktemp("ckpt") / "ckpt")

@@ -28,13 +28,6 @@ from tshtrain.trainer import Trainer
 from tshtrain.trainer.checkpoint import load_algorithm_checkpoint
 
 
-@pytest.fixture(scope="module")
-def saved(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    trainer = off_policy_trainer(max_epochs=1)
-    trainer.run()
-    return trainer.save_checkpoint(tmp_path_factory.mktemp("ckpt") / "ckpt")
-
-
 def _copy(saved: Path, tmp_path: Path) -> Path:
     target = tmp_path / "run" / "ckpt"
     shutil.copytree(saved, target)

@@ -64,13 +64,6 @@ def _same(a: tuple[Any, ...], b: tuple[Any, ...]) -> bool:
     return weights_equal and params_equal and a[2:] == b[2:]
 
 
-@pytest.fixture(scope="module")
-def saved(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    trainer = off_policy_trainer(max_epochs=1)
-    trainer.run()
-    return trainer.save_checkpoint(tmp_path_factory.mktemp("ckpt") / "ckpt")
-
-
 def _copy(saved: Path, tmp_path: Path) -> Path:
     target = tmp_path / "ckpt"
     shutil.copytree(saved, target)
