@@ -17,7 +17,9 @@ What :func:`validate_fields` checks, field by field (from the class's resolved t
 - ``float`` fields (constrained or not) take ints and floats, but not bools, not NaN and not ±inf;
 - ``bool`` fields take ``True`` / ``False`` only;
 - a constrained type adds its bounds (``PositiveInt``: >= 1, ``UnitFloat``: in [0, 1], ...);
-- ``T | None`` also takes None; fields of any other type (objects, callables) are not checked here.
+- ``Callable[...]`` fields take callables only (a string where a function belongs fails at construction,
+  not at its first call);
+- ``T | None`` also takes None; fields of any other type (objects) are not checked here.
 
 The experiment-file layer (:mod:`tshtrain.config`) reads the same :class:`Constraint` objects to build
 its schema, so a bound is stated once and holds for Python users and experiment files alike.
@@ -25,6 +27,7 @@ its schema, so a bound is stated once and holds for Python users and experiment 
 
 from __future__ import annotations
 
+import collections.abc
 import math
 import types
 import typing
@@ -99,11 +102,15 @@ class FieldCheck:
     """the bounds of a constrained type; None: a plain ``int`` / ``float`` / ``bool``"""
     optional: bool
     """the annotation is ``T | None``"""
+    function: bool = False
+    """the annotation is ``Callable[...]`` (``kind`` is then ``object``): any callable is allowed"""
 
     @property
     def allowed(self) -> str:
         """What the field takes, as it reads after "must be"."""
-        if self.constraint is not None:
+        if self.function:
+            text = "a function"
+        elif self.constraint is not None:
             text = self.constraint.description
         else:
             text = {int: "an int", float: "a finite number", bool: "a bool"}[self.kind]
@@ -113,6 +120,8 @@ class FieldCheck:
         """Whether ``value`` is allowed in this field."""
         if value is None:
             return self.optional
+        if self.function:
+            return callable(value)
         if self.kind is bool:
             return isinstance(value, bool)
         if isinstance(value, bool):
@@ -131,7 +140,8 @@ class FieldCheck:
 def describe_type(hint: Any) -> FieldCheck | None:
     """The check of a field annotated ``hint`` (a resolved type hint), or None if it is not a number
     or bool type (possibly constrained, possibly ``| None``)."""
-    return _check_of("", hint)
+    check = _check_of("", hint)
+    return None if check is None or check.function else check
 
 
 def _check_of(name: str, hint: Any) -> FieldCheck | None:
@@ -142,6 +152,8 @@ def _check_of(name: str, hint: Any) -> FieldCheck | None:
         if len(rest) != 1 or len(rest) == len(args):
             return None
         hint, optional = rest[0], True
+    if hint is collections.abc.Callable or typing.get_origin(hint) is collections.abc.Callable:
+        return FieldCheck(name=name, kind=object, constraint=None, optional=optional, function=True)
     constraint: Constraint | None = None
     if typing.get_origin(hint) is Annotated:
         found = [meta for meta in hint.__metadata__ if isinstance(meta, Constraint)]

@@ -192,12 +192,22 @@ def test_a_huge_on_policy_rollout_names_its_field(
 
 
 @pytest.mark.parametrize(
-    "name", ["training_fn", "test_fn", "stop_fn", "compute_score_fn", "save_best_fn", "save_checkpoint_fn"]
+    "name",
+    [
+        "training_fn",
+        "test_fn",
+        "stop_fn",
+        "compute_score_fn",
+        "save_best_fn",
+        "save_checkpoint_fn",
+        "multi_agent_return_reduction",
+    ],
 )
 def test_a_params_function_that_is_not_callable_is_refused_at_construction(name: str) -> None:
     from tshtrain.data import ReplayBuffer
     from tshtrain.trainer import OfflineTrainerParams
 
-    with pytest.raises(ConfigurationError, match=rf"^OfflineTrainerParams\.{name}='yes' is not callable; "):
+    match = rf"^OfflineTrainerParams\.{name} must be a function or None, got 'yes'\.$"
+    with pytest.raises(ConfigurationError, match=match):
         OfflineTrainerParams(buffer=ReplayBuffer(4), **{name: "yes"})  # type: ignore[arg-type]  # the point
     assert isinstance(ConfigurationError("x"), ValueError)

@@ -48,18 +48,6 @@ def _short(value: object) -> str:
     return text
 
 
-_CALLABLE_FIELDS = {
-    "training_fn": "training_fn(epoch, env_step) -> None",
-    "test_fn": "test_fn(epoch, env_step) -> None",
-    "stop_fn": "stop_fn(score) -> bool",
-    "compute_score_fn": "compute_score_fn(collect_stats) -> float",
-    "save_best_fn": "save_best_fn(algorithm) -> None",
-    "save_checkpoint_fn": "save_checkpoint_fn(epoch, env_step, gradient_step) -> str",
-    "multi_agent_return_reduction": "multi_agent_return_reduction(returns) -> returns",
-}
-"""the params' function fields, with the call each must accept"""
-
-
 @dataclass(frozen=True, kw_only=True)
 class TrainerParams:
     """Parameters common to every trainer."""
@@ -125,12 +113,6 @@ class TrainerParams:
     def __post_init__(self) -> None:
         validate_fields(self)
         owner = type(self).__name__
-        for name, call in _CALLABLE_FIELDS.items():
-            value = getattr(self, name)
-            if value is not None and not callable(value):
-                raise ConfigurationError(
-                    f"{owner}.{name}={_short(value)} is not callable; pass a function ({call}) or None."
-                )
         if self.test_collector is not None and not isinstance(self.test_collector, BaseCollector):
             raise ConfigurationError(
                 f"{owner}.test_collector must be a tshtrain.data.Collector, a TensorCollector or None, got "
