@@ -63,7 +63,7 @@ class LossStats(TrainingStats):
 
 class LinearOffPolicy(OffPolicyAlgorithm[RandomPolicy]):
     """Regresses a linear function of the observation onto the reward with SGD, through the update
-    hooks (process_optim_batch, post_loss). ``nan_at``: the loss of that gradient step (1-based) is NaN,
+    hooks (on_sampled_batch, on_loss). ``nan_at``: the loss of that gradient step (1-based) is NaN,
     and the update raises NonFiniteLossError after its optimizer step, as the built-in algorithms do."""
 
     def __init__(
@@ -84,18 +84,18 @@ class LinearOffPolicy(OffPolicyAlgorithm[RandomPolicy]):
     def update(
         self, buffer: BaseReplayBuffer, batch_size: int, *, hooks: UpdateHooks = NO_UPDATE_HOOKS
     ) -> TrainingStats:
-        batch = hooks.process_optim_batch(buffer.sample(batch_size))
+        batch = hooks.on_sampled_batch(buffer.sample(batch_size))
         self.batches.append(batch)
         obs = torch.as_tensor(np.asarray(batch.obs), dtype=torch.float32)
         prediction: torch.Tensor = self.net(obs)
         loss = (prediction.squeeze(-1) - torch.as_tensor(batch.rew)).pow(2).mean()
         if self.nan_at is not None and len(self.batches) == self.nan_at:
             loss = loss * math.nan
-        hooks.post_loss({"regression loss": loss})
+        hooks.on_loss({"regression loss": loss})
         self.optim.zero_grad()
         loss.backward()  # type: ignore[no-untyped-call]
         self.optim.step()
-        hooks.post_optim("optim", self.optim)
+        hooks.on_optimizer_step("optim", self.optim)
         check_finite_loss("LinearOffPolicy", "regression loss", loss)  # as the built-in algorithms do
         return LossStats(loss=float(loss.detach()))
 
@@ -136,11 +136,11 @@ class RecordingOnPolicy(OnPolicyAlgorithm[RandomPolicy]):
         )
         prediction: torch.Tensor = self.net(torch.ones(1, 1))
         loss = prediction.pow(2).mean()
-        hooks.post_loss({"dummy loss": loss})
+        hooks.on_loss({"dummy loss": loss})
         self.optim.zero_grad()
         loss.backward()  # type: ignore[no-untyped-call]
         self.optim.step()
-        hooks.post_optim("optim", self.optim)
+        hooks.on_optimizer_step("optim", self.optim)
         check_finite_loss("LinearOffPolicy", "regression loss", loss)  # as the built-in algorithms do
         return LossStats(loss=float(loss.detach()))
 

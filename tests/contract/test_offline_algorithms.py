@@ -242,14 +242,14 @@ class _RecordingHooks:
         self.optimizer_steps: list[str] = []
         self.components: dict[str, Any] = {}
 
-    def process_optim_batch(self, batch: Any, /) -> Any:
+    def on_sampled_batch(self, batch: Any, /) -> Any:
         self.batches += 1
         return dataclasses.replace(batch, rew=np.zeros_like(batch.rew))
 
-    def post_loss(self, losses: Any, /) -> None:
+    def on_loss(self, losses: Any, /) -> None:
         self.losses.extend(losses)
 
-    def post_optim(self, name: str, optimizer: Any, /) -> None:
+    def on_optimizer_step(self, name: str, optimizer: Any, /) -> None:
         assert optimizer is self.components[name]
         self.optimizer_steps.append(name)
 
@@ -261,7 +261,7 @@ def test_update_hooks_see_every_sample_and_every_loss(spec: Spec) -> None:
     hooks.components = algorithm.components()
     for _ in range(2):
         algorithm.update(_buffer(spec.env_id, 0), 16, hooks=hooks)
-    assert hooks.optimizer_steps  # post_optim checked each name against components()
+    assert hooks.optimizer_steps  # on_optimizer_step checked each name against components()
     assert hooks.batches == 2
     assert spec.loss_name in hooks.losses
 

@@ -214,13 +214,13 @@ class _RecordingHooks:
         self.losses: list[dict[str, bool]] = []
         self.optimizer_steps: list[str] = []
 
-    def process_optim_batch(self, batch: Any, /) -> Any:
+    def on_sampled_batch(self, batch: Any, /) -> Any:
         raise AssertionError("on-policy algorithms sample no replay batches")
 
-    def post_loss(self, losses: Any, /) -> None:
+    def on_loss(self, losses: Any, /) -> None:
         self.losses.append({name: loss.requires_grad for name, loss in losses.items()})
 
-    def post_optim(self, name: str, optimizer: Any, /) -> None:
+    def on_optimizer_step(self, name: str, optimizer: Any, /) -> None:
         self.optimizer_steps.append(name)
 
 

@@ -73,14 +73,14 @@ class Recorder:
         self.losses: dict[str, float] = {}
         self.critic_grad_norm: float | None = None
 
-    def process_optim_batch(self, batch: TransitionBatch, /) -> TransitionBatch:
+    def on_sampled_batch(self, batch: TransitionBatch, /) -> TransitionBatch:
         return batch
 
-    def post_loss(self, losses: Any, /) -> None:
+    def on_loss(self, losses: Any, /) -> None:
         for name, loss in losses.items():
             self.losses.setdefault(name, float(loss.detach()))
 
-    def post_optim(self, name: str, optimizer: Any, /) -> None:
+    def on_optimizer_step(self, name: str, optimizer: Any, /) -> None:
         del optimizer
         if name == "critic_optim" and self.critic is not None:
             grads = [p.grad.flatten() for p in self.critic.parameters() if p.grad is not None]
@@ -156,7 +156,7 @@ def _penalty(calibrated: bool, rew: tuple[float, float], k: int = 2, temperature
     algorithm.process_buffer(buffer)
 
     class WholeBuffer(Recorder):
-        def process_optim_batch(self, batch: TransitionBatch, /) -> TransitionBatch:
+        def on_sampled_batch(self, batch: TransitionBatch, /) -> TransitionBatch:
             return buffer.get(np.array([0, 1]))  # both transitions, in order
 
     return algorithm.update(buffer, 2, hooks=WholeBuffer()).cql_penalty

@@ -3,7 +3,7 @@ whose weights are set by hand. Every expected loss and target is computed here, 
 (or plain torch on the numbers written out below), never with the library's own functions.
 
 Off-policy and offline algorithms sample from a one-transition buffer; the update hooks replace the
-sample by the hand-built batch (``process_optim_batch``) and record every loss (``post_loss``), so the
+sample by the hand-built batch (``on_sampled_batch``) and record every loss (``on_loss``), so the
 values can be compared before any optimizer step changes the networks.
 """
 
@@ -88,14 +88,14 @@ class Recorder:
         self.losses: dict[str, float] = {}
         self.optimizer_steps: list[str] = []
 
-    def process_optim_batch(self, batch: TransitionBatch, /) -> TransitionBatch:
+    def on_sampled_batch(self, batch: TransitionBatch, /) -> TransitionBatch:
         return batch if self.batch is None else self.batch
 
-    def post_loss(self, losses: Any, /) -> None:
+    def on_loss(self, losses: Any, /) -> None:
         for name, loss in losses.items():
             self.losses.setdefault(name, float(loss.detach()))  # the first value of each loss
 
-    def post_optim(self, name: str, optimizer: Any, /) -> None:
+    def on_optimizer_step(self, name: str, optimizer: Any, /) -> None:
         self.optimizer_steps.append(name)
 
 

@@ -240,7 +240,7 @@ class _RecordingOffPolicy(OffPolicyAlgorithm[QValuePolicy]):
         self, buffer: AnyReplayBuffer, batch_size: int, *, hooks: UpdateHooks = NO_UPDATE_HOOKS
     ) -> TrainingStats:
         assert isinstance(buffer, BaseReplayBuffer)
-        batch = hooks.process_optim_batch(buffer.sample(batch_size))
+        batch = hooks.on_sampled_batch(buffer.sample(batch_size))
         assert not isinstance(batch.obs, dict) and not isinstance(batch.obs, torch.Tensor)
         assert isinstance(batch.rew, np.ndarray)
         self.seen.append((np.asarray(batch.obs), np.asarray(batch.obs_next), batch.rew.copy()))
@@ -253,14 +253,14 @@ class _RawRewards:
     def __init__(self) -> None:
         self.rew: list[np.ndarray] = []
 
-    def process_optim_batch(self, batch: Any, /) -> Any:
+    def on_sampled_batch(self, batch: Any, /) -> Any:
         self.rew.append(np.array(batch.rew))
         return batch
 
-    def post_loss(self, losses: Any, /) -> None:
+    def on_loss(self, losses: Any, /) -> None:
         pass
 
-    def post_optim(self, name: str, optimizer: Any, /) -> None:
+    def on_optimizer_step(self, name: str, optimizer: Any, /) -> None:
         pass
 
 
@@ -625,13 +625,13 @@ class _Names:
         self.losses: list[str] = []
         self.optimizers: list[str] = []
 
-    def process_optim_batch(self, batch: Any, /) -> Any:
+    def on_sampled_batch(self, batch: Any, /) -> Any:
         return batch
 
-    def post_loss(self, losses: Any, /) -> None:
+    def on_loss(self, losses: Any, /) -> None:
         self.losses.extend(losses)
 
-    def post_optim(self, name: str, optimizer: Any, /) -> None:
+    def on_optimizer_step(self, name: str, optimizer: Any, /) -> None:
         self.optimizers.append(name)
 
 

@@ -135,14 +135,14 @@ class _Recorder:
     def __init__(self) -> None:
         self.batch: Any = None
 
-    def process_optim_batch(self, batch: Any, /) -> Any:
+    def on_sampled_batch(self, batch: Any, /) -> Any:
         self.batch = batch
         return batch
 
-    def post_loss(self, losses: Any, /) -> None:
+    def on_loss(self, losses: Any, /) -> None:
         del losses
 
-    def post_optim(self, name: str, optimizer: Any, /) -> None:
+    def on_optimizer_step(self, name: str, optimizer: Any, /) -> None:
         del name, optimizer
 
 

@@ -58,13 +58,13 @@ class Recorder:
     def __init__(self) -> None:
         self.losses: list[dict[str, float]] = []
 
-    def process_optim_batch(self, batch: Any, /) -> Any:
+    def on_sampled_batch(self, batch: Any, /) -> Any:
         return batch
 
-    def post_loss(self, losses: Any, /) -> None:
+    def on_loss(self, losses: Any, /) -> None:
         self.losses.append({name: float(loss.detach()) for name, loss in losses.items()})
 
-    def post_optim(self, name: str, optimizer: Any, /) -> None:
+    def on_optimizer_step(self, name: str, optimizer: Any, /) -> None:
         del name, optimizer
 
 

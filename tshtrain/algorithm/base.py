@@ -166,17 +166,17 @@ class UpdateHooks(Protocol):
     trainer through it.
     """
 
-    def process_optim_batch(self, batch: AnyTransitionBatch, /) -> AnyTransitionBatch:
+    def on_sampled_batch(self, batch: AnyTransitionBatch, /) -> AnyTransitionBatch:
         """Off-policy and offline algorithms pass every sampled batch through this before using it (a
         :class:`~tshtrain.data.TorchTransitionBatch` when sampled from a tensor buffer)."""
         ...
 
-    def post_loss(self, losses: Mapping[str, torch.Tensor], /) -> None:
+    def on_loss(self, losses: Mapping[str, torch.Tensor], /) -> None:
         """Called with the losses of a gradient step (name -> scalar tensor) before their backward
         pass. A hook may raise ``StopTraining`` here, which abandons the update."""
         ...
 
-    def post_optim(self, name: str, optimizer: torch.optim.Optimizer, /) -> None:
+    def on_optimizer_step(self, name: str, optimizer: torch.optim.Optimizer, /) -> None:
         """Called right after every optimizer step; ``name`` is the optimizer's key in
         :meth:`Algorithm.components`."""
         ...
@@ -186,13 +186,13 @@ class UpdateHooks(Protocol):
 class NoUpdateHooks:
     """The default :class:`UpdateHooks`: passes batches through, ignores losses and optimizer steps."""
 
-    def process_optim_batch(self, batch: AnyTransitionBatch, /) -> AnyTransitionBatch:
+    def on_sampled_batch(self, batch: AnyTransitionBatch, /) -> AnyTransitionBatch:
         return batch
 
-    def post_loss(self, losses: Mapping[str, torch.Tensor], /) -> None:
+    def on_loss(self, losses: Mapping[str, torch.Tensor], /) -> None:
         del losses
 
-    def post_optim(self, name: str, optimizer: torch.optim.Optimizer, /) -> None:
+    def on_optimizer_step(self, name: str, optimizer: torch.optim.Optimizer, /) -> None:
         del name, optimizer
 
 

@@ -31,7 +31,7 @@ sequential mode and, learners sharing nothing, computes the same weights bit for
 Limits, each checked with a :class:`~tshtrain.errors.ConfigurationError`: CPU learners only (CUDA
 tensors could travel by CUDA IPC, but nothing here is tested on a GPU); learners must not share
 parameters (two processes would write them at the same time); the trainer's update hooks
-(``process_optim_batch``, ``post_loss``, ``post_optim`` callbacks) cannot reach into worker processes.
+(``on_sampled_batch``, ``on_loss``, ``on_optimizer_step`` callbacks) cannot reach into worker processes.
 
 Start method (:attr:`ParallelParams.start_method`): ``forkserver`` by default. ``fork`` starts fastest
 and needs nothing picklable, but forking a process whose OpenMP thread pool has run can deadlock the
@@ -566,7 +566,7 @@ class ParallelUpdater:
         if hooks is not NO_UPDATE_HOOKS:
             raise ConfigurationError(
                 f"{self.owner}: update_mode='parallel' cannot run the trainer's update hooks "
-                f"(process_optim_batch / post_loss / post_optim callbacks) in worker processes; remove "
+                f"(on_sampled_batch / on_loss / on_optimizer_step callbacks) in worker processes; remove "
                 f"those callbacks or use update_mode='sequential'."
             )
         staged = self._stage(rollout)

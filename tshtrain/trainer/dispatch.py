@@ -278,14 +278,14 @@ class UpdateBridge:
         self._records: list[dict[str, float]] = []
         self._sink = ScalarSink(callbacks.progress)
 
-    def process_optim_batch(self, batch: AnyTransitionBatch, /) -> AnyTransitionBatch:
+    def on_sampled_batch(self, batch: AnyTransitionBatch, /) -> AnyTransitionBatch:
         kind: type[TransitionBatch] | type[TorchTransitionBatch] = type(batch)
         return self._with_sink(lambda: self._callbacks.transform("on_sampled_batch", batch, kind))
 
-    def post_loss(self, losses: Mapping[str, torch.Tensor], /) -> None:
+    def on_loss(self, losses: Mapping[str, torch.Tensor], /) -> None:
         self._with_sink(lambda: self._callbacks.call("on_loss", losses))
 
-    def post_optim(self, name: str, optimizer: torch.optim.Optimizer, /) -> None:
+    def on_optimizer_step(self, name: str, optimizer: torch.optim.Optimizer, /) -> None:
         step = OptimizerStep(name=name, optimizer=optimizer)
         self._with_sink(lambda: self._callbacks.call("on_optimizer_step", step))
         self._records.append(self._sink.scalars)

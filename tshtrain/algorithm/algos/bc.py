@@ -82,7 +82,7 @@ class BehaviorCloning(OfflineAlgorithm[Policy, BCTrainingStats]):
         self, buffer: BaseReplayBuffer, batch_size: int, *, hooks: UpdateHooks = NO_UPDATE_HOOKS
     ) -> BCTrainingStats:
         self.lrs.begin_update()
-        batch = hooks.process_optim_batch(buffer.sample(batch_size)).to_torch(self.policy.device)
+        batch = hooks.on_sampled_batch(buffer.sample(batch_size)).to_torch(self.policy.device)
         policy = self.policy
         assert isinstance(policy, CategoricalPolicy | DeterministicActorPolicy)  # the constructor's type
         loss = imitation_loss(policy, batch.obs, batch.act)

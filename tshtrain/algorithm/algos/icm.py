@@ -14,7 +14,7 @@ minimising ``lr_scale * ((1 - w) * inverse_loss + w * forward_loss)`` with ``w =
 exists only in the batch the inner algorithm sees. Both wrappers present the inner algorithm's policy,
 so collectors and trainers treat them like the inner algorithm.
 
-* Off-policy: the inner ``update`` gets update hooks whose ``process_optim_batch`` first calls the
+* Off-policy: the inner ``update`` gets update hooks whose ``on_sampled_batch`` first calls the
   trainer's hooks, then adds the intrinsic reward to the sampled batch's ``rew``. The inner algorithm's
   n-step returns are read from the buffer, so ``n_step > 1`` is refused (see ``docs/icm.md``).
 * On-policy: the inner ``update`` gets the rollout with increased ``rew`` (padding stays 0).
@@ -378,8 +378,8 @@ class _IntrinsicRewardHooks:
         self.outer = outer
         self.evaluated: list[_Evaluated] = []
 
-    def process_optim_batch(self, batch: AnyTransitionBatch, /) -> AnyTransitionBatch:
-        batch = self.outer.process_optim_batch(batch)
+    def on_sampled_batch(self, batch: AnyTransitionBatch, /) -> AnyTransitionBatch:
+        batch = self.outer.on_sampled_batch(batch)
         device = module_device(self.learner.module)
         if isinstance(batch, TransitionBatch):
             evaluated = self.learner.evaluate(
@@ -399,11 +399,11 @@ class _IntrinsicRewardHooks:
         reward_N = icm_intrinsic_reward(evaluated.output.forward_error_N, self.learner.params.reward_scale)
         return dataclasses.replace(batch, rew=batch.rew + reward_N.to(batch.rew.device, batch.rew.dtype))
 
-    def post_loss(self, losses: Mapping[str, torch.Tensor], /) -> None:
-        self.outer.post_loss(losses)
+    def on_loss(self, losses: Mapping[str, torch.Tensor], /) -> None:
+        self.outer.on_loss(losses)
 
-    def post_optim(self, name: str, optimizer: torch.optim.Optimizer, /) -> None:
-        self.outer.post_optim(name, optimizer)
+    def on_optimizer_step(self, name: str, optimizer: torch.optim.Optimizer, /) -> None:
+        self.outer.on_optimizer_step(name, optimizer)
 
 
 @final
@@ -454,7 +454,7 @@ class ICMOffPolicy(OffPolicyAlgorithm[TPolicy, ICMTrainingStats]):
         if not shaping.evaluated:
             raise ConfigurationError(
                 f"ICMOffPolicy: {type(self.inner).__name__}.update sampled no batch through "
-                f"hooks.process_optim_batch, so no intrinsic reward could be added; wrap an algorithm "
+                f"hooks.on_sampled_batch, so no intrinsic reward could be added; wrap an algorithm "
                 f"that samples through its update hooks."
             )
         icm = self.learner.step(shaping.evaluated, hooks)

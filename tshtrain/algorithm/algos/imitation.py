@@ -129,7 +129,7 @@ class OffPolicyImitation(OffPolicyAlgorithm[Policy, OffPolicyImitationTrainingSt
         self.lrs.begin_update()
         policy = self.policy
         assert isinstance(policy, CategoricalPolicy | DeterministicActorPolicy)  # checked in __init__
-        batch = hooks.process_optim_batch(buffer.sample(batch_size)).to_torch(policy.device)
+        batch = hooks.on_sampled_batch(buffer.sample(batch_size)).to_torch(policy.device)
         loss = imitation_loss(policy, batch.obs, batch.act)
         optimizer_step(self.optim, "optim", {"imitation loss": loss}, hooks, zero_grad_first=False)
         loss_value = loss.detach()

@@ -88,11 +88,11 @@ class NPG(TrustRegionAlgorithm[NPGParams, NPGTrainingStats]):
     @override
     def policy_step(self, batch: RolloutTensors, hooks: UpdateHooks) -> torch.Tensor:
         """One natural-gradient step of the policy on a mini-batch; returns (policy loss, KL) before
-        and across the step, shape (2,). The loss goes to ``hooks.post_loss`` before its gradient."""
+        and across the step, shape (2,). The loss goes to ``hooks.on_loss`` before its gradient."""
         params = self.params
         logp, _ = self.policy.log_prob_entropy(batch.obs, batch.act)
         policy_loss = -(logp * batch.advantages).mean()
-        hooks.post_loss({"policy loss": policy_loss})
+        hooks.on_loss({"policy loss": policy_loss})
         found = self.natural_direction(policy_loss, batch)
         with torch.no_grad():
             start_P = flat_parameters(self.policy_parameters)

@@ -110,10 +110,10 @@ class TRPO(TrustRegionAlgorithm[TRPOParams, TRPOTrainingStats]):
     def policy_step(self, batch: RolloutTensors, hooks: UpdateHooks) -> torch.Tensor:
         """One line-searched natural-gradient step of the policy on a mini-batch; returns (surrogate
         loss before the step, KL across it, step size, rejected trials, 1 if all failed else 0),
-        shape (5,). The loss goes to ``hooks.post_loss`` before its gradient."""
+        shape (5,). The loss goes to ``hooks.on_loss`` before its gradient."""
         params = self.params
         policy_loss = surrogate_loss(self.policy, batch)
-        hooks.post_loss({"policy loss": policy_loss})
+        hooks.on_loss({"policy loss": policy_loss})
         found = self.natural_direction(policy_loss, batch)
         with torch.no_grad():
             x_P = found.direction_P

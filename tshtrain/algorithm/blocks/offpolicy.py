@@ -58,7 +58,7 @@ def sample_replay(
     """Sample ``batch_size`` transitions and compute their n-step returns and discounts
     (:meth:`~tshtrain.data.buffer.BaseReplayBuffer.nstep_targets`, vectorised).
 
-    The sample goes through ``hooks.process_optim_batch`` first (the algorithm's update hooks). With
+    The sample goes through ``hooks.on_sampled_batch`` first (the algorithm's update hooks). With
     ``n_step > 1`` the following transitions of each chain are read from the buffer itself. A
     :class:`~tshtrain.data.TensorReplayBuffer` is sampled and its targets computed with tensor ops on
     its device (hooks see a :class:`~tshtrain.data.TorchTransitionBatch`); nothing goes to numpy.
@@ -67,7 +67,7 @@ def sample_replay(
         return _sample_tensor_replay(
             buffer, batch_size, gamma=gamma, n_step=n_step, device=device, hooks=hooks
         )
-    batch = hooks.process_optim_batch(buffer.sample(batch_size))
+    batch = hooks.on_sampled_batch(buffer.sample(batch_size))
     if isinstance(batch, TorchTransitionBatch):
         raise TypeError(
             f"sample_replay: an on_sampled_batch callback turned the numpy batch of {type(buffer).__name__} "
@@ -100,7 +100,7 @@ def _sample_tensor_replay(
     device: torch.device,
     hooks: UpdateHooks,
 ) -> ReplaySample:
-    processed = hooks.process_optim_batch(buffer.sample(batch_size))
+    processed = hooks.on_sampled_batch(buffer.sample(batch_size))
     if not isinstance(processed, TorchTransitionBatch):
         raise TypeError(
             "sample_replay: an on_sampled_batch callback turned the tensor batch of a TensorReplayBuffer "

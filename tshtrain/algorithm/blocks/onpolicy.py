@@ -164,7 +164,7 @@ class ActorCritic:
         hooks: UpdateHooks,
         max_grad_norm: float | None,
     ) -> torch.Tensor:
-        """One Adam step on ``loss`` (``reported`` goes to ``hooks.post_loss`` first); returns the
+        """One Adam step on ``loss`` (``reported`` goes to ``hooks.on_loss`` first); returns the
         gradient norm before clipping (a 0-dim tensor)."""
         clip = float("inf") if max_grad_norm is None else max_grad_norm
         grad_norm = optimizer_step(

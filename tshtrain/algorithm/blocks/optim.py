@@ -21,16 +21,16 @@ def optimizer_step(
     max_grad_norm: float | None = None,
     foreach: bool | None = None,
 ) -> torch.Tensor | None:
-    """``zero_grad`` -> ``hooks.post_loss(losses)`` -> backward -> optional clipping -> ``step`` ->
-    ``hooks.post_optim(name, optimizer)``.
+    """``zero_grad`` -> ``hooks.on_loss(losses)`` -> backward -> optional clipping -> ``step`` ->
+    ``hooks.on_optimizer_step(name, optimizer)``.
 
     Args:
         optimizer: the optimizer to step.
-        name: its key in ``Algorithm.components()``, passed to ``hooks.post_optim``.
-        losses: the losses reported to ``hooks.post_loss`` (name -> scalar tensor).
+        name: its key in ``Algorithm.components()``, passed to ``hooks.on_optimizer_step``.
+        losses: the losses reported to ``hooks.on_loss`` (name -> scalar tensor).
         hooks: the update hooks of this update.
         minimise: the loss to backpropagate; None: the single entry of ``losses``.
-        zero_grad_first: zero the gradients before ``post_loss`` (else right after it); algorithms
+        zero_grad_first: zero the gradients before ``on_loss`` (else right after it); algorithms
             keep the order they were written with, which a hook that stops training can observe.
         params: the parameters whose gradient norm is clipped (required with ``max_grad_norm``).
         max_grad_norm: clip the gradient norm of ``params`` to this value; None: no clipping.
@@ -43,9 +43,9 @@ def optimizer_step(
         (minimise,) = losses.values()
     if zero_grad_first:
         optimizer.zero_grad(set_to_none=True)
-        hooks.post_loss(losses)
+        hooks.on_loss(losses)
     else:
-        hooks.post_loss(losses)
+        hooks.on_loss(losses)
         optimizer.zero_grad(set_to_none=True)
     minimise.backward()  # type: ignore[no-untyped-call]  # torch's backward is not annotated
     grad_norm: torch.Tensor | None = None
@@ -53,5 +53,5 @@ def optimizer_step(
         assert params is not None, "optimizer_step: max_grad_norm needs params"
         grad_norm = torch.nn.utils.clip_grad_norm_(params, max_grad_norm, foreach=foreach)
     optimizer.step()
-    hooks.post_optim(name, optimizer)
+    hooks.on_optimizer_step(name, optimizer)
     return grad_norm

@@ -253,7 +253,7 @@ class TrustRegionAlgorithm(ActorCriticAlgorithm[TTrustRegionParams, TStats_co]):
     @abstractmethod
     def policy_step(self, batch: RolloutTensors, hooks: UpdateHooks) -> torch.Tensor:
         """One policy step on a mini-batch (a :data:`PolicyStep`); the policy loss goes to
-        ``hooks.post_loss`` before its gradient."""
+        ``hooks.on_loss`` before its gradient."""
 
     @abstractmethod
     def training_stats(self, result: TrustRegionResult) -> TStats_co:
