@@ -25,6 +25,7 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
+from tshtrain.algorithm.blocks.noisy import NOISY_SIGMA0
 from tshtrain.config.defaults import DEFAULT_DEVICE
 from tshtrain.devices import DEVICE_FORMS, check_device_form
 from tshtrain.env.pettingzoo import ALLOWED_PACKAGES as PETTINGZOO_PACKAGES
@@ -362,8 +363,9 @@ class RainbowQNetwork(CategoricalQNetwork):
 
     dueling: bool = True
     """a value head next to the advantage head"""
-    noisy_sigma0: float = Field(default=0.1, gt=0.0, allow_inf_nan=False)
-    """initial noise scale of the NoisyLinear head layers (Tianshou's Rainbow test: 0.1)"""
+    noisy_sigma0: float = Field(default=NOISY_SIGMA0, gt=0.0, allow_inf_nan=False)
+    """initial noise scale of the NoisyLinear head layers (default: ``NOISY_SIGMA0``, 0.1, Tianshou's
+    Rainbow test; the paper's 0.5 is a setting away)"""
 
 
 class QuantileQNetwork(DistributionalQNetwork):

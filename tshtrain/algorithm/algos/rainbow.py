@@ -2,7 +2,8 @@
 and noisy nets. Double-Q action choice is :attr:`C51Params.is_double` (on by default).
 
 The pieces are the existing ones: the network is ``categorical_mlp(..., dueling=True,
-noisy_sigma0=0.5)``, n-step is ``C51Params(n_step=3)``, prioritized replay is a
+noisy_sigma0=NOISY_SIGMA0)`` (:data:`~tshtrain.algorithm.blocks.noisy.NOISY_SIGMA0`), n-step is
+``C51Params(n_step=3)``, prioritized replay is a
 :class:`~tshtrain.data.PrioritizedVectorReplayBuffer` (the per-sample cross-entropy becomes the
 priority). What Rainbow adds over :class:`~tshtrain.algorithm.C51` is the noise: see
 :mod:`tshtrain.algorithm.blocks.noisy`. Each gradient step draws new noise for the online and for the

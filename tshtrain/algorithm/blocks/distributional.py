@@ -146,8 +146,9 @@ def categorical_mlp(
 ) -> CategoricalQNet:
     """A :class:`CategoricalQNet` of ReLU MLPs: a trunk with ``hidden_sizes``, then an advantage head (and
     with ``dueling`` a value head) with ``head_hidden_sizes`` and a linear output. With ``noisy_sigma0``
-    the head layers are :class:`~tshtrain.algorithm.blocks.noisy.NoisyLinear` (Rainbow; the trunk stays
-    deterministic, as in Tianshou's Rainbow test)."""
+    (Rainbow's default: :data:`~tshtrain.algorithm.blocks.noisy.NOISY_SIGMA0`) the head layers are
+    :class:`~tshtrain.algorithm.blocks.noisy.NoisyLinear` (the trunk stays deterministic, as in
+    Tianshou's Rainbow test)."""
     trunk = _trunk(input_dim, hidden_sizes, "categorical_mlp")
     head = [hidden_sizes[-1], *head_hidden_sizes]
     advantage = _stack([*head, num_actions * num_atoms], noisy_sigma0, last_activation=False)

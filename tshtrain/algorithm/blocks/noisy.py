@@ -32,6 +32,14 @@ from tshtrain.algorithm.blocks.policies import QValuePolicy
 from tshtrain.data.batch import ObsTensor
 from tshtrain.errors import ConfigurationError
 
+NOISY_SIGMA0 = 0.1
+"""the one default initial noise scale ``sigma0`` of noisy layers (``NoisyLinear``, Rainbow's
+``algorithm.network.noisy_sigma0``). The paper's value for factorised noise is 0.5 (Fortunato et al.
+2018, section 3.2); 0.1 is Tianshou's Rainbow test's ``noisy_std``, which the rainbow default experiment
+(``tshtrain config rainbow``), examples/distributional_cartpole.py and
+tests/learning/test_learning_distributional.py use and whose results docs/algorithms.md reports.
+Pass ``sigma0=0.5`` for the paper's setting."""
+
 
 @final
 class NoisyLinear(nn.Module):
@@ -48,14 +56,15 @@ class NoisyLinear(nn.Module):
         self,
         in_features: int,
         out_features: int,
-        sigma0: float = 0.5,
+        sigma0: float = NOISY_SIGMA0,
         *,
         device: torch.device | str | None = None,
     ):
         """Args:
         in_features: input width.
         out_features: output width.
-        sigma0: initial noise scale; ``sigma`` starts at ``sigma0 / sqrt(in_features)`` (paper: 0.5).
+        sigma0: initial noise scale; ``sigma`` starts at ``sigma0 / sqrt(in_features)`` (default:
+            :data:`NOISY_SIGMA0`; the paper: 0.5).
         device: where the parameters and noise buffers live (None: torch's default, as ``nn.Linear``).
         """
         super().__init__()
@@ -135,7 +144,7 @@ class NoisyQPolicy(Policy):
         if not noisy_layers(q_policy.q_net):
             raise ConfigurationError(
                 "NoisyQPolicy: q_policy.q_net has no NoisyLinear layer; build it with noisy layers "
-                "(e.g. categorical_mlp(..., noisy_sigma0=0.5)) or use the QValuePolicy directly."
+                f"(e.g. categorical_mlp(..., noisy_sigma0={NOISY_SIGMA0})) or use the QValuePolicy directly."
             )
         device = module_device(q_policy.q_net)
         super().__init__(
