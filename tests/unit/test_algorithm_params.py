@@ -19,11 +19,14 @@ from tshtrain.algorithm import (
     DQNParams,
     EpsilonSchedule,
     LinearSchedule,
+    OffPolicyActorCriticParams,
     PPOParams,
+    REDQParams,
     ReinforceParams,
     SACParams,
     TD3BCParams,
     TD3Params,
+    TwinDelayedParams,
 )
 from tshtrain.constraints import field_checks
 from tshtrain.errors import ConfigurationError
@@ -41,6 +44,7 @@ PARAMS: list[tuple[type, dict[str, object]]] = [
     (CQLParams, {}),
     (DiscreteCQLParams, {}),
     (TD3BCParams, {}),
+    (REDQParams, {}),
     (EpsilonSchedule, {}),
     (LinearSchedule, {"num_update_steps": 10}),
 ]
@@ -70,6 +74,41 @@ def test_the_on_policy_base_params_are_abstract() -> None:
     with pytest.raises(TypeError, match="abstract"):
         ActorCriticParams()  # type: ignore[abstract]  # the point of the test
     assert isinstance(PPOParams(), ActorCriticParams) and isinstance(A2CParams(), ActorCriticParams)
+
+
+OFF_POLICY_PARAMS = (DDPGParams, TD3Params, TD3BCParams, SACParams, DiscreteSACParams, REDQParams, CQLParams)
+
+
+@pytest.mark.parametrize("base", [OffPolicyActorCriticParams, TwinDelayedParams])
+def test_the_off_policy_base_params_are_abstract(base: type) -> None:
+    with pytest.raises(TypeError, match="abstract"):
+        base()
+
+
+@pytest.mark.parametrize("cls", OFF_POLICY_PARAMS, ids=lambda cls: cls.__name__)
+def test_the_off_policy_params_share_the_base_and_its_checks(cls: type) -> None:
+    assert isinstance(cls(), OffPolicyActorCriticParams)
+    with pytest.raises(
+        ConfigurationError, match=rf"^{cls.__name__}\.tau must be a number in \(0, 1\], got 0\.$"
+    ):
+        cls(tau=0)
+    with pytest.raises(ConfigurationError, match=rf"^{cls.__name__}\.lr_schedule must be a tshtrain"):
+        cls(lr_schedule="linear")
+
+
+def test_off_policy_defaults_kept() -> None:
+    """The learning rates each algorithm declared before the shared base (its users rely on them)."""
+    lrs = {cls.__name__: (cls().actor_lr, cls().critic_lr) for cls in OFF_POLICY_PARAMS}
+    assert lrs == {
+        "DDPGParams": (1e-3, 1e-3),
+        "TD3Params": (1e-3, 1e-3),
+        "TD3BCParams": (3e-4, 3e-4),
+        "SACParams": (1e-3, 1e-3),
+        "DiscreteSACParams": (3e-4, 3e-4),
+        "REDQParams": (1e-3, 1e-3),
+        "CQLParams": (1e-4, 3e-4),
+    }
+    assert {(cls().gamma, cls().tau, cls().lr_schedule) for cls in OFF_POLICY_PARAMS} == {(0.99, 0.005, None)}
 
 
 def test_cross_field_rules_stay_after_the_field_checks() -> None:

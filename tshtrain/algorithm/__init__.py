@@ -349,3 +349,11 @@ __all__ += [
     "icm_intrinsic_reward",
     "icm_losses",
 ]
+
+from tshtrain.algorithm.algos.td3 import TwinDelayedParams  # noqa: E402
+from tshtrain.algorithm.blocks.offpolicy_actor_critic import OffPolicyActorCriticParams  # noqa: E402
+
+__all__ += [
+    "OffPolicyActorCriticParams",
+    "TwinDelayedParams",
+]

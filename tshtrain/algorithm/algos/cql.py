@@ -37,47 +37,35 @@ from tshtrain.algorithm.base import (
     UpdateHooks,
     make_adam,
 )
-from tshtrain.algorithm.blocks.actor_critic_targets import ActorCriticTargets
 from tshtrain.algorithm.blocks.calibration import DatasetReturns
 from tshtrain.algorithm.blocks.continuous import TanhGaussianPolicy, critic_values
-from tshtrain.algorithm.blocks.lr_schedule import ScheduledLearningRates, optimizers_in
-from tshtrain.algorithm.blocks.normalization import ObsNormalization, RunningObsNormalizer
+from tshtrain.algorithm.blocks.normalization import RunningObsNormalizer
 from tshtrain.algorithm.blocks.offpolicy import (
     host_scalars,
     sample_replay,
     td_loss,
 )
+from tshtrain.algorithm.blocks.offpolicy_actor_critic import OffPolicyActorCriticParams, setup_actor_critic
 from tshtrain.algorithm.blocks.optim import optimizer_step
-from tshtrain.algorithm.blocks.schedules import Schedule, check_schedule
-from tshtrain.algorithm.blocks.temperature import EntropyTemperature
-from tshtrain.constraints import (
-    FiniteFloat,
-    NonNegativeFloat,
-    OpenUnitFloat,
-    PositiveFloat,
-    PositiveInt,
-    UnitFloat,
-    validate_fields,
-)
+from tshtrain.algorithm.blocks.temperature import box_temperature
+from tshtrain.constraints import FiniteFloat, NonNegativeFloat, PositiveFloat, PositiveInt
 from tshtrain.data.batch import ObsTensor
 from tshtrain.data.buffer import BaseReplayBuffer
 from tshtrain.errors import ConfigurationError, UnsupportedSpaceError
 
 
+@final
 @dataclass(frozen=True, kw_only=True)
-class CQLParams:
-    """Hyperparameters of :class:`CQL`."""
+class CQLParams(OffPolicyActorCriticParams):
+    """Hyperparameters of :class:`CQL` (besides those of :class:`OffPolicyActorCriticParams`, with
+    other learning-rate defaults)."""
 
     actor_lr: PositiveFloat = 1e-4
-    """Adam learning rate of the actor"""
+    """Adam learning rate of the actor (the base's field with CQL's default)"""
     critic_lr: PositiveFloat = 3e-4
-    """Adam learning rate of the critics"""
+    """Adam learning rate of the critics (the base's field with CQL's default)"""
     alpha_lr: PositiveFloat = 3e-4
     """Adam learning rate of log(alpha), the entropy coefficient (auto_alpha=True only)"""
-    gamma: UnitFloat = 0.99
-    """discount factor in [0, 1]"""
-    tau: OpenUnitFloat = 0.005
-    """Polyak rate of the target critics, in (0, 1]; 0.005 is usual"""
     alpha: PositiveFloat = 0.2
     """entropy coefficient: constant with auto_alpha=False, the starting value with auto_alpha=True"""
     auto_alpha: bool = True
@@ -111,13 +99,9 @@ class CQLParams:
     """clip the gradient norm of the critics' step (over all critics' parameters together; Tianshou
     clips each of its two critics to 1.0 by default); None: no clipping"""
 
-    lr_schedule: Schedule | None = None
-    """multiplies every learning rate by schedule.factor(k) in the gradient step after k gradient steps (e.g.
-    ``LinearSchedule(num_update_steps=<gradient steps of the run>)``); None: constant learning rates"""
-
+    @override
     def __post_init__(self) -> None:
-        validate_fields(self)
-        check_schedule(self, "lr_schedule", self.lr_schedule)
+        super().__post_init__()
         if self.with_lagrange and self.cql_weight == 0:
             raise ConfigurationError(
                 "CQLParams.cql_weight=0 cannot be tuned with with_lagrange=True (log(0)); start it at "
@@ -209,35 +193,24 @@ class CQL(OfflineAlgorithm[TanhGaussianPolicy, CQLTrainingStats]):
             reading observations; fitted to the dataset in :meth:`process_buffer`.
         """
         super().__init__(policy=policy)
-        self.obs_normalization = ObsNormalization("CQL", obs_normalizer, {"policy": policy, "critic": critic})
         self.params = p = params or CQLParams()
-        self.nets = ActorCriticTargets(
-            actor=policy.actor,
-            critic=critic,
-            actor_lr=p.actor_lr,
-            critic_lr=p.critic_lr,
-            target_actor=False,
-        )
-        self.temperature = EntropyTemperature(
-            alpha=p.alpha,
-            learned=p.auto_alpha,
-            lr=p.alpha_lr,
-            target_entropy=-float(policy.act_dim) if p.target_entropy is None else p.target_entropy,
-            device=policy.device,
-        )
+        self.temperature = box_temperature(p, act_dim=policy.act_dim, device=policy.device)
         initial_weight = math.log(p.cql_weight) if p.with_lagrange else 0.0
         self.log_cql_weight = nn.Parameter(torch.tensor(initial_weight, device=policy.device))
         self.log_cql_weight.requires_grad_(p.with_lagrange)
         self.cql_weight_optim = make_adam([self.log_cql_weight], lr=p.cql_weight_lr)
-        self.register_components(
-            {
-                **self.nets.components(),
+        self.obs_normalization, self.nets, self.lrs = setup_actor_critic(
+            self,
+            actor=policy.actor,
+            critic=critic,
+            params=p,
+            target_actor=False,
+            obs_normalizer=obs_normalizer,
+            extra_optimizers={
                 "alpha_optim": self.temperature.optim,
                 "cql_weight_optim": self.cql_weight_optim,
-            }
+            },
         )
-        self.lrs = ScheduledLearningRates(self.params.lr_schedule, optimizers_in(self.components()))
-        self.register_components(self.lrs.components())
         self.dataset_returns: DatasetReturns | None = None
         """the dataset's returns-to-go (``calibrated=True``; set by :meth:`process_buffer`)"""
 

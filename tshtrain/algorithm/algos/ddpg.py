@@ -15,44 +15,31 @@ from tshtrain.algorithm.base import (
     TrainingStats,
     UpdateHooks,
 )
-from tshtrain.algorithm.blocks.actor_critic_targets import ActorCriticTargets
 from tshtrain.algorithm.blocks.continuous import critic_values
-from tshtrain.algorithm.blocks.lr_schedule import ScheduledLearningRates, optimizers_in
-from tshtrain.algorithm.blocks.normalization import ObsNormalization, RunningObsNormalizer
+from tshtrain.algorithm.blocks.normalization import RunningObsNormalizer
 from tshtrain.algorithm.blocks.offpolicy import (
     host_scalars,
     sample_replay,
     td_loss,
     update_priorities,
 )
+from tshtrain.algorithm.blocks.offpolicy_actor_critic import OffPolicyActorCriticParams, setup_actor_critic
 from tshtrain.algorithm.blocks.policies import DeterministicActorPolicy
-from tshtrain.algorithm.blocks.schedules import Schedule, check_schedule
-from tshtrain.constraints import OpenUnitFloat, PositiveFloat, PositiveInt, UnitFloat, validate_fields
+from tshtrain.constraints import PositiveInt
 from tshtrain.data.collector_base import AnyReplayBuffer
 
 
+@final
 @dataclass(frozen=True, kw_only=True)
-class DDPGParams:
-    """Hyperparameters of :class:`DDPG`."""
+class DDPGParams(OffPolicyActorCriticParams):
+    """Hyperparameters of :class:`DDPG` (besides those of :class:`OffPolicyActorCriticParams`)."""
 
-    actor_lr: PositiveFloat = 1e-3
-    """Adam learning rate of the actor"""
-    critic_lr: PositiveFloat = 1e-3
-    """Adam learning rate of the critic"""
-    gamma: UnitFloat = 0.99
-    """discount factor in [0, 1]"""
-    tau: OpenUnitFloat = 0.005
-    """Polyak rate of the target actor and critic, in (0, 1]"""
     n_step: PositiveInt = 1
     """transitions summed in the TD target before bootstrapping (stops early at episode ends)"""
 
-    lr_schedule: Schedule | None = None
-    """multiplies every learning rate by schedule.factor(k) in the gradient step after k gradient steps (e.g.
-    ``LinearSchedule(num_update_steps=<gradient steps of the run>)``); None: constant learning rates"""
-
+    @override
     def __post_init__(self) -> None:
-        validate_fields(self)
-        check_schedule(self, "lr_schedule", self.lr_schedule)
+        super().__post_init__()
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -86,20 +73,15 @@ class DDPG(OffPolicyAlgorithm[DeterministicActorPolicy, DDPGTrainingStats]):
         obs_normalizer: RunningObsNormalizer | None = None,
     ):
         super().__init__(policy=policy)
-        self.obs_normalization = ObsNormalization(
-            "DDPG", obs_normalizer, {"policy": policy, "critic": critic}
-        )
         self.params = params or DDPGParams()
-        self.nets = ActorCriticTargets(
+        self.obs_normalization, self.nets, self.lrs = setup_actor_critic(
+            self,
             actor=policy.actor,
             critic=critic,
-            actor_lr=self.params.actor_lr,
-            critic_lr=self.params.critic_lr,
+            params=self.params,
             target_actor=True,
+            obs_normalizer=obs_normalizer,
         )
-        self.register_components(self.nets.components())
-        self.lrs = ScheduledLearningRates(self.params.lr_schedule, optimizers_in(self.components()))
-        self.register_components(self.lrs.components())
 
     @override
     def update(

@@ -18,38 +18,34 @@ from tshtrain.algorithm.base import (
     TrainingStats,
     UpdateHooks,
 )
-from tshtrain.algorithm.blocks.actor_critic_targets import ActorCriticTargets
 from tshtrain.algorithm.blocks.continuous import ensemble_mlp
-from tshtrain.algorithm.blocks.lr_schedule import ScheduledLearningRates, optimizers_in
-from tshtrain.algorithm.blocks.normalization import ObsNormalization, RunningObsNormalizer
+from tshtrain.algorithm.blocks.normalization import RunningObsNormalizer
 from tshtrain.algorithm.blocks.offpolicy import (
     host_scalars,
     sample_replay,
     td_loss,
     update_priorities,
 )
+from tshtrain.algorithm.blocks.offpolicy_actor_critic import OffPolicyActorCriticParams, setup_actor_critic
 from tshtrain.algorithm.blocks.policies import CategoricalPolicy
-from tshtrain.algorithm.blocks.schedules import Schedule, check_schedule
 from tshtrain.algorithm.blocks.temperature import EntropyTemperature
-from tshtrain.constraints import OpenUnitFloat, PositiveFloat, PositiveInt, UnitFloat, validate_fields
+from tshtrain.constraints import OpenUnitFloat, PositiveFloat, PositiveInt
 from tshtrain.data.collector_base import AnyReplayBuffer
 from tshtrain.devices import restore_generator_state
 
 
+@final
 @dataclass(frozen=True, kw_only=True)
-class DiscreteSACParams:
-    """Hyperparameters of :class:`DiscreteSAC`."""
+class DiscreteSACParams(OffPolicyActorCriticParams):
+    """Hyperparameters of :class:`DiscreteSAC` (besides those of :class:`OffPolicyActorCriticParams`,
+    with other learning-rate defaults)."""
 
     actor_lr: PositiveFloat = 3e-4
-    """Adam learning rate of the actor"""
+    """Adam learning rate of the actor (the base's field with discrete SAC's default)"""
     critic_lr: PositiveFloat = 3e-4
-    """Adam learning rate of the critics"""
+    """Adam learning rate of the critics (the base's field with discrete SAC's default)"""
     alpha_lr: PositiveFloat = 3e-4
     """Adam learning rate of log(alpha) (auto_alpha=True only)"""
-    gamma: UnitFloat = 0.99
-    """discount factor in [0, 1]"""
-    tau: OpenUnitFloat = 0.005
-    """Polyak rate of the target critics, in (0, 1]"""
     alpha: PositiveFloat = 1.0
     """entropy coefficient: constant with auto_alpha=False, the starting value with auto_alpha=True"""
     auto_alpha: bool = True
@@ -59,13 +55,9 @@ class DiscreteSACParams:
     n_step: PositiveInt = 1
     """transitions summed in the TD target before bootstrapping (stops early at episode ends)"""
 
-    lr_schedule: Schedule | None = None
-    """multiplies every learning rate by schedule.factor(k) in the gradient step after k gradient steps (e.g.
-    ``LinearSchedule(num_update_steps=<gradient steps of the run>)``); None: constant learning rates"""
-
+    @override
     def __post_init__(self) -> None:
-        validate_fields(self)
-        check_schedule(self, "lr_schedule", self.lr_schedule)
+        super().__post_init__()
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -136,30 +128,24 @@ class DiscreteSAC(OffPolicyAlgorithm[CategoricalPolicy, DiscreteSACTrainingStats
         obs_normalizer: RunningObsNormalizer | None = None,
     ):
         super().__init__(policy=policy)
-        self.obs_normalization = ObsNormalization(
-            "DiscreteSAC", obs_normalizer, {"policy": policy, "critic": critic}
-        )
-        self.params = params or DiscreteSACParams()
-        p = self.params
-        self.nets = ActorCriticTargets(
-            actor=policy.actor,
-            critic=critic,
-            actor_lr=p.actor_lr,
-            critic_lr=p.critic_lr,
-            target_actor=False,
-        )
+        self.params = p = params or DiscreteSACParams()
         assert isinstance(policy.action_space, gym.spaces.Discrete)  # CategoricalPolicy checks it
-        num_actions = int(policy.action_space.n)
         self.temperature = EntropyTemperature(
             alpha=p.alpha,
             learned=p.auto_alpha,
             lr=p.alpha_lr,
-            target_entropy=p.target_entropy_ratio * math.log(num_actions),
+            target_entropy=p.target_entropy_ratio * math.log(int(policy.action_space.n)),
             device=policy.device,
         )
-        self.register_components({**self.nets.components(), "alpha_optim": self.temperature.optim})
-        self.lrs = ScheduledLearningRates(self.params.lr_schedule, optimizers_in(self.components()))
-        self.register_components(self.lrs.components())
+        self.obs_normalization, self.nets, self.lrs = setup_actor_critic(
+            self,
+            actor=policy.actor,
+            critic=critic,
+            params=p,
+            target_actor=False,
+            obs_normalizer=obs_normalizer,
+            extra_optimizers={"alpha_optim": self.temperature.optim},
+        )
 
     @override
     def extra_state(self) -> dict[str, Any]:

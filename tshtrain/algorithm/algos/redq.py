@@ -33,10 +33,8 @@ from tshtrain.algorithm.base import (
     UpdateHooks,
     seeded_generator,
 )
-from tshtrain.algorithm.blocks.actor_critic_targets import ActorCriticTargets
 from tshtrain.algorithm.blocks.continuous import TanhGaussianPolicy, critic_values
-from tshtrain.algorithm.blocks.lr_schedule import ScheduledLearningRates, optimizers_in
-from tshtrain.algorithm.blocks.normalization import ObsNormalization, RunningObsNormalizer
+from tshtrain.algorithm.blocks.normalization import RunningObsNormalizer
 from tshtrain.algorithm.blocks.offpolicy import (
     ReplaySample,
     host_scalars,
@@ -44,16 +42,9 @@ from tshtrain.algorithm.blocks.offpolicy import (
     td_loss,
     update_priorities,
 )
-from tshtrain.algorithm.blocks.schedules import Schedule, check_schedule
-from tshtrain.algorithm.blocks.temperature import EntropyTemperature
-from tshtrain.constraints import (
-    FiniteFloat,
-    OpenUnitFloat,
-    PositiveFloat,
-    PositiveInt,
-    UnitFloat,
-    validate_fields,
-)
+from tshtrain.algorithm.blocks.offpolicy_actor_critic import OffPolicyActorCriticParams, setup_actor_critic
+from tshtrain.algorithm.blocks.temperature import box_temperature
+from tshtrain.constraints import FiniteFloat, PositiveFloat, PositiveInt
 from tshtrain.data.collector_base import AnyReplayBuffer
 from tshtrain.devices import restore_generator_state
 from tshtrain.errors import ConfigurationError
@@ -68,22 +59,15 @@ class REDQTarget(enum.Enum):
     """the mean over the subset"""
 
 
+@final
 @dataclass(frozen=True, kw_only=True)
-class REDQParams:
-    """Hyperparameters of :class:`REDQ` (Tianshou 2.0.1's defaults). The ensemble size ``N`` is the
-    critic's ``num_critics``; the update-to-data ratio ``G`` is the trainer's
-    ``update_step_num_gradient_steps_per_sample``."""
+class REDQParams(OffPolicyActorCriticParams):
+    """Hyperparameters of :class:`REDQ` (besides those of :class:`OffPolicyActorCriticParams`;
+    Tianshou 2.0.1's defaults). The ensemble size ``N`` is the critic's ``num_critics``; the
+    update-to-data ratio ``G`` is the trainer's ``update_step_num_gradient_steps_per_sample``."""
 
-    actor_lr: PositiveFloat = 1e-3
-    """Adam learning rate of the actor"""
-    critic_lr: PositiveFloat = 1e-3
-    """Adam learning rate of the critic ensemble"""
     alpha_lr: PositiveFloat = 3e-4
     """Adam learning rate of log(alpha) (auto_alpha=True only)"""
-    gamma: UnitFloat = 0.99
-    """discount factor in [0, 1]"""
-    tau: OpenUnitFloat = 0.005
-    """Polyak rate of the target critics, in (0, 1]"""
     alpha: PositiveFloat = 0.2
     """entropy coefficient: constant with auto_alpha=False, the starting value with auto_alpha=True"""
     auto_alpha: bool = False
@@ -101,13 +85,9 @@ class REDQParams:
     n_step: PositiveInt = 1
     """transitions summed in the TD target before bootstrapping (stops early at episode ends)"""
 
-    lr_schedule: Schedule | None = None
-    """multiplies every learning rate by schedule.factor(k) in the gradient step after k gradient steps (e.g.
-    ``LinearSchedule(num_update_steps=<gradient steps of the run>)``); None: constant learning rates"""
-
+    @override
     def __post_init__(self) -> None:
-        validate_fields(self)
-        check_schedule(self, "lr_schedule", self.lr_schedule)
+        super().__post_init__()
         if not isinstance(self.target_mode, REDQTarget):
             raise ConfigurationError(
                 f"REDQParams.target_mode must be a REDQTarget (REDQTarget.MIN or REDQTarget.MEAN), got "
@@ -189,27 +169,21 @@ class REDQ(OffPolicyAlgorithm[TanhGaussianPolicy, REDQTrainingStats]):
                 f"REDQParams.subset_size={p.subset_size} exceeds the critic's ensemble size "
                 f"num_critics={self.ensemble_size}; allowed: 1 <= subset_size <= num_critics."
             )
-        self.obs_normalization = ObsNormalization(
-            "REDQ", obs_normalizer, {"policy": policy, "critic": critic}
-        )
-        self.nets = ActorCriticTargets(
-            actor=policy.actor, critic=critic, actor_lr=p.actor_lr, critic_lr=p.critic_lr, target_actor=False
-        )
-        self.temperature = EntropyTemperature(
-            alpha=p.alpha,
-            learned=p.auto_alpha,
-            lr=p.alpha_lr,
-            target_entropy=-float(policy.act_dim) if p.target_entropy is None else p.target_entropy,
-            device=policy.device,
+        self.temperature = box_temperature(p, act_dim=policy.act_dim, device=policy.device)
+        self.obs_normalization, self.nets, self.lrs = setup_actor_critic(
+            self,
+            actor=policy.actor,
+            critic=critic,
+            params=p,
+            target_actor=False,
+            obs_normalizer=obs_normalizer,
+            extra_optimizers={"alpha_optim": self.temperature.optim},
         )
         self.generator = seeded_generator(seed, policy.device)
         """draws the random subsets of target critics"""
         self.num_gradient_steps = 0
         zero = torch.zeros((), device=policy.device)
         self._actor_loss, self._alpha_loss, self._entropy = zero, zero.clone(), zero.clone()
-        self.register_components({**self.nets.components(), "alpha_optim": self.temperature.optim})
-        self.lrs = ScheduledLearningRates(p.lr_schedule, optimizers_in(self.components()))
-        self.register_components(self.lrs.components())
 
     @override
     def extra_state(self) -> dict[str, Any]:

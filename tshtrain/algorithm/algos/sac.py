@@ -17,8 +17,7 @@ from tshtrain.algorithm.base import (
 )
 from tshtrain.algorithm.blocks.actor_critic_targets import ActorCriticTargets
 from tshtrain.algorithm.blocks.continuous import TanhGaussianPolicy, critic_values
-from tshtrain.algorithm.blocks.lr_schedule import ScheduledLearningRates, optimizers_in
-from tshtrain.algorithm.blocks.normalization import ObsNormalization, RunningObsNormalizer
+from tshtrain.algorithm.blocks.normalization import RunningObsNormalizer
 from tshtrain.algorithm.blocks.offpolicy import (
     ReplaySample,
     host_scalars,
@@ -26,35 +25,21 @@ from tshtrain.algorithm.blocks.offpolicy import (
     td_loss,
     update_priorities,
 )
-from tshtrain.algorithm.blocks.schedules import Schedule, check_schedule
-from tshtrain.algorithm.blocks.temperature import EntropyTemperature
-from tshtrain.constraints import (
-    FiniteFloat,
-    OpenUnitFloat,
-    PositiveFloat,
-    PositiveInt,
-    UnitFloat,
-    validate_fields,
-)
+from tshtrain.algorithm.blocks.offpolicy_actor_critic import OffPolicyActorCriticParams, setup_actor_critic
+from tshtrain.algorithm.blocks.temperature import box_temperature
+from tshtrain.constraints import FiniteFloat, PositiveFloat, PositiveInt
 from tshtrain.data.batch import ObsTensor
 from tshtrain.data.collector_base import AnyReplayBuffer
 from tshtrain.devices import restore_generator_state
 
 
+@final
 @dataclass(frozen=True, kw_only=True)
-class SACParams:
-    """Hyperparameters of :class:`SAC`."""
+class SACParams(OffPolicyActorCriticParams):
+    """Hyperparameters of :class:`SAC` (besides those of :class:`OffPolicyActorCriticParams`)."""
 
-    actor_lr: PositiveFloat = 1e-3
-    """Adam learning rate of the actor"""
-    critic_lr: PositiveFloat = 1e-3
-    """Adam learning rate of the critics"""
     alpha_lr: PositiveFloat = 1e-3
     """Adam learning rate of log(alpha) (auto_alpha=True only)"""
-    gamma: UnitFloat = 0.99
-    """discount factor in [0, 1]"""
-    tau: OpenUnitFloat = 0.005
-    """Polyak rate of the target critics, in (0, 1]"""
     alpha: PositiveFloat = 1.0
     """entropy coefficient: constant with auto_alpha=False, the starting value with auto_alpha=True"""
     auto_alpha: bool = True
@@ -64,13 +49,9 @@ class SACParams:
     n_step: PositiveInt = 1
     """transitions summed in the TD target before bootstrapping (stops early at episode ends)"""
 
-    lr_schedule: Schedule | None = None
-    """multiplies every learning rate by schedule.factor(k) in the gradient step after k gradient steps (e.g.
-    ``LinearSchedule(num_update_steps=<gradient steps of the run>)``); None: constant learning rates"""
-
+    @override
     def __post_init__(self) -> None:
-        validate_fields(self)
-        check_schedule(self, "lr_schedule", self.lr_schedule)
+        super().__post_init__()
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -151,26 +132,17 @@ class SAC(OffPolicyAlgorithm[TanhGaussianPolicy, SACTrainingStats]):
             reading observations; updated after every update with its batch's observations.
         """
         super().__init__(policy=policy)
-        self.obs_normalization = ObsNormalization("SAC", obs_normalizer, {"policy": policy, "critic": critic})
-        self.params = params or SACParams()
-        p = self.params
-        self.nets = ActorCriticTargets(
+        self.params = p = params or SACParams()
+        self.temperature = box_temperature(p, act_dim=policy.act_dim, device=policy.device)
+        self.obs_normalization, self.nets, self.lrs = setup_actor_critic(
+            self,
             actor=policy.actor,
             critic=critic,
-            actor_lr=p.actor_lr,
-            critic_lr=p.critic_lr,
+            params=p,
             target_actor=False,
+            obs_normalizer=obs_normalizer,
+            extra_optimizers={"alpha_optim": self.temperature.optim},
         )
-        self.temperature = EntropyTemperature(
-            alpha=p.alpha,
-            learned=p.auto_alpha,
-            lr=p.alpha_lr,
-            target_entropy=-float(policy.act_dim) if p.target_entropy is None else p.target_entropy,
-            device=policy.device,
-        )
-        self.register_components({**self.nets.components(), "alpha_optim": self.temperature.optim})
-        self.lrs = ScheduledLearningRates(self.params.lr_schedule, optimizers_in(self.components()))
-        self.register_components(self.lrs.components())
 
     @override
     def extra_state(self) -> dict[str, Any]:

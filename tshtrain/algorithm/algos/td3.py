@@ -18,8 +18,7 @@ from tshtrain.algorithm.base import (
 )
 from tshtrain.algorithm.blocks.actor_critic_targets import ActorCriticTargets
 from tshtrain.algorithm.blocks.continuous import critic_values
-from tshtrain.algorithm.blocks.lr_schedule import ScheduledLearningRates, optimizers_in
-from tshtrain.algorithm.blocks.normalization import ObsNormalization, RunningObsNormalizer
+from tshtrain.algorithm.blocks.normalization import RunningObsNormalizer
 from tshtrain.algorithm.blocks.offpolicy import (
     ReplaySample,
     host_scalars,
@@ -27,48 +26,37 @@ from tshtrain.algorithm.blocks.offpolicy import (
     td_loss,
     update_priorities,
 )
+from tshtrain.algorithm.blocks.offpolicy_actor_critic import OffPolicyActorCriticParams, setup_actor_critic
 from tshtrain.algorithm.blocks.policies import DeterministicActorPolicy
-from tshtrain.algorithm.blocks.schedules import Schedule, check_schedule
-from tshtrain.constraints import (
-    NonNegativeFloat,
-    OpenUnitFloat,
-    PositiveFloat,
-    PositiveInt,
-    UnitFloat,
-    validate_fields,
-)
+from tshtrain.constraints import NonNegativeFloat, PositiveInt
 from tshtrain.data.collector_base import AnyReplayBuffer
 from tshtrain.devices import restore_generator_state
 
 
 @dataclass(frozen=True, kw_only=True)
-class TD3Params:
-    """Hyperparameters of :class:`TD3`. Noise scales are in the policy's [-1, 1] action space."""
+class TwinDelayedParams(OffPolicyActorCriticParams):
+    """Hyperparameters shared by :class:`TD3Params` and :class:`~tshtrain.algorithm.TD3BCParams`
+    (use those; this base is abstract). Noise scales are in the policy's [-1, 1] action space."""
 
-    actor_lr: PositiveFloat = 1e-3
-    """Adam learning rate of the actor"""
-    critic_lr: PositiveFloat = 1e-3
-    """Adam learning rate of the twin critics"""
-    gamma: UnitFloat = 0.99
-    """discount factor in [0, 1]"""
-    tau: OpenUnitFloat = 0.005
-    """Polyak rate of the target actor and critics, in (0, 1]"""
     policy_noise: NonNegativeFloat = 0.2
     """std of the Gaussian noise added to the target actor's actions (target policy smoothing)"""
     noise_clip: NonNegativeFloat = 0.5
     """the target policy noise is clipped to [-noise_clip, noise_clip]"""
     policy_delay: PositiveInt = 2
     """gradient steps of the critics per step of the actor and the target networks"""
+
+
+@final
+@dataclass(frozen=True, kw_only=True)
+class TD3Params(TwinDelayedParams):
+    """Hyperparameters of :class:`TD3` (besides those of :class:`TwinDelayedParams`)."""
+
     n_step: PositiveInt = 1
     """transitions summed in the TD target before bootstrapping (stops early at episode ends)"""
 
-    lr_schedule: Schedule | None = None
-    """multiplies every learning rate by schedule.factor(k) in the gradient step after k gradient steps (e.g.
-    ``LinearSchedule(num_update_steps=<gradient steps of the run>)``); None: constant learning rates"""
-
+    @override
     def __post_init__(self) -> None:
-        validate_fields(self)
-        check_schedule(self, "lr_schedule", self.lr_schedule)
+        super().__post_init__()
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -144,22 +132,19 @@ class TD3(OffPolicyAlgorithm[DeterministicActorPolicy, TD3TrainingStats]):
         seed: seeds the generator of the target policy noise.
         """
         super().__init__(policy=policy)
-        self.obs_normalization = ObsNormalization("TD3", obs_normalizer, {"policy": policy, "critic": critic})
         self.params = params or TD3Params()
-        self.nets = ActorCriticTargets(
+        self.obs_normalization, self.nets, self.lrs = setup_actor_critic(
+            self,
             actor=policy.actor,
             critic=critic,
-            actor_lr=self.params.actor_lr,
-            critic_lr=self.params.critic_lr,
+            params=self.params,
             target_actor=True,
+            obs_normalizer=obs_normalizer,
         )
         self.generator = seeded_generator(seed, policy.device)
         """draws the target policy noise"""
         self.num_gradient_steps = 0
         self._actor_loss = torch.zeros((), device=policy.device)
-        self.register_components(self.nets.components())
-        self.lrs = ScheduledLearningRates(self.params.lr_schedule, optimizers_in(self.components()))
-        self.register_components(self.lrs.components())
 
     @override
     def extra_state(self) -> dict[str, Any]:

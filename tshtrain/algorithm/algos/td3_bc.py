@@ -21,7 +21,7 @@ import torch.nn.functional as F
 from torch import nn
 from typing_extensions import override
 
-from tshtrain.algorithm.algos.td3 import smoothed_td_target
+from tshtrain.algorithm.algos.td3 import TwinDelayedParams, smoothed_td_target
 from tshtrain.algorithm.base import (
     NO_UPDATE_HOOKS,
     OfflineAlgorithm,
@@ -29,58 +29,36 @@ from tshtrain.algorithm.base import (
     UpdateHooks,
     seeded_generator,
 )
-from tshtrain.algorithm.blocks.actor_critic_targets import ActorCriticTargets
 from tshtrain.algorithm.blocks.continuous import critic_values
-from tshtrain.algorithm.blocks.lr_schedule import ScheduledLearningRates, optimizers_in
-from tshtrain.algorithm.blocks.normalization import ObsNormalization, RunningObsNormalizer
+from tshtrain.algorithm.blocks.normalization import RunningObsNormalizer
 from tshtrain.algorithm.blocks.offpolicy import (
     host_scalars,
     sample_replay,
     td_loss,
 )
+from tshtrain.algorithm.blocks.offpolicy_actor_critic import setup_actor_critic
 from tshtrain.algorithm.blocks.policies import DeterministicActorPolicy
-from tshtrain.algorithm.blocks.schedules import Schedule, check_schedule
-from tshtrain.constraints import (
-    NonNegativeFloat,
-    OpenUnitFloat,
-    PositiveFloat,
-    PositiveInt,
-    UnitFloat,
-    validate_fields,
-)
+from tshtrain.constraints import NonNegativeFloat, PositiveFloat
 from tshtrain.data.buffer import BaseReplayBuffer
 
 
+@final
 @dataclass(frozen=True, kw_only=True)
-class TD3BCParams:
-    """Hyperparameters of :class:`TD3BC` (the paper's defaults). Noise scales are in the policy's
-    [-1, 1] action space."""
+class TD3BCParams(TwinDelayedParams):
+    """Hyperparameters of :class:`TD3BC` (besides those of :class:`TwinDelayedParams`, with the paper's
+    learning rates)."""
 
     actor_lr: PositiveFloat = 3e-4
-    """Adam learning rate of the actor"""
+    """Adam learning rate of the actor (the base's field with the paper's default)"""
     critic_lr: PositiveFloat = 3e-4
-    """Adam learning rate of the twin critics"""
-    gamma: UnitFloat = 0.99
-    """discount factor in [0, 1]"""
-    tau: OpenUnitFloat = 0.005
-    """Polyak rate of the target actor and critics, in (0, 1]; 0.005 is usual"""
-    policy_noise: NonNegativeFloat = 0.2
-    """std of the Gaussian noise added to the target actor's actions (target policy smoothing)"""
-    noise_clip: NonNegativeFloat = 0.5
-    """the target policy noise is clipped to [-noise_clip, noise_clip]"""
-    policy_delay: PositiveInt = 2
-    """gradient steps of the critics per step of the actor and the target networks"""
+    """Adam learning rate of the twin critics (the base's field with the paper's default)"""
     alpha: NonNegativeFloat = 2.5
     """weight of the Q term relative to behaviour cloning (lambda = alpha / mean |Q|); 0 is pure
     behaviour cloning, the paper uses 2.5"""
 
-    lr_schedule: Schedule | None = None
-    """multiplies every learning rate by schedule.factor(k) in the gradient step after k gradient steps (e.g.
-    ``LinearSchedule(num_update_steps=<gradient steps of the run>)``); None: constant learning rates"""
-
+    @override
     def __post_init__(self) -> None:
-        validate_fields(self)
-        check_schedule(self, "lr_schedule", self.lr_schedule)
+        super().__post_init__()
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -136,25 +114,20 @@ class TD3BC(OfflineAlgorithm[DeterministicActorPolicy, TD3BCTrainingStats]):
         seed: seeds the generator of the target policy noise.
         """
         super().__init__(policy=policy)
-        self.params = p = params or TD3BCParams()
-        self.obs_normalization = ObsNormalization(
-            "TD3BC", obs_normalizer, {"policy": policy, "critic": critic}
-        )
-        self.nets = ActorCriticTargets(
+        self.params = params or TD3BCParams()
+        self.obs_normalization, self.nets, self.lrs = setup_actor_critic(
+            self,
             actor=policy.actor,
             critic=critic,
-            actor_lr=p.actor_lr,
-            critic_lr=p.critic_lr,
+            params=self.params,
             target_actor=True,
+            obs_normalizer=obs_normalizer,
         )
         self.generator = seeded_generator(seed, policy.device)
         """draws the target policy noise"""
         self.num_gradient_steps = 0
         self._actor_loss = torch.zeros((), device=policy.device)
         self._bc_loss = torch.zeros((), device=policy.device)
-        self.register_components(self.nets.components())
-        self.lrs = ScheduledLearningRates(self.params.lr_schedule, optimizers_in(self.components()))
-        self.register_components(self.lrs.components())
 
     @override
     def extra_state(self) -> dict[str, Any]:

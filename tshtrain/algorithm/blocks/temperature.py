@@ -1,9 +1,10 @@
-"""The entropy temperature alpha of maximum-entropy algorithms (SAC, discrete SAC, CQL), fixed or learned."""
+"""The entropy temperature alpha of maximum-entropy algorithms (SAC, discrete SAC, REDQ, CQL), fixed or
+learned."""
 
 from __future__ import annotations
 
 import math
-from typing import final
+from typing import Protocol, final
 
 import torch
 from torch import nn
@@ -66,3 +67,40 @@ class EntropyTemperature:
         """Restore :meth:`state`."""
         with torch.no_grad():
             self.log_alpha.copy_(log_alpha)
+
+
+class TemperatureParams(Protocol):
+    """What :func:`box_temperature` reads from the params of SAC, REDQ and CQL."""
+
+    @property
+    def alpha(self) -> float:
+        """the constant or starting temperature"""
+        ...
+
+    @property
+    def auto_alpha(self) -> bool:
+        """tune alpha"""
+        ...
+
+    @property
+    def alpha_lr(self) -> float:
+        """Adam learning rate of log(alpha)"""
+        ...
+
+    @property
+    def target_entropy(self) -> float | None:
+        """the entropy the tuning aims at; None: -(number of action dimensions)"""
+        ...
+
+
+def box_temperature(params: TemperatureParams, *, act_dim: int, device: torch.device) -> EntropyTemperature:
+    """The temperature of an algorithm with Box actions of ``act_dim`` dimensions (SAC, REDQ, CQL): a
+    ``target_entropy`` of None means ``-act_dim``."""
+    target = -float(act_dim) if params.target_entropy is None else params.target_entropy
+    return EntropyTemperature(
+        alpha=params.alpha,
+        learned=params.auto_alpha,
+        lr=params.alpha_lr,
+        target_entropy=target,
+        device=device,
+    )
