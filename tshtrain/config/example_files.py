@@ -1,7 +1,8 @@
 """The example experiment files (``examples/configs/*.yaml``), generated from the default experiments.
 
-Each file states its algorithm's default experiment as :mod:`tshtrain.config.defaults` writes it (the
-tuned keys; every other key takes its default), plus the spec's ``example_extras``.
+Each file states its algorithm's default experiment as its spec writes it (:mod:`tshtrain.config.algos`:
+the tuned keys; every other key takes its default), plus the spec's ``example_extras``; the task examples
+are :data:`tshtrain.config.defaults.TASK_EXAMPLES`.
 ``python scripts/generate_example_configs.py`` writes them; a test regenerates them in memory and
 compares.
 """
@@ -18,12 +19,13 @@ from tshtrain.config.registry import SPECS, AlgorithmSpec, Family
 GENERATED_NOTE = (
     "# Generated from tshtrain/config/defaults.py by scripts/generate_example_configs.py; edit that."
 )
-"""the last comment line of every generated file"""
+"""the last comment line of every generated file (kept word for word so that the generated files stay
+the same; the algorithms' default experiments are in their specs, :mod:`tshtrain.config.algos`)"""
 
 
 def example_file_data(spec: AlgorithmSpec) -> dict[str, Any]:
     """What the example experiment file of ``spec`` states: the default experiment as
-    :mod:`tshtrain.config.defaults` writes it, with ``example_extras`` laid over it."""
+    its spec writes it, with ``example_extras`` laid over it."""
     return merge_data(merge_data({"algorithm": {"name": spec.name}}, spec.defaults), spec.example_extras)
 
 
