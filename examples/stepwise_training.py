@@ -24,21 +24,12 @@ import gymnasium as gym
 import numpy as np
 import torch
 
+from tshtrain.adapters import EventContext, EventUnit, Every, Manual, OnEpisodeEnd
 from tshtrain.algorithm import DQN, DQNParams, EpsilonSchedule, LinearSchedule, QValuePolicy, mlp
+from tshtrain.callbacks import EarlyStopping
 from tshtrain.data import Collector, VectorReplayBuffer
 from tshtrain.env import make_vector_env
-from tshtrain.trainer import (
-    EarlyStopping,
-    EventContext,
-    EventUnit,
-    Every,
-    InfoStats,
-    Manual,
-    OffPolicyTrainer,
-    OffPolicyTrainerParams,
-    OnEpisodeEnd,
-    TrainerOptions,
-)
+from tshtrain.trainer import InfoStats, OffPolicyTrainer, OffPolicyTrainerParams, TrainerOptions
 
 
 def randomize_pole_length(rng: np.random.Generator) -> Callable[[EventContext], None]:

@@ -22,6 +22,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from tshtrain.adapters import HookRegistry
 from tshtrain.algorithm import (
     A2C,
     CQL,
@@ -147,8 +148,10 @@ def _trace_hooks(trainer: Trainer[Any, Any], trace: list[str]) -> None:
     def post_optim(ctx: Any) -> None:
         trace.append(f"optim {ctx.counters.gradient_step} {ctx.data.name}")
 
-    trainer.register_hook("post_loss", post_loss)
-    trainer.register_hook("post_optim", post_optim)
+    hooks = HookRegistry()
+    trainer.add_callback(hooks, name="hooks")
+    hooks.register("post_loss", post_loss)
+    hooks.register("post_optim", post_optim)
 
 
 def _drive(trainer: Trainer[Any, Any]) -> Result:

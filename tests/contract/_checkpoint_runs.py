@@ -20,6 +20,7 @@ from tshtrain.algorithm import (
     ReinforceParams,
     mlp,
 )
+from tshtrain.checkpoint import CheckpointParams
 from tshtrain.data import Collector, VectorReplayBuffer
 from tshtrain.env import make_vector_env
 from tshtrain.logger import CsvLogger
@@ -30,7 +31,6 @@ from tshtrain.trainer import (
     OnPolicyTrainerParams,
     Trainer,
 )
-from tshtrain.trainer.checkpoint import CheckpointParams
 
 MAX_EPOCHS = 4
 

@@ -25,6 +25,7 @@ from tshtrain.algorithm import (
     QValuePolicy,
     mlp,
 )
+from tshtrain.checkpoint import CheckpointParams
 from tshtrain.data import Collector, VectorReplayBuffer
 from tshtrain.distributed import DistributedContext
 from tshtrain.env import make_vector_env
@@ -36,7 +37,6 @@ from tshtrain.trainer import (
     Trainer,
     TrainerOptions,
 )
-from tshtrain.trainer.checkpoint import CheckpointParams
 
 HANG_GUARD_SECONDS = 900.0
 """how long the launcher waits for the ranks before it calls the run hung (not a speed assertion)"""

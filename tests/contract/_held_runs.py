@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from tshtrain import atomic
-from tshtrain.trainer.checkpoint import CheckpointManager
+from tshtrain.checkpoint import CheckpointManager
 
 REPO = Path(__file__).resolve().parents[2]
 GUARD_SECONDS = 900.0

@@ -11,6 +11,7 @@ import pytest
 import torch
 from torch import nn
 
+from tests.adapter_helpers import hooks_of
 from tests.contract._hook_setups import (
     LinearOffPolicy,
     bc_trainer,
@@ -18,24 +19,25 @@ from tests.contract._hook_setups import (
     recording_on_policy_trainer,
     reinforce_trainer,
 )
+from tshtrain.adapters import HookContext, HookStage
 from tshtrain.algorithm import CategoricalPolicy, NonFiniteLossError, RunningObsNormalizer
+from tshtrain.callbacks import (
+    BatchSubSampler,
+    ClearCudaCache,
+    CountFramesLog,
+    EarlyStopping,
+    GradientNormLog,
+    RewardNormalizer,
+)
 from tshtrain.data import TransitionBatch
 from tshtrain.errors import ConfigurationError
 from tshtrain.logger import LogScope, MemoryLogger
 from tshtrain.trainer import (
-    BatchSubSampler,
     Callback,
-    ClearCudaCache,
     Counters,
-    CountFramesLog,
-    EarlyStopping,
-    GradientNormLog,
-    HookContext,
-    HookStage,
     OfflineTrainer,
     OnPolicyTrainer,
     OptimizerStep,
-    RewardNormalizer,
     RunContext,
     StopReason,
 )
@@ -264,7 +266,7 @@ def test_gradient_norm_log_logs_the_applied_gradients_norm() -> None:
         ]
         expected.append(float(torch.sqrt(sum((g**2).sum() for g in grads))))  # type: ignore[arg-type]
 
-    trainer.register_hook(HookStage.POST_OPTIM, norm)
+    hooks_of(trainer).register(HookStage.POST_OPTIM, norm)
     trainer.add_callback(GradientNormLog())
     trainer.run()
     logged = [d["grad_norm/optim"] for _, d in logger.records[LogScope.UPDATE]]

@@ -10,7 +10,9 @@ import pytest
 import torch
 from typing_extensions import override
 
+from tests.adapter_helpers import hooks_of
 from tests.contract._hook_setups import off_policy_trainer, recording_on_policy_trainer, reinforce_trainer
+from tshtrain.adapters import HookStage
 from tshtrain.algorithm.base import TrainingStats
 from tshtrain.data import TransitionBatch
 from tshtrain.errors import ConfigurationError
@@ -20,7 +22,6 @@ from tshtrain.trainer import (
     CollectedBatch,
     EpisodesEnded,
     EpochStats,
-    HookStage,
     InfoStats,
     OptimizerStep,
     RunContext,
@@ -106,7 +107,7 @@ def test_the_points_are_called_in_loop_order() -> None:
     ]
 
 
-def test_user_callbacks_run_after_params_callbacks_hooks_and_events() -> None:
+def test_callbacks_run_after_the_params_callables_in_the_order_added_adapters_too() -> None:
     order: list[str] = []
 
     class Last(Callback):
@@ -117,11 +118,11 @@ def test_user_callbacks_run_after_params_callbacks_hooks_and_events() -> None:
     trainer = reinforce_trainer(
         max_epochs=1, epoch_num_steps=32, test_fn=lambda e, s: order.append("test_fn")
     )
+    hooks_of(trainer).register(HookStage.PRE_TEST, lambda ctx: order.append("pre_test"))
     trainer.add_callback(Last())
-    trainer.register_hook(HookStage.PRE_TEST, lambda ctx: order.append("pre_test"))
     trainer.reset()
     assert order == ["test_fn", "pre_test", "callback"]
-    assert trainer.callbacks.names() == ["params", "hooks", "events", "eval_events", "Last"]
+    assert trainer.callbacks.names() == ["params", "hooks", "Last"]
 
 
 def test_a_callback_is_active_only_at_the_points_it_overrides() -> None:
@@ -296,3 +297,39 @@ def test_bad_callbacks_are_refused_when_added() -> None:
         trainer.add_callback(Counting(), name="counter")
     with pytest.raises(TypeError, match=r"must be a tshtrain.trainer.Callback"):
         trainer.add_callback(lambda ctx: None)  # type: ignore[arg-type]  # the mistake under test
+
+
+def test_a_callback_may_name_its_attributes_freely() -> None:
+    """``points``, ``bind``, ``attach``: names a user's callback may use (once, ``points`` broke
+    ``add_callback`` with "'list' object is not callable")."""
+    seen: list[int] = []
+
+    class Scorer(Callback):
+        def __init__(self) -> None:
+            self.points: list[float] = []
+            self.bind = "mine"
+            self.attach = 3
+
+        @override
+        def on_test_end(self, ctx: RunContext, result: TestResult) -> None:
+            self.points.append(result.score)
+            seen.append(ctx.counters.epoch)
+
+    trainer = reinforce_trainer(max_epochs=2, epoch_num_steps=32)
+    scorer = Scorer()
+    trainer.add_callback(scorer)
+    trainer.run()
+    assert seen == [0, 1, 2] and len(scorer.points) == 3
+
+
+def test_a_checkpoint_with_empty_adapter_state_loads_into_a_trainer_without_that_adapter() -> None:
+    """Trainers once carried a hook registry and two event managers whether used or not; their empty
+    state must not stop such a checkpoint from loading."""
+    trainer = reinforce_trainer(max_epochs=1, epoch_num_steps=32)
+    state = trainer.extension_state()
+    legacy = {**state, "hooks": {}, "events": {"fired": {}, "callbacks": {}}}
+    reinforce_trainer(max_epochs=1, epoch_num_steps=32).load_extension_state(legacy)
+    with pytest.raises(ConfigurationError, match="no such stateful callback"):
+        reinforce_trainer(max_epochs=1, epoch_num_steps=32).load_extension_state(
+            {**state, "hooks": {"counter": {"n": 1}}}
+        )

@@ -15,11 +15,11 @@ import torch
 from tests.contract import _checkpoint_runs as runs
 from tests.contract import _held_runs as held
 from tests.contract._hook_setups import off_policy_trainer
+from tshtrain.checkpoint import CheckpointManager, CheckpointParams
+from tshtrain.checkpoint.files import read_manifest
 from tshtrain.errors import CheckpointError, ConfigurationError
 from tshtrain.logger import read_csv_log
 from tshtrain.trainer import InfoStats, Trainer
-from tshtrain.trainer.checkpoint import CheckpointManager, CheckpointParams
-from tshtrain.trainer.checkpoint_io import read_manifest
 
 Build = Callable[..., Trainer[Any, Any]]
 UNTIMED = ("time", "speed")

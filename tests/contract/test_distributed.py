@@ -20,8 +20,8 @@ import numpy as np
 import pytest
 
 from tests.contract._distributed_runs import failing_dqn, resume_dqn, run_ranks, train_dqn, train_ppo
+from tshtrain.checkpoint.files import read_manifest
 from tshtrain.errors import CheckpointError
-from tshtrain.trainer.checkpoint_io import read_manifest
 
 
 def _ok(results: dict[int, tuple[str, object]]) -> list[dict[str, object]]:

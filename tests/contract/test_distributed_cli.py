@@ -19,8 +19,8 @@ import numpy as np
 import pytest
 import torch
 
+from tshtrain.checkpoint import read_algorithm_state
 from tshtrain.cli import main
-from tshtrain.trainer.checkpoint import read_algorithm_state
 
 ROOT = Path(__file__).resolve().parents[2]
 TINY_PPO_PER_RANK = [

@@ -13,11 +13,9 @@ import numpy as np
 import pytest
 from typing_extensions import override
 
+from tests.adapter_helpers import eval_events_of, events_of
 from tests.extras import need
-from tshtrain.data import Collector, VectorReplayBuffer
-from tshtrain.env import make_vector_env
-from tshtrain.errors import ConfigurationError
-from tshtrain.trainer import (
+from tshtrain.adapters import (
     EventContext,
     EventUnit,
     Every,
@@ -28,9 +26,11 @@ from tshtrain.trainer import (
     OnStartup,
     OnTestEnd,
     OnTestStart,
-    StopReason,
-    StopTraining,
 )
+from tshtrain.data import Collector, VectorReplayBuffer
+from tshtrain.env import make_vector_env
+from tshtrain.errors import ConfigurationError
+from tshtrain.trainer import StopReason, StopTraining
 
 
 class Recorder:
@@ -74,10 +74,10 @@ def test_every_registered_train_event_is_really_applied(kit: Any) -> None:
     }
     recorders = {name: Recorder() for name in triggers}
     for name, trigger in triggers.items():
-        trainer.events.register(name, recorders[name], trigger=trigger)
+        events_of(trainer).register(name, recorders[name], trigger=trigger)
     trainer.run()
-    trainer.events.trigger("manual")
-    counts = {name: trainer.events.fire_count(name) for name in triggers}
+    events_of(trainer).trigger("manual")
+    counts = {name: events_of(trainer).fire_count(name) for name in triggers}
     assert all(count > 0 for count in counts.values()), counts
     assert counts["every_20_env_steps"] == 2
     assert [c.counters.env_step for c in recorders["every_20_env_steps"].calls] == [20, 40]
@@ -103,7 +103,7 @@ def test_episode_end_events_receive_env_ids_and_can_randomise_the_envs(kit: Any)
         ended.append(ctx.env_ids.tolist())
         _set_length(ctx.collector, ctx.env_ids, 2)
 
-    trainer.events.register("shorten", shorten, trigger=OnEpisodeEnd())
+    events_of(trainer).register("shorten", shorten, trigger=OnEpisodeEnd())
     (epoch,) = list(trainer)
     # env 0 ends at vector step 3, then (length 2) at 5, 7, 9; env 1 ends at 5, then at 7, 9
     assert ended == [[0], [0, 1], [0, 1], [0, 1]]
@@ -124,7 +124,7 @@ def test_reset_events_fire_before_the_envs_reset(kit: Any) -> None:
         resets.append(ctx.env_ids.tolist())
         _set_length(ctx.collector, ctx.env_ids, 6)
 
-    trainer.events.register("lengthen", lengthen, trigger=OnReset())
+    events_of(trainer).register("lengthen", lengthen, trigger=OnReset())
     trainer.reset()
     result = trainer.execute_training_step()
     assert resets[0] == [0, 1]  # trainer.reset() reset the envs: randomised before the first episodes
@@ -134,13 +134,13 @@ def test_reset_events_fire_before_the_envs_reset(kit: Any) -> None:
 def test_manual_trigger_fires_at_once_and_unknown_names_are_reported(kit: Any) -> None:
     trainer = kit.make_off_policy(test_env=None).trainer()
     recorder = Recorder()
-    trainer.events.register("snapshot", recorder, trigger=Manual())
+    events_of(trainer).register("snapshot", recorder, trigger=Manual())
     trainer.reset()
     trainer.execute_training_step()
-    trainer.events.trigger("snapshot")
+    events_of(trainer).trigger("snapshot")
     assert len(recorder.calls) == 1 and recorder.calls[0].counters.env_step == 10
     with pytest.raises(ConfigurationError, match=r"no event named 'nope'; registered: \['snapshot'\]"):
-        trainer.events.trigger("nope")
+        events_of(trainer).trigger("nope")
 
 
 def test_an_event_can_stop_training(kit: Any) -> None:
@@ -152,8 +152,8 @@ def test_an_event_can_stop_training(kit: Any) -> None:
     def raise_stop(ctx: EventContext) -> None:
         raise StopTraining("never reached")
 
-    trainer.events.register("budget", stop, trigger=Every(30))
-    trainer.events.register("later", raise_stop, trigger=Every(50))
+    events_of(trainer).register("budget", stop, trigger=Every(30))
+    events_of(trainer).register("later", raise_stop, trigger=Every(50))
     info = trainer.run()
     assert info.stop_reason == StopReason.HOOK
     assert info.stop_detail == "train event 'budget': budget reached"
@@ -175,15 +175,15 @@ def test_event_state_is_saved_and_restored(kit: Any) -> None:
             self.n = int(state["n"])
 
     trainer = kit.make_off_policy(test_env=None).trainer()
-    trainer.events.register("count", Counter(), trigger=Every(1, unit=EventUnit.TRAINING_STEP))
+    events_of(trainer).register("count", Counter(), trigger=Every(1, unit=EventUnit.TRAINING_STEP))
     trainer.run()
     state = trainer.extension_state()
     assert state["events"] == {"fired": {"count": 4}, "callbacks": {"count": {"n": 4}}}
     fresh = kit.make_off_policy(test_env=None).trainer()
     counter = Counter()
-    fresh.events.register("count", counter, trigger=Every(1, unit=EventUnit.TRAINING_STEP))
+    events_of(fresh).register("count", counter, trigger=Every(1, unit=EventUnit.TRAINING_STEP))
     fresh.load_extension_state(state)
-    assert counter.n == 4 and fresh.events.fire_count("count") == 4
+    assert counter.n == 4 and events_of(fresh).fire_count("count") == 4
 
 
 # ====================================================================== eval events
@@ -208,9 +208,9 @@ def test_eval_events_run_in_test_steps_and_can_save_trajectories(kit: Any, tmp_p
         saved.append(path)
         test_collector.buffer.reset()
 
-    trainer.eval_events.register("start", lambda ctx: order.append("start"), trigger=OnTestStart())
-    trainer.eval_events.register("episode", lambda ctx: order.append("episode"), trigger=OnEpisodeEnd())
-    trainer.eval_events.register("save", save_trajectories, trigger=OnTestEnd())
+    eval_events_of(trainer).register("start", lambda ctx: order.append("start"), trigger=OnTestStart())
+    eval_events_of(trainer).register("episode", lambda ctx: order.append("episode"), trigger=OnEpisodeEnd())
+    eval_events_of(trainer).register("save", save_trajectories, trigger=OnTestEnd())
     trainer.run()
     assert order == ["start", "episode", "episode", "end"] * 3  # initial test step + 2 epochs
     assert [p.name for p in saved] == ["test-0.npz", "test-1.npz", "test-2.npz"]
@@ -266,8 +266,8 @@ def test_eval_events_can_record_videos(kit: Any, tmp_path: Path) -> None:
     def end(ctx: EventContext) -> None:
         toggle.on = False
 
-    trainer.eval_events.register("video_on", start, trigger=OnTestStart())
-    trainer.eval_events.register("video_off", end, trigger=OnTestEnd())
+    eval_events_of(trainer).register("video_on", start, trigger=OnTestStart())
+    eval_events_of(trainer).register("video_off", end, trigger=OnTestEnd())
     trainer.run()
     test_env.close()
     assert len(list(tmp_path.glob("*.mp4"))) >= 1
@@ -289,18 +289,18 @@ def test_every_rejects_unknown_units() -> None:
 
 def test_managers_reject_duplicates_foreign_triggers_and_wrong_callbacks(kit: Any) -> None:
     trainer = kit.make_off_policy().trainer()
-    trainer.events.register("a", Recorder(), trigger=Manual())
+    events_of(trainer).register("a", Recorder(), trigger=Manual())
     with pytest.raises(ConfigurationError, match="train event 'a' is already registered"):
-        trainer.events.register("a", Recorder(), trigger=Manual())
+        events_of(trainer).register("a", Recorder(), trigger=Manual())
     with pytest.raises(ConfigurationError, match="the train manager does not fire OnTestStart"):
-        trainer.events.register("b", Recorder(), trigger=OnTestStart())
+        events_of(trainer).register("b", Recorder(), trigger=OnTestStart())
     with pytest.raises(ConfigurationError, match="the eval manager does not fire Every"):
-        trainer.eval_events.register("c", Recorder(), trigger=Every(10))
+        eval_events_of(trainer).register("c", Recorder(), trigger=Every(10))
 
     def two(ctx: EventContext, extra: int) -> None: ...
 
     with pytest.raises(TypeError, match="must take exactly one positional argument, the EventContext"):
-        trainer.events.register("d", two, trigger=Manual())  # type: ignore[arg-type]
+        events_of(trainer).register("d", two, trigger=Manual())  # type: ignore[arg-type]
 
 
 def _fields(params: Any) -> dict[str, Any]:

@@ -15,12 +15,12 @@ import pytest
 import torch
 
 from tshtrain.algorithm import GAIL, CategoricalPolicy, GAILParams, GAILTrainingStats, Policy, PPOParams, mlp
+from tshtrain.checkpoint import CheckpointManager, CheckpointParams
 from tshtrain.data import Collector, ObsTensor, ReplayBuffer, VectorReplayBuffer
 from tshtrain.env import make_vector_env
 from tshtrain.errors import ConfigurationError
 from tshtrain.logger import CsvLogger
 from tshtrain.trainer import OffPolicyTrainer, OffPolicyTrainerParams, OnPolicyTrainer, OnPolicyTrainerParams
-from tshtrain.trainer.checkpoint import CheckpointManager, CheckpointParams
 
 
 class _Expert(Policy):

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 import torch
 
+from tests.adapter_helpers import events_of, hooks_of
 from tests.contract._hook_setups import (
     LinearOffPolicy,
     any_trainer,
@@ -19,6 +20,7 @@ from tests.contract._hook_setups import (
     recording_on_policy_trainer,
     reinforce_trainer,
 )
+from tshtrain.adapters import HookContext, HookStage
 from tshtrain.algorithm.base import TrainingStats
 from tshtrain.data import TransitionBatch
 from tshtrain.data.stats import CollectStats
@@ -26,9 +28,7 @@ from tshtrain.errors import ConfigurationError
 from tshtrain.logger import LogScope, MemoryLogger
 from tshtrain.trainer import (
     CollectedBatch,
-    HookContext,
     HookScalars,
-    HookStage,
     OptimizerStep,
     SetupInfo,
     StepSummary,
@@ -49,7 +49,7 @@ def _record_all(trainer: Any) -> list[str]:
             assert ctx.stage == stage and ctx.name == "recorder"
             seen.append(stage.value)
 
-        trainer.register_hook(stage, hook, name="recorder")
+        hooks_of(trainer).register(stage, hook, name="recorder")
     return seen
 
 
@@ -96,10 +96,10 @@ def test_several_hooks_at_one_stage_run_in_registration_order() -> None:
     trainer = off_policy_trainer(max_epochs=1)
     calls: list[str] = []
     for name in ("first", "second", "third"):
-        trainer.register_hook(HookStage.POST_UPDATE, lambda ctx, n=name: calls.append(n), name=name)
+        hooks_of(trainer).register(HookStage.POST_UPDATE, lambda ctx, n=name: calls.append(n), name=name)
     trainer.run()
     assert calls == ["first", "second", "third"] * 2
-    assert trainer.hooks.names("post_update") == ["first", "second", "third"]
+    assert hooks_of(trainer).names("post_update") == ["first", "second", "third"]
 
 
 # ====================================================================== payloads
@@ -130,12 +130,12 @@ def test_payloads_and_counters() -> None:
     def post_loss(ctx: HookContext[Mapping[str, torch.Tensor]]) -> None:
         keep("post_loss", dict(ctx.data))
 
-    trainer.register_hook(HookStage.SETUP, setup)
-    trainer.register_hook(HookStage.POST_UPDATE, post_update)
-    trainer.register_hook(HookStage.POST_OPTIM, post_optim)
-    trainer.register_hook(HookStage.POST_STEPS_LOG, post_steps_log)
-    trainer.register_hook(HookStage.POST_TEST, post_test)
-    trainer.register_hook(HookStage.POST_LOSS, post_loss)
+    hooks_of(trainer).register(HookStage.SETUP, setup)
+    hooks_of(trainer).register(HookStage.POST_UPDATE, post_update)
+    hooks_of(trainer).register(HookStage.POST_OPTIM, post_optim)
+    hooks_of(trainer).register(HookStage.POST_STEPS_LOG, post_steps_log)
+    hooks_of(trainer).register(HookStage.POST_TEST, post_test)
+    hooks_of(trainer).register(HookStage.POST_LOSS, post_loss)
     trainer.run()
     (info,) = got["setup"]
     assert info.algorithm is trainer.algorithm and info.buffer is trainer.params.training_collector.buffer
@@ -160,7 +160,7 @@ def test_batch_process_can_replace_the_on_policy_rollout() -> None:
         assert rollout is not None and ctx.data.collect_stat.n_collected_steps == rollout.num_steps
         return dataclasses.replace(ctx.data, rollout=dataclasses.replace(rollout, rew=rollout.rew * 2))
 
-    trainer.register_hook(HookStage.BATCH_PROCESS, double_rewards)
+    hooks_of(trainer).register(HookStage.BATCH_PROCESS, double_rewards)
     trainer.run()
     assert all(np.all(r.rew == 2.0) for r in trainer.algorithm.rollouts)  # CartPole rewards are 1
 
@@ -173,7 +173,7 @@ def test_batch_process_off_policy_sees_exactly_the_new_transitions() -> None:
         assert ctx.data.rollout is None
         new.append(ctx.data.new_transitions())
 
-    trainer.register_hook(HookStage.BATCH_PROCESS, take)
+    hooks_of(trainer).register(HookStage.BATCH_PROCESS, take)
     trainer.run()
     buffer = trainer.params.training_collector.buffer
     assert [len(b) for b in new] == [10] * 4
@@ -191,24 +191,24 @@ def test_process_optim_batch_transforms_what_the_algorithm_uses() -> None:
         assert np.all(ctx.data.rew == 0)  # chained: sees the first hook's result
         return None  # unchanged
 
-    trainer.register_hook(HookStage.PROCESS_OPTIM_BATCH, zero_rewards)
-    trainer.register_hook(HookStage.PROCESS_OPTIM_BATCH, first_half)
+    hooks_of(trainer).register(HookStage.PROCESS_OPTIM_BATCH, zero_rewards)
+    hooks_of(trainer).register(HookStage.PROCESS_OPTIM_BATCH, first_half)
     trainer.run()
     assert all(np.all(b.rew == 0) for b in trainer.algorithm.batches)
 
 
 def test_a_transform_hook_returning_the_wrong_type_fails_with_its_name() -> None:
     trainer = off_policy_trainer(max_epochs=1)
-    trainer.register_hook(HookStage.BATCH_PROCESS, lambda ctx: 42, name="bad")  # type: ignore[arg-type,return-value]
+    hooks_of(trainer).register(HookStage.BATCH_PROCESS, lambda ctx: 42, name="bad")  # type: ignore[arg-type,return-value]
     with pytest.raises(TypeError, match="hook 'bad' at stage 'batch_process' returned int"):
         trainer.run()
 
 
 def test_update_hooks_act_only_inside_the_run() -> None:
     trainer = off_policy_trainer(max_epochs=1)
-    trainer.register_hook(HookStage.POST_LOSS, lambda ctx: None, name="loss")
+    hooks_of(trainer).register(HookStage.POST_LOSS, lambda ctx: None, name="loss")
     calls: list[int] = []
-    trainer.register_hook(HookStage.POST_OPTIM, lambda ctx: calls.append(1), name="optim")
+    hooks_of(trainer).register(HookStage.POST_OPTIM, lambda ctx: calls.append(1), name="optim")
     trainer.run()
     assert calls  # the trainer passed its hooks to every update
     before = len(calls)
@@ -229,12 +229,14 @@ def test_without_hooks_nothing_is_attached() -> None:
 def test_log_hooks_scalars_go_to_the_training_and_update_records() -> None:
     logger = MemoryLogger()
     trainer = off_policy_trainer(max_epochs=1, logger=logger)
-    trainer.register_hook(HookStage.PRE_STEPS_LOG, lambda ctx: {"pre": 1.0}, name="pre")
-    trainer.register_hook(
+    hooks_of(trainer).register(HookStage.PRE_STEPS_LOG, lambda ctx: {"pre": 1.0}, name="pre")
+    hooks_of(trainer).register(
         HookStage.POST_STEPS_LOG, lambda ctx: {"post": float(ctx.counters.training_step)}, name="post"
     )
     optim_calls = iter(range(100))
-    trainer.register_hook(HookStage.POST_OPTIM_LOG, lambda ctx: {"k": float(next(optim_calls))}, name="optim")
+    hooks_of(trainer).register(
+        HookStage.POST_OPTIM_LOG, lambda ctx: {"k": float(next(optim_calls))}, name="optim"
+    )
     trainer.run()
     training = logger.records[LogScope.TRAINING]
     assert [(step, d["pre"], d["post"]) for step, d in training] == [(10, 1.0, 0.0), (20, 1.0, 1.0)]
@@ -248,7 +250,7 @@ def test_post_optim_log_on_policy_is_averaged_over_the_update_steps_optimizer_st
     logger = MemoryLogger()
     trainer = reinforce_trainer(max_epochs=1, batch_size=16, logger=logger)  # 32 env steps: 2 mini-batches
     values = iter(range(100))
-    trainer.register_hook(HookStage.POST_OPTIM_LOG, lambda ctx: {"k": float(next(values))}, name="optim")
+    hooks_of(trainer).register(HookStage.POST_OPTIM_LOG, lambda ctx: {"k": float(next(values))}, name="optim")
     trainer.run()
     assert [d["k"] for _, d in logger.records[LogScope.UPDATE]] == [0.5, 2.5]
 
@@ -258,7 +260,7 @@ def test_offline_training_records_hold_only_hook_scalars() -> None:
     trainer = any_trainer("offline", max_epochs=1, logger=logger)
     assert logger.records[LogScope.TRAINING] == []
     trainer = any_trainer("offline", max_epochs=1, logger=logger)
-    trainer.register_hook(HookStage.POST_STEPS_LOG, lambda ctx: {"x": 2.0}, name="x")
+    hooks_of(trainer).register(HookStage.POST_STEPS_LOG, lambda ctx: {"x": 2.0}, name="x")
     trainer.run()
     assert [(s, d) for s, d in logger.records[LogScope.TRAINING]] == [
         (16, {"x": 2.0}),
@@ -278,7 +280,7 @@ def test_log_hooks_respect_the_interval_gating() -> None:
         calls.append(ctx.counters.env_step)
         return {"x": 1.0}
 
-    trainer.register_hook(HookStage.POST_STEPS_LOG, log)
+    hooks_of(trainer).register(HookStage.POST_STEPS_LOG, log)
     trainer.run()
     assert calls == [10, 20, 30, 40]  # hooks run at every training step ...
     assert [s for s, _ in logger.records[LogScope.TRAINING]] == [10, 30]  # ... records when due
@@ -286,7 +288,7 @@ def test_log_hooks_respect_the_interval_gating() -> None:
 
 def test_a_log_hook_may_not_overwrite_a_trainer_scalar() -> None:
     trainer = off_policy_trainer(max_epochs=1, logger=MemoryLogger())
-    trainer.register_hook(HookStage.PRE_STEPS_LOG, lambda ctx: {"n_collected_steps": 3.0}, name="clash")
+    hooks_of(trainer).register(HookStage.PRE_STEPS_LOG, lambda ctx: {"n_collected_steps": 3.0}, name="clash")
     with pytest.raises(ConfigurationError, match="'n_collected_steps'"):
         trainer.run()
 
@@ -312,7 +314,7 @@ def test_progress_bar_shows_marked_scalars(monkeypatch: pytest.MonkeyPatch) -> N
     def marked(ctx: HookContext[CollectStats | None]) -> HookScalars:
         return HookScalars({"shown": 1.0, "hidden": 2.0}, progress_bar=("shown",))
 
-    trainer.register_hook(HookStage.PRE_STEPS_LOG, marked)
+    hooks_of(trainer).register(HookStage.PRE_STEPS_LOG, marked)
     trainer.run()
     assert postfixes == [{"shown": 1.0}, {"shown": 1.0}]
 
@@ -332,7 +334,7 @@ def test_request_stop_from_a_hook_ends_after_the_training_step_with_its_reason()
         if ctx.counters.update_step == 3:
             ctx.request_stop("enough updates")
 
-    trainer.register_hook(HookStage.POST_UPDATE, stopper)
+    hooks_of(trainer).register(HookStage.POST_UPDATE, stopper)
     info = trainer.run()
     assert info.stop_reason == StopReason.HOOK
     assert info.stop_detail == "hook 'stopper' (post_update): enough updates"
@@ -349,7 +351,7 @@ def test_stop_training_inside_an_update_abandons_it_before_the_optimizer_step() 
         if len(weights) == 3:
             raise StopTraining("third loss")
 
-    trainer.register_hook(HookStage.POST_LOSS, stop_at_third_loss)
+    hooks_of(trainer).register(HookStage.POST_LOSS, stop_at_third_loss)
     info = trainer.run()
     assert info.stop_reason == StopReason.HOOK
     assert info.stop_detail == "hook 'stop_at_third_loss' (post_loss): third loss"
@@ -364,7 +366,7 @@ def test_stop_training_outside_an_update_acts_as_request_stop() -> None:
         if ctx.counters.epoch == 1:
             raise StopTraining("after the first epoch's test")
 
-    trainer.register_hook(HookStage.PRE_TEST, stop)
+    hooks_of(trainer).register(HookStage.PRE_TEST, stop)
     info = trainer.run()
     assert info.stop_reason == StopReason.HOOK and info.stop_detail is not None
     assert "after the first epoch's test" in info.stop_detail
@@ -405,8 +407,8 @@ class CountingHook:
 def test_extension_state_round_trips_through_a_weights_only_file(tmp_path: Path) -> None:
     trainer = off_policy_trainer(max_epochs=1)
     hook = CountingHook()
-    trainer.register_hook(HookStage.POST_UPDATE, hook, name="counter")
-    trainer.register_hook(HookStage.POST_STEPS_LOG, lambda ctx: None, name="stateless")
+    hooks_of(trainer).register(HookStage.POST_UPDATE, hook, name="counter")
+    hooks_of(trainer).register(HookStage.POST_STEPS_LOG, lambda ctx: None, name="stateless")
     trainer.run()
     torch.save(trainer.extension_state(), tmp_path / "ext.pt")
     state = torch.load(tmp_path / "ext.pt", weights_only=True)
@@ -416,16 +418,17 @@ def test_extension_state_round_trips_through_a_weights_only_file(tmp_path: Path)
 
     fresh = off_policy_trainer(max_epochs=1)
     restored = CountingHook()
-    fresh.register_hook(HookStage.POST_UPDATE, restored, name="counter")
+    hooks_of(fresh).register(HookStage.POST_UPDATE, restored, name="counter")
     fresh.load_extension_state(state)
     assert restored.count == 2 and torch.equal(restored.history, hook.history)
 
 
 def test_load_extension_state_strictness() -> None:
     trainer = off_policy_trainer(max_epochs=1)
-    trainer.register_hook(HookStage.POST_UPDATE, CountingHook(), name="counter")
+    hooks_of(trainer).register(HookStage.POST_UPDATE, CountingHook(), name="counter")
     state = trainer.extension_state()
     other = off_policy_trainer(max_epochs=1)
+    hooks_of(other)
     with pytest.raises(ConfigurationError, match=r"for \['counter'\] no such stateful hook"):
         other.load_extension_state(state)
     other.load_extension_state(state, strict=False)
@@ -445,11 +448,11 @@ def test_a_multi_stage_hook_object_is_saved_once_and_names_of_stateful_hooks_are
         def load_state_dict(self, state: Mapping[str, Any]) -> None: ...
 
     two = Two()
-    trainer.register_hook(HookStage.POST_UPDATE, two.post_update, name="two")
-    trainer.register_hook(HookStage.PRE_TEST, two.pre_test, name="two")
+    hooks_of(trainer).register(HookStage.POST_UPDATE, two.post_update, name="two")
+    hooks_of(trainer).register(HookStage.PRE_TEST, two.pre_test, name="two")
     assert trainer.extension_state()["hooks"] == {"two": {"x": 1}}
     with pytest.raises(ConfigurationError, match="'two' already belongs to another stateful hook"):
-        trainer.register_hook(HookStage.POST_TEST, Two().pre_test, name="two")
+        hooks_of(trainer).register(HookStage.POST_TEST, Two().pre_test, name="two")
 
 
 # ====================================================================== bad input
@@ -458,17 +461,17 @@ def test_a_multi_stage_hook_object_is_saved_once_and_names_of_stateful_hooks_are
 def test_unknown_stage_is_rejected_with_the_list_of_stages() -> None:
     trainer = off_policy_trainer()
     with pytest.raises(ConfigurationError, match=r"unknown stage 'post_epoch'; the stages are 'setup', "):
-        trainer.register_hook("post_epoch", lambda ctx: None)  # type: ignore[call-overload]
+        hooks_of(trainer).register("post_epoch", lambda ctx: None)  # type: ignore[call-overload]
 
 
 def test_duplicate_name_at_a_stage_is_rejected() -> None:
     trainer = off_policy_trainer()
-    trainer.register_hook(HookStage.POST_UPDATE, lambda ctx: None, name="a")
-    trainer.register_hook(HookStage.PRE_UPDATE, lambda ctx: None, name="a")  # other stage: fine
+    hooks_of(trainer).register(HookStage.POST_UPDATE, lambda ctx: None, name="a")
+    hooks_of(trainer).register(HookStage.PRE_UPDATE, lambda ctx: None, name="a")  # other stage: fine
     with pytest.raises(
         ConfigurationError, match="a hook named 'a' is already registered at stage 'post_update'"
     ):
-        trainer.register_hook(HookStage.POST_UPDATE, lambda ctx: None, name="a")
+        hooks_of(trainer).register(HookStage.POST_UPDATE, lambda ctx: None, name="a")
 
 
 def test_wrong_arity_is_rejected() -> None:
@@ -477,11 +480,11 @@ def test_wrong_arity_is_rejected() -> None:
     def two_args(ctx: Any, extra: int) -> None: ...
 
     with pytest.raises(TypeError, match=r"hook 'two_args' for stage 'post_update' must take exactly one"):
-        trainer.register_hook(HookStage.POST_UPDATE, two_args)  # type: ignore[arg-type]
+        hooks_of(trainer).register(HookStage.POST_UPDATE, two_args)  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="must take exactly one positional argument"):
-        trainer.register_hook(HookStage.POST_UPDATE, lambda: None)  # type: ignore[arg-type]
+        hooks_of(trainer).register(HookStage.POST_UPDATE, lambda: None)  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="must be callable"):
-        trainer.register_hook(HookStage.POST_UPDATE, 3)  # type: ignore[arg-type]
+        hooks_of(trainer).register(HookStage.POST_UPDATE, 3)  # type: ignore[arg-type]
 
 
 def test_a_hook_annotated_for_another_stage_is_rejected() -> None:
@@ -493,41 +496,42 @@ def test_a_hook_annotated_for_another_stage_is_rejected() -> None:
         TypeError,
         match=r"takes HookContext\[.*TestResult.*\], but that stage passes HookContext\[TrainingStats\]",
     ):
-        trainer.register_hook(HookStage.POST_UPDATE, after_test)  # type: ignore[arg-type]
+        hooks_of(trainer).register(HookStage.POST_UPDATE, after_test)  # type: ignore[arg-type]
 
     def needs_stats(ctx: HookContext[CollectStats]) -> None: ...
 
     # pre_steps_log passes None offline: a hook taking only CollectStats does not fit
     with pytest.raises(TypeError, match=r"passes HookContext\[CollectStats \| None\]"):
-        trainer.register_hook(HookStage.PRE_STEPS_LOG, needs_stats)  # type: ignore[arg-type]
+        hooks_of(trainer).register(HookStage.PRE_STEPS_LOG, needs_stats)  # type: ignore[arg-type]
 
     def not_a_context(ctx: int) -> None: ...
 
     with pytest.raises(TypeError, match="must take a HookContext"):
-        trainer.register_hook(HookStage.POST_UPDATE, not_a_context)  # type: ignore[arg-type]
+        hooks_of(trainer).register(HookStage.POST_UPDATE, not_a_context)  # type: ignore[arg-type]
 
     def wrong_return(ctx: HookContext[StepSummary]) -> str:
         return ""
 
     with pytest.raises(TypeError, match="annotated to return"):
-        trainer.register_hook(HookStage.POST_STEPS_LOG, wrong_return)  # type: ignore[arg-type]
+        hooks_of(trainer).register(HookStage.POST_STEPS_LOG, wrong_return)  # type: ignore[arg-type]
 
     def general(ctx: HookContext[object]) -> None: ...
 
-    trainer.register_hook(HookStage.POST_UPDATE, general)  # object takes anything
-    trainer.register_hook(HookStage.PRE_TEST, general)
+    hooks_of(trainer).register(HookStage.POST_UPDATE, general)  # object takes anything
+    hooks_of(trainer).register(HookStage.PRE_TEST, general)
 
 
 def test_hooks_and_events_continue_exactly_after_a_checkpoint(tmp_path: Path) -> None:
-    from tshtrain.trainer import CountFramesLog, EventContext, EventUnit, Every
+    from tshtrain.adapters import EventContext, EventUnit, Every
+    from tshtrain.callbacks import CountFramesLog
 
     def build() -> tuple[Any, CountingHook, CountFramesLog, list[tuple[int, bool]], list[int]]:
         trainer = off_policy_trainer(max_epochs=3)
         counter, frames = CountingHook(), CountFramesLog()
-        trainer.register_hook(HookStage.POST_UPDATE, counter, name="counter")
+        hooks_of(trainer).register(HookStage.POST_UPDATE, counter, name="counter")
         trainer.add_callback(frames)
         setups: list[tuple[int, bool]] = []
-        trainer.register_hook(
+        hooks_of(trainer).register(
             HookStage.SETUP, lambda ctx: setups.append((ctx.counters.env_step, ctx.data.resumed)), name="s"
         )
         fired: list[int] = []
@@ -535,7 +539,7 @@ def test_hooks_and_events_continue_exactly_after_a_checkpoint(tmp_path: Path) ->
         def every(ctx: EventContext) -> None:
             fired.append(ctx.counters.training_step)
 
-        trainer.events.register("every", every, trigger=Every(3, unit=EventUnit.TRAINING_STEP))
+        events_of(trainer).register("every", every, trigger=Every(3, unit=EventUnit.TRAINING_STEP))
         return trainer, counter, frames, setups, fired
 
     trainer, counter, frames, _, fired = build()

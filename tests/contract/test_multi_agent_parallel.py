@@ -25,11 +25,11 @@ from tshtrain.algorithm import (
     scoped_learners,
 )
 from tshtrain.algorithm.multi_agent_parallel import ParallelParams
+from tshtrain.checkpoint import CheckpointParams
 from tshtrain.data import Collector, VectorReplayBuffer
 from tshtrain.env import make_vector_env
 from tshtrain.errors import ConfigurationError, NonFiniteLossError, ParallelWorkerError
 from tshtrain.trainer import OnPolicyTrainer, OnPolicyTrainerParams
-from tshtrain.trainer.checkpoint import CheckpointParams
 
 
 def _scoped_ppo(

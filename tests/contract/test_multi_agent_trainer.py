@@ -34,11 +34,11 @@ from tshtrain.algorithm import (
 )
 from tshtrain.algorithm.blocks.agent_nets import SelectKeys
 from tshtrain.algorithm.blocks.policies import EpsilonSchedule
+from tshtrain.checkpoint import CheckpointParams
 from tshtrain.data import Collector, MultiAgentCollector, VectorReplayBuffer
 from tshtrain.data.stats import CollectStats
 from tshtrain.env import OBS_KEY, make_vector_env
 from tshtrain.trainer import OffPolicyTrainer, OffPolicyTrainerParams, OnPolicyTrainer, OnPolicyTrainerParams
-from tshtrain.trainer.checkpoint import CheckpointParams
 
 
 def _dqn_vs_random(seed: int, *, max_epochs: int = 2, **kwargs: Any) -> OffPolicyTrainer:

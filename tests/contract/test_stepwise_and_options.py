@@ -12,21 +12,15 @@ import pytest
 import torch
 from typing_extensions import override
 
+from tests.adapter_helpers import events_of, hooks_of
 from tests.contract._hook_setups import off_policy_trainer, reinforce_trainer
+from tshtrain.adapters import EventContext, EventUnit, Every, HookContext, HookStage, OnEpisodeEnd
+from tshtrain.callbacks import CountFramesLog
 from tshtrain.data import Collector
 from tshtrain.env import make_vector_env
 from tshtrain.errors import ConfigurationError
 from tshtrain.logger import MemoryLogger
-from tshtrain.trainer import (
-    CountFramesLog,
-    EventContext,
-    EventUnit,
-    Every,
-    HookContext,
-    HookStage,
-    OnEpisodeEnd,
-    TrainerOptions,
-)
+from tshtrain.trainer import TrainerOptions
 
 
 def _instrument(trainer: Any) -> list[tuple[Any, ...]]:
@@ -37,15 +31,15 @@ def _instrument(trainer: Any) -> list[tuple[Any, ...]]:
         def hook(ctx: HookContext[Any], stage: HookStage = stage) -> None:
             seen.append((stage.value, dataclasses.astuple(ctx.counters)))
 
-        trainer.register_hook(stage, hook, name="recorder")
+        hooks_of(trainer).register(stage, hook, name="recorder")
     trainer.add_callback(CountFramesLog())
 
     def event(ctx: EventContext) -> None:
         ids = None if ctx.env_ids is None else ctx.env_ids.tolist()
         seen.append((ctx.name, dataclasses.astuple(ctx.counters), ids))
 
-    trainer.events.register("every", event, trigger=Every(30, unit=EventUnit.ENV_STEP))
-    trainer.events.register("episode", event, trigger=OnEpisodeEnd())
+    events_of(trainer).register("every", event, trigger=Every(30, unit=EventUnit.ENV_STEP))
+    events_of(trainer).register("episode", event, trigger=OnEpisodeEnd())
     return seen
 
 
@@ -188,7 +182,9 @@ def test_close_ends_a_run_driven_by_hand() -> None:
     logger = MemoryLogger()
     trainer = off_policy_trainer(options=TrainerOptions(close_envs=True), logger=logger)
     shutdowns: list[int] = []
-    trainer.register_hook(HookStage.SHUTDOWN, lambda ctx: shutdowns.append(ctx.data.train_step), name="s")
+    hooks_of(trainer).register(
+        HookStage.SHUTDOWN, lambda ctx: shutdowns.append(ctx.data.train_step), name="s"
+    )
     trainer.reset()
     trainer.execute_training_step()
     trainer.close()
@@ -206,7 +202,7 @@ def test_denormals_are_flushed_while_the_trainer_works_only(flush: bool) -> None
         options=TrainerOptions(flush_denormal=flush),
         training_fn=lambda epoch, env_step: seen.append(_denormals_flushed()),
     )
-    trainer.register_hook(HookStage.POST_UPDATE, lambda ctx: seen.append(_denormals_flushed()), name="d")
+    hooks_of(trainer).register(HookStage.POST_UPDATE, lambda ctx: seen.append(_denormals_flushed()), name="d")
     torch.set_flush_denormal(False)  # a trainer driven by hand in an earlier test may not have closed
     trainer.run()
     assert seen and set(seen) == {flush}

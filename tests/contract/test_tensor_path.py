@@ -14,6 +14,7 @@ import torch
 
 from tshtrain.algorithm import DQN, PPO, CategoricalPolicy, DQNParams, PPOParams, QValuePolicy, mlp
 from tshtrain.algorithm.blocks.policies import EpsilonSchedule
+from tshtrain.checkpoint import CheckpointParams
 from tshtrain.data import TensorCollector, TensorReplayBuffer
 from tshtrain.env import TorchCartPole
 from tshtrain.errors import CheckpointError
@@ -23,7 +24,6 @@ from tshtrain.trainer import (
     OnPolicyTrainer,
     OnPolicyTrainerParams,
 )
-from tshtrain.trainer.checkpoint import CheckpointParams
 
 CPU = torch.device("cpu")
 

@@ -25,7 +25,7 @@ from tests.contract._hook_setups import off_policy_trainer
 from tests.security.conftest import assert_one_line_error
 from tshtrain.errors import CheckpointError
 from tshtrain.trainer import Trainer
-from tshtrain.trainer.checkpoint import load_algorithm_checkpoint
+from tshtrain.checkpoint import load_algorithm_checkpoint
 
 
 def _copy(saved: Path, tmp_path: Path) -> Path:

@@ -25,7 +25,7 @@ import torch
 from tests.contract import _checkpoint_runs as runs
 from tests.contract import _held_runs as held
 from tshtrain.trainer import Trainer
-from tshtrain.trainer.checkpoint import CheckpointManager, CheckpointParams
+from tshtrain.checkpoint import CheckpointManager, CheckpointParams
 
 REPO = Path(__file__).resolve().parents[2]
 

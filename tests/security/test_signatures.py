@@ -30,8 +30,8 @@ from tshtrain import signing
 from tshtrain.cli import main
 from tshtrain.errors import CheckpointError
 from tshtrain.trainer import Trainer
-from tshtrain.trainer.checkpoint import CheckpointManager
-from tshtrain.trainer.checkpoint_io import SIGNATURE, read_manifest
+from tshtrain.checkpoint import CheckpointManager
+from tshtrain.checkpoint.files import SIGNATURE, read_manifest
 
 STRANGER_KEY = "5a" * 32
 """another user's key (hex)"""

@@ -33,7 +33,7 @@ from tshtrain.data.her import BaseHERBuffer
 from tshtrain.env import BIT_FLIPPING_ID, BitFlippingEnv, make_vector_env, register_goal_envs
 from tshtrain.errors import ConfigurationError
 from tshtrain.trainer import OffPolicyTrainer, OffPolicyTrainerParams
-from tshtrain.trainer.checkpoint import CheckpointManager, CheckpointParams
+from tshtrain.checkpoint import CheckpointManager, CheckpointParams
 
 
 def equal_reward(achieved: np.ndarray, desired: np.ndarray, info: Mapping[str, Any]) -> np.ndarray:

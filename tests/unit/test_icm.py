@@ -69,7 +69,7 @@ from tshtrain.trainer import (
     OnPolicyTrainerParams,
     Trainer,
 )
-from tshtrain.trainer.checkpoint import CheckpointManager, CheckpointParams
+from tshtrain.checkpoint import CheckpointManager, CheckpointParams
 
 DISCRETE2 = gym.spaces.Discrete(2)
 CPU = torch.device("cpu")

@@ -84,10 +84,10 @@ def run(args: argparse.Namespace) -> int:
         print(f"tshtrain eval: error: {found}", file=sys.stderr)
         return 1
     run_dir, checkpoint = found
+    from tshtrain.checkpoint import load_algorithm_checkpoint
     from tshtrain.config import build_policy_algorithm, load_experiment, make_any_envs, make_envs
     from tshtrain.config.build import TEST_SEED_OFFSET
     from tshtrain.config.envs import AnyVectorEnv, is_tensor_env, make_collector
-    from tshtrain.trainer.checkpoint import load_algorithm_checkpoint
 
     experiment = load_experiment(str(run_dir / CONFIG_FILE))
     if args.device is not None:

@@ -218,9 +218,9 @@ def _resume(directory: Path, args: argparse.Namespace) -> int:
     overrides: list[str] = args.overrides
     debug: bool = args.debug
     trusted: bool = args.trust
+    from tshtrain.checkpoint import CheckpointManager
     from tshtrain.config import load_experiment
     from tshtrain.rundir import RunDirectory
-    from tshtrain.trainer.checkpoint import CheckpointManager
 
     _check_override_keys(overrides)
     main = args.distributed is None or args.distributed.is_main
@@ -289,8 +289,8 @@ class _Extension:
 def _plan_extension(directory: Path, num_epochs: int, overrides: list[str]) -> _Extension:
     """The checkpoint to continue from and the new ``trainer.max_epochs``, read from the checkpoint's
     manifest before anything is built."""
+    from tshtrain.checkpoint.files import read_manifest
     from tshtrain.errors import CheckpointError, ConfigurationError
-    from tshtrain.trainer.checkpoint_io import read_manifest
     from tshtrain.trainer.stats import StopReason
 
     where = f"--resume {directory} --extend {num_epochs}"
@@ -380,10 +380,10 @@ def _train(built: Run, resumed_from: Path | None, *, debug: bool, main: bool = T
     import dataclasses
     import json
 
+    from tshtrain.checkpoint import CheckpointManager
     from tshtrain.cli.failure import write_failure, write_failure_advice
     from tshtrain.config import write_atomic
     from tshtrain.data import save_buffer
-    from tshtrain.trainer.checkpoint import CheckpointManager
 
     experiment = built.experiment
     if not main:  # another rank of a data-parallel run: rank 0 reports and writes the results
@@ -444,7 +444,7 @@ def _interrupted_message(built: Run) -> str:
     """Where the run stopped and the command that continues it."""
     import shlex
 
-    from tshtrain.trainer.checkpoint import CheckpointManager
+    from tshtrain.checkpoint import CheckpointManager
 
     params = built.trainer.params.checkpoint
     latest = CheckpointManager(params).latest() if params is not None else None
@@ -467,9 +467,9 @@ def _interrupted_message(built: Run) -> str:
 def _unsigned_pickles(checkpoint: Path) -> str:
     """Why a resume from ``checkpoint`` would not restore its pickled env snapshots ("" if it would:
     it holds none, or it is signed with this user's key)."""
+    from tshtrain.checkpoint.files import read_manifest
     from tshtrain.errors import CheckpointError
     from tshtrain.signing import read_key
-    from tshtrain.trainer.checkpoint_io import read_manifest
 
     try:
         manifest = read_manifest(checkpoint)

@@ -204,8 +204,8 @@ def load_frozen_policy(
 ) -> Policy:
     """The policy of ``member`` (``policy: frozen``) for the agent ``agent``: built as its run's
     config.yaml says, with the learner's policy weights of the checkpoint (see the module docstring)."""
+    from tshtrain.checkpoint import read_algorithm_state
     from tshtrain.config.resolve import load_experiment
-    from tshtrain.trainer.checkpoint import read_algorithm_state
 
     where = f"agents.members.{agent}"
     assert member.checkpoint is not None

@@ -21,6 +21,7 @@ import gymnasium as gym
 import torch
 
 from tshtrain.algorithm.base import Algorithm
+from tshtrain.checkpoint import CheckpointParams
 from tshtrain.config.agents import build_multi_agent_algorithm, return_reduction, uses_exploration_noise
 from tshtrain.config.algorithms import build_algorithm
 from tshtrain.config.bounds import check_buffer_memory, check_network_memory, flat_size
@@ -51,7 +52,6 @@ from tshtrain.errors import ConfigurationError, ExperimentError
 from tshtrain.logger.base import Logger
 from tshtrain.trainer import OfflineTrainer, OffPolicyTrainer, OnPolicyTrainer, TrainerOptions
 from tshtrain.trainer.base import Trainer
-from tshtrain.trainer.checkpoint import CheckpointParams
 
 TEST_SEED_OFFSET = 1000
 """test envs are seeded seed + 1000, seed + 1001, ..."""

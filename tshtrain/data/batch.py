@@ -13,6 +13,8 @@ from typing import TypeAlias, TypeVar
 import numpy as np
 import torch
 
+from tshtrain.errors import ConfigurationError
+
 ObsArray: TypeAlias = np.ndarray | Mapping[str, np.ndarray]
 """A batch of observations: one array, or one array per key of a Dict observation space."""
 
@@ -273,3 +275,24 @@ class TensorRolloutBatch:
 
 AnyRolloutBatch: TypeAlias = RolloutBatch | TensorRolloutBatch
 """The rollout of either data path; on-policy updates take both."""
+
+
+def numpy_batch(batch: AnyTransitionBatch, owner: str) -> TransitionBatch:
+    """``batch`` if it is a numpy :class:`TransitionBatch`; a callback that works on numpy data
+    calls this in ``on_sampled_batch`` so that a run on the torch path fails with a clear message."""
+    if not isinstance(batch, TransitionBatch):
+        raise ConfigurationError(
+            f"{owner} works on numpy batches (Collector + VectorReplayBuffer); this run samples "
+            f"{type(batch).__name__}s from a TensorReplayBuffer. Drop {owner} on the torch path."
+        )
+    return batch
+
+
+def numpy_rollout(rollout: AnyRolloutBatch, owner: str) -> RolloutBatch:
+    """``rollout`` if it is a numpy :class:`RolloutBatch` (see :func:`numpy_batch`)."""
+    if not isinstance(rollout, RolloutBatch):
+        raise ConfigurationError(
+            f"{owner} works on numpy rollouts (Collector + VectorReplayBuffer); this run collects "
+            f"{type(rollout).__name__}es with a TensorCollector. Drop {owner} on the torch path."
+        )
+    return rollout

@@ -1,10 +1,10 @@
-"""The typed trainer hierarchy: params, trainers, statistics; callbacks (with hooks and events as
-adapters) and run options.
+"""The typed trainer hierarchy: params, trainers, statistics, the callback protocol and run options.
 
 See ``tshtrain.trainer.base`` for the glossary (env step, collection step, update step, gradient step,
-training step, test step, epoch), ``tshtrain.trainer.callbacks`` for the loop points, and
-``docs/hooks.md`` for the one way to do each thing, hook stages, events, step-wise driving and the
-built-in hooks.
+training step, test step, epoch), ``tshtrain.trainer.callbacks`` for the loop points and
+``docs/hooks.md`` for the one way to do each thing. Ready-made callbacks are in
+:mod:`tshtrain.callbacks`; TorchRL's hook stages and EmbodiChain's events, translated onto callbacks,
+in :mod:`tshtrain.adapters`.
 """
 
 from __future__ import annotations
@@ -14,15 +14,8 @@ from typing import Any, overload
 from tshtrain.algorithm.base import OfflineAlgorithm, OffPolicyAlgorithm, OnPolicyAlgorithm
 from tshtrain.counters import Counters
 from tshtrain.trainer.base import Trainer
-from tshtrain.trainer.builtin_callbacks import (
-    BatchSubSampler,
-    ClearCudaCache,
-    CountFramesLog,
-    EarlyStopping,
-    GradientNormLog,
-    RewardNormalizer,
-)
 from tshtrain.trainer.callbacks import (
+    Adapter,
     Callback,
     CollectedBatch,
     EnvsReset,
@@ -35,22 +28,6 @@ from tshtrain.trainer.callbacks import (
     StopTraining,
     TestResult,
 )
-from tshtrain.trainer.events import (
-    EventContext,
-    EventManager,
-    EventUnit,
-    Every,
-    Manual,
-    OnEpisodeEnd,
-    OnReset,
-    OnShutdown,
-    OnStartup,
-    OnTestEnd,
-    OnTestStart,
-    Trigger,
-)
-from tshtrain.trainer.hook_registry import HookRegistry
-from tshtrain.trainer.hooks import HookContext, HookStage, LogOutput
 from tshtrain.trainer.options import TrainerOptions
 from tshtrain.trainer.params import (
     OfflineTrainerParams,
@@ -94,46 +71,26 @@ def run_training(
 
 
 __all__ = [
-    "BatchSubSampler",
+    "Adapter",
     "BestResult",
     "Callback",
-    "ClearCudaCache",
     "CollectedBatch",
-    "CountFramesLog",
     "Counters",
-    "EarlyStopping",
     "EnvStepResult",
     "EnvsReset",
     "EpisodesEnded",
     "EpochStats",
-    "EventContext",
-    "EventManager",
-    "EventUnit",
-    "Every",
-    "GradientNormLog",
-    "HookContext",
-    "HookRegistry",
     "HookScalars",
-    "HookStage",
     "InfoStats",
-    "LogOutput",
-    "Manual",
     "OffPolicyTrainer",
     "OffPolicyTrainerParams",
     "OfflineTrainer",
     "OfflineTrainerParams",
-    "OnEpisodeEnd",
     "OnPolicyTrainer",
     "OnPolicyTrainerParams",
-    "OnReset",
-    "OnShutdown",
-    "OnStartup",
-    "OnTestEnd",
-    "OnTestStart",
     "OnlineTrainer",
     "OnlineTrainerParams",
     "OptimizerStep",
-    "RewardNormalizer",
     "RunContext",
     "RunState",
     "SetupInfo",
@@ -146,6 +103,5 @@ __all__ = [
     "TrainerOptions",
     "TrainerParams",
     "TrainingStepResult",
-    "Trigger",
     "run_training",
 ]

@@ -16,21 +16,21 @@ Glossary (the words used in code, docs and logs):
   steps (offline); then one test step.
 
 Before the first epoch, ``reset`` runs an initial test step (epoch 0), as Tianshou does, so that the
-untrained policy's score is the first best score. ``run`` = ``reset`` + all epochs. The same run can be
-driven epoch by epoch (``for epoch_stats in trainer``), training step by training step
-(``execute_training_step`` until ``trainer.done``) or, online, env step by env step
+untrained policy's score is the first best score. ``run`` = ``reset`` + training steps until a stop.
+The same run can be driven epoch by epoch (``for epoch_stats in trainer``), training step by training
+step (``execute_training_step`` until ``trainer.done``) or, online, env step by env step
 (``execute_env_step``, :mod:`tshtrain.trainer.stepping`).
 
-The loop is extended one way, with callbacks (:mod:`tshtrain.trainer.callbacks`): the params'
-Tianshou callbacks, the hook stages and the event managers are callbacks too. The state of the run is
-data (:class:`~tshtrain.trainer.run_state.RunState`); what differs per family is a small strategy
-(:mod:`tshtrain.trainer.steps`); checkpoints go through :meth:`Trainer.state_dict` /
-:meth:`Trainer.load_state_dict` (:mod:`tshtrain.trainer.checkpoint`).
+One training step is :meth:`Trainer._training_step`, top-down; what differs per family is a small
+strategy (:mod:`tshtrain.trainer.steps`), and a data-parallel run wraps that strategy
+(:mod:`tshtrain.trainer.data_parallel`). The loop is extended one way, with callbacks
+(:mod:`tshtrain.trainer.callbacks`); the params' Tianshou callables are one of them. The state of the run
+is data (:class:`~tshtrain.trainer.run_state.RunState`); checkpoints go through :meth:`Trainer.state_dict`
+and the :mod:`tshtrain.checkpoint` package.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import time
 from abc import ABC, abstractmethod
@@ -47,11 +47,14 @@ from tshtrain.algorithm.base import (
     OnPolicyAlgorithm,
     TrainingStats,
 )
+from tshtrain.checkpoint import Backend, CheckpointManager, load_checkpoint, save_checkpoint
+from tshtrain.checkpoint.store import check_saved_world_size
 from tshtrain.counters import Counters
 from tshtrain.data.stats import CollectStats, merge_collect_stats
 from tshtrain.devices import resolve_device
 from tshtrain.errors import ConfigurationError
 from tshtrain.logger.base import Logger, NoOpLogger, family_log_intervals
+from tshtrain.trainer.autosave import AutoCheckpoints
 from tshtrain.trainer.callbacks import (
     Callback,
     CollectedBatch,
@@ -60,18 +63,9 @@ from tshtrain.trainer.callbacks import (
     StopTraining,
     TestResult,
 )
-from tshtrain.trainer.checkpoint import (
-    Backend,
-    CheckpointManager,
-    check_saved_world_size,
-    load_checkpoint,
-    save_checkpoint,
-)
 from tshtrain.trainer.collector_bridge import CollectorBridges
-from tshtrain.trainer.data_parallel import DataParallel
+from tshtrain.trainer.data_parallel import DataParallelStep
 from tshtrain.trainer.dispatch import CallbackSet
-from tshtrain.trainer.events import EventManager
-from tshtrain.trainer.hook_registry import HookRegistry
 from tshtrain.trainer.options import TrainerOptions
 from tshtrain.trainer.params import OnPolicyTrainerParams, TrainerParams
 from tshtrain.trainer.params_callbacks import ParamsCallbacks
@@ -88,8 +82,8 @@ from tshtrain.trainer.recorder import RunRecorder
 from tshtrain.trainer.run_state import BestResult, OpenEpoch, RunState
 from tshtrain.trainer.state import TrainerState
 from tshtrain.trainer.stats import EpochStats, InfoStats, StopReason
-from tshtrain.trainer.stepping import CollectedSteps, TrainingStepResult
-from tshtrain.trainer.steps import StepStrategy
+from tshtrain.trainer.stepping import TrainingStepResult
+from tshtrain.trainer.steps import CollectedSteps, StepStrategy
 
 log = logging.getLogger(__name__)
 summary_log = logging.getLogger("tshtrain.trainer")
@@ -98,52 +92,12 @@ summary_log = logging.getLogger("tshtrain.trainer")
 TAlgorithm = TypeVar("TAlgorithm", bound=Algorithm[Any])
 TParams = TypeVar("TParams", bound=TrainerParams)
 
-_TRAINER_OF_FAMILY: tuple[tuple[type[Algorithm[Any]], str, str], ...] = (
-    (
-        OnPolicyAlgorithm,
-        "OnPolicyTrainer",
-        "an on-policy algorithm (it updates from the latest rollout only)",
-    ),
-    (
-        OffPolicyAlgorithm,
-        "OffPolicyTrainer",
-        "an off-policy algorithm (it updates from a replay buffer that a collector fills)",
-    ),
-    (
-        OfflineAlgorithm,
-        "OfflineTrainer",
-        "an offline algorithm (it updates from a fixed dataset and never "
-        "collects; to imitate from a buffer a collector fills, use OffPolicyImitation with OffPolicyTrainer)",
-    ),
-)
-
-
-def check_algorithm_family(trainer: str, family: type[Algorithm[Any]], algorithm: object) -> None:
-    """Raise ``ConfigurationError`` unless ``algorithm`` belongs to the ``family`` that ``trainer`` runs.
-
-    mypy rejects such pairings statically; this is the same check at run time (e.g. for untyped code),
-    naming the algorithm, the trainer and the trainer to use instead.
-    """
-    if isinstance(algorithm, family):
-        return
-    for other, other_trainer, what in _TRAINER_OF_FAMILY:
-        if isinstance(algorithm, other):
-            raise ConfigurationError(
-                f"{trainer} cannot train {type(algorithm).__name__}: it is {what}, and {trainer} runs "
-                f"{family.__name__}s. Use {other_trainer} with {type(algorithm).__name__}, or an algorithm "
-                f"of the {family.__name__} family with {trainer}."
-            )
-    raise ConfigurationError(
-        f"{trainer}: algorithm is a {type(algorithm).__name__}, not a {family.__name__}; pass an algorithm "
-        f"of that family (tshtrain.algorithm)."
-    )
-
 
 class Trainer(ABC, Generic[TAlgorithm, TParams]):
     """Runs epochs of training steps and test steps; the family's part is a :class:`StepStrategy`."""
 
     algorithm_family: ClassVar[type[Algorithm[Any]]] = Algorithm
-    """the algorithm family the trainer runs; checked when it is built (:func:`check_algorithm_family`)"""
+    """the algorithm family the trainer runs; checked when it is built"""
 
     def __init__(self, algorithm: TAlgorithm, params: TParams, options: TrainerOptions | None = None):
         """Args:
@@ -165,45 +119,34 @@ class Trainer(ABC, Generic[TAlgorithm, TParams]):
         """how the run behaves around the training (see TrainerOptions)"""
         if self.options.device is not None:
             algorithm.to(resolve_device(self.options.device))
-        dp = self.options.distributed
-        self._dp = DataParallel(dp) if dp is not None else None
-        """this rank's part of a data-parallel run (None: one process)"""
-        main = self._dp is None or self._dp.is_main
-        self.logger: Logger = params.logger if params.logger is not None and main else NoOpLogger()
         self.state = RunState()
         """counters, best result, stop, timing, windows, logger position, open epoch"""
-        self._strategy = self._make_strategy()
+        strategy = self._make_strategy()
+        if self.options.distributed is not None:
+            strategy = DataParallelStep(strategy, self.options.distributed, algorithm)
+        self._strategy = strategy
+        self.logger: Logger = (
+            params.logger if params.logger is not None and strategy.is_main else NoOpLogger()
+        )
         self.callbacks = CallbackSet(
-            counters=lambda: self.state.counters, algorithm=algorithm, stop=self._stop_by_callback
+            counters=lambda: self.state.counters,
+            algorithm=algorithm,
+            stop=lambda detail: self.state.finish(StopReason.HOOK, detail),
         )
-        """the callbacks, in calling order: the params' callbacks, hooks, events, eval events, yours"""
-        self.hooks = HookRegistry()
-        """the hook stages (docs/hooks.md): a callback"""
-        self.register_hook = self.hooks.register
-        """``register_hook(stage, hook, name=...)``: see :meth:`HookRegistry.register`"""
-        self.events = EventManager("train", counters=lambda: self.state.counters, stop=self._stop_by_callback)
-        """the train event manager (docs/hooks.md#events): a callback"""
-        self.eval_events = EventManager(
-            "eval", counters=lambda: self.state.counters, stop=self._stop_by_callback
-        )
-        """the eval event manager: events of test steps"""
-        self.eval_events.watch_test_collector(params.test_collector)
-        self.callbacks.add(ParamsCallbacks(params, self.state_finish), "params")
-        self.callbacks.add(self.hooks, "hooks")
-        self.callbacks.add(self.events, "events")
-        self.callbacks.add(self.eval_events, "eval_events")
-        self._bridges = CollectorBridges(self.callbacks, self._strategy.collectors(), self.options)
+        """the callbacks, in calling order: automatic checkpoints, the params' callables, yours"""
+        checkpoint = params.checkpoint
+        self._autosave: AutoCheckpoints | None = None
+        if checkpoint is not None:
+            manager = CheckpointManager(strategy.checkpoint_params(checkpoint))
+            self._autosave = AutoCheckpoints(manager, self._state_view, lambda: self.state.is_reset)
+            self.callbacks.add(self._autosave, "auto_checkpoints")
+        self.callbacks.add(ParamsCallbacks(params, self.state.finish), "params")
+        self._bridges = CollectorBridges(self.callbacks, strategy.collectors(), self.options)
         self._recorder = RunRecorder(
             self.logger, self.state, family_log_intervals(isinstance(params, OnPolicyTrainerParams))
         )
         self._bar: ProgressBar | None = None
         self._run_clock = RunClock()
-        checkpoint = params.checkpoint
-        if checkpoint is not None and self._dp is not None:
-            checkpoint = self._dp.checkpoint_params(checkpoint)
-        self._checkpoints = CheckpointManager(checkpoint) if checkpoint is not None else None
-        if self._dp is not None:
-            self._dp.attach(algorithm)
         self._started = False
         self._resumed = False
         self._closed = False
@@ -235,7 +178,7 @@ class Trainer(ABC, Generic[TAlgorithm, TParams]):
 
     @property
     def stop_detail(self) -> str | None:
-        """Who stopped training and why (callbacks, hooks, events, ``request_stop(reason)``)."""
+        """Who stopped training and why (callbacks, adapters, ``request_stop(reason)``)."""
         return self.state.stop_detail
 
     def info_stats(self) -> InfoStats:
@@ -243,16 +186,18 @@ class Trainer(ABC, Generic[TAlgorithm, TParams]):
         return self.state.info_stats()
 
     def add_callback(self, callback: Callback, *, name: str | None = None) -> None:
-        """Add a callback (called after the params' callbacks, hooks and events, in the order added).
+        """Add a callback: called after the params' callables, in the order added (the one way to run
+        code at a loop point; docs/hooks.md).
 
         Args:
-            callback: a :class:`~tshtrain.trainer.callbacks.Callback`.
+            callback: a :class:`~tshtrain.trainer.callbacks.Callback` (TorchRL hook stages and
+                EmbodiChain events are callbacks too: :mod:`tshtrain.adapters`).
             name: unique among the trainer's callbacks (its state is saved under it); default: the
                 class name.
         """
         self.callbacks.add(callback, name if name is not None else type(callback).__name__)
 
-    # ================================================================== public driving API
+    # ================================================================== driving the run
     def reset(self, reset_collectors: bool = True, reset_collector_buffers: bool = False) -> None:
         """Prepare a run: counters to zero (or from the logger), collectors reset, initial test step.
 
@@ -280,7 +225,8 @@ class Trainer(ABC, Generic[TAlgorithm, TParams]):
             self._test_step(initial=True)
 
     def run(self, reset_collectors: bool = True, reset_collector_buffers: bool = False) -> InfoStats:
-        """Reset, run all epochs (or until a stop), close the logger and return the final InfoStats.
+        """Reset, run training steps until a stop (``max_epochs`` included), close the logger and return
+        the final InfoStats.
 
         After :meth:`load_checkpoint`, the run continues from the checkpoint instead of resetting.
         With ``verbose``, a summary table of the final InfoStats is printed at the end (and a one-line
@@ -297,11 +243,10 @@ class Trainer(ABC, Generic[TAlgorithm, TParams]):
         try:
             if not self._resumed:
                 self.reset(reset_collectors, reset_collector_buffers)
-            for _ in self:
-                pass
+            while not self.state.done:
+                self._training_step(None)
         except BaseException as error:
-            if self._dp is not None:
-                self._dp.context.report_failure(error)
+            self._strategy.report_failure(error)
             self._final_checkpoint(f"{type(error).__name__}: {error}")
             self._shutdown(quiet=True)
             self._close(quiet=True)  # the original error is what the caller needs to see
@@ -330,8 +275,7 @@ class Trainer(ABC, Generic[TAlgorithm, TParams]):
 
     def execute_training_step(self) -> TrainingStepResult:
         """One training step; completes the epoch (test step included) when its quota is reached."""
-        self._begin_training_step()
-        return self._run_training_step(None)
+        return self._training_step(None)
 
     def close(self) -> None:
         """End the run: ``on_run_end`` callbacks, detach from the collectors, close the envs
@@ -345,13 +289,220 @@ class Trainer(ABC, Generic[TAlgorithm, TParams]):
         becomes ``InfoStats.stop_detail``)."""
         self.state.finish(StopReason.REQUESTED, reason)
 
+    # ================================================================== the training step
+    def _training_step(self, collected: CollectedSteps | None) -> TrainingStepResult:
+        """One training step, top-down: begin (reset if needed, open the epoch, ``on_training_step_start``;
+        done by the env-step driver when ``collected`` holds what it gathered), collect,
+        ``after_collect``, [test-in-training], ``before_update``, update, ``after_update``,
+        ``on_training_step_end``, the training record, the stop agreement of the ranks, the end of the
+        epoch and the periodic checkpoint."""
+        if collected is None:
+            self._begin_training_step()
+        start = time.perf_counter()
+        s, strategy, callbacks = self.state, self._strategy, self.callbacks
+        collect_stat: CollectStats | None = None
+        training_stat: TrainingStats | None = None
+        try:
+            batch: CollectedBatch | None = None
+            if strategy.online:
+                batch = strategy.collect(collected)
+                collect_stat = batch.collect_stat
+                self._recorder.collection(collect_stat)
+                batch = callbacks.transform("after_collect", batch, CollectedBatch)
+            stopped_by_test = False
+            if collect_stat is not None and self._test_in_training(collect_stat):
+                self._test_step(in_training=True)
+                stopped_by_test = s.done
+            if stopped_by_test:  # the update is skipped
+                self._advance(strategy.progress(collect_stat), None)
+            else:
+                callbacks.call("before_update", batch)
+                update_start = time.perf_counter()
+                parts = strategy.update(batch, callbacks, self._show_progress())
+                if not strategy.online:  # offline: env_step counts the transitions sampled
+                    s.counters = s.counters.advanced(env_step=strategy.samples_per_step())
+                if parts:
+                    stats = [part.stat for part in parts]
+                    training_stat = stats[0] if len(stats) == 1 else type(stats[0]).aggregate(stats)
+                    self._recorder.update(training_stat, time.perf_counter() - update_start, parts)
+                    callbacks.call("after_update", training_stat)
+                self._advance(strategy.progress(collect_stat), training_stat)
+        except StopTraining as signal:  # raised inside the update: it is abandoned
+            s.finish(StopReason.HOOK, signal.reason)
+        s.counters = s.counters.advanced(training_step=1)
+        callbacks.call(
+            "on_training_step_end", StepSummary(collect_stat=collect_stat, training_stat=training_stat)
+        )
+        self._recorder.training_record(collect_stat, callbacks.step_sink.scalars)
+        callbacks.step_open = False
+        s.timing["train"] += time.perf_counter() - start + (collected.seconds if collected else 0.0)
+        strategy.agree_on_stop(s)  # data-parallel: a stop on any rank stops every rank
+        epoch = s.epoch
+        epoch_closed = s.done or (epoch is not None and epoch.progress >= self.params.epoch_num_steps)
+        epoch_stats = self._close_epoch() if epoch_closed else None
+        if self._autosave is not None:
+            self._autosave.after_training_step(epoch_closed=epoch_closed)
+        return TrainingStepResult(
+            collect_stat=collect_stat, training_stat=training_stat, epoch_stats=epoch_stats
+        )
+
+    def _begin_training_step(self) -> None:
+        """The start of every training step: reset if needed, open the epoch, ``on_training_step_start``."""
+        pending = self._pending_vector_steps()
+        if pending is not None:
+            raise RuntimeError(
+                f"A training step is being driven env step by env step ({pending} vector steps so far); "
+                f"finish it with execute_env_step() before execute_training_step()."
+            )
+        if not self.state.is_reset:
+            self.reset()  # may end training already (stop_fn on the initial test step, resumed run)
+        if self.state.done:
+            raise RuntimeError(f"Training has ended ({self.state.stop_reason}); call reset() to start again.")
+        if not self._started:  # a run resumed from a checkpoint starts here
+            self._start(resumed=True)
+        self._set_flush_denormal(True)  # every step: the flag is per thread
+        if self.state.epoch is None:
+            self._open_epoch()
+        self.callbacks.step_sink.scalars.clear()
+        self.callbacks.step_open = True
+        self.callbacks.call("on_training_step_start")
+
+    def _pending_vector_steps(self) -> int | None:
+        """Vector steps gathered by ``execute_env_step`` for a training step still open (online)."""
+        return None
+
+    def _test_in_training(self, stat: CollectStats) -> bool:
+        """Test now, within the training step? (``test_in_training``: the training episodes scored
+        like a test step satisfy ``stop_fn``)."""
+        p = self.params
+        return (
+            bool(getattr(p, "test_in_training", False))
+            and p.stop_fn is not None
+            and p.test_collector is not None
+            and stat.n_collected_episodes > 0
+            and p.stop_fn(self._score(stat))
+        )
+
+    def _advance(self, amount: int, stat: TrainingStats | None) -> None:
+        epoch = self.state.epoch
+        assert epoch is not None
+        epoch.progress += amount
+        if self._bar is not None:
+            self._bar.advance(amount, self._last_returns(), stat, self.callbacks.progress)
+
+    # ================================================================== the test step
+    def _test_step(self, *, initial: bool = False, in_training: bool = False) -> CollectStats:
+        """Run a test step (on rank 0 of a data-parallel run, which tells the others its result)."""
+        return self._strategy.test(lambda: self._run_test_step(initial, in_training), self.state)
+
+    def _run_test_step(self, initial: bool, in_training: bool) -> CollectStats:
+        """Collect the test episodes, score them, update the best result, log, ``on_test_end``.
+
+        The initial test step (``reset()``) does not apply ``stop_fn``: as in Tianshou, an untrained
+        policy that happens to satisfy it does not end a run before it trained. A test step run by
+        ``test_in_training`` (``in_training``) is labelled as such in its printed line and its ``test``
+        record (``in_training`` = 1.0).
+        """
+        collector = self.params.test_collector
+        assert collector is not None
+        self.callbacks.test_sink.scalars.clear()
+        self.callbacks.call("on_test_start")
+        deterministic = self.options.test_deterministic
+        start = time.perf_counter()
+        stat = collector.collect(
+            n_episode=self.params.test_step_num_episodes,
+            deterministic=self.algorithm.policy.deterministic_eval
+            if deterministic is None
+            else deterministic,
+            reset_before_collect=True,
+            max_env_steps=self.params.test_step_max_env_steps,
+        )
+        stat = self._strategy.reduce_returns(stat)
+        self._recorder.test(stat, time.perf_counter() - start)
+        s = self.state
+        score = self._score(stat)
+        is_best = s.best.score is None or score > s.best.score
+        if is_best:
+            s.best = BestResult(
+                score=float(score),
+                reward=stat.returns_stat.mean,
+                reward_std=stat.returns_stat.std,
+                epoch=s.counters.epoch,
+            )
+        line = format_test_line(
+            s.counters.epoch,
+            stat.returns_stat,
+            s.best,
+            in_training_env_step=s.counters.env_step if in_training else None,
+        )
+        summary_log.info(line)
+        if self._verbose():
+            write_line(line)
+        result = TestResult(
+            collect_stat=stat,
+            score=float(score),
+            is_best=is_best,
+            initial=initial,
+            in_training=in_training,
+            best_score=s.best.score,
+        )
+        self.callbacks.call("on_test_end", result)
+        self._recorder.test_record(
+            stat, float(score), self.callbacks.test_sink.scalars, in_training=in_training
+        )
+        return stat
+
+    # ================================================================== epochs
+    def _open_epoch(self) -> None:
+        self.state.counters = self.state.counters.advanced(epoch=1)
+        self.state.epoch = OpenEpoch()
+        self._recorder.epoch_opened()
+        if self._show_progress():
+            self._bar = self._new_bar(0)
+
+    def _new_bar(self, initial: int) -> ProgressBar:
+        return ProgressBar(
+            epoch=self.state.counters.epoch,
+            max_epochs=self.params.max_epochs,
+            total=self.params.epoch_num_steps,
+            initial=initial,
+            unit="env_step" if self._strategy.online else "update",
+            run_clock=self._run_clock,
+        )
+
+    def _close_epoch(self) -> EpochStats:
+        s = self.state
+        test_stat = None
+        if self._bar is not None:  # closed first: the test step's line goes below the finished bar
+            self._bar.close()
+            self._bar = None
+        if self.params.test_collector is not None and not s.done:
+            test_stat = self._test_step()
+        if s.counters.epoch >= self.params.max_epochs:
+            s.finish(StopReason.MAX_EPOCHS)
+        epoch = s.epoch
+        assert epoch is not None
+        s.epoch = None
+        info = self.info_stats()
+        self._recorder.info_record(info)
+        training = type(epoch.training[0]).aggregate(epoch.training) if epoch.training else None
+        epoch_stats = EpochStats(
+            epoch=s.counters.epoch,
+            train_collect_stat=merge_collect_stats(epoch.collect) if epoch.collect else None,
+            test_collect_stat=test_stat,
+            training_stat=training,
+            info_stat=info,
+        )
+        self.callbacks.call("on_epoch_end", epoch_stats)
+        return epoch_stats
+
     # ================================================================== checkpoints
     def save_checkpoint(
         self, path: str | Path | None = None, *, include_buffers: bool = True, backend: Backend = "torch"
     ) -> Path:
-        """Write everything a resumed run needs to the directory ``path`` (see
-        :mod:`tshtrain.trainer.checkpoint`); atomic: a crash mid-write leaves the previous state.
-        Signed with your key, so that loading it restores the envs too (:mod:`tshtrain.signing`).
+        """Write everything a resumed run needs to the directory ``path`` (see :mod:`tshtrain.checkpoint`);
+        atomic: a crash mid-write leaves the previous state. Signed with your key, so that loading it
+        restores the envs too (:mod:`tshtrain.signing`).
 
         Args:
             path: the checkpoint directory; None: ``manual-<epoch>-<env_step>`` in the run's checkpoint
@@ -372,8 +523,7 @@ class Trainer(ABC, Generic[TAlgorithm, TParams]):
                 )
             c = self.state.counters
             path = Path(self.params.checkpoint.directory) / f"manual-{c.epoch:06d}-{c.env_step:012d}"
-        if self._dp is not None:
-            path = self._dp.rank_path(path)
+        path = self._strategy.checkpoint_path(Path(path))
         return save_checkpoint(self._state_view(), path, include_buffers=include_buffers, backend=backend)
 
     def load_checkpoint(self, path: str | Path, *, load_buffers: bool = True, trusted: bool = False) -> None:
@@ -397,28 +547,14 @@ class Trainer(ABC, Generic[TAlgorithm, TParams]):
                 version, from another algorithm or trainer class, or does not fit this trainer
                 (e.g. another number of envs); nothing is changed then.
         """
-        if self._dp is not None:  # every rank is given rank 0's path
+        if self._strategy.describe() is not None:  # data-parallel: every rank is given rank 0's path
             check_saved_world_size(path, self._state_view())  # the same cause on every rank
-            path = self._dp.rank_path(path)
+        path = self._strategy.checkpoint_path(Path(path))
         load_checkpoint(self._state_view(), path, load_buffers=load_buffers, trusted=trusted)
         self._resumed = True
         epoch = self.state.epoch
         if epoch is not None and self._show_progress():
             self._bar = self._new_bar(epoch.progress)
-
-    def _warn_if_ended(self) -> None:
-        """A loaded run that had ended returns at once from :meth:`run`; say how to train it on."""
-        s = self.state
-        if self._resumed and s.done and s.counters.epoch < self.params.max_epochs:
-            log.warning(
-                "%s.run(): the loaded checkpoint's run had ended (%s, after %d epochs), so this run ends at "
-                "once although max_epochs is %d; to train it on, call trainer.reopen() after "
-                "load_checkpoint (docs/checkpoints.md, 'Continuing a finished run').",
-                type(self).__name__,
-                s.stop_reason,
-                s.counters.epoch,
-                self.params.max_epochs,
-            )
 
     def reopen(self) -> None:
         """Continue a run that ended: after :meth:`load_checkpoint` of the checkpoint written at its end
@@ -455,7 +591,7 @@ class Trainer(ABC, Generic[TAlgorithm, TParams]):
         self._state_view().load_state_dict(state)
 
     def extension_state(self) -> dict[str, Any]:
-        """The state of the callbacks (hooks, events, your callbacks) for checkpoints."""
+        """The state of the callbacks (adapters and yours) for checkpoints."""
         return self.callbacks.state_dict()
 
     def load_extension_state(self, state: Mapping[str, Any], *, strict: bool = True) -> None:
@@ -471,262 +607,45 @@ class Trainer(ABC, Generic[TAlgorithm, TParams]):
             run=self,
             strategy=self._strategy,
             callbacks=self.callbacks,
-            checkpoints=self._checkpoints,
+            checkpoints=None if self._autosave is None else self._autosave.manager,
             logger=self.logger,
-            ranks=self._dp.describe() if self._dp is not None else None,
+            ranks=self._strategy.describe(),
         )
+
+    def _warn_if_ended(self) -> None:
+        """A loaded run that had ended returns at once from :meth:`run`; say how to train it on."""
+        s = self.state
+        if self._resumed and s.done and s.counters.epoch < self.params.max_epochs:
+            log.warning(
+                "%s.run(): the loaded checkpoint's run had ended (%s, after %d epochs), so this run ends at "
+                "once although max_epochs is %d; to train it on, call trainer.reopen() after "
+                "load_checkpoint (docs/checkpoints.md, 'Continuing a finished run').",
+                type(self).__name__,
+                s.stop_reason,
+                s.counters.epoch,
+                self.params.max_epochs,
+            )
 
     def _final_checkpoint(self, reason: str) -> None:
-        if self._checkpoints is None or not self.state.is_reset:
-            return
-        try:
-            self._checkpoints.final(self._state_view(), reason)
-        except Exception:  # never hide the run's own outcome behind a failed final save
-            log.exception("Trainer: the final checkpoint could not be written")
-
-    # ================================================================== the training step
-    def _begin_training_step(self) -> None:
-        """The start of every training step: reset if needed, open the epoch, ``on_training_step_start``."""
-        if not self.state.is_reset:
-            self.reset()  # may end training already (stop_fn on the initial test step, resumed run)
-        if self.state.done:
-            raise RuntimeError(f"Training has ended ({self.state.stop_reason}); call reset() to start again.")
-        if not self._started:  # a run resumed from a checkpoint starts here
-            self._start(resumed=True)
-        self._set_flush_denormal(True)  # every step: the flag is per thread
-        if self.state.epoch is None:
-            self._open_epoch()
-        self.callbacks.step_sink.scalars.clear()
-        self.callbacks.step_open = True
-        self.callbacks.call("on_training_step_start")
-
-    def _run_training_step(self, collected: CollectedSteps | None) -> TrainingStepResult:
-        """The rest of a training step, top-down: collect (unless ``collected`` holds what was collected
-        env step by env step), ``after_collect``, [test-in-training], ``before_update``, update,
-        ``after_update``, ``on_training_step_end``, the training record, and the end of the epoch."""
-        start = time.perf_counter()
-        collect_stat: CollectStats | None = None
-        training_stat: TrainingStats | None = None
-        try:
-            batch: CollectedBatch | None = None
-            if self._strategy.online:
-                raw, layout = (
-                    (collected.stat, collected.layout_before) if collected else self._strategy.collect()
-                )
-                collect_stat = self._reduce_returns(raw)
-                batch = self._strategy.batch(collect_stat, layout)
-                if self._dp is not None:  # from here on: all ranks' collection step together
-                    collect_stat = self._dp.merge(collect_stat)
-                    batch = dataclasses.replace(batch, collect_stat=collect_stat)
-                self._recorder.collection(collect_stat)
-                batch = self.callbacks.transform("after_collect", batch, CollectedBatch)
-            stopped_by_test = False
-            if collect_stat is not None and self._test_in_training(collect_stat):
-                self._test_step(in_training=True)
-                stopped_by_test = self.state.done
-            if stopped_by_test:  # the update is skipped
-                self._advance(self._strategy.progress(collect_stat), None)
-            else:
-                training_stat = self._update(batch, collect_stat)
-        except StopTraining as signal:  # raised inside the update: it is abandoned
-            self.state.finish(StopReason.HOOK, signal.reason)
-        self.state.counters = self.state.counters.advanced(training_step=1)
-        summary = StepSummary(collect_stat=collect_stat, training_stat=training_stat)
-        self.callbacks.call("on_training_step_end", summary)
-        self._recorder.training_record(collect_stat, self.callbacks.step_sink.scalars)
-        self.callbacks.step_open = False
-        self.state.timing["train"] += time.perf_counter() - start + (collected.seconds if collected else 0.0)
-        if self._dp is not None:  # a stop on any rank (a callback, request_stop) stops every rank
-            self._dp.agree_on_stop(self.state)
-        epoch_stats = self._close_epoch() if self.state.done or self._epoch_complete() else None
-        if self._checkpoints is not None:
-            self._checkpoints.periodic(self._state_view(), epoch_closed=epoch_stats is not None)
-        return TrainingStepResult(
-            collect_stat=collect_stat, training_stat=training_stat, epoch_stats=epoch_stats
-        )
-
-    def _update(
-        self, batch: CollectedBatch | None, collect_stat: CollectStats | None
-    ) -> TrainingStats | None:
-        """``before_update``, the family's update step, its records and ``after_update``."""
-        self.callbacks.call("before_update", batch)
-        start = time.perf_counter()
-        parts = self._strategy.update(batch, self.callbacks, self._show_progress())
-        samples = self._strategy.samples_per_step()
-        if samples:  # offline: env_step counts the transitions sampled from the dataset
-            self.state.counters = self.state.counters.advanced(env_step=samples)
-        training_stat: TrainingStats | None = None
-        if parts:
-            stats = [part.stat for part in parts]
-            training_stat = stats[0] if len(stats) == 1 else type(stats[0]).aggregate(stats)
-            self._recorder.update(training_stat, time.perf_counter() - start, parts)
-            self.callbacks.call("after_update", training_stat)
-        self._advance(self._strategy.progress(collect_stat), training_stat)
-        return training_stat
-
-    def _test_in_training(self, stat: CollectStats) -> bool:
-        """Test now, within the training step? (``test_in_training``: the training episodes scored
-        like a test step satisfy ``stop_fn``)."""
-        p = self.params
-        return (
-            bool(getattr(p, "test_in_training", False))
-            and p.stop_fn is not None
-            and p.test_collector is not None
-            and stat.n_collected_episodes > 0
-            and p.stop_fn(self._score(stat))
-        )
-
-    def _epoch_complete(self) -> bool:
-        epoch = self.state.epoch
-        return epoch is not None and epoch.progress >= self.params.epoch_num_steps
-
-    def _epoch_total(self) -> int:
-        return self.params.epoch_num_steps
-
-    def _advance(self, amount: int, stat: TrainingStats | None) -> None:
-        epoch = self.state.epoch
-        assert epoch is not None
-        epoch.progress += amount
-        if self._bar is not None:
-            self._bar.advance(amount, self._last_returns(), stat, self.callbacks.progress)
-
-    # ================================================================== the test step
-    def _test_step(self, *, initial: bool = False, in_training: bool = False) -> CollectStats:
-        """Run a test step: score it, update the best result, log it, ``on_test_end`` (``stop_fn``).
-
-        The initial test step (``reset()``) does not apply ``stop_fn``: as in Tianshou, an untrained
-        policy that happens to satisfy it does not end a run before it trained. A test step run by
-        ``test_in_training`` (``in_training``) is labelled as such in its printed line and its ``test``
-        record (``in_training`` = 1.0).
-        """
-        if self._dp is not None and not self._dp.is_main:  # rank 0 tests and tells the result
-            return self._dp.share_test_step(self.state, None)
-        collector = self.params.test_collector
-        assert collector is not None
-        self.callbacks.test_sink.scalars.clear()
-        self.callbacks.call("on_test_start")
-        deterministic = self.options.test_deterministic
-        start = time.perf_counter()
-        stat = collector.collect(
-            n_episode=self.params.test_step_num_episodes,
-            deterministic=self.algorithm.policy.deterministic_eval
-            if deterministic is None
-            else deterministic,
-            reset_before_collect=True,
-            max_env_steps=self.params.test_step_max_env_steps,
-        )
-        stat = self._reduce_returns(stat)
-        self._recorder.test(stat, time.perf_counter() - start)
-        s = self.state
-        score = self._score(stat)
-        is_best = s.best.score is None or score > s.best.score
-        if is_best:
-            s.best = BestResult(
-                score=float(score),
-                reward=stat.returns_stat.mean,
-                reward_std=stat.returns_stat.std,
-                epoch=s.counters.epoch,
-            )
-            if self._checkpoints is not None and s.is_reset:
-                self._checkpoints.best(self._state_view())
-        line = format_test_line(
-            s.counters.epoch,
-            stat.returns_stat,
-            s.best,
-            in_training_env_step=s.counters.env_step if in_training else None,
-        )
-        summary_log.info(line)
-        if self._verbose():
-            write_line(line)
-        result = TestResult(
-            collect_stat=stat,
-            score=float(score),
-            is_best=is_best,
-            initial=initial,
-            in_training=in_training,
-            best_score=s.best.score,
-        )
-        self.callbacks.call("on_test_end", result)
-        self._recorder.test_record(
-            stat, float(score), self.callbacks.test_sink.scalars, in_training=in_training
-        )
-        if self._dp is not None:
-            self._dp.share_test_step(self.state, stat)
-        return stat
-
-    # ================================================================== epochs
-    def _open_epoch(self) -> None:
-        self.state.counters = self.state.counters.advanced(epoch=1)
-        self.state.epoch = OpenEpoch()
-        self._recorder.epoch_opened()
-        if self._show_progress():
-            self._bar = self._new_bar(0)
-
-    def _new_bar(self, initial: int) -> ProgressBar:
-        return ProgressBar(
-            epoch=self.state.counters.epoch,
-            max_epochs=self.params.max_epochs,
-            total=self._epoch_total(),
-            initial=initial,
-            unit="env_step" if self._strategy.online else "update",
-            run_clock=self._run_clock,
-        )
-
-    def _close_epoch(self) -> EpochStats:
-        s = self.state
-        test_stat = None
-        if self._bar is not None:  # closed first: the test step's line goes below the finished bar
-            self._bar.close()
-            self._bar = None
-        if self.params.test_collector is not None and not s.done:
-            test_stat = self._test_step()
-        if s.counters.epoch >= self.params.max_epochs:
-            s.finish(StopReason.MAX_EPOCHS)
-        epoch = s.epoch
-        assert epoch is not None
-        s.epoch = None
-        info = self.info_stats()
-        self._recorder.info_record(info)
-        training = type(epoch.training[0]).aggregate(epoch.training) if epoch.training else None
-        epoch_stats = EpochStats(
-            epoch=s.counters.epoch,
-            train_collect_stat=merge_collect_stats(epoch.collect) if epoch.collect else None,
-            test_collect_stat=test_stat,
-            training_stat=training,
-            info_stat=info,
-        )
-        self.callbacks.call("on_epoch_end", epoch_stats)
-        return epoch_stats
+        if self._autosave is not None and self.state.is_reset:
+            self._autosave.final(reason)
 
     # ================================================================== internals
-    def state_finish(self, reason: StopReason) -> None:
-        """End training with ``reason`` (for the params' callbacks)."""
-        self.state.finish(reason)
-
-    def _stop_by_callback(self, detail: str) -> None:
-        self.state.finish(StopReason.HOOK, detail)
-
     def _score(self, stat: CollectStats) -> float:
         """The score of collected episodes: ``compute_score_fn`` or, by default, the mean return."""
         compute = self.params.compute_score_fn
         return float(compute(stat)) if compute is not None else stat.returns_stat.mean
-
-    def _reduce_returns(self, stat: CollectStats) -> CollectStats:
-        reduce = self.params.multi_agent_return_reduction
-        return stat.with_return_reduction(reduce) if reduce is not None else stat
 
     def _set_flush_denormal(self, on: bool) -> None:
         if self.options.flush_denormal:
             torch.set_flush_denormal(on)
 
     def _verbose(self) -> bool:
-        return self.params.verbose and (self._dp is None or self._dp.is_main)
+        return self.params.verbose and self._strategy.is_main
 
     def _show_progress(self) -> bool:
-        if self._dp is not None and not self._dp.is_main:
-            return False
         show = self.params.show_progress
-        return stderr_is_terminal() if show is None else show
+        return self._strategy.is_main and (stderr_is_terminal() if show is None else show)
 
     def _last_returns(self) -> float | None:
         epoch = self.state.epoch
@@ -750,12 +669,10 @@ class Trainer(ABC, Generic[TAlgorithm, TParams]):
         self.callbacks.call("on_run_start", info)
 
     def _shutdown(self, *, quiet: bool = False) -> None:
-        """``on_run_end`` callbacks, detach, close the envs (``options.close_envs``), stop the algorithm's
-        worker processes (if it has any, see :meth:`_stop_workers`).
-
-        Args:
-            quiet: log errors of callbacks instead of raising (the run is ending with an error).
-        """
+        """``on_run_end`` callbacks, detach, close the envs (``options.close_envs``) and stop the
+        algorithm's worker processes (``algorithm.close()``: their state comes back into this process
+        first, so the algorithm can be saved or trained on). ``quiet``: log errors instead of raising
+        (the run is ending with an error)."""
         try:
             if self._started:
                 self.callbacks.call("on_run_end", self.info_stats())
@@ -768,25 +685,18 @@ class Trainer(ABC, Generic[TAlgorithm, TParams]):
             self._started = False
             if self.options.close_envs:
                 self._bridges.close_envs()
-            self._stop_workers(quiet)
-
-    def _stop_workers(self, quiet: bool) -> None:
-        """``algorithm.close()``: stop the algorithm's worker processes (a multi-agent algorithm's parallel
-        update mode); their state comes back into this process first, so the algorithm can be saved or
-        trained on."""
-        try:
-            self.algorithm.close()
-        except Exception:
-            if not quiet:
-                raise
-            log.exception("%s failed to stop its workers", type(self.algorithm).__name__)
+            try:
+                self.algorithm.close()
+            except Exception:
+                if not quiet:
+                    raise
+                log.exception("%s failed to stop its workers", type(self.algorithm).__name__)
 
     def _close(self, *, quiet: bool = False) -> None:
         """Close the progress bar and the logger; ``quiet``: log a failing close instead of raising."""
         self._closed = True
         self._set_flush_denormal(False)
-        if self._dp is not None:
-            self._dp.detach()
+        self._strategy.close()
         if self._bar is not None:
             self._bar.close()
             self._bar = None
@@ -796,3 +706,42 @@ class Trainer(ABC, Generic[TAlgorithm, TParams]):
             if not quiet:
                 raise
             log.exception("%s failed to close", type(self.logger).__name__)
+
+
+_FAMILIES: tuple[tuple[type[Algorithm[Any]], str, str], ...] = (
+    (
+        OnPolicyAlgorithm,
+        "OnPolicyTrainer",
+        "an on-policy algorithm (it updates from the latest rollout only)",
+    ),
+    (
+        OffPolicyAlgorithm,
+        "OffPolicyTrainer",
+        "an off-policy algorithm (it updates from a replay buffer that a collector fills)",
+    ),
+    (
+        OfflineAlgorithm,
+        "OfflineTrainer",
+        "an offline algorithm (it updates from a fixed dataset and never collects; to imitate from a "
+        "buffer a collector fills, use OffPolicyImitation with OffPolicyTrainer)",
+    ),
+)
+
+
+def check_algorithm_family(trainer: str, family: type[Algorithm[Any]], algorithm: object) -> None:
+    """Raise ``ConfigurationError`` unless ``algorithm`` belongs to the ``family`` that ``trainer`` runs
+    (mypy rejects such pairings statically; this is the same check at run time), naming the trainer to
+    use instead."""
+    if isinstance(algorithm, family):
+        return
+    for other, other_trainer, what in _FAMILIES:
+        if isinstance(algorithm, other):
+            raise ConfigurationError(
+                f"{trainer} cannot train {type(algorithm).__name__}: it is {what}, and {trainer} runs "
+                f"{family.__name__}s. Use {other_trainer} with {type(algorithm).__name__}, or an algorithm "
+                f"of the {family.__name__} family with {trainer}."
+            )
+    raise ConfigurationError(
+        f"{trainer}: algorithm is a {type(algorithm).__name__}, not a {family.__name__}; pass an algorithm "
+        f"of that family (tshtrain.algorithm)."
+    )

@@ -53,7 +53,7 @@ import torch
 
 from tshtrain.algorithm.base import Algorithm, TrainingStats
 from tshtrain.counters import Counters
-from tshtrain.data.batch import AnyRolloutBatch, AnyTransitionBatch, RolloutBatch, TransitionBatch
+from tshtrain.data.batch import AnyRolloutBatch, AnyTransitionBatch
 from tshtrain.data.buffer import BufferLayout
 from tshtrain.data.collector_base import AnyReplayBuffer, BaseCollector
 from tshtrain.data.stats import CollectStats
@@ -75,27 +75,6 @@ class StopTraining(Exception):  # noqa: N818 - a control-flow signal, not an err
 
 
 # ============================================================================ payloads
-
-
-def numpy_batch(batch: AnyTransitionBatch, owner: str) -> TransitionBatch:
-    """``batch`` if it is a numpy :class:`TransitionBatch`; a callback that works on numpy data
-    calls this in ``on_sampled_batch`` so that a run on the torch path fails with a clear message."""
-    if not isinstance(batch, TransitionBatch):
-        raise ConfigurationError(
-            f"{owner} works on numpy batches (Collector + VectorReplayBuffer); this run samples "
-            f"{type(batch).__name__}s from a TensorReplayBuffer. Drop {owner} on the torch path."
-        )
-    return batch
-
-
-def numpy_rollout(rollout: AnyRolloutBatch, owner: str) -> RolloutBatch:
-    """``rollout`` if it is a numpy :class:`RolloutBatch` (see :func:`numpy_batch`)."""
-    if not isinstance(rollout, RolloutBatch):
-        raise ConfigurationError(
-            f"{owner} works on numpy rollouts (Collector + VectorReplayBuffer); this run collects "
-            f"{type(rollout).__name__}es with a TensorCollector. Drop {owner} on the torch path."
-        )
-    return rollout
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -271,22 +250,7 @@ class RunContext:
 class Callback:
     """Override the methods of the loop points you need (see the module docstring); the others do
     nothing and cost nothing: the trainer calls a callback only at the points its class overrides.
-
-    An adapter whose points change while it lives (hook registries, event managers) overrides
-    :meth:`points` and calls the ``on_change`` it is given by :meth:`bind`.
-    """
-
-    names_its_stops: bool = False
-    """True for adapters whose stop details already name their source (hooks, events); a plain
-    callback's stops are reported as ``callback 'NAME': reason``"""
-
-    def bind(self, on_change: Callable[[], None]) -> None:
-        """Called when the callback is added to a trainer; ``on_change()`` re-reads :meth:`points`."""
-        del on_change
-
-    def points(self) -> Collection[str] | None:
-        """The loop points this callback is active at now (method names); None: those it overrides."""
-        return None
+    Any other attribute or method name is yours."""
 
     def on_run_start(self, ctx: RunContext, setup: SetupInfo) -> None:
         """The run starts."""
@@ -336,6 +300,43 @@ class Callback:
 
     def on_run_end(self, ctx: RunContext, info: InfoStats) -> None:
         """The run ended."""
+
+
+class CallbackBinding(Protocol):
+    """What an :class:`Adapter` is given when it is added to a trainer."""
+
+    def changed(self) -> None:
+        """Re-read the adapter's :meth:`~Adapter.active_points`."""
+        ...
+
+    def context(self) -> RunContext:
+        """A context of the run now (counters, ``request_stop``), for use outside a loop point."""
+        ...
+
+
+class Adapter(Callback):
+    """Base of the callbacks that translate another vocabulary onto the loop points (Tianshou's params
+    callables, TorchRL hook stages, EmbodiChain events): they are active at the points their
+    registrations need, which change while they live, and their stop details name their source."""
+
+    def attach(self, binding: CallbackBinding) -> None:
+        """Called when the adapter is added to a trainer."""
+        self._binding = binding
+
+    def active_points(self) -> Collection[str]:
+        """The loop points this adapter is active at now (a subset of those it overrides)."""
+        return overridden_points(self)
+
+    def changed(self) -> None:
+        """Tell the trainer that :meth:`active_points` changed (no-op before it is added)."""
+        binding: CallbackBinding | None = getattr(self, "_binding", None)
+        if binding is not None:
+            binding.changed()
+
+    def run_context(self) -> RunContext | None:
+        """The run's context now, or None before the adapter is added to a trainer."""
+        binding: CallbackBinding | None = getattr(self, "_binding", None)
+        return None if binding is None else binding.context()
 
 
 POINTS: tuple[str, ...] = (

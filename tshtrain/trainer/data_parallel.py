@@ -1,61 +1,163 @@
-"""What a trainer does differently on one rank of a data-parallel run (``TrainerOptions.distributed``).
+"""One rank of a data-parallel run (``TrainerOptions.distributed``): a wrapper of the step strategy.
 
-The loop stays the trainer's; at a few named points it asks this helper (docs/scaling.md):
+The loop stays the trainer's; :class:`DataParallelStep` changes what the strategy's parts mean on a
+rank (docs/scaling.md):
 
-* **Start** (:meth:`DataParallel.attach`): rank 0's weights and module buffers are broadcast, and every
-  optimizer's parameters get a gradient hook that averages the gradient over the ranks as soon as
-  backward accumulated it (:meth:`DistributedContext.install_gradient_averaging`), so that gradient
-  clipping and the optimizer step see the averaged gradient. Modules are not wrapped: state-dict keys
-  and checkpoints stay those of one process.
-* **Collection** (:meth:`DataParallel.merge`): each rank collects with its own envs; the collection
-  step's statistics are gathered, so ``env_step``, episodes, epochs, the off-policy gradient-step count
-  and the training returns are those of all ranks together (one process with N x the envs).
-* **Test steps** run on rank 0 only; rank 0's result (statistics, best result, stop) is broadcast
-  (:meth:`DataParallel.share_test_step`).
-* **Stop**: after every training step the ranks agree whether (and why) training ends
-  (:meth:`DataParallel.agree_on_stop`), so a callback that stops on one rank stops all.
+* **Start**: rank 0's weights and module buffers are broadcast, and every optimizer's parameters get a
+  gradient hook that averages the gradient over the ranks as soon as backward accumulated it
+  (:meth:`DistributedContext.install_gradient_averaging`), so that gradient clipping and the optimizer
+  step see the averaged gradient. Modules are not wrapped: state-dict keys and checkpoints stay those
+  of one process. Rank ``r > 0`` draws its own action noise (its policy's generator is reseeded from
+  (its seed, r)).
+* **Collection** (:meth:`collect`): each rank collects with its own envs; the collection step's
+  statistics are gathered, so ``env_step``, episodes, epochs, the off-policy gradient-step count and the
+  training returns are those of all ranks together (one process with N x the envs).
+* **Test steps** (:meth:`test`) run on rank 0 only; rank 0's result (statistics, best result, stop) is
+  broadcast.
+* **Stop** (:meth:`agree_on_stop`): after every training step the ranks agree whether (and why)
+  training ends, so a callback that stops on one rank stops all.
 * **Checkpoints**: rank 0 writes where one process would; rank ``r > 0`` writes a complete checkpoint
   of its own (its collector, envs, buffer and RNGs; the replicated weights again) under
-  ``<directory>/rank<r>/`` with the same name (:meth:`DataParallel.rank_path`). Resuming needs the
-  same number of ranks (the manifest records it).
+  ``<directory>/rank<r>/`` with the same name (:meth:`checkpoint_path`). Resuming needs the same number
+  of ranks (the manifest records it).
 """
 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, final
 
 import numpy as np
 import torch
+from typing_extensions import override
 
 from tshtrain.algorithm.base import Algorithm
+from tshtrain.checkpoint import CheckpointParams
+from tshtrain.data.collector_base import AnyReplayBuffer, BaseCollector
 from tshtrain.data.stats import CollectStats, merge_collect_stats
 from tshtrain.distributed import DistributedContext
-from tshtrain.trainer.checkpoint_params import CheckpointParams
+from tshtrain.trainer.callbacks import CollectedBatch
+from tshtrain.trainer.dispatch import CallbackSet
 from tshtrain.trainer.run_state import BestResult, RunState
 from tshtrain.trainer.stats import StopReason
+from tshtrain.trainer.steps import CollectedSteps, StepStrategy, UpdatePart
 
 
 @final
-class DataParallel:
-    """A trainer's part of a data-parallel run (see the module docstring)."""
+class DataParallelStep(StepStrategy):
+    """``inner`` as one rank of a data-parallel run (see the module docstring)."""
 
-    def __init__(self, context: DistributedContext):
+    def __init__(self, inner: StepStrategy, context: DistributedContext, algorithm: Algorithm[Any]):
+        super().__init__(inner.params)
+        self.inner = inner
         self.context = context
+        self.online = inner.online
+        self.is_main = context.is_main
         self._remove_hooks: list[Any] = []
+        self._attach(algorithm)
 
-    @property
-    def is_main(self) -> bool:
-        """True on rank 0."""
-        return self.context.is_main
+    # ------------------------------------------------------------------ the inner strategy's parts
+    @override
+    def collectors(self) -> dict[str, BaseCollector]:
+        return self.inner.collectors()
 
+    @override
+    def buffers(self) -> dict[str, AnyReplayBuffer]:
+        return self.inner.buffers()
+
+    @override
+    def setup_buffer(self) -> AnyReplayBuffer | None:
+        return self.inner.setup_buffer()
+
+    @override
+    def prepare(self) -> None:
+        self.inner.prepare()
+
+    @override
+    def reset_collectors(self, reset_buffers: bool) -> None:
+        self.inner.reset_collectors(reset_buffers)
+
+    @override
+    def samples_per_step(self) -> int:
+        return self.inner.samples_per_step()
+
+    @override
+    def update(
+        self, batch: CollectedBatch | None, callbacks: CallbackSet, show_bar: bool
+    ) -> list[UpdatePart]:
+        return self.inner.update(batch, callbacks, show_bar)
+
+    @override
+    def progress(self, collect_stat: CollectStats | None) -> int:
+        return self.inner.progress(collect_stat)
+
+    # ------------------------------------------------------------------ what a rank does differently
+    @override
+    def collect(self, collected: CollectedSteps | None) -> CollectedBatch:
+        """This rank's collection step, with the statistics of all ranks' (collect time: the slowest)."""
+        batch = self.inner.collect(collected)
+        stats: list[CollectStats] = self.context.all_gather_object(batch.collect_stat)
+        merged = merge_collect_stats(stats)
+        merged = dataclasses.replace(merged, collect_time=max(s.collect_time for s in stats))
+        return dataclasses.replace(batch, collect_stat=merged)
+
+    @override
+    def test(self, run: Callable[[], CollectStats], state: RunState) -> CollectStats:
+        """Rank 0 runs the test step and sends its statistics, best result and stop; the others take them."""
+        stat = run() if self.is_main else None
+        sent = (stat, state.best, state.done, state.stop_reason, state.stop_detail)
+        got: tuple[CollectStats, BestResult, bool, StopReason | None, str | None]
+        got = self.context.broadcast_object(sent if self.is_main else None)
+        test_stat, best, done, reason, detail = got
+        if not self.is_main:
+            state.best = best
+            if done and reason is not None:
+                state.finish(reason, detail)
+        return test_stat
+
+    @override
+    def agree_on_stop(self, state: RunState) -> None:
+        """End training on every rank if it ended on one (the lowest such rank's reason wins)."""
+        self.context.raise_if_peer_failed()
+        votes: list[tuple[bool, StopReason | None, str | None]] = self.context.all_gather_object(
+            (state.done, state.stop_reason, state.stop_detail)
+        )
+        for done, reason, detail in votes:
+            if done and reason is not None:
+                state.finish(reason, detail)
+                return
+
+    @override
+    def checkpoint_path(self, path: Path) -> Path:
+        return path if self.is_main else path.parent / f"rank{self.context.rank}" / path.name
+
+    @override
+    def checkpoint_params(self, params: CheckpointParams) -> CheckpointParams:
+        if self.is_main:
+            return params
+        directory = Path(params.directory) / f"rank{self.context.rank}"
+        return dataclasses.replace(params, directory=str(directory), save_best=False)
+
+    @override
     def describe(self) -> dict[str, int]:
-        """What a checkpoint's manifest records of the run's ranks (checked on load)."""
         return {"world_size": self.context.world_size, "rank": self.context.rank}
 
-    def attach(self, algorithm: Algorithm[Any]) -> None:
-        """Make the weights rank 0's and average every optimizer's gradients over the ranks."""
+    @override
+    def close(self) -> None:
+        for remove in self._remove_hooks:
+            remove()
+        self._remove_hooks.clear()
+
+    @override
+    def report_failure(self, error: BaseException) -> None:
+        self.context.report_failure(error)
+
+    # ------------------------------------------------------------------ start
+    def _attach(self, algorithm: Algorithm[Any]) -> None:
+        """Make the weights rank 0's, average every optimizer's gradients over the ranks, and give rank
+        ``r > 0`` its own action noise (seeded alike, every rank would explore alike)."""
         components = algorithm.components().values()
         tensors: list[torch.Tensor] = []
         for component in components:
@@ -71,63 +173,7 @@ class DataParallel:
             for p in group["params"]
         ]
         self._remove_hooks.append(self.context.install_gradient_averaging(params))
-        self._own_action_noise(algorithm)
-
-    def _own_action_noise(self, algorithm: Algorithm[Any]) -> None:
-        """Rank ``r > 0`` draws its own action noise: its policy's generator is reseeded from
-        (its seed, r). Seeded alike, every rank would sample its actions from the same uniform draws
-        (correlated exploration, unlike one process whose envs each get their own draws). Rank 0 keeps
-        its generator, so a 1-rank run is unchanged; a checkpoint restores each rank's generator."""
-        if self.is_main:
-            return
         generator = getattr(algorithm.policy, "generator", None)
-        if isinstance(generator, torch.Generator):
+        if not self.is_main and isinstance(generator, torch.Generator):
             mixed = np.random.SeedSequence([generator.initial_seed(), self.context.rank])
             generator.manual_seed(int(mixed.generate_state(1, dtype=np.uint64)[0] >> np.uint64(1)))
-
-    def detach(self) -> None:
-        """Remove the gradient hooks."""
-        for remove in self._remove_hooks:
-            remove()
-        self._remove_hooks.clear()
-
-    def merge(self, stat: CollectStats) -> CollectStats:
-        """All ranks' statistics of this collection step as one (collect time: the slowest rank's)."""
-        stats: list[CollectStats] = self.context.all_gather_object(stat)
-        merged = merge_collect_stats(stats)
-        return dataclasses.replace(merged, collect_time=max(s.collect_time for s in stats))
-
-    def share_test_step(self, state: RunState, stat: CollectStats | None) -> CollectStats:
-        """Rank 0 sends its test step's statistics, best result and stop; the other ranks take them."""
-        sent = (stat, state.best, state.done, state.stop_reason, state.stop_detail)
-        got: tuple[CollectStats, BestResult, bool, StopReason | None, str | None]
-        got = self.context.broadcast_object(sent if self.is_main else None)
-        test_stat, best, done, reason, detail = got
-        if not self.is_main:
-            state.best = best
-            if done and reason is not None:
-                state.finish(reason, detail)
-        return test_stat
-
-    def agree_on_stop(self, state: RunState) -> None:
-        """End training on every rank if it ended on one (the lowest such rank's reason wins)."""
-        self.context.raise_if_peer_failed()
-        votes: list[tuple[bool, StopReason | None, str | None]] = self.context.all_gather_object(
-            (state.done, state.stop_reason, state.stop_detail)
-        )
-        for done, reason, detail in votes:
-            if done and reason is not None:
-                state.finish(reason, detail)
-                return
-
-    def rank_path(self, path: str | Path) -> Path:
-        """Where this rank reads or writes the checkpoint that rank 0 keeps at ``path``."""
-        path = Path(path)
-        return path if self.is_main else path.parent / f"rank{self.context.rank}" / path.name
-
-    def checkpoint_params(self, params: CheckpointParams) -> CheckpointParams:
-        """This rank's automatic checkpoints: rank 0's directory, else ``<directory>/rank<r>``."""
-        if self.is_main:
-            return params
-        directory = Path(params.directory) / f"rank{self.context.rank}"
-        return dataclasses.replace(params, directory=str(directory), save_best=False)

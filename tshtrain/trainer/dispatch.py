@@ -23,6 +23,7 @@ from tshtrain.errors import ConfigurationError
 from tshtrain.trainer.callbacks import (
     IN_UPDATE_POINTS,
     POINTS,
+    Adapter,
     Callback,
     LogSink,
     OptimizerStep,
@@ -150,7 +151,8 @@ class CallbackSet:
         if name in self._named:
             raise ConfigurationError(f"add_callback: a callback named {name!r} exists already; pass name=...")
         self._named[name] = callback
-        callback.bind(self.changed)
+        if isinstance(callback, Adapter):
+            callback.attach(_Binding(self, name, callback))
         self.changed()
 
     def on_change(self, listener: Callable[[], None]) -> None:
@@ -158,12 +160,13 @@ class CallbackSet:
         self._listeners.append(listener)
 
     def changed(self) -> None:
-        """Re-read every callback's active points."""
+        """Re-read every callback's active points (an adapter's change while it lives)."""
         self._active = {p: [] for p in POINTS}
         for name, callback in self._named.items():
-            points = callback.points()
             own = overridden_points(callback)
-            for point in own if points is None else own & frozenset(points):
+            if isinstance(callback, Adapter):
+                own &= frozenset(callback.active_points())
+            for point in own:
                 self._active[point].append((name, callback))
         for listener in self._listeners:
             listener()
@@ -176,12 +179,16 @@ class CallbackSet:
         """The callbacks' names, in calling order."""
         return list(self._named)
 
+    def get(self, name: str) -> Callback | None:
+        """The callback added under ``name`` (None: none is)."""
+        return self._named.get(name)
+
     # ------------------------------------------------------------------ calling
     def context(self, name: str, callback: Callback, sink: LogSink | None = None) -> RunContext:
         """The context a callback receives now."""
 
         def stop(reason: str) -> None:
-            self._stop(reason if callback.names_its_stops else f"callback {name!r}: {reason}")
+            self._stop(_stop_detail(name, callback, reason))
 
         return RunContext(
             counters=self._counters(),
@@ -227,7 +234,7 @@ class CallbackSet:
         try:
             return method(ctx, *payload)
         except StopTraining as signal:
-            detail = signal.reason if callback.names_its_stops else f"callback {name!r}: {signal.reason}"
+            detail = _stop_detail(name, callback, signal.reason)
             if point in IN_UPDATE_POINTS:  # abandon the update, named
                 raise StopTraining(detail) from None
             self._stop(detail)
@@ -249,7 +256,10 @@ class CallbackSet:
     def check_state_dict(self, state: Mapping[str, Any], *, strict: bool = True) -> None:
         """Raise ConfigurationError unless ``state`` fits the stateful callbacks (with ``strict``)."""
         stateful = {n for n, cb in self._named.items() if isinstance(cb, StatefulCallback)}
-        missing, unexpected = stateful - set(state), set(state) - stateful
+        # an adapter that held nothing (e.g. the hook registry every trainer had before adapters were
+        # added by choice) may be absent from the loading trainer
+        unexpected = {n for n in set(state) - stateful if not _empty(state[n])}
+        missing = stateful - set(state)
         if strict and (missing or unexpected):
             raise ConfigurationError(
                 f"load_extension_state: callback state for {sorted(missing)} is missing and for "
@@ -267,6 +277,29 @@ class CallbackSet:
                     load(state[name], strict=strict)
                 else:
                     callback.load_state_dict(state[name])
+
+
+def _empty(state: object) -> bool:
+    """True for a state that holds nothing: empty mappings, nested or not."""
+    return isinstance(state, Mapping) and all(_empty(v) for v in state.values())
+
+
+def _stop_detail(name: str, callback: Callback, reason: str) -> str:
+    """A stop's detail: an adapter's reason names its source already, a callback's is prefixed."""
+    return reason if isinstance(callback, Adapter) else f"callback {name!r}: {reason}"
+
+
+class _Binding:
+    """What an adapter added to a :class:`CallbackSet` is given (see ``Adapter.attach``)."""
+
+    def __init__(self, callbacks: CallbackSet, name: str, adapter: Adapter):
+        self._callbacks, self._name, self._adapter = callbacks, name, adapter
+
+    def changed(self) -> None:
+        self._callbacks.changed()
+
+    def context(self) -> RunContext:
+        return self._callbacks.context(self._name, self._adapter)
 
 
 class UpdateBridge:

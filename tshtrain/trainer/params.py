@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from tshtrain.algorithm.base import Algorithm
+from tshtrain.checkpoint.params import CheckpointParams
 from tshtrain.constraints import PositiveFloat, PositiveInt, validate_fields
 from tshtrain.data.buffer import BaseReplayBuffer
 from tshtrain.data.collector import Collector
@@ -28,7 +29,6 @@ from tshtrain.data.stats import CollectStats
 from tshtrain.data.tensor_buffer import TensorReplayBuffer
 from tshtrain.errors import ConfigurationError
 from tshtrain.logger.base import Logger
-from tshtrain.trainer.checkpoint_params import CheckpointParams
 
 
 def _short(value: object) -> str:

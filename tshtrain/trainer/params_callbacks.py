@@ -17,16 +17,14 @@ from typing import final
 
 from typing_extensions import override
 
-from tshtrain.trainer.callbacks import Callback, RunContext, StepSummary, TestResult
+from tshtrain.trainer.callbacks import Adapter, RunContext, StepSummary, TestResult
 from tshtrain.trainer.params import TrainerParams
 from tshtrain.trainer.stats import EpochStats, StopReason
 
 
 @final
-class ParamsCallbacks(Callback):
+class ParamsCallbacks(Adapter):
     """The params' ``training_fn``, ``test_fn``, ``save_best_fn``, ``stop_fn`` and ``save_checkpoint_fn``."""
-
-    names_its_stops = True
 
     def __init__(self, params: TrainerParams, finish: Callable[[StopReason], None]):
         """Args:
@@ -47,7 +45,7 @@ class ParamsCallbacks(Callback):
         self._points = frozenset(point for point, present in given.items() if present)
 
     @override
-    def points(self) -> Collection[str]:
+    def active_points(self) -> Collection[str]:
         return self._points
 
     @override

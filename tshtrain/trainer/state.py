@@ -1,5 +1,5 @@
 """A trainer's whole state for checkpoints: :class:`TrainerState`, the trainer's side of the narrow
-contract :class:`tshtrain.trainer.checkpoint.Checkpointable`.
+contract :class:`tshtrain.checkpoint.store.Checkpointable`.
 
 It aggregates the algorithm's ``state_dict()``, the :class:`~tshtrain.trainer.run_state.RunState`, the
 callbacks' state, the collectors' state, the buffers' generators, the global RNG states and the
@@ -20,15 +20,15 @@ import numpy as np
 import torch
 
 from tshtrain.algorithm.base import Algorithm
+from tshtrain.checkpoint.state_check import check_algorithm_state
+from tshtrain.checkpoint.store import CheckpointManager
 from tshtrain.counters import Counters
 from tshtrain.data.collector_base import AnyReplayBuffer, EnvSnapshot
 from tshtrain.errors import short_repr
 from tshtrain.logger.base import Logger, LogScope, RewindableLogger
-from tshtrain.trainer.checkpoint import CheckpointManager
 from tshtrain.trainer.dispatch import CallbackSet
 from tshtrain.trainer.params import TrainerParams
 from tshtrain.trainer.run_state import RunState
-from tshtrain.trainer.state_check import check_algorithm_state
 from tshtrain.trainer.steps import StepStrategy
 
 

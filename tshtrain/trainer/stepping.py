@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from tshtrain.algorithm.base import TrainingStats
 from tshtrain.data.buffer import BufferLayout
@@ -24,6 +24,7 @@ from tshtrain.data.stats import CollectStats, merge_collect_stats
 from tshtrain.errors import ConfigurationError
 from tshtrain.trainer.params import OnlineTrainerParams
 from tshtrain.trainer.stats import EpochStats
+from tshtrain.trainer.steps import CollectedSteps
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -36,18 +37,6 @@ class TrainingStepResult:
     """the update step (None if it was skipped because training stopped)"""
     epoch_stats: EpochStats | None
     """set when this training step completed an epoch (its test step included)"""
-
-
-@dataclass(frozen=True, kw_only=True)
-class CollectedSteps:
-    """A collection step gathered env step by env step, handed to the rest of its training step."""
-
-    stat: CollectStats
-    """the merged statistics of its vector steps"""
-    layout_before: BufferLayout = field(repr=False)
-    """the training buffer's write positions before its first vector step"""
-    seconds: float
-    """wall-clock time spent collecting it"""
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -1,6 +1,6 @@
 """What differs per family inside a training step: a small strategy object per trainer.
 
-The trainer's training step (``Trainer._run_training_step``) reads top-down and is the same for every
+The trainer's training step (``Trainer._training_step``) reads top-down and is the same for every
 family; it asks its :class:`StepStrategy` for the family's parts:
 
 ===========  ===========================================  ==========================================
@@ -11,37 +11,45 @@ on-policy    ``collection_step_num_*`` with the training  one ``algorithm.update
                                                           is cleared
 off-policy   the same; the data stays in the replay       round(u * n_collected) gradient steps,
              buffer (``overlap_collection``: collected    one ``algorithm.update(buffer, ...)`` each
-             during the previous update, see
-             :mod:`tshtrain.trainer.overlap`)
+             during the previous update,
+             :mod:`tshtrain.data.overlap`)
 offline      nothing                                      one gradient step on the dataset
 ===========  ===========================================  ==========================================
+
+A data-parallel run wraps the strategy (:class:`~tshtrain.trainer.data_parallel.DataParallelStep`):
+the collection step's statistics become all ranks', test steps run on rank 0, the ranks agree on
+stops. One process uses the defaults here, which do nothing of the kind.
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, final
 
 from typing_extensions import override
 
 from tshtrain.algorithm.base import OfflineAlgorithm, OffPolicyAlgorithm, OnPolicyAlgorithm, TrainingStats
+from tshtrain.checkpoint import CheckpointParams
 from tshtrain.data.batch import AnyRolloutBatch
 from tshtrain.data.buffer import BufferLayout
 from tshtrain.data.collector import Collector
 from tshtrain.data.collector_base import AnyReplayBuffer, BaseCollector
+from tshtrain.data.overlap import OverlappedCollection
 from tshtrain.data.stats import CollectStats
 from tshtrain.trainer.callbacks import CollectedBatch
 from tshtrain.trainer.dispatch import CallbackSet, hooks_for
-from tshtrain.trainer.overlap import OverlappedCollection
 from tshtrain.trainer.params import (
     OfflineTrainerParams,
     OffPolicyTrainerParams,
     OnlineTrainerParams,
     OnPolicyTrainerParams,
+    TrainerParams,
 )
 from tshtrain.trainer.progress import INNER_BAR_MIN_STEPS, inner_bar
+from tshtrain.trainer.run_state import RunState
 
 
 @dataclass(frozen=True)
@@ -52,19 +60,36 @@ class UpdatePart:
     scalars: Mapping[str, float]
 
 
+@dataclass(frozen=True, kw_only=True)
+class CollectedSteps:
+    """A collection step gathered env step by env step, handed to the rest of its training step."""
+
+    stat: CollectStats
+    """the merged statistics of its vector steps"""
+    layout_before: BufferLayout = field(repr=False)
+    """the training buffer's write positions before its first vector step"""
+    seconds: float
+    """wall-clock time spent collecting it"""
+
+
 class StepStrategy(ABC):
     """The family-specific parts of a training step (see the module docstring)."""
 
     online: bool
     """True if training steps collect"""
+    is_main: bool = True
+    """True for the process that logs, tests and shows progress (rank 0 of a data-parallel run)"""
+
+    def __init__(self, params: TrainerParams):
+        self.params = params
 
     @abstractmethod
     def collectors(self) -> dict[str, BaseCollector]:
         """The collectors by role (``training``, ``test``)."""
 
-    @abstractmethod
     def buffers(self) -> dict[str, AnyReplayBuffer]:
         """The buffers whose state a checkpoint holds, by role (``training``, ``test``, ``dataset``)."""
+        return {name: c.buffer for name, c in self.collectors().items() if c.buffer is not None}
 
     @abstractmethod
     def setup_buffer(self) -> AnyReplayBuffer | None:
@@ -77,12 +102,9 @@ class StepStrategy(ABC):
     def reset_collectors(self, reset_buffers: bool) -> None:
         """Reset the training collector (the trainer resets the test collector)."""
 
-    def collect(self) -> tuple[CollectStats, BufferLayout]:
-        """One collection step and the buffer's layout before it (online only)."""
-        raise NotImplementedError(f"{type(self).__name__} does not collect")
-
-    def batch(self, stat: CollectStats, layout: BufferLayout) -> CollectedBatch:
-        """The collection step's data as handed to callbacks and the update (online only)."""
+    def collect(self, collected: CollectedSteps | None) -> CollectedBatch:
+        """One collection step (or what ``collected`` gathered env step by env step), its returns reduced
+        per ``multi_agent_return_reduction``, as handed to callbacks and the update (online only)."""
         raise NotImplementedError(f"{type(self).__name__} does not collect")
 
     @abstractmethod
@@ -95,30 +117,58 @@ class StepStrategy(ABC):
     def progress(self, collect_stat: CollectStats | None) -> int:
         """How far a training step moves the epoch (env steps online, 1 offline)."""
 
-    @abstractmethod
     def samples_per_step(self) -> int:
         """Env steps counted per training step without a collection (offline: the batch size)."""
+        return 0
+
+    def reduce_returns(self, stat: CollectStats) -> CollectStats:
+        """``stat`` with one return per episode (``params.multi_agent_return_reduction``)."""
+        reduce = self.params.multi_agent_return_reduction
+        return stat.with_return_reduction(reduce) if reduce is not None else stat
+
+    def test(self, run: Callable[[], CollectStats], state: RunState) -> CollectStats:
+        """Run a test step (``run`` collects, scores, records and calls the callbacks)."""
+        del state
+        return run()
+
+    def agree_on_stop(self, state: RunState) -> None:  # noqa: B027 - a no-op in one process
+        """At the end of every training step: make a stop on any rank every rank's."""
+
+    def checkpoint_path(self, path: Path) -> Path:
+        """Where this process reads or writes the checkpoint kept at ``path``."""
+        return path
+
+    def checkpoint_params(self, params: CheckpointParams) -> CheckpointParams:
+        """This process's automatic checkpoints."""
+        return params
+
+    def describe(self) -> dict[str, int] | None:
+        """What a checkpoint's manifest records of the run's ranks (None: one process)."""
+        return None
+
+    def close(self) -> None:  # noqa: B027 - a no-op in one process
+        """The run ended (data-parallel: remove the gradient hooks)."""
+
+    def report_failure(self, error: BaseException) -> None:  # noqa: B027 - a no-op in one process
+        """The run fails with ``error`` (data-parallel: tell the other ranks)."""
 
 
 class _OnlineStrategy(StepStrategy):
     online = True
 
     def __init__(self, params: OnlineTrainerParams):
-        self._params = params
+        super().__init__(params)
+        self._online = params
         buffer = params.training_collector.buffer
         assert buffer is not None  # checked by the params
         self.buffer = buffer
 
     @override
     def collectors(self) -> dict[str, BaseCollector]:
-        found = {"training": self._params.training_collector}
-        if self._params.test_collector is not None:
-            found["test"] = self._params.test_collector
+        found = {"training": self._online.training_collector}
+        if self._online.test_collector is not None:
+            found["test"] = self._online.test_collector
         return found
-
-    @override
-    def buffers(self) -> dict[str, AnyReplayBuffer]:
-        return {name: c.buffer for name, c in self.collectors().items() if c.buffer is not None}
 
     @override
     def setup_buffer(self) -> AnyReplayBuffer | None:
@@ -126,11 +176,10 @@ class _OnlineStrategy(StepStrategy):
 
     @override
     def reset_collectors(self, reset_buffers: bool) -> None:
-        self._params.training_collector.reset(reset_buffer=reset_buffers, reset_stats=True)
+        self._online.training_collector.reset(reset_buffer=reset_buffers, reset_stats=True)
 
-    @override
-    def collect(self) -> tuple[CollectStats, BufferLayout]:
-        p = self._params
+    def _collect(self) -> tuple[CollectStats, BufferLayout]:
+        p = self._online
         layout = self.buffer.layout()
         stat = p.training_collector.collect(
             n_step=p.collection_step_num_env_steps, n_episode=p.collection_step_num_episodes
@@ -138,7 +187,9 @@ class _OnlineStrategy(StepStrategy):
         return stat, layout
 
     @override
-    def batch(self, stat: CollectStats, layout: BufferLayout) -> CollectedBatch:
+    def collect(self, collected: CollectedSteps | None) -> CollectedBatch:
+        stat, layout = (collected.stat, collected.layout_before) if collected else self._collect()
+        stat = self.reduce_returns(stat)
         return CollectedBatch(
             collect_stat=stat, rollout=self.rollout(stat), buffer=self.buffer, layout_before=layout
         )
@@ -152,10 +203,6 @@ class _OnlineStrategy(StepStrategy):
     def progress(self, collect_stat: CollectStats | None) -> int:
         assert collect_stat is not None
         return collect_stat.n_collected_steps
-
-    @override
-    def samples_per_step(self) -> int:
-        return 0
 
 
 @final
@@ -205,7 +252,7 @@ class OffPolicyStep(_OnlineStrategy):
     """After each collection step of n transitions, round(u * n) gradient steps on buffer samples.
 
     With ``overlap_collection`` the next collection step is collected in a background thread during
-    the gradient steps (:mod:`tshtrain.trainer.overlap`)."""
+    the gradient steps (:mod:`tshtrain.data.overlap`)."""
 
     def __init__(self, algorithm: OffPolicyAlgorithm[Any], params: OffPolicyTrainerParams):
         super().__init__(params)
@@ -231,46 +278,38 @@ class OffPolicyStep(_OnlineStrategy):
         super().reset_collectors(reset_buffers)
 
     @override
-    def collect(self) -> tuple[CollectStats, BufferLayout]:
-        if self.overlap is None:
-            return super().collect()
-        return self.overlap.take()
+    def _collect(self) -> tuple[CollectStats, BufferLayout]:
+        return super()._collect() if self.overlap is None else self.overlap.take()
 
     @override
     def update(
         self, batch: CollectedBatch | None, callbacks: CallbackSet, show_bar: bool
     ) -> list[UpdatePart]:
         assert batch is not None
-        overlap = self.overlap
-        if overlap is None:
-            return self._gradient_steps(batch, callbacks, show_bar)
-        overlap.start()
-        try:
-            parts = self._gradient_steps(batch, callbacks, show_bar)
-        except BaseException:  # the update's error is the one to see; the thread is joined first
-            overlap.join(updated=False, raise_error=False)
-            raise
-        overlap.join(updated=bool(parts))
-        return parts
-
-    def _gradient_steps(
-        self, batch: CollectedBatch, callbacks: CallbackSet, show_bar: bool
-    ) -> list[UpdatePart]:
-        buffer = batch.buffer
-        num_steps = round(
-            self._off_policy.update_step_num_gradient_steps_per_sample * batch.collect_stat.n_collected_steps
-        )
-        if num_steps == 0 or len(buffer) == 0:
-            return []
+        u = self._off_policy.update_step_num_gradient_steps_per_sample
+        num_steps = round(u * batch.collect_stat.n_collected_steps)
+        if num_steps == 0 or len(batch.buffer) == 0:
+            num_steps = 0
         steps: Iterable[int] = range(num_steps)
         if show_bar and num_steps >= INNER_BAR_MIN_STEPS:
             steps = inner_bar(num_steps, "gradient steps")
+        overlap = self.overlap
+        if overlap is not None:
+            overlap.start()
         parts: list[UpdatePart] = []
-        batch_size = self._off_policy.batch_size
-        for _ in steps:
-            bridge = callbacks.update_hooks()
-            stat = self._algorithm.update(buffer, batch_size, hooks=hooks_for(bridge))
-            parts.append(UpdatePart(stat, {} if bridge is None else bridge.scalars()))
+        try:
+            for _ in steps:
+                bridge = callbacks.update_hooks()
+                stat = self._algorithm.update(
+                    batch.buffer, self._off_policy.batch_size, hooks=hooks_for(bridge)
+                )
+                parts.append(UpdatePart(stat, {} if bridge is None else bridge.scalars()))
+        except BaseException:  # the update's error is the one to see; the thread is joined first
+            if overlap is not None:
+                overlap.join(updated=False, raise_error=False)
+            raise
+        if overlap is not None:
+            overlap.join(updated=bool(parts))
         return parts
 
 
@@ -282,28 +321,27 @@ class OfflineStep(StepStrategy):
     online = False
 
     def __init__(self, algorithm: OfflineAlgorithm[Any], params: OfflineTrainerParams):
+        super().__init__(params)
         env = getattr(params.test_collector, "env", None)  # a vector env's spaces, when it has one
         algorithm.check_dataset(params.buffer, getattr(env, "single_observation_space", None))
         self._algorithm = algorithm
-        self._params = params
+        self._offline = params
 
     @override
     def collectors(self) -> dict[str, BaseCollector]:
-        return {} if self._params.test_collector is None else {"test": self._params.test_collector}
+        return {} if self._offline.test_collector is None else {"test": self._offline.test_collector}
 
     @override
     def buffers(self) -> dict[str, AnyReplayBuffer]:
-        found = {name: c.buffer for name, c in self.collectors().items() if c.buffer is not None}
-        found["dataset"] = self._params.buffer
-        return found
+        return {**super().buffers(), "dataset": self._offline.buffer}
 
     @override
     def setup_buffer(self) -> AnyReplayBuffer | None:
-        return self._params.buffer
+        return self._offline.buffer
 
     @override
     def prepare(self) -> None:
-        self._algorithm.process_buffer(self._params.buffer)
+        self._algorithm.process_buffer(self._offline.buffer)
 
     @override
     def reset_collectors(self, reset_buffers: bool) -> None:
@@ -315,7 +353,7 @@ class OfflineStep(StepStrategy):
     ) -> list[UpdatePart]:
         del batch, show_bar
         bridge = callbacks.update_hooks()
-        stat = self._algorithm.update(self._params.buffer, self._params.batch_size, hooks=hooks_for(bridge))
+        stat = self._algorithm.update(self._offline.buffer, self._offline.batch_size, hooks=hooks_for(bridge))
         return [UpdatePart(stat, {} if bridge is None else bridge.scalars())]
 
     @override
@@ -324,4 +362,4 @@ class OfflineStep(StepStrategy):
 
     @override
     def samples_per_step(self) -> int:
-        return self._params.batch_size
+        return self._offline.batch_size

@@ -10,10 +10,10 @@ from typing import Any, TypeVar, final
 from typing_extensions import override
 
 from tshtrain.algorithm.base import OfflineAlgorithm, OffPolicyAlgorithm, OnPolicyAlgorithm
+from tshtrain.data.overlap import OverlappedCollection
 from tshtrain.errors import ConfigurationError
 from tshtrain.trainer.base import TAlgorithm, Trainer
 from tshtrain.trainer.options import TrainerOptions
-from tshtrain.trainer.overlap import OverlappedCollection
 from tshtrain.trainer.params import (
     OfflineTrainerParams,
     OffPolicyTrainerParams,
@@ -21,7 +21,7 @@ from tshtrain.trainer.params import (
     OnPolicyTrainerParams,
 )
 from tshtrain.trainer.state import TrainerState
-from tshtrain.trainer.stepping import EnvStepDriver, EnvStepResult, TrainingStepResult
+from tshtrain.trainer.stepping import EnvStepDriver, EnvStepResult
 from tshtrain.trainer.steps import OfflineStep, OffPolicyStep, OnPolicyStep, StepStrategy
 
 TOnlineParams = TypeVar("TOnlineParams", bound=OnlineTrainerParams)
@@ -34,10 +34,7 @@ class OnlineTrainer(Trainer[TAlgorithm, TOnlineParams]):
     def __init__(self, algorithm: TAlgorithm, params: TOnlineParams, options: TrainerOptions | None = None):
         super().__init__(algorithm, params, options)
         self._driver = EnvStepDriver(
-            params,
-            begin=self._begin_training_step,
-            complete=self._run_training_step,
-            owner=type(self).__name__,
+            params, begin=self._begin_training_step, complete=self._training_step, owner=type(self).__name__
         )
 
     @override
@@ -46,13 +43,8 @@ class OnlineTrainer(Trainer[TAlgorithm, TOnlineParams]):
         super().reset(reset_collectors, reset_collector_buffers)
 
     @override
-    def execute_training_step(self) -> TrainingStepResult:
-        if self._driver.pending is not None:
-            raise RuntimeError(
-                f"A training step is being driven env step by env step ({self._driver.pending} vector steps "
-                f"so far); finish it with execute_env_step() before execute_training_step()."
-            )
-        return super().execute_training_step()
+    def _pending_vector_steps(self) -> int | None:
+        return self._driver.pending
 
     def execute_env_step(self) -> EnvStepResult:
         """Step every training env once; the env step that completes the collection step's quota also

@@ -4,23 +4,26 @@ from collections.abc import Mapping
 
 import torch
 
+from tshtrain.adapters import (
+    EventContext,
+    EventManager,
+    EventUnit,
+    Every,
+    HookContext,
+    HookRegistry,
+    HookStage,
+    OnEpisodeEnd,
+    OnTestEnd,
+)
 from tshtrain.algorithm.base import TrainingStats
+from tshtrain.callbacks import CountFramesLog, EarlyStopping
 from tshtrain.data import TransitionBatch
 from tshtrain.data.stats import CollectStats
 from tshtrain.trainer import (
     CollectedBatch,
-    CountFramesLog,
-    EarlyStopping,
-    EventContext,
-    EventUnit,
-    Every,
-    HookContext,
     HookScalars,
-    HookStage,
     InfoStats,
     OffPolicyTrainer,
-    OnEpisodeEnd,
-    OnTestEnd,
     OptimizerStep,
     SetupInfo,
     StepSummary,
@@ -73,28 +76,34 @@ def randomize(ctx: EventContext) -> None: ...
 
 
 def register_all(trainer: OffPolicyTrainer) -> None:
-    trainer.register_hook(HookStage.SETUP, setup, name="setup")
-    trainer.register_hook(HookStage.BATCH_PROCESS, batch_process)
-    trainer.register_hook(HookStage.PRE_STEPS_LOG, pre_steps_log)
-    trainer.register_hook(HookStage.PRE_UPDATE, pre_update)
-    trainer.register_hook(HookStage.PROCESS_OPTIM_BATCH, process_optim_batch)
-    trainer.register_hook(HookStage.POST_LOSS, post_loss)
-    trainer.register_hook(HookStage.POST_OPTIM, post_optim)
-    trainer.register_hook(HookStage.POST_OPTIM_LOG, post_optim_log)
-    trainer.register_hook(HookStage.POST_UPDATE, post_update)
-    trainer.register_hook(HookStage.POST_STEPS_LOG, post_steps_log)
-    trainer.register_hook(HookStage.PRE_TEST, pre_test)
-    trainer.register_hook(HookStage.POST_TEST, post_test)
-    trainer.register_hook(HookStage.SHUTDOWN, shutdown)
-    trainer.register_hook("post_update", post_update, name="by_value")
-    trainer.register_hook(HookStage.POST_UPDATE, StatefulPostUpdate(), name="stateful")
-    trainer.register_hook(HookStage.POST_UPDATE, anything, name="anything")
-    trainer.register_hook(HookStage.PRE_TEST, anything, name="anything")
+    hooks = HookRegistry()
+    trainer.add_callback(hooks, name="hooks")
+    events = EventManager("train")
+    trainer.add_callback(events, name="events")
+    eval_events = EventManager("eval")
+    trainer.add_callback(eval_events, name="eval_events")
+    hooks.register(HookStage.SETUP, setup, name="setup")
+    hooks.register(HookStage.BATCH_PROCESS, batch_process)
+    hooks.register(HookStage.PRE_STEPS_LOG, pre_steps_log)
+    hooks.register(HookStage.PRE_UPDATE, pre_update)
+    hooks.register(HookStage.PROCESS_OPTIM_BATCH, process_optim_batch)
+    hooks.register(HookStage.POST_LOSS, post_loss)
+    hooks.register(HookStage.POST_OPTIM, post_optim)
+    hooks.register(HookStage.POST_OPTIM_LOG, post_optim_log)
+    hooks.register(HookStage.POST_UPDATE, post_update)
+    hooks.register(HookStage.POST_STEPS_LOG, post_steps_log)
+    hooks.register(HookStage.PRE_TEST, pre_test)
+    hooks.register(HookStage.POST_TEST, post_test)
+    hooks.register(HookStage.SHUTDOWN, shutdown)
+    hooks.register("post_update", post_update, name="by_value")
+    hooks.register(HookStage.POST_UPDATE, StatefulPostUpdate(), name="stateful")
+    hooks.register(HookStage.POST_UPDATE, anything, name="anything")
+    hooks.register(HookStage.PRE_TEST, anything, name="anything")
     trainer.add_callback(CountFramesLog())
     trainer.add_callback(EarlyStopping("test/score", patience=3))
-    trainer.events.register("randomize", randomize, trigger=OnEpisodeEnd())
-    trainer.events.register("snapshot", randomize, trigger=Every(1000, unit=EventUnit.GRADIENT_STEP))
-    trainer.eval_events.register("save", randomize, trigger=OnTestEnd())
+    events.register("randomize", randomize, trigger=OnEpisodeEnd())
+    events.register("snapshot", randomize, trigger=Every(1000, unit=EventUnit.GRADIENT_STEP))
+    eval_events.register("save", randomize, trigger=OnTestEnd())
 
 
 def options() -> TrainerOptions:

@@ -18,21 +18,7 @@ from typing import Any, Literal, TypeVar, overload
 import torch
 from typing_extensions import override
 
-from tshtrain.algorithm.base import TrainingStats
-from tshtrain.data.batch import AnyTransitionBatch
-from tshtrain.errors import ConfigurationError
-from tshtrain.trainer.callbacks import (
-    Callback,
-    CollectedBatch,
-    OptimizerStep,
-    RunContext,
-    SetupInfo,
-    StepSummary,
-    TestResult,
-    numpy_batch,
-)
-from tshtrain.trainer.dispatch import merge_scalar
-from tshtrain.trainer.hooks import (
+from tshtrain.adapters.torchrl_stages import (
     IN_UPDATE_STAGES,
     LOG_STAGES,
     TRANSFORM_STAGES,
@@ -55,6 +41,19 @@ from tshtrain.trainer.hooks import (
     StopTraining,
     stage_payload_types,
 )
+from tshtrain.algorithm.base import TrainingStats
+from tshtrain.data.batch import AnyTransitionBatch, numpy_batch
+from tshtrain.errors import ConfigurationError
+from tshtrain.trainer.callbacks import (
+    Adapter,
+    CollectedBatch,
+    OptimizerStep,
+    RunContext,
+    SetupInfo,
+    StepSummary,
+    TestResult,
+)
+from tshtrain.trainer.dispatch import merge_scalar
 from tshtrain.trainer.stats import InfoStats
 
 _STAGE_POINTS: dict[HookStage, str] = {
@@ -183,22 +182,16 @@ def _check_return(stage: HookStage, annotation: Any, where: str) -> None:
             )
 
 
-class HookRegistry(Callback):
-    """Hooks by stage, in registration order (see :meth:`register`); to the trainer, one callback."""
-
-    names_its_stops = True
+class HookRegistry(Adapter):
+    """Hooks by stage, in registration order (see :meth:`register`); to the trainer, one callback:
+    ``hooks = HookRegistry(); trainer.add_callback(hooks, name="hooks")``."""
 
     def __init__(self) -> None:
         self._hooks: dict[HookStage, dict[str, AnyHook]] = {stage: {} for stage in HookStage}
         self._owners: dict[str, Any] = {}
-        self._on_change: Callable[[], None] = lambda: None
 
     @override
-    def bind(self, on_change: Callable[[], None]) -> None:
-        self._on_change = on_change
-
-    @override
-    def points(self) -> Collection[str]:
+    def active_points(self) -> Collection[str]:
         return frozenset(_STAGE_POINTS[stage] for stage, hooks in self._hooks.items() if hooks) | (
             {"before_update"} if self._hooks[HookStage.PRE_STEPS_LOG] else set()
         )
@@ -294,7 +287,7 @@ class HookRegistry(Callback):
         Args:
             stage: a :class:`HookStage` or its value, e.g. ``"post_update"``.
             hook: a callable taking one :class:`HookContext` (see the stage protocols in
-                :mod:`tshtrain.trainer.hooks`); if it (or, for a bound method, its instance) has
+                :mod:`tshtrain.adapters.torchrl_stages`); if it (or, for a bound method, its instance) has
                 ``state_dict`` / ``load_state_dict``, its state is saved with checkpoints under ``name``.
             name: unique per stage; default: the hook's ``__name__`` or class name. The same object may
                 be registered at several stages under one name (its state is saved once).
@@ -325,7 +318,7 @@ class HookRegistry(Callback):
                 )
             self._owners[name] = owner
         self._hooks[stage][name] = hook
-        self._on_change()
+        self.changed()
 
     @staticmethod
     def _stage(stage: HookStage | str) -> HookStage:

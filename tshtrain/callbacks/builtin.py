@@ -19,7 +19,7 @@ from typing_extensions import override
 
 from tshtrain.algorithm.base import TrainingStats
 from tshtrain.constraints import NonNegativeFloat, PositiveFloat, PositiveInt, validate_fields
-from tshtrain.data.batch import AnyTransitionBatch, TransitionBatch
+from tshtrain.data.batch import AnyTransitionBatch, TransitionBatch, numpy_batch, numpy_rollout
 from tshtrain.data.buffer import BaseReplayBuffer
 from tshtrain.data.collector_base import AnyReplayBuffer
 from tshtrain.errors import ConfigurationError, short_repr
@@ -32,8 +32,6 @@ from tshtrain.trainer.callbacks import (
     SetupInfo,
     StepSummary,
     TestResult,
-    numpy_batch,
-    numpy_rollout,
 )
 
 __all__ = [
@@ -377,23 +375,21 @@ class EarlyStopping(Callback):
         self.scope, self.name = scope, name
 
     @override
-    def points(self) -> frozenset[str]:
-        return frozenset({_SCOPE_POINTS[self.scope]})
-
-    @override
     def on_test_end(self, ctx: RunContext, result: TestResult) -> None:
-        scalars = {**result.collect_stat.as_scalars(), "score": result.score}
-        self._check(scalars.get(self.name), ctx)
+        if self.scope == "test":
+            scalars = {**result.collect_stat.as_scalars(), "score": result.score}
+            self._check(scalars.get(self.name), ctx)
 
     @override
     def on_training_step_end(self, ctx: RunContext, summary: StepSummary) -> None:
         stat = summary.collect_stat
-        if stat is not None:
+        if self.scope == "training" and stat is not None:
             self._check(stat.as_scalars().get(self.name), ctx)
 
     @override
     def after_update(self, ctx: RunContext, stats: TrainingStats) -> None:
-        self._check(stats.as_scalars().get(self.name), ctx)
+        if self.scope == "update":
+            self._check(stats.as_scalars().get(self.name), ctx)
 
     def _check(self, value: float | None, ctx: RunContext) -> None:
         if value is None:

@@ -29,18 +29,17 @@ from __future__ import annotations
 
 import copy
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any, final
+from typing import Any, Protocol, final
 
 import numpy as np
 import torch
 from typing_extensions import override
 
-from tshtrain.algorithm.base import Policy
 from tshtrain.data.batch import ObsArray
 from tshtrain.data.buffer import BaseReplayBuffer, BufferLayout
-from tshtrain.data.collector import Collector
+from tshtrain.data.collector import Collector, CollectorPolicy
 from tshtrain.data.collector_base import CollectorListener
 from tshtrain.data.stats import CollectStats
 from tshtrain.errors import ConfigurationError
@@ -48,6 +47,22 @@ from tshtrain.errors import ConfigurationError
 __all__ = ["CollectionLag", "OverlappedCollection", "StagingBuffer"]
 
 _OWNER = "OffPolicyTrainerParams.overlap_collection=True"
+
+
+class ModulePolicy(CollectorPolicy, Protocol):
+    """A collector's policy that is a torch module (``tshtrain.algorithm.Policy``): its weights are
+    copied to the actor that collects in the background."""
+
+    @property
+    def device(self) -> torch.device: ...
+
+    def parameters(self, recurse: bool = True) -> Iterator[torch.nn.Parameter]: ...
+
+    def buffers(self, recurse: bool = True) -> Iterator[torch.Tensor]: ...
+
+    def named_buffers(self) -> Iterator[tuple[str, torch.Tensor]]: ...
+
+    def requires_grad_(self, requires_grad: bool = True) -> Any: ...
 
 
 def _copy_obs(obs: ObsArray) -> ObsArray:
@@ -207,7 +222,7 @@ class OverlappedCollection:
     def __init__(
         self,
         collector: Collector,
-        learner: Policy,
+        learner: ModulePolicy,
         *,
         num_env_steps: int | None,
         num_episodes: int | None,
@@ -238,7 +253,7 @@ class OverlappedCollection:
         self._n_step, self._n_episode = num_env_steps, num_episodes
         self.max_policy_lag = max_policy_lag
         self.learner = learner
-        self.actor: Policy = copy.deepcopy(learner)
+        self.actor: ModulePolicy = copy.deepcopy(learner)
         """the policy that collects: the learner's weights of :attr:`actor_version`"""
         self.actor.requires_grad_(False)
         self.learner_version = 0

@@ -17,7 +17,7 @@ Loading verifies every listed file (size and SHA-256) and refuses files the mani
 then checks the state against the trainer, and only then changes anything (validate, then apply).
 What only pickles can hold (env snapshots, ``"dcp"`` metadata) is read from the user's own checkpoints,
 those whose manifest is signed with the user's key (:mod:`tshtrain.signing`), or with ``trusted=True``.
-Layout and integrity checks: :mod:`tshtrain.trainer.checkpoint_io`.
+Layout and integrity checks: :mod:`tshtrain.checkpoint.files`.
 """
 
 from __future__ import annotations
@@ -34,13 +34,7 @@ from typing import Any, Protocol
 import torch
 
 from tshtrain.algorithm.base import Algorithm
-from tshtrain.counters import Counters
-from tshtrain.data.buffer import SavableBuffer
-from tshtrain.data.buffer_io import load_buffer_into, save_buffer
-from tshtrain.data.buffer_io import read_manifest as read_buffer_manifest
-from tshtrain.data.collector_base import EnvSnapshot, EnvSnapshotFormat
-from tshtrain.errors import CheckpointError, short_repr
-from tshtrain.trainer.checkpoint_io import (
+from tshtrain.checkpoint.files import (
     MANIFEST,
     SIGNATURE,
     STATE_FILE,
@@ -51,8 +45,14 @@ from tshtrain.trainer.checkpoint_io import (
     verify_checkpoint_dir,
     write_checkpoint_dir,
 )
-from tshtrain.trainer.checkpoint_params import Backend, CheckpointParams
-from tshtrain.trainer.state_check import check_algorithm_state
+from tshtrain.checkpoint.params import Backend, CheckpointParams
+from tshtrain.checkpoint.state_check import check_algorithm_state
+from tshtrain.counters import Counters
+from tshtrain.data.buffer import SavableBuffer
+from tshtrain.data.buffer_io import load_buffer_into, save_buffer
+from tshtrain.data.buffer_io import read_manifest as read_buffer_manifest
+from tshtrain.data.collector_base import EnvSnapshot, EnvSnapshotFormat
+from tshtrain.errors import CheckpointError, short_repr
 
 log = logging.getLogger(__name__)
 
@@ -522,6 +522,3 @@ class CheckpointManager:
         """The newest complete periodic checkpoint (hidden temporary directories are ignored)."""
         periodic = sorted(p for p in self.directory.glob("periodic-*") if (p / "manifest.json").exists())
         return periodic[-1] if periodic else None
-
-
-__all__ = ["Backend", "CheckpointError", "CheckpointManager", "CheckpointParams", "Checkpointable"]

@@ -25,7 +25,8 @@ trigger            fires
 
 The train manager's episode and reset triggers watch the training collector, the eval manager's the
 test collector. A callback takes one :class:`EventContext`; it may call ``ctx.request_stop(reason)`` or
-raise :class:`~tshtrain.trainer.hooks.StopTraining`. Callbacks with ``state_dict`` / ``load_state_dict``
+raise :class:`~tshtrain.trainer.callbacks.StopTraining`. Callbacks with ``state_dict`` /
+``load_state_dict``
 are saved with checkpoints.
 """
 
@@ -40,11 +41,12 @@ from typing import Any, Literal, Protocol, TypeAlias
 import numpy as np
 from typing_extensions import override
 
+from tshtrain.adapters.torchrl import state_owner
 from tshtrain.counters import Counters
 from tshtrain.data.collector_base import BaseCollector
 from tshtrain.errors import ConfigurationError
 from tshtrain.trainer.callbacks import (
-    Callback,
+    Adapter,
     EnvsReset,
     EpisodesEnded,
     RunContext,
@@ -53,7 +55,6 @@ from tshtrain.trainer.callbacks import (
     StopTraining,
     TestResult,
 )
-from tshtrain.trainer.hook_registry import state_owner
 from tshtrain.trainer.stats import EpochStats, InfoStats
 
 
@@ -178,37 +179,22 @@ class _Event:
     last: int = 0  # Every: the unit's counter at the previous check
 
 
-class EventManager(Callback):
+class EventManager(Adapter):
     """Named events with triggers; ``trainer.events`` (train) or ``trainer.eval_events`` (eval). To the
     trainer, one callback."""
 
-    names_its_stops = True
-
-    def __init__(
-        self,
-        scope: Literal["train", "eval"],
-        *,
-        counters: Callable[[], Counters],
-        stop: Callable[[str], None],
-    ):
+    def __init__(self, scope: Literal["train", "eval"], *, test_collector: BaseCollector | None = None):
         """Args:
         scope: ``"train"`` (training collector, Every) or ``"eval"`` (test collector, test start/end).
-        counters: the trainer's counters now (for :meth:`trigger` outside the loop).
-        stop: ends training after the current training step (for :meth:`trigger` outside the loop).
+        test_collector: eval: the collector handed to OnTestStart / OnTestEnd events (the trainer's
+            ``params.test_collector``).
         """
         self.scope = scope
         self._events: dict[str, _Event] = {}
-        self._counters = counters
-        self._stop = stop
-        self._on_change: Callable[[], None] = lambda: None
-        self._test_collector: BaseCollector | None = None
+        self._test_collector = test_collector
 
     @override
-    def bind(self, on_change: Callable[[], None]) -> None:
-        self._on_change = on_change
-
-    @override
-    def points(self) -> Collection[str]:
+    def active_points(self) -> Collection[str]:
         kinds = {type(e.trigger) for e in self._events.values()}
         points = {point for kind, point in _TRIGGER_POINTS.items() if kind in kinds}
         if Every in kinds:
@@ -236,10 +222,11 @@ class EventManager(Callback):
             )
         _check_callback(callback, where)
         last = 0
-        if isinstance(trigger, Every) and trigger.unit != EventUnit.EPOCH:
-            last = int(getattr(self._counters(), trigger.unit.value))
+        ctx = self.run_context()
+        if isinstance(trigger, Every) and trigger.unit != EventUnit.EPOCH and ctx is not None:
+            last = int(getattr(ctx.counters, trigger.unit.value))
         self._events[name] = _Event(callback=callback, trigger=trigger, last=last)
-        self._on_change()
+        self.changed()
 
     @property
     def names(self) -> list[str]:
@@ -256,13 +243,24 @@ class EventManager(Callback):
         return any(isinstance(e.trigger, kind) for e in self._events.values())
 
     def trigger(self, name: str) -> None:
-        """Fire the event ``name`` now (any event, whatever its trigger)."""
-        self._fire(name, self._get(name), self._counters(), self._stop)
+        """Fire the event ``name`` now (any event, whatever its trigger).
+
+        Raises:
+            RuntimeError: the manager is not added to a trainer (``trainer.add_callback``).
+        """
+        event = self._get(name)
+        ctx = self.run_context()
+        if ctx is None:
+            raise RuntimeError(
+                f"{self.scope} events: trigger({name!r}) needs the manager added to a trainer first "
+                f"(trainer.add_callback(manager))."
+            )
+        self._fire(name, event, ctx.counters, ctx.request_stop)
 
     # ------------------------------------------------------------------ the loop points
     @override
     def on_run_start(self, ctx: RunContext, setup: SetupInfo) -> None:
-        self.reset_baselines()
+        self.reset_baselines(ctx.counters)
         self.fire(ctx, OnStartup)
 
     @override
@@ -295,10 +293,6 @@ class EventManager(Callback):
     def on_run_end(self, ctx: RunContext, info: InfoStats) -> None:
         self.fire(ctx, OnShutdown)
 
-    def watch_test_collector(self, collector: BaseCollector | None) -> None:
-        """The collector passed to OnTestStart / OnTestEnd events (the trainer's test collector)."""
-        self._test_collector = collector
-
     # ------------------------------------------------------------------ firing
     def fire(
         self,
@@ -329,9 +323,8 @@ class EventManager(Callback):
             if due:
                 self._fire(name, event, counters, ctx.request_stop)
 
-    def reset_baselines(self) -> None:
-        """Every events count from the counters as they are now (at the start of a run)."""
-        counters = self._counters()
+    def reset_baselines(self, counters: Counters) -> None:
+        """Every events count from ``counters`` (the counters at the start of a run)."""
         for event in self._events.values():
             if isinstance(event.trigger, Every) and event.trigger.unit != EventUnit.EPOCH:
                 event.last = int(getattr(counters, event.trigger.unit.value))

@@ -1,5 +1,5 @@
 """Automatic checkpoints: when and where (``TrainerParams.checkpoint``); writing them is
-:mod:`tshtrain.trainer.checkpoint`'s job."""
+:mod:`tshtrain.checkpoint.store`'s job."""
 
 from __future__ import annotations
 
