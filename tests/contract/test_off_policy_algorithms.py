@@ -321,6 +321,25 @@ def test_sac_state_includes_log_alpha_and_the_policy_generator() -> None:
     assert set(state) >= {"critic", "target_critic", "actor_optim", "critic_optim", "alpha_optim"}
 
 
+@pytest.mark.parametrize(
+    "build", [_sac, _discrete_sac, _td3, _redq], ids=["SAC", "DiscreteSAC", "TD3", "REDQ"]
+)
+def test_generators_are_saved_once_by_the_base_and_restored(build: Callable[[int], Any]) -> None:
+    """The generators of the algorithm and its policy are saved by ``Algorithm.state_dict`` under
+    ``_generators`` (not a second time in the extra state) and restored exactly."""
+    algorithm, restored = build(0), build(1)
+    candidates = [(algorithm, restored), (algorithm.policy, restored.policy)]
+    pairs = [(a, b) for a, b in candidates if isinstance(vars(a).get("generator"), torch.Generator)]
+    assert pairs
+    for ours, _ in pairs:
+        torch.rand(7, generator=ours.generator)  # move the streams away from their seeds
+    state = algorithm.state_dict()
+    assert not {"generator", "subset_generator"} & set(state["_extra"])
+    restored.load_state_dict(state)
+    for ours, theirs in pairs:
+        assert torch.equal(torch.rand(3, generator=ours.generator), torch.rand(3, generator=theirs.generator))
+
+
 def test_td3_delays_the_actor_and_the_targets() -> None:
     algorithm = _td3(0, policy_delay=3)
     buffer = _buffer("Pendulum-v1", 0)

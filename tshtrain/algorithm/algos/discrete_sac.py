@@ -31,7 +31,6 @@ from tshtrain.algorithm.blocks.policies import CategoricalPolicy
 from tshtrain.algorithm.blocks.temperature import EntropyTemperature
 from tshtrain.constraints import OpenUnitFloat, PositiveFloat, PositiveInt
 from tshtrain.data.collector_base import AnyReplayBuffer
-from tshtrain.devices import restore_generator_state
 
 
 @final
@@ -149,14 +148,11 @@ class DiscreteSAC(OffPolicyAlgorithm[CategoricalPolicy, DiscreteSACTrainingStats
 
     @override
     def extra_state(self) -> dict[str, Any]:
-        return {"log_alpha": self.temperature.state(), "generator": self.policy.generator.get_state()}
+        return {"log_alpha": self.temperature.state()}
 
     @override
     def load_extra_state(self, state: Any) -> None:
         self.temperature.load_state(state["log_alpha"])
-        restore_generator_state(
-            self.policy.generator, state["generator"], owner="DiscreteSAC.policy.generator"
-        )
 
     def _q(self, critic: nn.Module, obs: Any) -> torch.Tensor:
         q_MNA: torch.Tensor = critic(obs)

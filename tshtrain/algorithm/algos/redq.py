@@ -46,7 +46,6 @@ from tshtrain.algorithm.blocks.offpolicy_actor_critic import OffPolicyActorCriti
 from tshtrain.algorithm.blocks.temperature import box_temperature
 from tshtrain.constraints import FiniteFloat, PositiveFloat, PositiveInt
 from tshtrain.data.collector_base import AnyReplayBuffer
-from tshtrain.devices import restore_generator_state
 from tshtrain.errors import ConfigurationError
 
 
@@ -189,8 +188,6 @@ class REDQ(OffPolicyAlgorithm[TanhGaussianPolicy, REDQTrainingStats]):
     def extra_state(self) -> dict[str, Any]:
         return {
             "log_alpha": self.temperature.state(),
-            "generator": self.policy.generator.get_state(),
-            "subset_generator": self.generator.get_state(),
             "num_gradient_steps": self.num_gradient_steps,
             "last_actor_step": torch.stack([self._actor_loss, self._alpha_loss, self._entropy]),
         }
@@ -198,8 +195,6 @@ class REDQ(OffPolicyAlgorithm[TanhGaussianPolicy, REDQTrainingStats]):
     @override
     def load_extra_state(self, state: Any) -> None:
         self.temperature.load_state(state["log_alpha"])
-        restore_generator_state(self.policy.generator, state["generator"], owner="REDQ.policy.generator")
-        restore_generator_state(self.generator, state["subset_generator"], owner="REDQ.generator")
         self.num_gradient_steps = int(state["num_gradient_steps"])
         last = state["last_actor_step"].to(self.device, copy=True)
         self._actor_loss, self._alpha_loss, self._entropy = last[0], last[1], last[2]

@@ -30,7 +30,6 @@ from tshtrain.algorithm.blocks.temperature import box_temperature
 from tshtrain.constraints import FiniteFloat, PositiveFloat, PositiveInt
 from tshtrain.data.batch import ObsTensor
 from tshtrain.data.collector_base import AnyReplayBuffer
-from tshtrain.devices import restore_generator_state
 
 
 @final
@@ -113,7 +112,8 @@ class SAC(OffPolicyAlgorithm[TanhGaussianPolicy, SACTrainingStats]):
       (the critics' weights get no gradient from this);
     * alpha: minimise ``-log(alpha) * mean(log pi(a|o) + target_entropy)``.
 
-    Samples come from the policy's generator; its state is saved with the algorithm.
+    Samples come from the policy's generator; its state is saved with the algorithm (as every
+    generator of an algorithm and its policy is, by :meth:`Algorithm.state_dict`).
     """
 
     def __init__(
@@ -146,12 +146,11 @@ class SAC(OffPolicyAlgorithm[TanhGaussianPolicy, SACTrainingStats]):
 
     @override
     def extra_state(self) -> dict[str, Any]:
-        return {"log_alpha": self.temperature.state(), "generator": self.policy.generator.get_state()}
+        return {"log_alpha": self.temperature.state()}
 
     @override
     def load_extra_state(self, state: Any) -> None:
         self.temperature.load_state(state["log_alpha"])
-        restore_generator_state(self.policy.generator, state["generator"], owner="SAC.policy.generator")
 
     @property
     def alpha(self) -> float:

@@ -30,7 +30,6 @@ from tshtrain.algorithm.blocks.offpolicy_actor_critic import OffPolicyActorCriti
 from tshtrain.algorithm.blocks.policies import DeterministicActorPolicy
 from tshtrain.constraints import NonNegativeFloat, PositiveInt
 from tshtrain.data.collector_base import AnyReplayBuffer
-from tshtrain.devices import restore_generator_state
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -150,14 +149,12 @@ class TD3(OffPolicyAlgorithm[DeterministicActorPolicy, TD3TrainingStats]):
     def extra_state(self) -> dict[str, Any]:
         return {
             "num_gradient_steps": self.num_gradient_steps,
-            "generator": self.generator.get_state(),
             "actor_loss": self._actor_loss.clone(),
         }
 
     @override
     def load_extra_state(self, state: Any) -> None:
         self.num_gradient_steps = int(state["num_gradient_steps"])
-        restore_generator_state(self.generator, state["generator"], owner="TD3.generator")
         self._actor_loss = state["actor_loss"].to(self.device, copy=True)
 
     @override
