@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 
 from tshtrain.cli import main
-from tshtrain.trainer.progress import (
+from tshtrain.logger.console import (
     MIN_BAR_WIDTH,
     BarField,
     format_duration,

@@ -18,7 +18,7 @@ from tshtrain.data.stats import merge_collect_stats
 from tshtrain.env import make_vector_env
 from tshtrain.trainer import InfoStats, StopReason, TimingStats
 from tshtrain.trainer.progress import format_info_table
-from tshtrain.trainer.records import EpisodeWindow
+from tshtrain.logger.records import EpisodeWindow
 
 
 class MetricEnv(gym.Env[np.ndarray, np.int64]):

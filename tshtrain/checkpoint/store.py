@@ -1,7 +1,8 @@
 """Checkpoints that resume a run exactly: writing and reading them, and the automatic checkpoints.
 
 This module knows a trainer only through the narrow :class:`Checkpointable` contract
-(``Trainer._state_view()`` gives one, :class:`tshtrain.trainer.state.TrainerState`). A checkpoint holds
+(``Trainer._state_view()`` gives one, a
+:class:`~tshtrain.checkpoint.trainer_state.TrainerState`). A checkpoint holds
 everything a resumed run needs to continue as if it had never stopped:
 
 * ``state.pt``: the trainer's ``state_dict()`` -- the algorithm's state (weights, optimizers, schedules,

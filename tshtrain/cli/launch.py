@@ -24,7 +24,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from tshtrain.cli.failure import EXIT_FAILURE, EXIT_INTERRUPTED
-from tshtrain.trainer.progress import TERMINAL_ENV, terminal_width
+from tshtrain.logger.console import TERMINAL_ENV, terminal_width
 
 _ERROR_PREFIX = "tshtrain train: error: "
 _TORCHRUN_LOG = re.compile(r"^[WEIF]\d{4} |^\*{20,}|^Setting OMP_NUM_THREADS")

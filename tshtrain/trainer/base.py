@@ -49,11 +49,13 @@ from tshtrain.algorithm.base import (
 )
 from tshtrain.checkpoint import Backend, CheckpointManager, load_checkpoint, save_checkpoint
 from tshtrain.checkpoint.store import check_saved_world_size
+from tshtrain.checkpoint.trainer_state import TrainerState
 from tshtrain.counters import Counters
 from tshtrain.data.stats import CollectStats, merge_collect_stats
 from tshtrain.devices import resolve_device
 from tshtrain.errors import ConfigurationError
 from tshtrain.logger.base import Logger, NoOpLogger, family_log_intervals
+from tshtrain.logger.console import ProgressBar, RunClock, stderr_is_terminal, write_line
 from tshtrain.trainer.autosave import AutoCheckpoints
 from tshtrain.trainer.callbacks import (
     Callback,
@@ -69,18 +71,9 @@ from tshtrain.trainer.dispatch import CallbackSet
 from tshtrain.trainer.options import TrainerOptions
 from tshtrain.trainer.params import OnPolicyTrainerParams, TrainerParams
 from tshtrain.trainer.params_callbacks import ParamsCallbacks
-from tshtrain.trainer.progress import (
-    ProgressBar,
-    RunClock,
-    format_info_table,
-    format_run_summary,
-    format_test_line,
-    stderr_is_terminal,
-    write_line,
-)
+from tshtrain.trainer.progress import format_info_table, format_run_summary, format_test_line
 from tshtrain.trainer.recorder import RunRecorder
 from tshtrain.trainer.run_state import BestResult, OpenEpoch, RunState
-from tshtrain.trainer.state import TrainerState
 from tshtrain.trainer.stats import EpochStats, InfoStats, StopReason
 from tshtrain.trainer.stepping import TrainingStepResult
 from tshtrain.trainer.steps import CollectedSteps, StepStrategy
@@ -388,7 +381,8 @@ class Trainer(ABC, Generic[TAlgorithm, TParams]):
         assert epoch is not None
         epoch.progress += amount
         if self._bar is not None:
-            self._bar.advance(amount, self._last_returns(), stat, self.callbacks.progress)
+            update = None if stat is None else stat.as_scalars()
+            self._bar.advance(amount, self._last_returns(), update, self.callbacks.progress)
 
     # ================================================================== the test step
     def _test_step(self, *, initial: bool = False, in_training: bool = False) -> CollectStats:

@@ -1,5 +1,5 @@
 """Counting and logging what a run did: :class:`RunRecorder` advances the run state's counters and
-timers and writes the records of ``tshtrain.trainer.records`` (training, update, test, info), each when
+timers and writes the records of ``tshtrain.logger.records`` (training, update, test, info), each when
 its interval gating says it is due."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from collections.abc import Mapping, Sequence
 from tshtrain.algorithm.base import TrainingStats
 from tshtrain.data.stats import CollectStats
 from tshtrain.logger.base import Logger, LogIntervals, LogScope
+from tshtrain.logger.records import LogGate, update_timing
 from tshtrain.trainer.dispatch import merge_scalar
-from tshtrain.trainer.records import LogGate, update_timing
 from tshtrain.trainer.run_state import RunState
 from tshtrain.trainer.stats import InfoStats
 from tshtrain.trainer.steps import UpdatePart

@@ -7,21 +7,27 @@ checks the whole state before it changes anything.
 
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
-import numpy as np
-import torch
-
 from tshtrain.algorithm.base import TrainingStats
+from tshtrain.checkpoint.run_values import (
+    BadValueError,
+    checked_best,
+    checked_count,
+    checked_flag,
+    checked_seconds,
+    collect_stats_state,
+    restore_collect_stats,
+    restore_training_stats,
+    training_stats_state,
+)
 from tshtrain.counters import Counters
 from tshtrain.data.stats import CollectStats
-from tshtrain.errors import short_repr
 from tshtrain.logger.base import LogScope
-from tshtrain.trainer.records import EpisodeWindow
+from tshtrain.logger.records import EpisodeWindow
 from tshtrain.trainer.stats import InfoStats, StopReason, TimingStats
 
 
@@ -141,8 +147,8 @@ class RunState:
             if epoch is None
             else {
                 "progress": epoch.progress,
-                "collect": [_collect_stats_state(s) for s in epoch.collect],
-                "training": [_training_stats_state(s) for s in epoch.training],
+                "collect": [collect_stats_state(s) for s in epoch.collect],
+                "training": [training_stats_state(s) for s in epoch.training],
             },
             "is_reset": self.is_reset,
         }
@@ -151,21 +157,29 @@ class RunState:
         """Restore :meth:`state_dict`; raises ``ValueError`` (nothing changed) for a state that does not
         parse or holds a value no run writes (a negative counter or time, a best score of inf or NaN),
         naming the key (``run.best.score``), the value and what is allowed."""
+        vars(self).update(vars(self._parse(state)))
+
+    def check_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Raise what :meth:`load_state_dict` would raise; changes nothing."""
+        self._parse(state)
+
+    @staticmethod
+    def _parse(state: Mapping[str, Any]) -> RunState:
         parsed = RunState()
         try:
             parsed.counters = Counters.from_state_dict(dict(state["counters"]))
-            parsed.best = _parse_best(state["best"])
-            parsed.done = _flag(state["done"], "run.done")
+            parsed.best = BestResult(**checked_best(state["best"], [f.name for f in fields(BestResult)]))
+            parsed.done = checked_flag(state["done"], "run.done")
             parsed.stop_reason = None if state["stop_reason"] is None else StopReason(state["stop_reason"])
             parsed.stop_detail = None if state["stop_detail"] is None else str(state["stop_detail"])[:10_000]
-            timing = {str(k): _seconds(v, f"run.timing.{k}") for k, v in dict(state["timing"]).items()}
+            timing = {str(k): checked_seconds(v, f"run.timing.{k}") for k, v in dict(state["timing"]).items()}
             if set(timing) != set(_TIMERS):
                 raise ValueError(f"timers {sorted(timing)}, expected {sorted(_TIMERS)}")
             parsed.timing = timing
-            parsed.start_time = time.perf_counter() - _seconds(state["elapsed"], "run.elapsed")
+            parsed.start_time = time.perf_counter() - checked_seconds(state["elapsed"], "run.elapsed")
             parsed.last_logged.update(
                 {
-                    LogScope(k): _count(v, f"run.last_logged.{k}", optional=True)
+                    LogScope(k): checked_count(v, f"run.last_logged.{k}", optional=True)
                     for k, v in dict(state["last_logged"]).items()
                 }
             )
@@ -174,144 +188,13 @@ class RunState:
             epoch = state["epoch"]
             if epoch is not None:
                 parsed.epoch = OpenEpoch(
-                    progress=_count(epoch["progress"], "run.epoch.progress"),
-                    collect=[_restore_collect_stats(s) for s in epoch["collect"]],
-                    training=[_restore_training_stats(s) for s in epoch["training"]],
+                    progress=checked_count(epoch["progress"], "run.epoch.progress"),
+                    collect=[restore_collect_stats(s) for s in epoch["collect"]],
+                    training=[restore_training_stats(s) for s in epoch["training"]],
                 )
-            parsed.is_reset = _flag(state["is_reset"], "run.is_reset")
-        except _BadValueError as error:
+            parsed.is_reset = checked_flag(state["is_reset"], "run.is_reset")
+        except BadValueError as error:
             raise ValueError(str(error)) from None
         except (KeyError, TypeError, ValueError, AttributeError) as error:
             raise ValueError(f"the run state does not parse: {type(error).__name__}: {error}") from None
-        vars(self).update(vars(parsed))
-
-
-# ---------------------------------------------------------------------------- checked values
-class _BadValueError(ValueError):
-    """A value of the saved run state that no run writes (its message names the key)."""
-
-
-def _parse_best(state: Any) -> BestResult:
-    if not isinstance(state, Mapping) or set(state) != {f.name for f in fields(BestResult)}:
-        raise _BadValueError(
-            f"run.best is {short_repr(state)}; allowed: a mapping of score, reward, reward_std and epoch"
-        )
-    return BestResult(
-        score=_score(state["score"], "run.best.score"),
-        reward=_score(state["reward"], "run.best.reward"),
-        reward_std=_score(state["reward_std"], "run.best.reward_std"),
-        epoch=_count(state["epoch"], "run.best.epoch", optional=True),
-    )
-
-
-def _score(value: Any, key: str) -> float | None:
-    """None, or a finite number (a best score of inf would never be beaten, NaN never compared)."""
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int | float) or not _finite(value):
-        raise _BadValueError(f"{key} is {short_repr(value)}; allowed: a finite number or None")
-    return float(value)
-
-
-def _seconds(value: Any, key: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float) or not _finite(value) or value < 0:
-        raise _BadValueError(f"{key} is {short_repr(value)}; allowed: a finite number >= 0 (seconds)")
-    return float(value)
-
-
-def _count(value: Any, key: str, *, optional: bool = False) -> Any:
-    if value is None and optional:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise _BadValueError(
-            f"{key} is {short_repr(value)}; allowed: an int >= 0" + (" or None" if optional else "")
-        )
-    return value
-
-
-def _flag(value: Any, key: str) -> bool:
-    if not isinstance(value, bool):
-        raise _BadValueError(f"{key} is {short_repr(value)}; allowed: True or False")
-    return value
-
-
-def _finite(value: int | float) -> bool:
-    return abs(value) < 2**63 if isinstance(value, int) else math.isfinite(value)
-
-
-# ---------------------------------------------------------------------------- statistics records
-def _collect_stats_state(stat: CollectStats) -> dict[str, Any]:
-    return {
-        "n_collected_steps": stat.n_collected_steps,
-        "n_collected_episodes": stat.n_collected_episodes,
-        "returns": torch.from_numpy(np.array(stat.returns)),
-        "lens": torch.from_numpy(np.array(stat.lens)),
-        "collect_time": stat.collect_time,
-        "env_info": dict(stat.env_info),
-        "env_info_counts": dict(stat.env_info_counts),
-    }
-
-
-def _restore_collect_stats(state: Mapping[str, Any]) -> CollectStats:
-    return CollectStats(
-        n_collected_steps=int(state["n_collected_steps"]),
-        n_collected_episodes=int(state["n_collected_episodes"]),
-        returns=state["returns"].numpy(),
-        lens=state["lens"].numpy(),
-        collect_time=float(state["collect_time"]),
-        env_info=dict(state["env_info"]),
-        env_info_counts=dict(state["env_info_counts"]),
-    )
-
-
-def _class_name(cls: type) -> str:
-    return f"{cls.__module__}:{cls.__qualname__}"
-
-
-_NESTED_STATS = "__training_stats__"
-"""marks a field holding TrainingStats records by name (a multi-agent record's ``per_learner``)"""
-
-
-def _training_stats_state(stat: TrainingStats) -> dict[str, Any]:
-    return {
-        "class": _class_name(type(stat)),
-        "fields": {f.name: _stats_field_state(getattr(stat, f.name)) for f in fields(stat)},
-    }
-
-
-def _stats_field_state(value: Any) -> Any:
-    """A field as plain data: records nested by name (multi-agent stats) become their states too, so
-    that the checkpoint stays loadable with ``weights_only=True``."""
-    if isinstance(value, Mapping) and value and all(isinstance(v, TrainingStats) for v in value.values()):
-        return {_NESTED_STATS: {str(k): _training_stats_state(v) for k, v in value.items()}}
-    return value
-
-
-def _restore_stats_field(value: Any) -> Any:
-    if isinstance(value, Mapping) and set(value) == {_NESTED_STATS}:
-        return {k: _restore_training_stats(v) for k, v in value[_NESTED_STATS].items()}
-    return value
-
-
-def _known_stats_classes() -> dict[str, type[TrainingStats]]:
-    """Every TrainingStats class defined so far (imported by the program, never by a checkpoint)."""
-    found: dict[str, type[TrainingStats]] = {}
-    pending: list[type[TrainingStats]] = [TrainingStats]
-    while pending:
-        cls = pending.pop()
-        found[_class_name(cls)] = cls
-        pending.extend(cls.__subclasses__())
-    return found
-
-
-def _restore_training_stats(state: Mapping[str, Any]) -> TrainingStats:
-    """A statistics record; its class must be one the program has defined (nothing is imported)."""
-    name = str(state["class"])[:200]
-    cls = _known_stats_classes().get(name)
-    if cls is None:
-        raise ValueError(
-            f"statistics class {name!r} is not a TrainingStats class of this program; build the same "
-            f"algorithm as the run that saved it"
-        )
-    stat: TrainingStats = cls(**{k: _restore_stats_field(v) for k, v in state["fields"].items()})
-    return stat
+        return parsed

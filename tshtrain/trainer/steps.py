@@ -39,6 +39,7 @@ from tshtrain.data.collector import Collector
 from tshtrain.data.collector_base import AnyReplayBuffer, BaseCollector
 from tshtrain.data.overlap import OverlappedCollection
 from tshtrain.data.stats import CollectStats
+from tshtrain.logger.console import INNER_BAR_MIN_STEPS, inner_bar
 from tshtrain.trainer.callbacks import CollectedBatch
 from tshtrain.trainer.dispatch import CallbackSet, hooks_for
 from tshtrain.trainer.params import (
@@ -48,7 +49,6 @@ from tshtrain.trainer.params import (
     OnPolicyTrainerParams,
     TrainerParams,
 )
-from tshtrain.trainer.progress import INNER_BAR_MIN_STEPS, inner_bar
 from tshtrain.trainer.run_state import RunState
 
 

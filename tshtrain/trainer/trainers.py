@@ -10,6 +10,7 @@ from typing import Any, TypeVar, final
 from typing_extensions import override
 
 from tshtrain.algorithm.base import OfflineAlgorithm, OffPolicyAlgorithm, OnPolicyAlgorithm
+from tshtrain.checkpoint.trainer_state import TrainerState
 from tshtrain.data.overlap import OverlappedCollection
 from tshtrain.errors import ConfigurationError
 from tshtrain.trainer.base import TAlgorithm, Trainer
@@ -20,7 +21,6 @@ from tshtrain.trainer.params import (
     OnlineTrainerParams,
     OnPolicyTrainerParams,
 )
-from tshtrain.trainer.state import TrainerState
 from tshtrain.trainer.stepping import EnvStepDriver, EnvStepResult
 from tshtrain.trainer.steps import OfflineStep, OffPolicyStep, OnPolicyStep, StepStrategy
 

@@ -23,19 +23,47 @@ from tshtrain.algorithm.base import Algorithm
 from tshtrain.checkpoint.state_check import check_algorithm_state
 from tshtrain.checkpoint.store import CheckpointManager
 from tshtrain.counters import Counters
-from tshtrain.data.collector_base import AnyReplayBuffer, EnvSnapshot
+from tshtrain.data.collector_base import AnyReplayBuffer, BaseCollector, EnvSnapshot
 from tshtrain.errors import short_repr
 from tshtrain.logger.base import Logger, LogScope, RewindableLogger
-from tshtrain.trainer.dispatch import CallbackSet
-from tshtrain.trainer.params import TrainerParams
-from tshtrain.trainer.run_state import RunState
-from tshtrain.trainer.steps import StepStrategy
+
+
+class RunStateLike(Protocol):
+    """The run state (``tshtrain.trainer.RunState``), as far as checkpoints go."""
+
+    counters: Counters
+    last_logged: dict[LogScope, int | None]
+
+    def state_dict(self) -> dict[str, Any]: ...
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None: ...
+
+    def check_state_dict(self, state: Mapping[str, Any]) -> None: ...
 
 
 class HasRunState(Protocol):
     """The trainer, as far as its run state goes."""
 
-    state: RunState
+    @property
+    def state(self) -> RunStateLike: ...
+
+
+class HasCollectors(Protocol):
+    """The step strategy, as far as its collectors and buffers go."""
+
+    def collectors(self) -> dict[str, BaseCollector]: ...
+
+    def buffers(self) -> dict[str, AnyReplayBuffer]: ...
+
+
+class StatefulCallbacks(Protocol):
+    """The trainer's callbacks, as far as their state goes."""
+
+    def state_dict(self) -> dict[str, Any]: ...
+
+    def check_state_dict(self, state: Mapping[str, Any], *, strict: bool = True) -> None: ...
+
+    def load_state_dict(self, state: Mapping[str, Any], *, strict: bool = True) -> None: ...
 
 
 # ---------------------------------------------------------------------------- global RNG
@@ -72,10 +100,11 @@ class TrainerState:
 
     algorithm: Algorithm[Any]
     trainer_name: str
-    params: TrainerParams
+    params: object
+    """the trainer's params (their text goes into the manifest)"""
     run: HasRunState
-    strategy: StepStrategy
-    callbacks: CallbackSet
+    strategy: HasCollectors
+    callbacks: StatefulCallbacks
     checkpoints: CheckpointManager | None
     logger: Logger
     ranks: Mapping[str, int] | None = None
@@ -133,7 +162,7 @@ class TrainerState:
         if missing:
             raise ValueError(f"the state has no {sorted(missing)}")
         check_algorithm_state(self.algorithm.state_dict(), state["algorithm"])
-        RunState().load_state_dict(state["run"])  # parses into a throwaway
+        self.run.state.check_state_dict(state["run"])
         mark = state.get("env_step_mark", 0)
         if isinstance(mark, bool) or not isinstance(mark, int) or mark < 0:
             raise ValueError(f"env_step_mark is {short_repr(mark)}; allowed: an int >= 0")
