@@ -3,6 +3,8 @@
 * :func:`resolve_device` turns the ``device`` setting (``auto``, ``cpu``, ``cuda``, ``cuda:N``, ``mps``)
   into a ``torch.device`` with an index where tensors carry one (``cuda`` -> ``cuda:<current>``), so it
   compares equal to ``tensor.device``.
+* :func:`component_device` is :func:`resolve_device` for the ``device`` argument of an env or a buffer:
+  its errors start with the component's name, and come before any library (VMAS, torch) fails.
 * :func:`move_generator` gives a ``torch.Generator`` on another device. A generator must live on the
   device of the tensors it samples; a CPU generator's state cannot be set on a CUDA generator (nor the
   reverse), so across device types the new generator is seeded deterministically from the old one's
@@ -89,6 +91,20 @@ def resolve_device(spec: str | torch.device) -> torch.device:
             raise ConfigurationError(f"device {spec!r}: there is one mps device; use 'mps'.")
         return torch.device("mps", 0)
     return _cuda_device(spec, None if index is None else int(index))
+
+
+def component_device(spec: str | torch.device, *, owner: str) -> torch.device:
+    """:func:`resolve_device` of a component's ``device`` argument, e.g.
+    ``component_device(device, owner="VmasEnv")``.
+
+    Raises:
+        ConfigurationError: as :func:`resolve_device`, the message starting with ``owner``, e.g.
+            ``VmasEnv: device 'cuda': cuda requested but torch.cuda.is_available() is False ...``.
+    """
+    try:
+        return resolve_device(spec)
+    except ConfigurationError as error:
+        raise ConfigurationError(f"{owner}: {error}") from None
 
 
 def _cuda_device(spec: str | torch.device, index: int | None) -> torch.device:

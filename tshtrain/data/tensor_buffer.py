@@ -23,6 +23,7 @@ import torch
 
 from tshtrain.data.batch import ObsTensor, TensorRolloutBatch, TorchTransitionBatch
 from tshtrain.data.ring import BufferLayout, RingPositions
+from tshtrain.devices import component_device
 from tshtrain.errors import ConfigurationError, require_positive
 
 _LOGP = "logp"
@@ -80,8 +81,8 @@ class TensorReplayBuffer:
         """rows per column (per env)"""
         self.num_columns = buffer_num
         """number of sub-buffers (columns)"""
-        self.device = torch.device(device)
-        """where the tensors live"""
+        self.device = component_device(device, owner="TensorReplayBuffer")
+        """where the tensors live (``cuda`` resolved to ``cuda:N``, as ``tensor.device`` says)"""
         self.rng = torch.Generator(device=self.device)
         """the sampling generator"""
         _seed_generator(self.rng, seed)

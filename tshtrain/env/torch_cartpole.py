@@ -17,6 +17,7 @@ import gymnasium as gym
 import numpy as np
 import torch
 
+from tshtrain.devices import component_device
 from tshtrain.env.tensor_env import TensorStep
 from tshtrain.errors import ConfigurationError, require_positive
 
@@ -57,7 +58,7 @@ class TorchCartPole:
         require_positive("TorchCartPole", "num_envs", num_envs)
         require_positive("TorchCartPole", "max_episode_steps", max_episode_steps)
         self._num_envs = num_envs
-        self._device = torch.device(device)
+        self._device = component_device(device, owner="TorchCartPole")
         self.max_episode_steps = max_episode_steps
         high = np.array([_X_THRESHOLD * 2, np.inf, _THETA_THRESHOLD * 2, np.inf], dtype=np.float32)
         self._observation_space = gym.spaces.Box(-high, high, dtype=np.float32)

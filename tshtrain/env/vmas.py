@@ -52,6 +52,7 @@ import gymnasium as gym
 import numpy as np
 import torch
 
+from tshtrain.devices import component_device
 from tshtrain.env.multi_agent import AGENT_ID_KEY, OBS_KEY, STATE_KEY, AgentColumns
 from tshtrain.env.tensor_env import TensorObs, TensorStep
 from tshtrain.errors import ConfigurationError, PolicyOutputError, UnsupportedSpaceError, require_positive
@@ -308,6 +309,7 @@ class VmasEnv:
         if joint_reward not in ("mean", "sum"):
             raise ConfigurationError(f"VmasEnv.joint_reward must be 'mean' or 'sum', got {joint_reward!r}.")
         _check_seed(seed)
+        component_device(device, owner="VmasEnv")  # before VMAS asserts on a device it cannot use
         vmas = _import_vmas()
         self._rng_slots: list[Any] = vmas.simulator.environment.Environment.vmas_random_state
         seed = secrets.randbits(32) if seed is None else seed
