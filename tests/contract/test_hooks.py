@@ -20,7 +20,7 @@ from tests.contract._hook_setups import (
     recording_on_policy_trainer,
     reinforce_trainer,
 )
-from tshtrain.adapters import HookContext, HookStage
+from tshtrain.adapters import HookContext, HookScalars, HookStage
 from tshtrain.algorithm.base import TrainingStats
 from tshtrain.data import TransitionBatch
 from tshtrain.data.stats import CollectStats
@@ -28,7 +28,6 @@ from tshtrain.errors import ConfigurationError
 from tshtrain.logger import LogScope, MemoryLogger
 from tshtrain.trainer import (
     CollectedBatch,
-    HookScalars,
     OptimizerStep,
     SetupInfo,
     StepSummary,

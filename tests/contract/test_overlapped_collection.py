@@ -32,7 +32,7 @@ from tshtrain.data import Collector, VectorReplayBuffer
 from tshtrain.env import make_vector_env
 from tshtrain.errors import ConfigurationError
 from tshtrain.trainer import Callback, OffPolicyTrainer, OffPolicyTrainerParams, StopReason
-from tshtrain.trainer.callbacks import EpisodesEnded, RunContext
+from tshtrain.trainer import EpisodesEnded, RunContext
 
 NUM_ENVS = 2
 STEPS_PER_COLLECTION = 64

@@ -33,7 +33,7 @@ from tshtrain.adapters.embodichain import (
     Trigger,
 )
 from tshtrain.adapters.torchrl import HookRegistry
-from tshtrain.adapters.torchrl_stages import HookContext, HookStage, LogOutput
+from tshtrain.adapters.torchrl_stages import HookContext, HookScalars, HookStage, LogOutput
 
 __all__ = [
     "EventContext",
@@ -42,6 +42,7 @@ __all__ = [
     "Every",
     "HookContext",
     "HookRegistry",
+    "HookScalars",
     "HookStage",
     "LogOutput",
     "Manual",

@@ -44,11 +44,10 @@ from typing_extensions import override
 from tshtrain.adapters.torchrl import state_owner
 from tshtrain.counters import Counters
 from tshtrain.data.collector_base import BaseCollector
+from tshtrain.data.listeners import EnvsReset, EpisodesEnded
 from tshtrain.errors import ConfigurationError
 from tshtrain.trainer.callbacks import (
     Adapter,
-    EnvsReset,
-    EpisodesEnded,
     RunContext,
     SetupInfo,
     StepSummary,

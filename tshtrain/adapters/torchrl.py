@@ -458,7 +458,7 @@ class HookRegistry(Adapter):
                 merge_scalar(scalars, key, value, f"hook {name!r}")
                 if key in marked:
                     progress.add(key)
-        ctx.log(HookScalars(scalars, progress_bar=frozenset(progress)))
+        ctx.log(scalars, progress_bar=frozenset(progress))
 
     # ------------------------------------------------------------------ state
     def state_dict(self) -> dict[str, Any]:

@@ -32,7 +32,7 @@ reason ``hook``, ``InfoStats.stop_detail`` names the hook and the reason) or rai
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Generic, Protocol, TypeAlias, TypeVar
@@ -43,9 +43,9 @@ from tshtrain.algorithm.base import TrainingStats
 from tshtrain.counters import Counters
 from tshtrain.data.batch import TransitionBatch
 from tshtrain.data.stats import CollectStats
+from tshtrain.errors import ConfigurationError
 from tshtrain.trainer.callbacks import (
     CollectedBatch,
-    HookScalars,
     OptimizerStep,
     SetupInfo,
     StepSummary,
@@ -53,6 +53,27 @@ from tshtrain.trainer.callbacks import (
     TestResult,
 )
 from tshtrain.trainer.stats import InfoStats
+
+
+@dataclass(frozen=True)
+class HookScalars:
+    """Scalars to log, some of them marked for the progress bar.
+
+    A log hook returns one, or a plain ``Mapping[str, float]`` (nothing in the progress bar).
+    """
+
+    scalars: Mapping[str, float]
+    """name -> value"""
+    progress_bar: Collection[str] = ()
+    """names of ``scalars`` that also appear in the progress bar's postfix"""
+
+    def __post_init__(self) -> None:
+        unknown = sorted(set(self.progress_bar) - set(self.scalars))
+        if unknown:
+            raise ConfigurationError(
+                f"HookScalars.progress_bar names {unknown}, which are not among the scalars "
+                f"{sorted(self.scalars)}; mark only scalars the hook returns."
+            )
 
 
 class HookStage(StrEnum):

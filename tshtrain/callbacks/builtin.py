@@ -26,7 +26,6 @@ from tshtrain.errors import ConfigurationError, short_repr
 from tshtrain.trainer.callbacks import (
     Callback,
     CollectedBatch,
-    HookScalars,
     OptimizerStep,
     RunContext,
     SetupInfo,
@@ -250,9 +249,7 @@ class CountFramesLog(Callback):
     def on_training_step_end(self, ctx: RunContext, summary: StepSummary) -> None:
         if summary.collect_stat is not None:
             self.frames += summary.collect_stat.n_collected_steps * self.frame_skip
-        ctx.log(
-            HookScalars({"frames": float(self.frames)}, progress_bar=("frames",) if self.progress_bar else ())
-        )
+        ctx.log({"frames": float(self.frames)}, progress_bar=("frames",) if self.progress_bar else ())
 
     def state_dict(self) -> dict[str, Any]:
         return {"frames": self.frames}
@@ -290,7 +287,7 @@ class GradientNormLog(Callback):
         norms = torch.stack([torch.linalg.vector_norm(g, self.norm_type) for g in grads])
         key = f"grad_norm/{step.name}"
         value = float(torch.linalg.vector_norm(norms, self.norm_type))
-        ctx.log(HookScalars({key: value}, progress_bar=(key,) if self.progress_bar else ()))
+        ctx.log({key: value}, progress_bar=(key,) if self.progress_bar else ())
 
 
 # ============================================================================ control

@@ -13,14 +13,12 @@ from typing import Any, overload
 
 from tshtrain.algorithm.base import OfflineAlgorithm, OffPolicyAlgorithm, OnPolicyAlgorithm
 from tshtrain.counters import Counters
+from tshtrain.data.listeners import EnvsReset, EpisodesEnded
 from tshtrain.trainer.base import Trainer
 from tshtrain.trainer.callbacks import (
     Adapter,
     Callback,
     CollectedBatch,
-    EnvsReset,
-    EpisodesEnded,
-    HookScalars,
     OptimizerStep,
     RunContext,
     SetupInfo,
@@ -80,7 +78,6 @@ __all__ = [
     "EnvsReset",
     "EpisodesEnded",
     "EpochStats",
-    "HookScalars",
     "InfoStats",
     "OffPolicyTrainer",
     "OffPolicyTrainerParams",

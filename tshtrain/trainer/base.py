@@ -51,6 +51,7 @@ from tshtrain.checkpoint import Backend, CheckpointManager, load_checkpoint, sav
 from tshtrain.checkpoint.store import check_saved_world_size
 from tshtrain.checkpoint.trainer_state import TrainerState
 from tshtrain.counters import Counters
+from tshtrain.data.listeners import CollectorEvents
 from tshtrain.data.stats import CollectStats, merge_collect_stats
 from tshtrain.devices import resolve_device
 from tshtrain.errors import ConfigurationError
@@ -65,7 +66,6 @@ from tshtrain.trainer.callbacks import (
     StopTraining,
     TestResult,
 )
-from tshtrain.trainer.collector_bridge import CollectorBridges
 from tshtrain.trainer.data_parallel import DataParallelStep
 from tshtrain.trainer.dispatch import CallbackSet
 from tshtrain.trainer.options import TrainerOptions
@@ -134,7 +134,10 @@ class Trainer(ABC, Generic[TAlgorithm, TParams]):
             self._autosave = AutoCheckpoints(manager, self._state_view, lambda: self.state.is_reset)
             self.callbacks.add(self._autosave, "auto_checkpoints")
         self.callbacks.add(ParamsCallbacks(params, self.state.finish), "params")
-        self._bridges = CollectorBridges(self.callbacks, strategy.collectors(), self.options)
+        self._collector_events = CollectorEvents(
+            strategy.collectors(), self.callbacks.call, render_every=self.options.render_every_num_env_steps
+        )
+        self.callbacks.on_change(lambda: self._collector_events.changed(**self._listening()))
         self._recorder = RunRecorder(
             self.logger, self.state, family_log_intervals(isinstance(params, OnPolicyTrainerParams))
         )
@@ -648,12 +651,17 @@ class Trainer(ABC, Generic[TAlgorithm, TParams]):
                 return stat.returns_stat.mean
         return None
 
+    def _listening(self) -> dict[str, bool]:
+        return {
+            "episodes": self.callbacks.active("on_episodes_end"),
+            "resets": self.callbacks.active("on_envs_reset"),
+        }
+
     def _start(self, *, resumed: bool) -> None:
         """Attach the collector bridges and call ``on_run_start`` (``reset()``, or the first training
         step of a run resumed from a checkpoint)."""
-        self._bridges.detach()
         self._started = True
-        self._bridges.attach(self.state.counters.env_step)
+        self._collector_events.attach(self.state.counters.env_step, **self._listening())
         info = SetupInfo(
             algorithm=self.algorithm,
             buffer=self._strategy.setup_buffer(),
@@ -675,10 +683,10 @@ class Trainer(ABC, Generic[TAlgorithm, TParams]):
                 raise
             log.exception("an on_run_end callback failed")
         finally:
-            self._bridges.detach()
+            self._collector_events.detach()
             self._started = False
             if self.options.close_envs:
-                self._bridges.close_envs()
+                self._collector_events.close_envs()
             try:
                 self.algorithm.close()
             except Exception:

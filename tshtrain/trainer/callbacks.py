@@ -55,7 +55,8 @@ from tshtrain.algorithm.base import Algorithm, TrainingStats
 from tshtrain.counters import Counters
 from tshtrain.data.batch import AnyRolloutBatch, AnyTransitionBatch
 from tshtrain.data.buffer import BufferLayout
-from tshtrain.data.collector_base import AnyReplayBuffer, BaseCollector
+from tshtrain.data.collector_base import AnyReplayBuffer
+from tshtrain.data.listeners import EnvsReset, EpisodesEnded
 from tshtrain.data.stats import CollectStats
 from tshtrain.errors import ConfigurationError
 from tshtrain.trainer.stats import EpochStats, InfoStats
@@ -163,51 +164,6 @@ class TestResult:
     ``stop_fn_on_best_score=True``); None only where no best is tracked"""
 
 
-@dataclass(frozen=True, kw_only=True)
-class EpisodesEnded:
-    """Payload of ``on_episodes_end``."""
-
-    env_ids: np.ndarray
-    """the sub-envs that ended an episode (already reset to their next episode: same-step autoreset)"""
-    collector: BaseCollector
-    """the collector whose envs they are"""
-    test: bool
-    """True for the test collector"""
-
-
-@dataclass(frozen=True, kw_only=True)
-class EnvsReset:
-    """Payload of ``on_envs_reset``."""
-
-    env_ids: np.ndarray
-    """the sub-envs about to be reset (all of them)"""
-    collector: BaseCollector
-    """the collector whose envs they are"""
-    test: bool
-    """True for the test collector"""
-
-
-@dataclass(frozen=True)
-class HookScalars:
-    """Scalars to log, some of them marked for the progress bar.
-
-    ``ctx.log`` and log hooks also take a plain ``Mapping[str, float]`` (nothing in the progress bar).
-    """
-
-    scalars: Mapping[str, float]
-    """name -> value"""
-    progress_bar: Collection[str] = ()
-    """names of ``scalars`` that also appear in the progress bar's postfix"""
-
-    def __post_init__(self) -> None:
-        unknown = sorted(set(self.progress_bar) - set(self.scalars))
-        if unknown:
-            raise ConfigurationError(
-                f"HookScalars.progress_bar names {unknown}, which are not among the scalars "
-                f"{sorted(self.scalars)}; mark only scalars the hook returns."
-            )
-
-
 # ============================================================================ the context
 
 
@@ -236,12 +192,16 @@ class RunContext:
         """End training after the current training step; ``reason`` goes to ``InfoStats.stop_detail``."""
         self.stop(reason)
 
-    def log(self, scalars: Mapping[str, float] | HookScalars) -> None:
-        """Add scalars to the record of this point (see the module docstring)."""
-        if isinstance(scalars, HookScalars):
-            self.sink.add(scalars.scalars, scalars.progress_bar, self.name)
-        else:
-            self.sink.add(scalars, (), self.name)
+    def log(self, scalars: Mapping[str, float], *, progress_bar: Collection[str] = ()) -> None:
+        """Add scalars to the record of this point (see the module docstring); those named in
+        ``progress_bar`` also appear right of the epoch's progress bar."""
+        unknown = sorted(set(progress_bar) - set(scalars))
+        if unknown:
+            raise ConfigurationError(
+                f"{self.name} marks {unknown} for the progress bar, which are not among the scalars it logs "
+                f"{sorted(scalars)}; mark only scalars it logs."
+            )
+        self.sink.add(scalars, progress_bar, self.name)
 
 
 # ============================================================================ the protocol

@@ -11,6 +11,7 @@ from tshtrain.adapters import (
     Every,
     HookContext,
     HookRegistry,
+    HookScalars,
     HookStage,
     OnEpisodeEnd,
     OnTestEnd,
@@ -21,7 +22,6 @@ from tshtrain.data import TransitionBatch
 from tshtrain.data.stats import CollectStats
 from tshtrain.trainer import (
     CollectedBatch,
-    HookScalars,
     InfoStats,
     OffPolicyTrainer,
     OptimizerStep,

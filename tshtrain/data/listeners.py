@@ -1,0 +1,149 @@
+"""What happens to a collector's envs, told to whoever listens: episodes that ended in a vector step,
+resets of all sub-envs, and rendering every n env steps (``TrainerOptions.render_every_num_env_steps``).
+
+:class:`CollectorEvents` attaches a listener to a collector only while something needs it (a callback
+of the trainer active at ``on_episodes_end`` / ``on_envs_reset``, or rendering for the training
+collector), so that a plain run pays one attribute check per vector step. Detaching puts the previous
+listeners back, so a finished trainer leaves the collectors as it found them.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+import numpy as np
+
+from tshtrain.data.collector_base import BaseCollector, CollectorListener
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, kw_only=True)
+class EpisodesEnded:
+    """Payload of ``on_episodes_end``."""
+
+    env_ids: np.ndarray
+    """the sub-envs that ended an episode (already reset to their next episode: same-step autoreset)"""
+    collector: BaseCollector
+    """the collector whose envs they are"""
+    test: bool
+    """True for the test collector"""
+
+
+@dataclass(frozen=True, kw_only=True)
+class EnvsReset:
+    """Payload of ``on_envs_reset``."""
+
+    env_ids: np.ndarray
+    """the sub-envs about to be reset (all of them)"""
+    collector: BaseCollector
+    """the collector whose envs they are"""
+    test: bool
+    """True for the test collector"""
+
+
+Notify = Callable[[str, object], None]
+"""``notify(point, payload)``: calls whoever listens at ``"on_episodes_end"`` / ``"on_envs_reset"``"""
+
+
+class _Listener:
+    """One collector's listener."""
+
+    def __init__(
+        self,
+        collector: BaseCollector,
+        notify: Notify,
+        *,
+        test: bool,
+        listen: bool,
+        render_every: int | None,
+        env_step: int,
+    ):
+        self.collector = collector
+        self.previous: CollectorListener | None = collector.listener
+        self._notify = notify
+        self._test = test
+        self._listen = listen
+        self._render_every = render_every
+        self.env_steps = env_step
+
+    def on_vector_step(self, done_env_ids: np.ndarray) -> None:
+        if self.previous is not None:
+            self.previous.on_vector_step(done_env_ids)
+        if self._render_every is not None:
+            before = self.env_steps
+            self.env_steps += self.collector.num_envs
+            if self.env_steps // self._render_every > before // self._render_every:
+                self.collector.render_env()
+        if self._listen and len(done_env_ids):
+            ended = EpisodesEnded(env_ids=done_env_ids.copy(), collector=self.collector, test=self._test)
+            self._notify("on_episodes_end", ended)
+
+    def on_env_reset(self, env_ids: np.ndarray) -> None:
+        if self.previous is not None:
+            self.previous.on_env_reset(env_ids)
+        if self._listen:
+            self._notify(
+                "on_envs_reset", EnvsReset(env_ids=env_ids, collector=self.collector, test=self._test)
+            )
+
+
+class CollectorEvents:
+    """Attaches and detaches the listeners of a run's collectors (roles ``training``, ``test``)."""
+
+    def __init__(self, collectors: Mapping[str, BaseCollector], notify: Notify, *, render_every: int | None):
+        self._collectors = dict(collectors)
+        self._notify = notify
+        self._render_every = render_every
+        self._listeners: list[_Listener] = []
+        self._wanted: tuple[bool, bool] = (False, False)
+        self._attached = False
+
+    def attach(self, env_step: int, *, episodes: bool, resets: bool) -> None:
+        """Attach what is needed (``episodes`` / ``resets``: someone listens there; ``env_step``: the
+        training env steps so far, for rendering)."""
+        self.detach()
+        self._attached, self._wanted = True, (episodes, resets)
+        for role, collector in self._collectors.items():
+            render = self._render_every if role == "training" else None
+            if episodes or resets or render is not None:
+                listener = _Listener(
+                    collector,
+                    self._notify_wanted,
+                    test=role == "test",
+                    listen=episodes or resets,
+                    render_every=render,
+                    env_step=env_step,
+                )
+                collector.listener = listener
+                self._listeners.append(listener)
+
+    def changed(self, *, episodes: bool, resets: bool) -> None:
+        """Who listens changed: re-attach, keeping the rendering position."""
+        if self._attached:
+            training = self._collectors.get("training")
+            env_step = next((x.env_steps for x in self._listeners if x.collector is training), 0)
+            self.attach(env_step, episodes=episodes, resets=resets)
+
+    def detach(self) -> None:
+        """Put the collectors' previous listeners back."""
+        self._attached = False
+        for listener in reversed(self._listeners):
+            if listener.collector.listener is listener:
+                listener.collector.listener = listener.previous
+        self._listeners = []
+
+    def close_envs(self) -> None:
+        """Close the collectors' envs, logging failures."""
+        for collector in self._collectors.values():
+            try:
+                collector.close_env()
+            except Exception:
+                log.exception("closing the envs of a collector failed")
+
+    def _notify_wanted(self, point: str, payload: object) -> None:
+        episodes, resets = self._wanted
+        if (point == "on_episodes_end" and episodes) or (point == "on_envs_reset" and resets):
+            self._notify(point, payload)
