@@ -3,7 +3,7 @@ code, with the same counters, logging, hooks, events and callbacks as ``trainer.
 
 What it shows:
 
-* ``trainer.execute_env_step()`` steps the training envs once; the env step that completes a collection
+* ``EnvStepDriver(trainer).step()`` steps the training envs once; the env step that completes a collection
   step also runs the rest of the training step (update, logs, hooks, events, checkpoint callback, the
   epoch's test step). A run driven so equals ``run()`` with the same seeds (a contract test checks it).
 * custom code between env steps (here: episode lengths as episodes end), between training steps (a
@@ -24,7 +24,8 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from tshtrain.adapters import EventContext, EventUnit, Every, Manual, OnEpisodeEnd
+from tshtrain.adapters import EventContext, EventManager, EventUnit, Every, Manual, OnEpisodeEnd
+from tshtrain.adapters.skrl import EnvStepDriver
 from tshtrain.algorithm import DQN, DQNParams, EpsilonSchedule, LinearSchedule, QValuePolicy, mlp
 from tshtrain.callbacks import EarlyStopping
 from tshtrain.data import Collector, VectorReplayBuffer
@@ -83,10 +84,12 @@ def train(seed: int = 0, max_epochs: int = 5, epoch_num_steps: int = 2000, verbo
     # callbacks and events run at their points of the loop, whichever way it is driven
     trainer.add_callback(EarlyStopping("test/score", patience=3))
     rng = np.random.default_rng(seed)
-    trainer.events.register("randomize", randomize_pole_length(rng), trigger=OnEpisodeEnd())
+    events = EventManager("train")  # EmbodiChain's event manager, a callback (tshtrain.adapters)
+    trainer.add_callback(events, name="events")
+    events.register("randomize", randomize_pole_length(rng), trigger=OnEpisodeEnd())
     snapshots: list[int] = []
-    trainer.events.register("snapshot", lambda ctx: snapshots.append(ctx.counters.env_step), trigger=Manual())
-    trainer.events.register(
+    events.register("snapshot", lambda ctx: snapshots.append(ctx.counters.env_step), trigger=Manual())
+    events.register(
         "progress",
         lambda ctx: print(f"  [event] {ctx.counters.env_step} env steps") if verbose else None,
         trigger=Every(2000, unit=EventUnit.ENV_STEP),
@@ -95,8 +98,9 @@ def train(seed: int = 0, max_epochs: int = 5, epoch_num_steps: int = 2000, verbo
     trainer.reset()  # counters to zero, setup hooks, initial test step
     episode_lengths: list[int] = []
     num_training_steps = 0
+    driver = EnvStepDriver(trainer)
     while not trainer.done:
-        result = trainer.execute_env_step()  # one vector step: 4 env steps
+        result = driver.step()  # one vector step: 4 env steps
         # --- your own code between env steps: e.g. watch episodes end as they happen
         episode_lengths.extend(result.collect_stat.lens.tolist())
         if result.training_step is None:
@@ -104,7 +108,7 @@ def train(seed: int = 0, max_epochs: int = 5, epoch_num_steps: int = 2000, verbo
         # --- your own code between training steps
         num_training_steps += 1
         if num_training_steps % 100 == 0:
-            trainer.events.trigger("snapshot")  # fire an event by hand
+            events.trigger("snapshot")  # fire an event by hand
         if result.training_step.epoch_stats is not None and verbose:
             stats = result.training_step.epoch_stats
             print(

@@ -13,6 +13,7 @@ from typing_extensions import override
 from tests.adapter_helpers import hooks_of
 from tests.contract._hook_setups import off_policy_trainer, recording_on_policy_trainer, reinforce_trainer
 from tshtrain.adapters import HookStage
+from tshtrain.adapters.skrl import EnvStepDriver
 from tshtrain.algorithm.base import TrainingStats
 from tshtrain.data import TransitionBatch
 from tshtrain.errors import ConfigurationError
@@ -198,8 +199,9 @@ def test_episode_scalars_are_the_same_when_driven_env_step_by_env_step() -> None
             trainer.run()
         else:
             trainer.reset()
+            driver = EnvStepDriver(trainer)
             while not trainer.done:
-                trainer.execute_env_step()
+                driver.step()
             trainer.close()
         records.append([(step, data.get("ended")) for step, data in logger.records[LogScope.TRAINING]])
     assert records[0] == records[1]

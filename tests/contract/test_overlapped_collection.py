@@ -32,6 +32,7 @@ from tshtrain.data import Collector, VectorReplayBuffer
 from tshtrain.env import make_vector_env
 from tshtrain.errors import ConfigurationError
 from tshtrain.trainer import Callback, OffPolicyTrainer, OffPolicyTrainerParams, StopReason
+from tshtrain.adapters.skrl import EnvStepDriver
 from tshtrain.trainer import EpisodesEnded, RunContext
 
 NUM_ENVS = 2
@@ -291,7 +292,7 @@ def test_a_collector_with_another_policy_is_refused() -> None:
 def test_env_step_driving_is_refused() -> None:
     trainer = _build(overlap=True)
     with pytest.raises(ConfigurationError, match="cannot be driven env step by env step"):
-        trainer.execute_env_step()
+        EnvStepDriver(trainer)
 
 
 # ====================================================================== checkpoints

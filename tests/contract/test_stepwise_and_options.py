@@ -12,6 +12,7 @@ import pytest
 import torch
 from typing_extensions import override
 
+from tshtrain.adapters.skrl import EnvStepDriver
 from tests.adapter_helpers import events_of, hooks_of
 from tests.contract._hook_setups import off_policy_trainer, reinforce_trainer
 from tshtrain.adapters import EventContext, EventUnit, Every, HookContext, HookStage, OnEpisodeEnd
@@ -74,8 +75,9 @@ def test_an_env_step_driven_run_equals_run(builder: Any) -> None:
     seen = _instrument(trainer)
     trainer.reset()
     completed = 0
+    driver = EnvStepDriver(trainer)
     while not trainer.done:
-        result = trainer.execute_env_step()
+        result = driver.step()
         assert result.collect_stat.n_collected_steps == 2  # one vector step of the 2 envs
         completed += result.training_step is not None
     trainer.close()
@@ -91,21 +93,27 @@ def test_env_steps_and_training_steps_can_be_mixed() -> None:
     trainer = off_policy_trainer()
     trainer.reset()
     first = trainer.execute_training_step()
-    results = [trainer.execute_env_step() for _ in range(5)]  # 10 env steps: one training step
+    driver = EnvStepDriver(trainer)
+    results = [driver.step() for _ in range(5)]  # 10 env steps: one training step
     assert [r.num_vector_steps for r in results] == [1, 2, 3, 4, 5]
     assert [r.training_step is None for r in results] == [True] * 4 + [False]
     assert first.collect_stat is not None and trainer.counters.env_step == 20
-    trainer.execute_env_step()
-    with pytest.raises(RuntimeError, match=r"being driven env step by env step \(1 vector steps so far\)"):
+    driver.step()
+    assert driver.pending == 1 and trainer.training_step_open
+    with pytest.raises(RuntimeError, match="a training step is open"):
         trainer.execute_training_step()
     trainer.reset()  # forgets the unfinished training step
+    assert driver.pending is None
     trainer.execute_training_step()
+    assert driver.step().num_vector_steps == 1  # the driver starts a new training step
 
 
 def test_env_step_driving_needs_env_step_collection() -> None:
     trainer = off_policy_trainer(collection_step_num_episodes=2, collection_step_num_env_steps=None)
-    with pytest.raises(ConfigurationError, match="execute_env_step needs env-step collection"):
-        trainer.execute_env_step()
+    with pytest.raises(
+        ConfigurationError, match=r"EnvStepDriver\(OffPolicyTrainer\) needs env-step collection"
+    ):
+        EnvStepDriver(trainer)
 
 
 # ====================================================================== options

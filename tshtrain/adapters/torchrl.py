@@ -44,6 +44,7 @@ from tshtrain.adapters.torchrl_stages import (
 from tshtrain.algorithm.base import TrainingStats
 from tshtrain.data.batch import AnyTransitionBatch, numpy_batch
 from tshtrain.errors import ConfigurationError
+from tshtrain.logger.records import merge_scalar
 from tshtrain.trainer.callbacks import (
     Adapter,
     CollectedBatch,
@@ -53,7 +54,6 @@ from tshtrain.trainer.callbacks import (
     StepSummary,
     TestResult,
 )
-from tshtrain.trainer.dispatch import merge_scalar
 from tshtrain.trainer.stats import InfoStats
 
 _STAGE_POINTS: dict[HookStage, str] = {

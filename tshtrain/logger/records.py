@@ -23,14 +23,14 @@ info     epoch          ``InfoStats.as_scalars()``: counters, best result, ``tim
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from typing import Any, Protocol
 
 import numpy as np
 import torch
 
 from tshtrain.data.stats import CollectStats, SequenceSummaryStats
-from tshtrain.errors import LoggerError
+from tshtrain.errors import ConfigurationError, LoggerError
 from tshtrain.logger.base import Logger, LogIntervals, LogScope
 
 EPISODE_WINDOW = 100
@@ -123,6 +123,67 @@ class LogGate:
                 f"are intact, and the run can be resumed with resume_from_log=True."
             ) from error
         self.last_logged[scope] = step
+
+
+def merge_scalar(target: dict[str, float], key: str, value: object, source: str) -> None:
+    """Add one logged scalar, refusing non-numbers and names already taken."""
+    if key in target:
+        raise ConfigurationError(
+            f"{source} logs {key!r}, which another hook or the trainer's own record already logs; rename it."
+        )
+    target[key] = as_float(key, value, source)
+
+
+def as_float(key: str, value: object, source: str) -> float:
+    """A logged value as a float (0-dim tensors and numpy scalars too); TypeError for non-numbers."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        try:
+            value = float(value)  # type: ignore[arg-type]  # 0-dim tensors and numpy scalars
+        except (TypeError, ValueError):
+            raise TypeError(f"{source} logs {key!r} = {value!r}; logged values must be numbers.") from None
+    return float(value)
+
+
+class ScalarSink:
+    """Scalars logged into one record; a name logged again replaces the earlier value."""
+
+    def __init__(self, progress: dict[str, float]):
+        self.scalars: dict[str, float] = {}
+        self._progress = progress
+
+    def add(self, scalars: Mapping[str, float], progress: Collection[str], source: str) -> None:
+        for key, value in scalars.items():
+            self.scalars.pop(key, None)
+            self.scalars[key] = as_float(key, value, source)
+            if key in progress:
+                self._progress[key] = self.scalars[key]
+
+
+def mean_scalars(records: list[dict[str, float]]) -> dict[str, float]:
+    """Per-name means over the records that contain each name."""
+    sums: dict[str, float] = {}
+    counts: dict[str, int] = {}
+    for record in records:
+        for key, value in record.items():
+            sums[key] = sums.get(key, 0.0) + value
+            counts[key] = counts.get(key, 0) + 1
+    return {key: total / counts[key] for key, total in sums.items()}
+
+
+class NoRecord:
+    """The sink of points at which nothing is recorded: ``ctx.log`` there is an error, not a silent
+    drop."""
+
+    def __init__(self, point: str):
+        self._point = point
+
+    def add(self, scalars: Mapping[str, float], progress: Collection[str], source: str) -> None:
+        del progress
+        raise RuntimeError(
+            f"{source} logs {sorted(scalars)[:5]} at {self._point}, where no record is written; log from "
+            f"a training-step point (the training record), a test-step point (the test record) or inside "
+            f"an update (the update record)."
+        )
 
 
 def update_timing(num_gradient_steps: int, seconds: float) -> dict[str, float]:

@@ -35,8 +35,7 @@ from tshtrain.trainer.params import (
     TrainerParams,
 )
 from tshtrain.trainer.run_state import BestResult, RunState
-from tshtrain.trainer.stats import EpochStats, InfoStats, StopReason, TimingStats
-from tshtrain.trainer.stepping import EnvStepResult, TrainingStepResult
+from tshtrain.trainer.stats import EpochStats, InfoStats, StopReason, TimingStats, TrainingStepResult
 from tshtrain.trainer.trainers import OfflineTrainer, OffPolicyTrainer, OnlineTrainer, OnPolicyTrainer
 
 

@@ -19,7 +19,7 @@ Before the first epoch, ``reset`` runs an initial test step (epoch 0), as Tiansh
 untrained policy's score is the first best score. ``run`` = ``reset`` + training steps until a stop.
 The same run can be driven epoch by epoch (``for epoch_stats in trainer``), training step by training
 step (``execute_training_step`` until ``trainer.done``) or, online, env step by env step
-(``execute_env_step``, :mod:`tshtrain.trainer.stepping`).
+(:mod:`tshtrain.adapters.skrl`).
 
 One training step is :meth:`Trainer._training_step`, top-down; what differs per family is a small
 strategy (:mod:`tshtrain.trainer.steps`), and a data-parallel run wraps that strategy
@@ -74,8 +74,7 @@ from tshtrain.trainer.params_callbacks import ParamsCallbacks
 from tshtrain.trainer.progress import format_info_table, format_run_summary, format_test_line
 from tshtrain.trainer.recorder import RunRecorder
 from tshtrain.trainer.run_state import BestResult, OpenEpoch, RunState
-from tshtrain.trainer.stats import EpochStats, InfoStats, StopReason
-from tshtrain.trainer.stepping import TrainingStepResult
+from tshtrain.trainer.stats import EpochStats, InfoStats, StopReason, TrainingStepResult
 from tshtrain.trainer.steps import CollectedSteps, StepStrategy
 
 log = logging.getLogger(__name__)
@@ -146,6 +145,7 @@ class Trainer(ABC, Generic[TAlgorithm, TParams]):
         self._started = False
         self._resumed = False
         self._closed = False
+        self._step_open = False
 
     @abstractmethod
     def _make_strategy(self) -> StepStrategy:
@@ -203,6 +203,7 @@ class Trainer(ABC, Generic[TAlgorithm, TParams]):
         """
         self._strategy.prepare()
         self.state.reset()
+        self._step_open = False
         if self.params.resume_from_log:
             point = self.logger.restore_counters()
             if point is not None:
@@ -269,9 +270,46 @@ class Trainer(ABC, Generic[TAlgorithm, TParams]):
             if result.epoch_stats is not None:
                 return result.epoch_stats
 
-    def execute_training_step(self) -> TrainingStepResult:
-        """One training step; completes the epoch (test step included) when its quota is reached."""
-        return self._training_step(None)
+    def execute_training_step(self, collected: CollectedSteps | None = None) -> TrainingStepResult:
+        """One training step; completes the epoch (test step included) when its quota is reached.
+
+        Args:
+            collected: what a driver that collects by itself gathered for the training step it began with
+                :meth:`begin_training_step` (:class:`~tshtrain.adapters.skrl.EnvStepDriver`); None: the
+                step collects.
+        """
+        return self._training_step(collected)
+
+    def begin_training_step(self) -> None:
+        """Begin a training step whose collection a driver gathers itself (reset if needed, open the
+        epoch, ``on_training_step_start``); :meth:`execute_training_step` with what it gathered completes it.
+
+        Raises:
+            RuntimeError: the run has ended, or a training step is open already.
+        """
+        if self._step_open:
+            raise RuntimeError(
+                f"{type(self).__name__}: a training step is open (begun by a driver that collects env step "
+                f"by env step); complete it first (execute_training_step(collected), or the driver's step())."
+            )
+        if not self.state.is_reset:
+            self.reset()  # may end training already (stop_fn on the initial test step, resumed run)
+        if self.state.done:
+            raise RuntimeError(f"Training has ended ({self.state.stop_reason}); call reset() to start again.")
+        if not self._started:  # a run resumed from a checkpoint starts here
+            self._start(resumed=True)
+        self._set_flush_denormal(True)  # every step: the flag is per thread
+        if self.state.epoch is None:
+            self._open_epoch()
+        self.callbacks.step_sink.scalars.clear()
+        self.callbacks.step_open = True
+        self._step_open = True
+        self.callbacks.call("on_training_step_start")
+
+    @property
+    def training_step_open(self) -> bool:
+        """True between :meth:`begin_training_step` and the completion of that training step."""
+        return self._step_open
 
     def close(self) -> None:
         """End the run: ``on_run_end`` callbacks, detach from the collectors, close the envs
@@ -293,7 +331,13 @@ class Trainer(ABC, Generic[TAlgorithm, TParams]):
         ``on_training_step_end``, the training record, the stop agreement of the ranks, the end of the
         epoch and the periodic checkpoint."""
         if collected is None:
-            self._begin_training_step()
+            self.begin_training_step()
+        elif not self._step_open:
+            raise RuntimeError(
+                f"{type(self).__name__}.execute_training_step(collected): begin the training step first "
+                f"(begin_training_step())."
+            )
+        self._step_open = False  # the step completes now (or fails)
         start = time.perf_counter()
         s, strategy, callbacks = self.state, self._strategy, self.callbacks
         collect_stat: CollectStats | None = None
@@ -341,31 +385,6 @@ class Trainer(ABC, Generic[TAlgorithm, TParams]):
         return TrainingStepResult(
             collect_stat=collect_stat, training_stat=training_stat, epoch_stats=epoch_stats
         )
-
-    def _begin_training_step(self) -> None:
-        """The start of every training step: reset if needed, open the epoch, ``on_training_step_start``."""
-        pending = self._pending_vector_steps()
-        if pending is not None:
-            raise RuntimeError(
-                f"A training step is being driven env step by env step ({pending} vector steps so far); "
-                f"finish it with execute_env_step() before execute_training_step()."
-            )
-        if not self.state.is_reset:
-            self.reset()  # may end training already (stop_fn on the initial test step, resumed run)
-        if self.state.done:
-            raise RuntimeError(f"Training has ended ({self.state.stop_reason}); call reset() to start again.")
-        if not self._started:  # a run resumed from a checkpoint starts here
-            self._start(resumed=True)
-        self._set_flush_denormal(True)  # every step: the flag is per thread
-        if self.state.epoch is None:
-            self._open_epoch()
-        self.callbacks.step_sink.scalars.clear()
-        self.callbacks.step_open = True
-        self.callbacks.call("on_training_step_start")
-
-    def _pending_vector_steps(self) -> int | None:
-        """Vector steps gathered by ``execute_env_step`` for a training step still open (online)."""
-        return None
 
     def _test_in_training(self, stat: CollectStats) -> bool:
         """Test now, within the training step? (``test_in_training``: the training episodes scored

@@ -1,17 +1,17 @@
 """Calling a trainer's callbacks: who is active where, contexts, log sinks, stops, the in-update bridge.
 
 :class:`CallbackSet` keeps the callbacks of one trainer by name, in the order they were added, and for
-each loop point the list of those active there (a callback is active at the points its class
-overrides, or at those its :meth:`~tshtrain.trainer.callbacks.Callback.points` names), so that a
+each loop point the list of those active there (the points a callback's class overrides; for an
+:class:`~tshtrain.trainer.callbacks.Adapter`, those of them its registrations need now), so that a
 point without callbacks costs one dict lookup. :meth:`CallbackSet.update_hooks` gives what the trainer
-passes to ``algorithm.update(..., hooks=...)``: the no-op default unless some callback is active inside
-updates.
+passes to ``algorithm.update(..., hooks=...)``: None (pass the no-op default) unless some callback acts
+inside updates.
 """
 
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, TypeVar, cast
 
 import torch
@@ -20,6 +20,7 @@ from tshtrain.algorithm.base import NO_UPDATE_HOOKS, Algorithm, UpdateHooks
 from tshtrain.counters import Counters
 from tshtrain.data.batch import AnyTransitionBatch, TorchTransitionBatch, TransitionBatch
 from tshtrain.errors import ConfigurationError
+from tshtrain.logger.records import NoRecord, ScalarSink, mean_scalars
 from tshtrain.trainer.callbacks import (
     IN_UPDATE_POINTS,
     POINTS,
@@ -36,51 +37,6 @@ from tshtrain.trainer.callbacks import (
 _T = TypeVar("_T")
 
 
-def merge_scalar(target: dict[str, float], key: str, value: object, source: str) -> None:
-    """Add one logged scalar, refusing non-numbers and names already taken."""
-    if key in target:
-        raise ConfigurationError(
-            f"{source} logs {key!r}, which another hook or the trainer's own record already logs; rename it."
-        )
-    target[key] = as_float(key, value, source)
-
-
-def as_float(key: str, value: object, source: str) -> float:
-    """A logged value as a float (0-dim tensors and numpy scalars too); TypeError for non-numbers."""
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        try:
-            value = float(value)  # type: ignore[arg-type]  # 0-dim tensors and numpy scalars
-        except (TypeError, ValueError):
-            raise TypeError(f"{source} logs {key!r} = {value!r}; logged values must be numbers.") from None
-    return float(value)
-
-
-class ScalarSink:
-    """Scalars logged into one record; a name logged again replaces the earlier value."""
-
-    def __init__(self, progress: dict[str, float]):
-        self.scalars: dict[str, float] = {}
-        self._progress = progress
-
-    def add(self, scalars: Mapping[str, float], progress: Collection[str], source: str) -> None:
-        for key, value in scalars.items():
-            self.scalars.pop(key, None)
-            self.scalars[key] = as_float(key, value, source)
-            if key in progress:
-                self._progress[key] = self.scalars[key]
-
-
-def mean_scalars(records: list[dict[str, float]]) -> dict[str, float]:
-    """Per-name means over the records that contain each name."""
-    sums: dict[str, float] = {}
-    counts: dict[str, int] = {}
-    for record in records:
-        for key, value in record.items():
-            sums[key] = sums.get(key, 0.0) + value
-            counts[key] = counts.get(key, 0) + 1
-    return {key: total / counts[key] for key, total in sums.items()}
-
-
 _TEST_POINTS = frozenset({"on_test_start", "on_test_end"})
 _COLLECTOR_POINTS = frozenset({"on_episodes_end", "on_envs_reset"})
 _STEP_POINTS = (
@@ -89,22 +45,6 @@ _STEP_POINTS = (
     )
     | _COLLECTOR_POINTS
 )
-
-
-class _NoRecord:
-    """The sink of points at which nothing is recorded: ``ctx.log`` there is an error, not a silent
-    drop."""
-
-    def __init__(self, point: str):
-        self._point = point
-
-    def add(self, scalars: Mapping[str, float], progress: Collection[str], source: str) -> None:
-        del progress
-        raise RuntimeError(
-            f"{source} logs {sorted(scalars)[:5]} at {self._point}, where no record is written; log from "
-            f"a training-step point (the training record), a test-step point (the test record) or inside "
-            f"an update (the update record)."
-        )
 
 
 class CallbackSet:
@@ -226,7 +166,7 @@ class CallbackSet:
             return self.test_sink
         if point in _STEP_POINTS and self.step_open:
             return self.step_sink
-        return _NoRecord(point)
+        return NoRecord(point)
 
     def _invoke(self, point: str, name: str, callback: Callback, payload: tuple[object, ...]) -> Any:
         method = getattr(callback, point)

@@ -10,8 +10,7 @@ from collections.abc import Mapping, Sequence
 from tshtrain.algorithm.base import TrainingStats
 from tshtrain.data.stats import CollectStats
 from tshtrain.logger.base import Logger, LogIntervals, LogScope
-from tshtrain.logger.records import LogGate, update_timing
-from tshtrain.trainer.dispatch import merge_scalar
+from tshtrain.logger.records import LogGate, merge_scalar, update_timing
 from tshtrain.trainer.run_state import RunState
 from tshtrain.trainer.stats import InfoStats
 from tshtrain.trainer.steps import UpdatePart

@@ -1,4 +1,5 @@
-"""Statistics the trainer returns: per epoch (:class:`EpochStats`) and for the run (:class:`InfoStats`)."""
+"""Statistics the trainer returns: per training step (:class:`TrainingStepResult`), per epoch
+(:class:`EpochStats`) and for the run (:class:`InfoStats`)."""
 
 from __future__ import annotations
 
@@ -117,3 +118,15 @@ class EpochStats:
     gradient step, so float fields are means over all of them; None if there were none)"""
     info_stat: InfoStats
     """counters and best result at the end of the epoch"""
+
+
+@dataclass(frozen=True, kw_only=True)
+class TrainingStepResult:
+    """What one training step did."""
+
+    collect_stat: CollectStats | None
+    """the collection step (None offline)"""
+    training_stat: TrainingStats | None
+    """the update step (None if it was skipped because training stopped)"""
+    epoch_stats: EpochStats | None
+    """set when this training step completed an epoch (its test step included)"""

@@ -12,51 +12,21 @@ from typing_extensions import override
 from tshtrain.algorithm.base import OfflineAlgorithm, OffPolicyAlgorithm, OnPolicyAlgorithm
 from tshtrain.checkpoint.trainer_state import TrainerState
 from tshtrain.data.overlap import OverlappedCollection
-from tshtrain.errors import ConfigurationError
 from tshtrain.trainer.base import TAlgorithm, Trainer
-from tshtrain.trainer.options import TrainerOptions
 from tshtrain.trainer.params import (
     OfflineTrainerParams,
     OffPolicyTrainerParams,
     OnlineTrainerParams,
     OnPolicyTrainerParams,
 )
-from tshtrain.trainer.stepping import EnvStepDriver, EnvStepResult
 from tshtrain.trainer.steps import OfflineStep, OffPolicyStep, OnPolicyStep, StepStrategy
 
 TOnlineParams = TypeVar("TOnlineParams", bound=OnlineTrainerParams)
 
 
 class OnlineTrainer(Trainer[TAlgorithm, TOnlineParams]):
-    """A trainer whose training steps collect data with ``params.training_collector`` and then update;
-    it can also be driven one env step at a time (:mod:`tshtrain.trainer.stepping`)."""
-
-    def __init__(self, algorithm: TAlgorithm, params: TOnlineParams, options: TrainerOptions | None = None):
-        super().__init__(algorithm, params, options)
-        self._driver = EnvStepDriver(
-            params, begin=self._begin_training_step, complete=self._training_step, owner=type(self).__name__
-        )
-
-    @override
-    def reset(self, reset_collectors: bool = True, reset_collector_buffers: bool = False) -> None:
-        self._driver.clear()
-        super().reset(reset_collectors, reset_collector_buffers)
-
-    @override
-    def _pending_vector_steps(self) -> int | None:
-        return self._driver.pending
-
-    def execute_env_step(self) -> EnvStepResult:
-        """Step every training env once; the env step that completes the collection step's quota also
-        completes the training step (update, logs, callbacks, maybe the epoch's end).
-
-        Driving a whole run so gives the same run as ``run()`` (see :mod:`tshtrain.trainer.stepping`).
-
-        Raises:
-            ConfigurationError: with episode-based collection (``collection_step_num_episodes``).
-            RuntimeError: after the run ended (``reset()`` starts again).
-        """
-        return self._driver.step()
+    """A trainer whose training steps collect data with ``params.training_collector`` and then update
+    (to drive one env step at a time, as skrl's step-wise trainer does: :mod:`tshtrain.adapters.skrl`)."""
 
 
 @final
@@ -94,18 +64,6 @@ class OffPolicyTrainer(OnlineTrainer[OffPolicyAlgorithm[Any], OffPolicyTrainerPa
     def overlap(self) -> OverlappedCollection | None:
         """The background collection and its record of policy lags (None: ``overlap_collection`` off)."""
         return self._off_policy_step.overlap
-
-    @override
-    def execute_env_step(self) -> EnvStepResult:
-        """See :meth:`OnlineTrainer.execute_env_step`; not with ``overlap_collection`` (a collection step
-        runs whole, in the background)."""
-        if self.params.overlap_collection:
-            raise ConfigurationError(
-                "OffPolicyTrainer.execute_env_step: OffPolicyTrainerParams.overlap_collection=True collects "
-                "whole collection steps in a background thread, so the run cannot be driven env step by env "
-                "step; use execute_training_step() / run(), or overlap_collection=False."
-            )
-        return super().execute_env_step()
 
     @override
     def load_checkpoint(self, path: str | Path, *, load_buffers: bool = True, trusted: bool = False) -> None:
