@@ -97,7 +97,7 @@ SECTIONS = (
     Section(
         title="Checkpoint parameters",
         intro="`TrainerParams.checkpoint`: automatic checkpoints (see checkpoints.md).",
-        module="tshtrain/trainer/checkpoint_params.py",
+        module="tshtrain/checkpoint/params.py",
         classes=("CheckpointParams",),
     ),
 )

@@ -73,12 +73,13 @@ def fused_adam_supported(device: torch.device, dtype: torch.dtype = torch.float3
     return device.type in FUSED_ADAM_DEVICE_TYPES
 
 
-def make_adam(params: Iterable[torch.nn.Parameter], *, lr: float) -> torch.optim.Adam:
+def make_adam(params: Iterable[torch.nn.Parameter], *, lr: float, eps: float = 1e-8) -> torch.optim.Adam:
     """Adam with the fused kernel (about 1.5x faster steps than the per-tensor loop on CPU) where the
-    parameters' device has one (:func:`fused_adam_supported`), else torch's default implementation."""
+    parameters' device has one (:func:`fused_adam_supported`), else torch's default implementation.
+    ``eps`` is Adam's denominator term (torch's default 1e-8)."""
     params = list(params)
     fused = all(fused_adam_supported(p.device, p.dtype) for p in params)
-    return torch.optim.Adam(params, lr=lr, fused=True if fused else None)
+    return torch.optim.Adam(params, lr=lr, eps=eps, fused=True if fused else None)
 
 
 def seeded_generator(seed: int | None, device: torch.device) -> torch.Generator:

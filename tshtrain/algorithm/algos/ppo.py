@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import enum
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Annotated, Any, final
 
@@ -20,18 +22,46 @@ from tshtrain.algorithm.blocks.onpolicy import (
     ActorCriticParams,
     ActorPolicy,
     RolloutTensors,
+    TimeoutBootstrap,
     log_prob_entropy,
     normalize_advantages,
     value_loss,
 )
-from tshtrain.algorithm.blocks.onpolicy_update import LossTerms, actor_critic_update
+from tshtrain.algorithm.blocks.onpolicy_update import (
+    KLRule,
+    LossTerms,
+    UpdateOptions,
+    actor_critic_update,
+)
 from tshtrain.algorithm.blocks.return_scaling import ReturnScale
 from tshtrain.algorithm.blocks.schedules import Schedule, check_schedule, schedule_factor
 from tshtrain.constraints import Constraint, PositiveFloat
 from tshtrain.data.batch import AnyRolloutBatch
+from tshtrain.errors import ConfigurationError
 
 DualClipFloat = Annotated[float, Constraint(gt=1.0, description="a finite number > 1")]
 """the dual-clip constant c of PPO: a finite number > 1"""
+AboveOneFloat = Annotated[float, Constraint(gt=1.0, description="a finite number > 1")]
+"""a factor that must change what it multiplies: a finite number > 1"""
+
+
+class AdvantageScope(enum.Enum):
+    """Over which steps ``advantage_normalization`` standardises the advantages."""
+
+    MINIBATCH = "minibatch"
+    """each mini-batch on its own (Tianshou, Stable-Baselines3, CleanRL)"""
+    ROLLOUT = "rollout"
+    """the whole rollout, once per update (rsl_rl; before each repetition with recompute_advantage)"""
+
+
+class GradClipScope(enum.Enum):
+    """Over which parameters ``max_grad_norm`` clips the gradient norm."""
+
+    TOGETHER = "together"
+    """one norm over the actor's and the critic's parameters"""
+    PER_NETWORK = "per_network"
+    """the actor's norm and the critic's norm, each clipped to max_grad_norm (they must share no
+    parameters); the reported grad_norm is still the norm over both"""
 
 
 @final
@@ -60,11 +90,79 @@ class PPOParams(ActorCriticParams):
     centred): value targets are ``returns / s``, GAE uses ``s * critic(o)``, so the advantages keep
     reward units; ``s`` starts at 1 and merges each update's returns after its first preparation.
     As Tianshou's ``return_scaling``"""
+    desired_kl: PositiveFloat | None = None
+    """KL-adaptive learning rate (rsl_rl's ``schedule="adaptive"``): before each gradient step the
+    learning rate is divided by kl_lr_factor when the mini-batch's KL estimate (approx_kl) exceeds
+    2 * desired_kl, multiplied by it when the estimate is below desired_kl / 2 (and above 0), and kept
+    in [kl_lr_min, kl_lr_max]; the rate carries over from update to update (it starts at lr and is
+    saved with the optimizer). E.g. 0.01; None: off (lr and lr_schedule decide). Not with lr_schedule"""
+    kl_lr_factor: AboveOneFloat = 1.5
+    """the factor of the KL-adaptive learning rate (desired_kl); > 1"""
+    kl_lr_min: PositiveFloat = 1e-5
+    """the lowest KL-adaptive learning rate (desired_kl)"""
+    kl_lr_max: PositiveFloat = 1e-2
+    """the highest KL-adaptive learning rate (desired_kl); at least kl_lr_min"""
+    advantage_normalization_scope: AdvantageScope = AdvantageScope.MINIBATCH
+    """where advantage_normalization standardises the advantages: per mini-batch or over the whole
+    rollout (needs advantage_normalization=True)"""
+    grad_clip_scope: GradClipScope = GradClipScope.TOGETHER
+    """clip max_grad_norm over actor and critic together, or per network (needs max_grad_norm)"""
+    timeout_bootstrap: TimeoutBootstrap = TimeoutBootstrap.FINAL_OBS
+    """what a truncated (timed-out) step's target bootstraps from: V(final observation) (exact), V of
+    the step's own observation (rsl_rl's approximation, for simulators without final observations) or
+    nothing (a time-out ends the return like a termination)"""
+    compile_loss: bool = False
+    """run the mini-batch loss (actor and critic forward, and their backward) through
+    ``torch.compile``: the same losses as eager to float tolerance; the first update pays the
+    compilation (tens of seconds on a CPU). Off by default"""
 
     @override
     def __post_init__(self) -> None:
         super().__post_init__()
         check_schedule(self, "clip_schedule", self.clip_schedule)
+        for name, kind in (
+            ("advantage_normalization_scope", AdvantageScope),
+            ("grad_clip_scope", GradClipScope),
+            ("timeout_bootstrap", TimeoutBootstrap),
+        ):
+            _check_enum(name, getattr(self, name), kind)
+        self._check_kl_rule()
+        if self.advantage_normalization_scope is AdvantageScope.ROLLOUT and not self.advantage_normalization:
+            raise ConfigurationError(
+                "PPOParams.advantage_normalization_scope=rollout needs advantage_normalization=True "
+                "(it says where the advantages are standardised); set it, or leave the scope minibatch."
+            )
+        if self.grad_clip_scope is GradClipScope.PER_NETWORK and self.max_grad_norm is None:
+            raise ConfigurationError(
+                "PPOParams.grad_clip_scope=per_network needs max_grad_norm (the norm each network is "
+                "clipped to); set max_grad_norm, or leave the scope together."
+            )
+
+    def _check_kl_rule(self) -> None:
+        if self.kl_lr_min > self.kl_lr_max:
+            raise ConfigurationError(
+                f"PPOParams.kl_lr_min={self.kl_lr_min} is above kl_lr_max={self.kl_lr_max}; allowed: "
+                f"kl_lr_min <= kl_lr_max."
+            )
+        if self.desired_kl is not None and self.lr_schedule is not None:
+            raise ConfigurationError(
+                f"PPOParams.desired_kl={self.desired_kl} adapts the learning rate, and lr_schedule="
+                f"{self.lr_schedule!r} schedules it; allowed: one of them (set the other to None)."
+            )
+
+    def kl_rule(self) -> KLRule | None:
+        """The KL-adaptive learning-rate rule these params describe; None without ``desired_kl``."""
+        if self.desired_kl is None:
+            return None
+        return KLRule(
+            target_kl=self.desired_kl, factor=self.kl_lr_factor, min_lr=self.kl_lr_min, max_lr=self.kl_lr_max
+        )
+
+
+def _check_enum(name: str, value: object, kind: type[enum.Enum]) -> None:
+    if not isinstance(value, kind):
+        allowed = ", ".join(f"{kind.__name__}.{member.name}" for member in kind)
+        raise ConfigurationError(f"PPOParams.{name} must be a {kind.__name__} ({allowed}), got {value!r}.")
 
 
 @final
@@ -125,6 +223,14 @@ class PPO(ActorCriticAlgorithm[PPOParams, PPOTrainingStats]):
         )
         self.return_scale = ReturnScale() if self.params.return_scaling else None
         """the running std of the returns (``return_scaling=True``), else None"""
+        self._compiled_loss: Callable[[RolloutTensors, float | torch.Tensor], LossTerms] | None = (
+            torch.compile(self.minibatch_loss) if self.params.compile_loss else None
+        )
+        """:meth:`minibatch_loss` through ``torch.compile`` (``compile_loss=True``), else None"""
+
+    @override
+    def clip_per_network(self) -> bool:
+        return self.params.grad_clip_scope is GradClipScope.PER_NETWORK
 
     @classmethod
     @override
@@ -155,16 +261,26 @@ class PPO(ActorCriticAlgorithm[PPOParams, PPOTrainingStats]):
     ) -> PPOTrainingStats:
         params = self.params
         clip = params.clip_range * schedule_factor(params.clip_schedule, self.ac.num_update_steps)
+        # compiled: the clip range as a tensor, so that a clip schedule does not recompile the loss
+        clip_arg = torch.tensor(clip, device=self.policy.device) if params.compile_loss else clip
+        options = UpdateOptions(
+            recompute_advantage=params.recompute_advantage,
+            return_scale=self.return_scale,
+            kl_rule=params.kl_rule(),
+            normalize_rollout_advantages=params.advantage_normalization
+            and params.advantage_normalization_scope is AdvantageScope.ROLLOUT,
+            timeout_bootstrap=params.timeout_bootstrap,
+        )
+        loss = self.minibatch_loss if self._compiled_loss is None else self._compiled_loss
         r = actor_critic_update(
             self.ac,
             params,
             rollout,
-            lambda batch: self.minibatch_loss(batch, clip),
+            lambda batch: loss(batch, clip_arg),
             batch_size=batch_size,
             num_repetitions=num_repetitions,
             hooks=hooks,
-            recompute_advantage=params.recompute_advantage,
-            return_scale=self.return_scale,
+            options=options,
         )
         assert r.clip_fraction is not None  # reported by _loss
         return PPOTrainingStats(
@@ -181,12 +297,16 @@ class PPO(ActorCriticAlgorithm[PPOParams, PPOTrainingStats]):
             clip_range=clip,
         )
 
-    def minibatch_loss(self, batch: RolloutTensors, clip: float) -> LossTerms:
-        """The clipped surrogate loss of a mini-batch, with the value loss and entropy bonus."""
+    def minibatch_loss(self, batch: RolloutTensors, clip: float | torch.Tensor) -> LossTerms:
+        """The clipped surrogate loss of a mini-batch, with the value loss and entropy bonus (the
+        advantages standardised here with ``advantage_normalization`` per mini-batch)."""
         params = self.params
         logp, entropy = log_prob_entropy(self.policy, batch.obs, batch.act)
         adv = batch.advantages
-        if params.advantage_normalization:
+        if (
+            params.advantage_normalization
+            and params.advantage_normalization_scope is AdvantageScope.MINIBATCH
+        ):
             adv = normalize_advantages(adv)
         log_ratio = logp - batch.logp_old
         ratio = torch.exp(log_ratio)
@@ -209,11 +329,16 @@ class PPO(ActorCriticAlgorithm[PPOParams, PPOTrainingStats]):
 
 
 def clipped_surrogate_loss(
-    ratio_N: torch.Tensor, adv_N: torch.Tensor, clip: float, dual_clip: float | None
+    ratio_N: torch.Tensor, adv_N: torch.Tensor, clip: float | torch.Tensor, dual_clip: float | None
 ) -> torch.Tensor:
     """PPO's policy loss: the mean over steps of ``-min(ratio * A, clip(ratio, 1 - eps, 1 + eps) * A)``;
-    with ``dual_clip = c``, where ``A < 0`` the objective is ``max(that minimum, c * A)`` (dual clip)."""
-    loss_N = torch.maximum(-adv_N * ratio_N, -adv_N * ratio_N.clamp(1.0 - clip, 1.0 + clip))
+    with ``dual_clip = c``, where ``A < 0`` the objective is ``max(that minimum, c * A)`` (dual clip).
+    ``clip`` may be a 0-dim tensor (the compiled loss takes it so, to compile once for all values)."""
+    if isinstance(clip, torch.Tensor):  # two branches for torch's overloads (numbers or tensors)
+        clipped_N = ratio_N.clamp(1.0 - clip, 1.0 + clip)
+    else:
+        clipped_N = ratio_N.clamp(1.0 - clip, 1.0 + clip)
+    loss_N = torch.maximum(-adv_N * ratio_N, -adv_N * clipped_N)
     if dual_clip is not None:
         loss_N = torch.where(adv_N < 0, torch.minimum(loss_N, -dual_clip * adv_N), loss_N)
     return loss_N.mean()

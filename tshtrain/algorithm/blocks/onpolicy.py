@@ -6,10 +6,12 @@ build on the same pieces).
   optional observation normaliser) and the few operations on it.
 * :func:`prepare_rollout`: values, GAE advantages, returns and old log-probabilities of a rollout.
 * :func:`minibatches`, :func:`normalize_advantages`, :func:`value_loss`, :func:`explained_variance`.
+* :class:`TimeoutBootstrap`: what a truncated (timed-out) step bootstraps from.
 """
 
 from __future__ import annotations
 
+import enum
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
@@ -68,7 +70,11 @@ class ActorCriticParams(ABC):
     max_grad_norm: PositiveFloat | None = 0.5
     """clip the gradient norm over the actor's and the critic's parameters; None: no clipping"""
     advantage_normalization: bool = True
-    """standardise the advantages of each mini-batch to mean 0, std 1"""
+    """standardise the advantages of each mini-batch to mean 0, std 1 (PPO can standardise them over
+    the whole rollout instead: ``PPOParams.advantage_normalization_scope``)"""
+    adam_eps: PositiveFloat = 1e-8
+    """Adam's epsilon (the term added to the denominator); torch's default 1e-8; 1e-5 is what
+    Stable-Baselines3, CleanRL and rsl_rl use"""
 
     @abstractmethod
     def __post_init__(self) -> None:
@@ -97,7 +103,10 @@ def _unique_parameters(*modules: nn.Module) -> list[nn.Parameter]:
 @final
 class ActorCritic:
     """Policy, critic, their Adam optimizer, the algorithm's generator (mini-batch shuffling), the
-    update-step counter that drives schedules and the optional observation normaliser."""
+    update-step counter that drives schedules and the optional observation normaliser.
+
+    ``clip_per_network=True`` clips the gradient norms of the actor's and of the critic's parameters
+    separately (they must share none); otherwise one norm over both is clipped."""
 
     def __init__(
         self,
@@ -109,6 +118,8 @@ class ActorCritic:
         lr_schedule: Schedule | None,
         obs_normalizer: RunningObsNormalizer | None,
         seed: int | None,
+        adam_eps: float = 1e-8,
+        clip_per_network: bool = False,
     ):
         check_obs_normalizer(owner, {"policy": policy, "critic": critic}, obs_normalizer)
         self.owner = owner
@@ -116,7 +127,9 @@ class ActorCritic:
         self.critic = critic
         self.obs_normalizer = obs_normalizer
         self.parameters = _unique_parameters(policy, critic)
-        self.optim = make_adam(self.parameters, lr=lr)
+        self.clip_groups = _clip_groups(owner, policy, critic) if clip_per_network else None
+        """(actor parameters, critic parameters) clipped separately; None: clipped together"""
+        self.optim = make_adam(self.parameters, lr=lr, eps=adam_eps)
         self.lrs = ScheduledLearningRates(lr_schedule, [self.optim])
         """the learning rate on its schedule, set from :attr:`num_update_steps` at each update"""
         self.rng = seeded_generator(seed, policy.device)
@@ -174,7 +187,8 @@ class ActorCritic:
             hooks,
             minimise=loss,
             zero_grad_first=False,
-            params=self.parameters,
+            params=self.parameters if self.clip_groups is None else None,
+            clip_groups=self.clip_groups,
             max_grad_norm=clip,
         )
         assert grad_norm is not None  # clipping is on
@@ -191,6 +205,20 @@ class ActorCritic:
                 )
             self.obs_normalizer.update(obs_N)
         self.num_update_steps += 1
+
+
+def _clip_groups(
+    owner: str, policy: nn.Module, critic: nn.Module
+) -> tuple[list[nn.Parameter], list[nn.Parameter]]:
+    """The actor's and the critic's parameters, for clipping their gradient norms separately."""
+    actor, value = list(policy.parameters()), list(critic.parameters())
+    shared = {id(p) for p in actor} & {id(p) for p in value}
+    if shared:
+        raise ConfigurationError(
+            f"{owner}: grad_clip_scope=per_network needs an actor and a critic without shared "
+            f"parameters; these share {len(shared)} tensor(s). Use grad_clip_scope=together."
+        )
+    return actor, value
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -289,18 +317,60 @@ def index_obs(obs: ObsTensor, idx: torch.Tensor) -> ObsTensor:
     return {key: value[idx] for key, value in obs.items()}
 
 
+class TimeoutBootstrap(enum.Enum):
+    """What the value target of a truncated (timed-out, not terminated) step bootstraps from."""
+
+    FINAL_OBS = "final_obs"
+    """V(final observation): the critic's value of the observation the env returned at the time-out
+    (the env adapters keep it in ``obs_next``); the exact target"""
+    STEP_OBS = "step_obs"
+    """V(o_t): the value of the step's own observation, the approximation of simulators that reset
+    in place and do not return the final observation (rsl_rl's ``time_outs`` handling)"""
+    OFF = "off"
+    """nothing: a time-out ends the return as a termination does"""
+
+
+def bootstrap_ends(rollout: TensorRolloutBatch, timeout_bootstrap: TimeoutBootstrap) -> torch.Tensor:
+    """The steps whose next value is the critic's value of the stored ``obs_next``: non-terminal
+    boundaries (the end of a collected column; a truncation with ``FINAL_OBS``)."""
+    ends = rollout.boundary & rollout.valid & ~rollout.terminated
+    if timeout_bootstrap is TimeoutBootstrap.FINAL_OBS:
+        return ends
+    return ends & ~rollout.truncated
+
+
+def timeout_next_values(
+    next_value_TE: torch.Tensor,
+    value_TE: torch.Tensor,
+    rollout: TensorRolloutBatch,
+    timeout_bootstrap: TimeoutBootstrap,
+) -> torch.Tensor:
+    """``next_value_TE`` with the truncated steps' next values set by ``timeout_bootstrap`` (V(o_t)
+    for ``STEP_OBS``, 0 for ``OFF``); unchanged for ``FINAL_OBS``."""
+    if timeout_bootstrap is TimeoutBootstrap.FINAL_OBS:
+        return next_value_TE
+    cut_TE = rollout.truncated & rollout.valid & ~rollout.terminated
+    bootstrap_TE = value_TE if timeout_bootstrap is TimeoutBootstrap.STEP_OBS else torch.zeros_like(value_TE)
+    return torch.where(cut_TE, bootstrap_TE, next_value_TE)
+
+
 def _next_values(
-    ac: ActorCritic, rollout: TensorRolloutBatch, obs_next_TE: ObsTensor, value_TE: torch.Tensor
+    ac: ActorCritic,
+    rollout: TensorRolloutBatch,
+    obs_next_TE: ObsTensor,
+    value_TE: torch.Tensor,
+    timeout_bootstrap: TimeoutBootstrap,
 ) -> torch.Tensor:
     """V(o_{t+1}) for every step: the next row's value inside an episode; at a non-terminal boundary
-    (truncation, end of the collected column) the critic's value of the stored ``obs_next``."""
+    (truncation, end of the collected column) the critic's value of the stored ``obs_next``, or at a
+    truncation what ``timeout_bootstrap`` says."""
     next_value_TE = torch.zeros_like(value_TE)
     next_value_TE[:-1] = value_TE[1:]
-    ends_TE = rollout.boundary & rollout.valid & ~rollout.terminated
+    ends_TE = bootstrap_ends(rollout, timeout_bootstrap)
     if bool(ends_TE.any()):
         obs_ends = map_obs_tensor(obs_next_TE, lambda x: x[ends_TE])
         next_value_TE[ends_TE] = ac.values(obs_ends)
-    return next_value_TE
+    return timeout_next_values(next_value_TE, value_TE, rollout, timeout_bootstrap)
 
 
 FORWARD_CHUNK_ROWS = 4096
@@ -320,10 +390,16 @@ def in_chunks(fn: Callable[[slice], torch.Tensor], num_rows: int) -> torch.Tenso
 
 @torch.no_grad()
 def prepare_rollout(
-    ac: ActorCritic, rollout: AnyRolloutBatch, *, gamma: float, gae_lambda: float
+    ac: ActorCritic,
+    rollout: AnyRolloutBatch,
+    *,
+    gamma: float,
+    gae_lambda: float,
+    timeout_bootstrap: TimeoutBootstrap = TimeoutBootstrap.FINAL_OBS,
 ) -> RolloutTensors:
-    """Values, GAE advantages (bootstrapped with V(obs_next) at truncations and at the end of each
-    column; see :func:`tshtrain.functional.gae_advantages_torch`), returns and old log-probabilities.
+    """Values, GAE advantages (bootstrapped with V(obs_next) at the end of each column and, by
+    default, at truncations (see :class:`TimeoutBootstrap`); see
+    :func:`tshtrain.functional.gae_advantages_torch`), returns and old log-probabilities.
 
     One torch path for both rollout kinds: a numpy :class:`RolloutBatch` is converted first
     (:func:`rollout_to_torch`, zero-copy on the CPU, where the result is bit-identical to the numpy
@@ -335,7 +411,7 @@ def prepare_rollout(
     value_TE = in_chunks(
         lambda rows: ac.values(map_obs_tensor(obs_all, lambda x: x[rows])), num_t * num_e
     ).reshape(num_t, num_e)
-    next_value_TE = _next_values(ac, data, float_obs(data.obs_next), value_TE)
+    next_value_TE = _next_values(ac, data, float_obs(data.obs_next), value_TE, timeout_bootstrap)
     adv_TE = gae_advantages_torch(
         data.rew, value_TE, next_value_TE, data.terminated, data.boundary, gamma=gamma, gae_lambda=gae_lambda
     ).to(device)
@@ -463,6 +539,8 @@ class ActorCriticAlgorithm(OnPolicyAlgorithm[ActorPolicy, TStats_co], Generic[TA
             lr_schedule=self.params.lr_schedule,
             obs_normalizer=obs_normalizer,
             seed=seed,
+            adam_eps=self.params.adam_eps if isinstance(self.params, ActorCriticParams) else 1e-8,
+            clip_per_network=self.clip_per_network(),
         )
         self.register_components(self.ac.components())
 
@@ -470,6 +548,11 @@ class ActorCriticAlgorithm(OnPolicyAlgorithm[ActorPolicy, TStats_co], Generic[TA
     @abstractmethod
     def default_params(cls) -> TActorCriticParams:
         """The params used when the constructor is given none (the params class's defaults)."""
+
+    def clip_per_network(self) -> bool:
+        """Whether the gradient norms of actor and critic are clipped separately (read from
+        ``self.params`` in the constructor); False here: one norm over both."""
+        return False
 
     @override
     def extra_state(self) -> dict[str, Any]:

@@ -10,9 +10,12 @@ path: the rollout is prepared world-major with one critic row per world step
 whole world steps (:func:`~tshtrain.algorithm.blocks.world_critic.world_minibatches`); the loss
 functions are the same.
 
-PPO's options: ``recompute_advantage`` prepares the rollout again before every repetition after the
-first (keeping the first preparation's old log-probabilities); ``return_scale`` makes the value
-targets those of :mod:`~tshtrain.algorithm.blocks.return_scaling`.
+PPO's options (:class:`UpdateOptions`): ``recompute_advantage`` prepares the rollout again before every
+repetition after the first (keeping the first preparation's old log-probabilities); ``return_scale``
+makes the value targets those of :mod:`~tshtrain.algorithm.blocks.return_scaling`; ``kl_rule`` adapts
+the learning rate to each mini-batch's KL estimate before its gradient step (:func:`kl_adapted_lr`);
+``normalize_rollout_advantages`` standardises the advantages once per preparation, over the rollout;
+``timeout_bootstrap`` chooses what truncated steps bootstrap from.
 """
 
 from __future__ import annotations
@@ -28,8 +31,10 @@ from tshtrain.algorithm.blocks.onpolicy import (
     ActorCritic,
     ActorCriticParams,
     RolloutTensors,
+    TimeoutBootstrap,
     explained_variance,
     minibatches,
+    normalize_advantages,
     prepare_rollout,
 )
 from tshtrain.algorithm.blocks.onpolicy_world import prepare_world_rollout
@@ -78,10 +83,67 @@ LossFunction = Callable[[RolloutTensors], LossTerms]
 """the loss of a mini-batch (what distinguishes A2C and PPO)"""
 
 
+class KLRule(NamedTuple):
+    """The KL-adaptive learning rate: after each mini-batch's loss, before its gradient step, the
+    learning rate is divided by ``factor`` when the KL estimate exceeds ``2 * target_kl`` and
+    multiplied by ``factor`` when it is positive and below ``target_kl / 2``, kept in
+    ``[min_lr, max_lr]`` (the rule and numbers rsl_rl uses)."""
+
+    target_kl: float
+    factor: float
+    min_lr: float
+    max_lr: float
+
+
+def kl_adapted_lr(lr: float, kl: float, rule: KLRule) -> float:
+    """The learning rate after a mini-batch with KL estimate ``kl`` (see :class:`KLRule`); a KL of 0
+    (the first mini-batch of an update, where the policy is still the collecting one) changes
+    nothing."""
+    if kl > 2.0 * rule.target_kl:
+        return max(rule.min_lr, lr / rule.factor)
+    if 0.0 < kl < rule.target_kl / 2.0:
+        return min(rule.max_lr, lr * rule.factor)
+    return lr
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class UpdateOptions:
+    """PPO's options of :func:`actor_critic_update` (the defaults: A2C's plain update)."""
+
+    recompute_advantage: bool = False
+    """before every repetition after the first, recompute the values, GAE advantages and returns
+    with the critic as it is then; the old log-probabilities stay those of the first preparation"""
+    return_scale: ReturnScale | None = None
+    """value targets in units of the running std of the returns (see
+    :mod:`~tshtrain.algorithm.blocks.return_scaling`), merged with this rollout's returns once, after
+    the first preparation; None: unscaled targets"""
+    kl_rule: KLRule | None = None
+    """adapt the learning rate per mini-batch (:func:`kl_adapted_lr`); None: the lr of the schedule"""
+    normalize_rollout_advantages: bool = False
+    """standardise the advantages over the whole rollout, once per preparation (the loss then must not
+    standardise them per mini-batch)"""
+    timeout_bootstrap: TimeoutBootstrap = TimeoutBootstrap.FINAL_OBS
+    """what truncated steps bootstrap from"""
+
+
+def _adapt_lr(ac: ActorCritic, terms: LossTerms, rule: KLRule) -> None:
+    """Set the optimizer's learning rate from the mini-batch's KL estimate (one host sync)."""
+    kl = float(terms.approx_kl)
+    for group in ac.optim.param_groups:  # the adapted lr lives in the optimizer (saved with it)
+        group["lr"] = kl_adapted_lr(float(group["lr"]), kl, rule)
+
+
 def _gradient_step(
-    ac: ActorCritic, terms: LossTerms, hooks: UpdateHooks, max_grad_norm: float | None
+    ac: ActorCritic,
+    terms: LossTerms,
+    hooks: UpdateHooks,
+    max_grad_norm: float | None,
+    kl_rule: KLRule | None,
 ) -> torch.Tensor:
-    """One Adam step on ``terms.loss``; the detached row of the statistics of the mini-batch."""
+    """One Adam step on ``terms.loss`` (with ``kl_rule``, at the learning rate adapted to this
+    mini-batch's KL first); the detached row of the statistics of the mini-batch."""
+    if kl_rule is not None:
+        _adapt_lr(ac, terms, kl_rule)
     reported = {"loss": terms.loss, "policy loss": terms.policy_loss, "value loss": terms.value_loss}
     grad_norm = ac.gradient_step(terms.loss, reported, hooks, max_grad_norm)
     columns = [terms.loss, terms.policy_loss, terms.value_loss, terms.entropy, terms.approx_kl]
@@ -99,33 +161,28 @@ def actor_critic_update(
     batch_size: int | None,
     num_repetitions: int,
     hooks: UpdateHooks,
-    recompute_advantage: bool = False,
-    return_scale: ReturnScale | None = None,
+    options: UpdateOptions = UpdateOptions(),
 ) -> UpdateResult:
-    """One A2C / PPO update of ``ac`` on ``rollout`` with the mini-batch loss ``loss_fn``.
-
-    Args:
-        recompute_advantage: before every repetition after the first, recompute the values, GAE
-            advantages and returns with the critic as it is then; the old log-probabilities stay those
-            of the first preparation (the policy that collected the rollout).
-        return_scale: value targets in units of the running std of the returns (see
-            :mod:`~tshtrain.algorithm.blocks.return_scaling`); merged with this rollout's returns once,
-            after the first preparation. None: unscaled targets.
-    """
+    """One A2C / PPO update of ``ac`` on ``rollout`` with the mini-batch loss ``loss_fn`` and PPO's
+    ``options`` (see :class:`UpdateOptions`). The reported ``lr`` is the schedule's, or with a KL rule
+    the learning rate the update ends with."""
     lr = params.lr * ac.lrs.apply(ac.num_update_steps)
     if isinstance(ac.critic, PerWorldCritic):
         check_world_batch_size(batch_size, ac.critic.num_agents)  # before the rollout pass
-    first = data = _prepare(ac, params, rollout, return_scale, merge=True)
+    first = data = _prepare(ac, params, rollout, options, merge=True)
     rows: list[torch.Tensor] = []
-    passes = [num_repetitions] if not recompute_advantage else [1] * num_repetitions
+    passes = [num_repetitions] if not options.recompute_advantage else [1] * num_repetitions
     for k, num_passes in enumerate(passes):
         if k > 0:  # recompute_advantage: fresh values and advantages, the same logp_old
-            fresh = _prepare(ac, params, rollout, return_scale, merge=False)
+            fresh = _prepare(ac, params, rollout, options, merge=False)
             data = dataclasses.replace(fresh, logp_old=first.logp_old)
         batches = _minibatches(ac, len(data), batch_size, num_passes)
         rows += [
-            _gradient_step(ac, loss_fn(data.select(idx)), hooks, params.max_grad_norm) for idx in batches
+            _gradient_step(ac, loss_fn(data.select(idx)), hooks, params.max_grad_norm, options.kl_rule)
+            for idx in batches
         ]
+    if options.kl_rule is not None:
+        lr = float(ac.optim.param_groups[0]["lr"])
     means = torch.stack(rows).mean(dim=0)
     check_finite_loss(ac.owner, "policy loss", means[1])
     check_finite_loss(ac.owner, "value loss", means[2])
@@ -142,28 +199,53 @@ def _prepare(
     ac: ActorCritic,
     params: ActorCriticParams,
     rollout: AnyRolloutBatch,
-    return_scale: ReturnScale | None,
+    options: UpdateOptions,
+    *,
+    merge: bool,
+) -> RolloutTensors:
+    """The prepared rollout (advantages standardised over it with
+    ``options.normalize_rollout_advantages``)."""
+    data = _prepare_scaled(ac, params, rollout, options, merge=merge)
+    if options.normalize_rollout_advantages:
+        return dataclasses.replace(data, advantages=normalize_advantages(data.advantages))
+    return data
+
+
+def _prepare_scaled(
+    ac: ActorCritic,
+    params: ActorCriticParams,
+    rollout: AnyRolloutBatch,
+    options: UpdateOptions,
     *,
     merge: bool,
 ) -> RolloutTensors:
     """The prepared rollout: rows as they come, or world-major for a :class:`PerWorldCritic` (the
-    grouped path). With ``return_scale`` the rewards are divided by its scale before GAE and the
-    advantages multiplied back (reward units; values and returns stay in the critic's units), then
+    grouped path). With ``options.return_scale`` the rewards are divided by its scale before GAE and
+    the advantages multiplied back (reward units; values and returns stay in the critic's units), then
     the unscaled returns are merged into it if ``merge`` (the first preparation of an update)."""
+    return_scale = options.return_scale
     if return_scale is None:
-        return _prepare_unscaled(ac, params, rollout)
+        return _prepare_unscaled(ac, params, rollout, options.timeout_bootstrap)
     scale = return_scale.scale
-    data = _prepare_unscaled(ac, params, return_scale.scale_rollout_rewards(rollout, ac.policy.device))
+    scaled_rollout = return_scale.scale_rollout_rewards(rollout, ac.policy.device)
+    data = _prepare_unscaled(ac, params, scaled_rollout, options.timeout_bootstrap)
     if merge:
         return_scale.update(data.returns * scale)
     return dataclasses.replace(data, advantages=data.advantages * scale)
 
 
-def _prepare_unscaled(ac: ActorCritic, params: ActorCriticParams, rollout: AnyRolloutBatch) -> RolloutTensors:
+def _prepare_unscaled(
+    ac: ActorCritic, params: ActorCriticParams, rollout: AnyRolloutBatch, timeout_bootstrap: TimeoutBootstrap
+) -> RolloutTensors:
     critic = ac.critic
+    gamma, gae_lambda = params.gamma, params.gae_lambda
     if isinstance(critic, PerWorldCritic):
-        return prepare_world_rollout(ac, critic, rollout, gamma=params.gamma, gae_lambda=params.gae_lambda)
-    return prepare_rollout(ac, rollout, gamma=params.gamma, gae_lambda=params.gae_lambda)
+        return prepare_world_rollout(
+            ac, critic, rollout, gamma=gamma, gae_lambda=gae_lambda, timeout_bootstrap=timeout_bootstrap
+        )
+    return prepare_rollout(
+        ac, rollout, gamma=gamma, gae_lambda=gae_lambda, timeout_bootstrap=timeout_bootstrap
+    )
 
 
 def _minibatches(

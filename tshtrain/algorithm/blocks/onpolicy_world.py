@@ -14,11 +14,14 @@ import torch
 from tshtrain.algorithm.blocks.onpolicy import (
     ActorCritic,
     RolloutTensors,
+    TimeoutBootstrap,
+    bootstrap_ends,
     float_obs,
     in_chunks,
     map_obs_tensor,
     old_log_probs,
     rollout_to_torch,
+    timeout_next_values,
 )
 from tshtrain.algorithm.blocks.world_critic import PerWorldCritic
 from tshtrain.data.batch import AnyRolloutBatch, ObsTensor, TensorRolloutBatch
@@ -80,7 +83,13 @@ def _leading(obs: ObsTensor) -> int:
 
 @torch.no_grad()
 def prepare_world_rollout(
-    ac: ActorCritic, critic: PerWorldCritic, rollout: AnyRolloutBatch, *, gamma: float, gae_lambda: float
+    ac: ActorCritic,
+    critic: PerWorldCritic,
+    rollout: AnyRolloutBatch,
+    *,
+    gamma: float,
+    gae_lambda: float,
+    timeout_bootstrap: TimeoutBootstrap = TimeoutBootstrap.FINAL_OBS,
 ) -> RolloutTensors:
     """Values (once per world step), GAE advantages (per column, bootstrapped as in
     :func:`~tshtrain.algorithm.blocks.onpolicy.prepare_rollout`), returns and old log-probabilities,
@@ -99,11 +108,12 @@ def prepare_world_rollout(
     value_TC = _agent_major(_world_values(critic, data.obs, num_e, None))
     next_value_TC = torch.zeros_like(value_TC)
     next_value_TC[:-1] = value_TC[1:]
-    ends_TC = data.boundary & data.valid & ~data.terminated
+    ends_TC = bootstrap_ends(data, timeout_bootstrap)
     if bool(ends_TC.any()):  # V(obs_next) where a column's episode was cut or its rollout ends
         ends_TE = ends_TC.reshape(num_t, num_a, num_e).any(dim=1)
         bootstrap_TC = _agent_major(_world_values(critic, data.obs_next, num_e, ends_TE))
         next_value_TC = torch.where(ends_TC, bootstrap_TC, next_value_TC)
+    next_value_TC = timeout_next_values(next_value_TC, value_TC, data, timeout_bootstrap)
     adv_TC = gae_advantages_torch(
         data.rew, value_TC, next_value_TC, data.terminated, data.boundary, gamma=gamma, gae_lambda=gae_lambda
     ).to(value_TC.device)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 
 import torch
 
@@ -18,6 +18,7 @@ def optimizer_step(
     minimise: torch.Tensor | None = None,
     zero_grad_first: bool = True,
     params: Iterable[torch.Tensor] | None = None,
+    clip_groups: Sequence[Sequence[torch.Tensor]] | None = None,
     max_grad_norm: float | None = None,
     foreach: bool | None = None,
 ) -> torch.Tensor | None:
@@ -32,7 +33,10 @@ def optimizer_step(
         minimise: the loss to backpropagate; None: the single entry of ``losses``.
         zero_grad_first: zero the gradients before ``on_loss`` (else right after it); algorithms
             keep the order they were written with, which a hook that stops training can observe.
-        params: the parameters whose gradient norm is clipped (required with ``max_grad_norm``).
+        params: the parameters whose gradient norm is clipped (``params`` or ``clip_groups`` is
+            required with ``max_grad_norm``).
+        clip_groups: instead of ``params``, groups of parameters whose gradient norms are clipped
+            each on its own (e.g. actor and critic); the returned norm is the norm over all groups.
         max_grad_norm: clip the gradient norm of ``params`` to this value; None: no clipping.
         foreach: passed to ``torch.nn.utils.clip_grad_norm_``.
 
@@ -49,7 +53,10 @@ def optimizer_step(
         optimizer.zero_grad(set_to_none=True)
     minimise.backward()  # type: ignore[no-untyped-call]  # torch's backward is not annotated
     grad_norm: torch.Tensor | None = None
-    if max_grad_norm is not None:
+    if max_grad_norm is not None and clip_groups is not None:
+        norms = [torch.nn.utils.clip_grad_norm_(g, max_grad_norm, foreach=foreach) for g in clip_groups]
+        grad_norm = torch.linalg.vector_norm(torch.stack(norms))
+    elif max_grad_norm is not None:
         assert params is not None, "optimizer_step: max_grad_norm needs params"
         grad_norm = torch.nn.utils.clip_grad_norm_(params, max_grad_norm, foreach=foreach)
     optimizer.step()
