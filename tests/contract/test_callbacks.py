@@ -328,10 +328,10 @@ def test_a_checkpoint_with_empty_adapter_state_loads_into_a_trainer_without_that
     """Trainers once carried a hook registry and two event managers whether used or not; their empty
     state must not stop such a checkpoint from loading."""
     trainer = reinforce_trainer(max_epochs=1, epoch_num_steps=32)
-    state = trainer.extension_state()
+    state = trainer.callbacks.state_dict()
     legacy = {**state, "hooks": {}, "events": {"fired": {}, "callbacks": {}}}
-    reinforce_trainer(max_epochs=1, epoch_num_steps=32).load_extension_state(legacy)
+    reinforce_trainer(max_epochs=1, epoch_num_steps=32).callbacks.load_state_dict(legacy)
     with pytest.raises(ConfigurationError, match="no such stateful callback"):
-        reinforce_trainer(max_epochs=1, epoch_num_steps=32).load_extension_state(
+        reinforce_trainer(max_epochs=1, epoch_num_steps=32).callbacks.load_state_dict(
             {**state, "hooks": {"counter": {"n": 1}}}
         )

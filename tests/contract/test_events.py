@@ -177,12 +177,12 @@ def test_event_state_is_saved_and_restored(kit: Any) -> None:
     trainer = kit.make_off_policy(test_env=None).trainer()
     events_of(trainer).register("count", Counter(), trigger=Every(1, unit=EventUnit.TRAINING_STEP))
     trainer.run()
-    state = trainer.extension_state()
+    state = trainer.callbacks.state_dict()
     assert state["events"] == {"fired": {"count": 4}, "callbacks": {"count": {"n": 4}}}
     fresh = kit.make_off_policy(test_env=None).trainer()
     counter = Counter()
     events_of(fresh).register("count", counter, trigger=Every(1, unit=EventUnit.TRAINING_STEP))
-    fresh.load_extension_state(state)
+    fresh.callbacks.load_state_dict(state)
     assert counter.n == 4 and events_of(fresh).fire_count("count") == 4
 
 

@@ -409,7 +409,7 @@ def test_extension_state_round_trips_through_a_weights_only_file(tmp_path: Path)
     hooks_of(trainer).register(HookStage.POST_UPDATE, hook, name="counter")
     hooks_of(trainer).register(HookStage.POST_STEPS_LOG, lambda ctx: None, name="stateless")
     trainer.run()
-    torch.save(trainer.extension_state(), tmp_path / "ext.pt")
+    torch.save(trainer.callbacks.state_dict(), tmp_path / "ext.pt")
     state = torch.load(tmp_path / "ext.pt", weights_only=True)
     assert list(state["hooks"]) == ["counter"] and state["hooks"]["counter"]["count"] == 2
     assert torch.equal(state["hooks"]["counter"]["history"], torch.tensor([2.0, 4.0]))
@@ -418,19 +418,19 @@ def test_extension_state_round_trips_through_a_weights_only_file(tmp_path: Path)
     fresh = off_policy_trainer(max_epochs=1)
     restored = CountingHook()
     hooks_of(fresh).register(HookStage.POST_UPDATE, restored, name="counter")
-    fresh.load_extension_state(state)
+    fresh.callbacks.load_state_dict(state)
     assert restored.count == 2 and torch.equal(restored.history, hook.history)
 
 
 def test_load_extension_state_strictness() -> None:
     trainer = off_policy_trainer(max_epochs=1)
     hooks_of(trainer).register(HookStage.POST_UPDATE, CountingHook(), name="counter")
-    state = trainer.extension_state()
+    state = trainer.callbacks.state_dict()
     other = off_policy_trainer(max_epochs=1)
     hooks_of(other)
     with pytest.raises(ConfigurationError, match=r"for \['counter'\] no such stateful hook"):
-        other.load_extension_state(state)
-    other.load_extension_state(state, strict=False)
+        other.callbacks.load_state_dict(state)
+    other.callbacks.load_state_dict(state, strict=False)
 
 
 def test_a_multi_stage_hook_object_is_saved_once_and_names_of_stateful_hooks_are_unique() -> None:
@@ -449,7 +449,7 @@ def test_a_multi_stage_hook_object_is_saved_once_and_names_of_stateful_hooks_are
     two = Two()
     hooks_of(trainer).register(HookStage.POST_UPDATE, two.post_update, name="two")
     hooks_of(trainer).register(HookStage.PRE_TEST, two.pre_test, name="two")
-    assert trainer.extension_state()["hooks"] == {"two": {"x": 1}}
+    assert trainer.callbacks.state_dict()["hooks"] == {"two": {"x": 1}}
     with pytest.raises(ConfigurationError, match="'two' already belongs to another stateful hook"):
         hooks_of(trainer).register(HookStage.POST_TEST, Two().pre_test, name="two")
 

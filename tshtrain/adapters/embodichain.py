@@ -344,7 +344,7 @@ class EventManager(Adapter):
         saved = dict(state.get("callbacks", {}))
         if strict and set(saved) != stateful:
             raise ConfigurationError(
-                f"load_extension_state: {self.scope} event state for {sorted(stateful - set(saved))} is "
+                f"{self.scope} event state: for {sorted(stateful - set(saved))} is "
                 f"missing and for {sorted(set(saved) - stateful)} no such stateful event is registered; "
                 f"register the same events under the same names (or pass strict=False)."
             )

@@ -470,7 +470,7 @@ class HookRegistry(Adapter):
         missing, unexpected = set(self._owners) - set(state), set(state) - set(self._owners)
         if strict and (missing or unexpected):
             raise ConfigurationError(
-                f"load_extension_state: hook state for {sorted(missing)} is missing and for "
+                f"hook state: for {sorted(missing)} is missing and for "
                 f"{sorted(unexpected)} no such stateful hook is registered; register the same hooks under "
                 f"the same names as the run that saved it (or pass strict=False)."
             )

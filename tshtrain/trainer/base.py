@@ -40,13 +40,7 @@ from typing import Any, ClassVar, Generic, TypeVar
 
 import torch
 
-from tshtrain.algorithm.base import (
-    Algorithm,
-    OfflineAlgorithm,
-    OffPolicyAlgorithm,
-    OnPolicyAlgorithm,
-    TrainingStats,
-)
+from tshtrain.algorithm.base import Algorithm, TrainingStats
 from tshtrain.checkpoint import Backend, CheckpointManager, load_checkpoint, save_checkpoint
 from tshtrain.checkpoint.store import check_saved_world_size
 from tshtrain.checkpoint.trainer_state import TrainerState
@@ -90,16 +84,12 @@ class Trainer(ABC, Generic[TAlgorithm, TParams]):
 
     algorithm_family: ClassVar[type[Algorithm[Any]]] = Algorithm
     """the algorithm family the trainer runs; checked when it is built"""
+    family_description: ClassVar[str] = ""
+    """what an algorithm of that family is, for the message that names this trainer for one"""
 
     def __init__(self, algorithm: TAlgorithm, params: TParams, options: TrainerOptions | None = None):
-        """Args:
-        algorithm: what is trained.
-        params: what kind of training, how long, callbacks, logger.
-        options: how the run behaves (evaluation mode, rendering, closing envs); default options.
-
-        Raises:
-            ConfigurationError: ``algorithm`` is not of the trainer's :attr:`algorithm_family`.
-        """
+        """``params``: what kind of training, how long, callables, logger; ``options``: how the run behaves
+        around it. ConfigurationError: ``algorithm`` is not of the trainer's :attr:`algorithm_family`."""
         check_algorithm_family(type(self).__name__, self.algorithm_family, algorithm)
         self.algorithm = algorithm
         self.params = params
@@ -222,13 +212,9 @@ class Trainer(ABC, Generic[TAlgorithm, TParams]):
             self._test_step(initial=True)
 
     def run(self, reset_collectors: bool = True, reset_collector_buffers: bool = False) -> InfoStats:
-        """Reset, run training steps until a stop (``max_epochs`` included), close the logger and return
-        the final InfoStats.
-
-        After :meth:`load_checkpoint`, the run continues from the checkpoint instead of resetting.
-        With ``verbose``, a summary table of the final InfoStats is printed at the end (and a one-line
-        summary is logged to the ``tshtrain.trainer`` logger at INFO either way). With
-        ``params.checkpoint``, a final checkpoint is written however the run ends.
+        """Reset (or continue from :meth:`load_checkpoint`), run training steps until a stop, close and
+        return the final InfoStats; with ``verbose`` a summary table is printed (and a summary line logged
+        to ``tshtrain.trainer`` at INFO). With ``params.checkpoint``, ``final/`` is written however it ends.
         """
         if self._closed:
             raise RuntimeError(
@@ -272,21 +258,13 @@ class Trainer(ABC, Generic[TAlgorithm, TParams]):
 
     def execute_training_step(self, collected: CollectedSteps | None = None) -> TrainingStepResult:
         """One training step; completes the epoch (test step included) when its quota is reached.
-
-        Args:
-            collected: what a driver that collects by itself gathered for the training step it began with
-                :meth:`begin_training_step` (:class:`~tshtrain.adapters.skrl.EnvStepDriver`); None: the
-                step collects.
-        """
+        ``collected``: what a driver gathered itself for the step it began with :meth:`begin_training_step`
+        (:class:`~tshtrain.adapters.skrl.EnvStepDriver`); None: the step collects."""
         return self._training_step(collected)
 
     def begin_training_step(self) -> None:
         """Begin a training step whose collection a driver gathers itself (reset if needed, open the
-        epoch, ``on_training_step_start``); :meth:`execute_training_step` with what it gathered completes it.
-
-        Raises:
-            RuntimeError: the run has ended, or a training step is open already.
-        """
+        epoch, ``on_training_step_start``); RuntimeError if the run ended or a step is open already."""
         if self._step_open:
             raise RuntimeError(
                 f"{type(self).__name__}: a training step is open (begun by a driver that collects env step "
@@ -412,13 +390,8 @@ class Trainer(ABC, Generic[TAlgorithm, TParams]):
         return self._strategy.test(lambda: self._run_test_step(initial, in_training), self.state)
 
     def _run_test_step(self, initial: bool, in_training: bool) -> CollectStats:
-        """Collect the test episodes, score them, update the best result, log, ``on_test_end``.
-
-        The initial test step (``reset()``) does not apply ``stop_fn``: as in Tianshou, an untrained
-        policy that happens to satisfy it does not end a run before it trained. A test step run by
-        ``test_in_training`` (``in_training``) is labelled as such in its printed line and its ``test``
-        record (``in_training`` = 1.0).
-        """
+        """Collect the test episodes, score them, update the best result, log, ``on_test_end`` (where
+        ``stop_fn`` applies, except to the initial test step, as in Tianshou)."""
         collector = self.params.test_collector
         assert collector is not None
         self.callbacks.test_sink.scalars.clear()
@@ -516,19 +489,9 @@ class Trainer(ABC, Generic[TAlgorithm, TParams]):
     def save_checkpoint(
         self, path: str | Path | None = None, *, include_buffers: bool = True, backend: Backend = "torch"
     ) -> Path:
-        """Write everything a resumed run needs to the directory ``path`` (see :mod:`tshtrain.checkpoint`);
-        atomic: a crash mid-write leaves the previous state. Signed with your key, so that loading it
-        restores the envs too (:mod:`tshtrain.signing`).
-
-        Args:
-            path: the checkpoint directory; None: ``manual-<epoch>-<env_step>`` in the run's checkpoint
-                directory (``params.checkpoint.directory``).
-
-        Returns:
-            the directory written (in a data-parallel run, this rank's).
-
-        Raises:
-            ConfigurationError: no ``path`` and no ``params.checkpoint``.
+        """Write everything a resumed run needs to the directory ``path`` and return it (this rank's, in a
+        data-parallel run); atomic, and signed with your key (:mod:`tshtrain.signing`). ``path`` None:
+        ``manual-<epoch>-<env_step>`` in ``params.checkpoint.directory`` (ConfigurationError without one).
         """
         if path is None:
             if self.params.checkpoint is None:
@@ -543,25 +506,20 @@ class Trainer(ABC, Generic[TAlgorithm, TParams]):
         return save_checkpoint(self._state_view(), path, include_buffers=include_buffers, backend=backend)
 
     def load_checkpoint(self, path: str | Path, *, load_buffers: bool = True, trusted: bool = False) -> None:
-        """Restore a checkpoint into this trainer, built with the same algorithm, params and collectors
-        as the one that saved it; the next :meth:`run` (or iteration) continues from there.
+        """Restore a checkpoint into this trainer, built like the one that saved it; the next :meth:`run`
+        continues from there. A run that had ended (``final/``) stays ended: see :meth:`reopen`.
 
         Args:
             path: the checkpoint directory.
             load_buffers: also restore the replay buffers saved with it.
-            trusted: the checkpoint comes from a source you trust: also unpickle what only pickles
-                can hold (the envs' snapshots, which make the resume bit-exact; ``"dcp"`` metadata).
-                Not needed for your own checkpoints: those signed with your key
-                (:mod:`tshtrain.signing`) restore their envs anyway. Without it, from any other
-                checkpoint nothing is unpickled or imported, and the envs are reset (a warning says why).
-
-        A run that had ended (``final/``) stays ended: to train it on for more epochs, build this
-        trainer with a larger ``params.max_epochs`` and call :meth:`reopen` after loading.
+            trusted: also unpickle what only pickles can hold (the envs' snapshots, for a bit-exact
+                resume), from a source you trust. Your own checkpoints, signed with your key
+                (:mod:`tshtrain.signing`), restore their envs without it; from any other nothing is
+                unpickled or imported, and the envs are reset (a warning says why).
 
         Raises:
-            CheckpointError: the checkpoint is missing, truncated, corrupted, of another format
-                version, from another algorithm or trainer class, or does not fit this trainer
-                (e.g. another number of envs); nothing is changed then.
+            CheckpointError: the checkpoint is missing, damaged, of another format or trainer, or does not
+                fit this trainer (e.g. another number of envs); nothing is changed then.
         """
         if self._strategy.describe() is not None:  # data-parallel: every rank is given rank 0's path
             check_saved_world_size(path, self._state_view())  # the same cause on every rank
@@ -573,16 +531,10 @@ class Trainer(ABC, Generic[TAlgorithm, TParams]):
             self._bar = self._new_bar(epoch.progress)
 
     def reopen(self) -> None:
-        """Continue a run that ended: after :meth:`load_checkpoint` of the checkpoint written at its end
-        (``final/``), clear its stop so that :meth:`run` trains on, epoch by epoch, up to this trainer's
-        ``params.max_epochs`` (build it with more epochs than the run had) or the next stop.
-
-        The continued run is the run that a larger ``max_epochs`` would have given from the start, as far
-        as nothing else depends on the budget (a ``"linear"`` schedule built over the old budget does).
-
-        Raises:
-            RuntimeError: no checkpoint was loaded, the loaded run had not ended, or ``params.max_epochs``
-                epochs already ran.
+        """Continue a run that ended: after :meth:`load_checkpoint` of its ``final/``, clear its stop so that
+        :meth:`run` trains on up to this trainer's (larger) ``params.max_epochs``: the run a larger budget
+        would have given from the start, unless something depends on the budget (a ``"linear"``
+        schedule). RuntimeError: nothing was loaded, the run had not ended, or no epochs are left.
         """
         s = self.state
         if not self._resumed or not s.done:
@@ -605,15 +557,6 @@ class Trainer(ABC, Generic[TAlgorithm, TParams]):
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Restore :meth:`state_dict` (checked whole before anything changes)."""
         self._state_view().load_state_dict(state)
-
-    def extension_state(self) -> dict[str, Any]:
-        """The state of the callbacks (adapters and yours) for checkpoints."""
-        return self.callbacks.state_dict()
-
-    def load_extension_state(self, state: Mapping[str, Any], *, strict: bool = True) -> None:
-        """Restore :meth:`extension_state` into the same callbacks, added under the same names
-        (``strict``: anything else is an error)."""
-        self.callbacks.load_state_dict(state, strict=strict)
 
     def _state_view(self) -> TrainerState:
         return TrainerState(
@@ -729,40 +672,24 @@ class Trainer(ABC, Generic[TAlgorithm, TParams]):
             log.exception("%s failed to close", type(self.logger).__name__)
 
 
-_FAMILIES: tuple[tuple[type[Algorithm[Any]], str, str], ...] = (
-    (
-        OnPolicyAlgorithm,
-        "OnPolicyTrainer",
-        "an on-policy algorithm (it updates from the latest rollout only)",
-    ),
-    (
-        OffPolicyAlgorithm,
-        "OffPolicyTrainer",
-        "an off-policy algorithm (it updates from a replay buffer that a collector fills)",
-    ),
-    (
-        OfflineAlgorithm,
-        "OfflineTrainer",
-        "an offline algorithm (it updates from a fixed dataset and never collects; to imitate from a "
-        "buffer a collector fills, use OffPolicyImitation with OffPolicyTrainer)",
-    ),
-)
-
-
 def check_algorithm_family(trainer: str, family: type[Algorithm[Any]], algorithm: object) -> None:
     """Raise ``ConfigurationError`` unless ``algorithm`` belongs to the ``family`` that ``trainer`` runs
     (mypy rejects such pairings statically; this is the same check at run time), naming the trainer to
     use instead."""
     if isinstance(algorithm, family):
         return
-    for other, other_trainer, what in _FAMILIES:
-        if isinstance(algorithm, other):
+    name = type(algorithm).__name__
+    pending: list[type[Any]] = [Trainer]
+    while pending:
+        cls = pending.pop()
+        pending.extend(cls.__subclasses__())
+        if cls.family_description and isinstance(algorithm, cls.algorithm_family):
             raise ConfigurationError(
-                f"{trainer} cannot train {type(algorithm).__name__}: it is {what}, and {trainer} runs "
-                f"{family.__name__}s. Use {other_trainer} with {type(algorithm).__name__}, or an algorithm "
-                f"of the {family.__name__} family with {trainer}."
+                f"{trainer} cannot train {name}: it is {cls.family_description}, and {trainer} runs "
+                f"{family.__name__}s. Use {cls.__name__} with {name}, or an algorithm of the "
+                f"{family.__name__} family with {trainer}."
             )
     raise ConfigurationError(
-        f"{trainer}: algorithm is a {type(algorithm).__name__}, not a {family.__name__}; pass an algorithm "
-        f"of that family (tshtrain.algorithm)."
+        f"{trainer}: algorithm is a {name}, not a {family.__name__}; pass an algorithm of that family "
+        f"(tshtrain.algorithm)."
     )

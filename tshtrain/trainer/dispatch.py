@@ -202,7 +202,7 @@ class CallbackSet:
         missing = stateful - set(state)
         if strict and (missing or unexpected):
             raise ConfigurationError(
-                f"load_extension_state: callback state for {sorted(missing)} is missing and for "
+                f"callback state: for {sorted(missing)} is missing and for "
                 f"{sorted(unexpected)} no such stateful callback is added; add the same callbacks under "
                 f"the same names as the run that saved it (or pass strict=False)."
             )

@@ -39,6 +39,7 @@ class OnPolicyTrainer(OnlineTrainer[OnPolicyAlgorithm[Any], OnPolicyTrainerParam
     """
 
     algorithm_family = OnPolicyAlgorithm
+    family_description = "an on-policy algorithm (it updates from the latest rollout only)"
 
     @override
     def _make_strategy(self) -> StepStrategy:
@@ -54,6 +55,7 @@ class OffPolicyTrainer(OnlineTrainer[OffPolicyAlgorithm[Any], OffPolicyTrainerPa
     """
 
     algorithm_family = OffPolicyAlgorithm
+    family_description = "an off-policy algorithm (it updates from a replay buffer that a collector fills)"
 
     @override
     def _make_strategy(self) -> StepStrategy:
@@ -96,6 +98,10 @@ class OfflineTrainer(Trainer[OfflineAlgorithm[Any], OfflineTrainerParams]):
     """
 
     algorithm_family = OfflineAlgorithm
+    family_description = (
+        "an offline algorithm (it updates from a fixed dataset and never collects; to imitate from a "
+        "buffer a collector fills, use OffPolicyImitation with OffPolicyTrainer)"
+    )
 
     @override
     def _make_strategy(self) -> StepStrategy:
