@@ -22,6 +22,8 @@ from tshtrain.algorithm.algos.ppo import AdvantageScope, GradClipScope
 from tshtrain.algorithm.blocks.onpolicy import RolloutTensors, TimeoutBootstrap
 from tshtrain.algorithm.blocks.onpolicy_update import KLRule, kl_adapted_lr
 from tshtrain.algorithm.blocks.schedules import LinearSchedule
+from tshtrain.config.registry import get_spec
+from tshtrain.config.resolve import build_params, default_experiment_data, resolve_experiment
 from tshtrain.config.schema import enum_fields, value_fields
 from tshtrain.data import RolloutBatch
 from tshtrain.errors import ConfigurationError
@@ -333,6 +335,19 @@ def test_experiment_files_can_set_the_options() -> None:
         assert name in fields
     assert enum_fields(PPOParams)["timeout_bootstrap"] is TimeoutBootstrap
     assert fields["advantage_normalization_scope"][1] == "minibatch"
+    data = default_experiment_data("ppo")
+    data["algorithm"]["params"].update(
+        desired_kl=0.01, lr_schedule="constant", advantage_normalization_scope="rollout",
+        grad_clip_scope="per_network", timeout_bootstrap="step_obs", adam_eps=1e-5,
+    )  # fmt: skip
+    experiment = resolve_experiment(data)
+    params = build_params(get_spec("ppo"), experiment.algorithm.params)
+    assert isinstance(params, PPOParams)
+    assert params.kl_rule() == KLRule(target_kl=0.01, factor=1.5, min_lr=1e-5, max_lr=1e-2)
+    assert params.advantage_normalization_scope is AdvantageScope.ROLLOUT
+    assert params.grad_clip_scope is GradClipScope.PER_NETWORK
+    assert params.timeout_bootstrap is TimeoutBootstrap.STEP_OBS
+    assert params.adam_eps == 1e-5
 
 
 # ------------------------------------------------------------------------------------------ reproducibility
