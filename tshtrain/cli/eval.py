@@ -87,7 +87,8 @@ def run(args: argparse.Namespace) -> int:
     from tshtrain.checkpoint import load_algorithm_checkpoint
     from tshtrain.config import build_policy_algorithm, load_experiment, make_any_envs, make_envs
     from tshtrain.config.build import TEST_SEED_OFFSET
-    from tshtrain.config.envs import AnyVectorEnv, is_tensor_env, make_collector
+    from tshtrain.config.env_kinds import AnyVectorEnv, EnvInterface, env_kind
+    from tshtrain.config.envs import make_collector
 
     experiment = load_experiment(str(run_dir / CONFIG_FILE))
     if args.device is not None:
@@ -98,7 +99,7 @@ def run(args: argparse.Namespace) -> int:
         except ConfigurationError as error:
             print(f"tshtrain eval: error: --device: {error}", file=sys.stderr)
             return 2
-    if args.video is not None and (is_tensor_env(experiment.env) or experiment.env.type == "pettingzoo"):
+    if args.video is not None and env_kind(experiment.env.type).interface is not EnvInterface.GYMNASIUM:
         print(
             f"tshtrain eval: error: --video needs a Gymnasium env; env.type is {experiment.env.type!r}.",
             file=sys.stderr,

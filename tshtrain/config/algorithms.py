@@ -14,9 +14,10 @@ import torch
 from tshtrain.algorithm.base import Algorithm
 from tshtrain.algorithm.blocks.schedules import num_update_steps_for
 from tshtrain.config.builders import BuildContext
-from tshtrain.config.models import AlgorithmConfig, EpsilonGreedy, Experiment, GaussianNoise, Section
+from tshtrain.config.models import AlgorithmConfig, EpsilonGreedy, Experiment, GaussianNoise
 from tshtrain.config.registry import Family, get_spec
 from tshtrain.config.resolve import build_params
+from tshtrain.config.sections import Section
 from tshtrain.devices import resolve_device
 from tshtrain.errors import ConfigurationError, ExperimentError
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import importlib
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,20 +24,9 @@ from tshtrain.checkpoint import CheckpointParams
 from tshtrain.config.agents import build_multi_agent_algorithm, return_reduction, uses_exploration_noise
 from tshtrain.config.algorithms import build_algorithm
 from tshtrain.config.bounds import check_buffer_memory, check_network_memory, flat_size
-from tshtrain.config.entry_points import env_id_module, require_allowed, wrapper_module
-from tshtrain.config.envs import (
-    AnyVectorEnv,
-    env_agents,
-    is_tensor_env,
-    make_collector,
-    make_envpool_env,
-    make_pettingzoo_env,
-    make_ray_env,
-    make_tensor_env,
-    num_env_columns,
-    tensor_buffer,
-)
-from tshtrain.config.models import EnvConfig, Experiment, WrapperConfig
+from tshtrain.config.env_kinds import AnyVectorEnv, EnvInterface, EnvRequest, EnvSection, GymWrapper, env_kind
+from tshtrain.config.envs import env_agents, make_collector, num_env_columns, tensor_buffer
+from tshtrain.config.models import CsvConfig, Experiment, TensorboardConfig, WandbConfig
 from tshtrain.config.registry import AlgorithmSpec, Family, get_spec
 from tshtrain.config.resolve import STOP_SCORE, TRAINER_PARAMS, experiment_data
 from tshtrain.data import ReplayBuffer, VectorReplayBuffer, load_buffer
@@ -46,10 +34,10 @@ from tshtrain.data.buffer import BaseReplayBuffer
 from tshtrain.data.collector_base import AnyReplayBuffer
 from tshtrain.data.prioritized import PrioritizedReplayBuffer, PrioritizedVectorReplayBuffer
 from tshtrain.distributed import DistributedContext
-from tshtrain.env import TensorVectorEnv, make_vector_env
-from tshtrain.env.vector import env_factories
+from tshtrain.env import TensorVectorEnv
 from tshtrain.errors import ConfigurationError, ExperimentError
 from tshtrain.logger.base import Logger
+from tshtrain.parallel import DataParallel
 from tshtrain.trainer import OfflineTrainer, OffPolicyTrainer, OnPolicyTrainer, TrainerOptions
 from tshtrain.trainer.base import Trainer
 
@@ -79,45 +67,38 @@ class Run:
 
 
 def make_envs(
-    env: EnvConfig,
+    env: EnvSection,
     num_envs: int,
     *,
     render_mode: str | None = None,
-    extra_wrappers: Sequence[Callable[[gym.Env[Any, Any]], gym.Env[Any, Any]]] = (),
+    extra_wrappers: Sequence[GymWrapper] = (),
     allowed_modules: Collection[str] = (),
     seed: int = 0,
 ) -> gym.vector.VectorEnv[Any, Any, Any]:
     """A vector env of the experiment's env section; ``render_mode`` and ``extra_wrappers`` (applied after
     the experiment's own) are for videos. Modules the section names (wrappers, a ``module:`` env id) are
     imported only when allowed (:mod:`tshtrain.config.entry_points`): Gymnasium's wrappers, tshtrain's
-    env helpers and ``allowed_modules``. Gymnasium and EnvPool envs only (``seed``: the seed an EnvPool
-    pool is built with; Gymnasium envs are seeded by their collector): torch-native env types are built
-    by :func:`make_any_envs`. ``env.vector: ray`` builds a :class:`tshtrain.env.ray_env.RayVectorEnv`,
-    except for videos (``render_mode`` or ``extra_wrappers``), which are recorded in this process."""
-    if is_tensor_env(env) or env.type == "pettingzoo":
-        kind = "a torch-native" if is_tensor_env(env) else "a multi-agent"
+    env helpers and ``allowed_modules``. The kinds that build Gymnasium vector envs only (``seed``: the
+    seed an EnvPool pool is built with; Gymnasium envs are seeded by their collector): the other kinds
+    are built by :func:`make_any_envs`. ``env.vector: ray`` builds a
+    :class:`tshtrain.env.ray_env.RayVectorEnv`, except for videos (``render_mode`` or ``extra_wrappers``),
+    which are recorded in this process."""
+    interface = env_kind(env.type).interface
+    if interface is not EnvInterface.GYMNASIUM:
         raise ExperimentError(
-            f"env.type: {env.type!r} is {kind} env; Gymnasium wrappers, rendering and videos do "
+            f"env.type: {env.type!r} is a {interface} env; Gymnasium wrappers, rendering and videos do "
             f"not apply to it (use tshtrain.config.make_any_envs)."
         )
-    if env.type == "envpool":
-        if render_mode is not None or extra_wrappers:
-            raise ExperimentError(
-                f"env.type: 'envpool' ({env.id!r}) does not render; record videos with the Gymnasium env "
-                f"of the same game (env.type: gymnasium)."
-            )
-        return make_envpool_env(env, num_envs, seed=seed)
-    module = env_id_module(env.id)
-    if module is not None:
-        require_allowed(module, where="env.id", name=env.id, allowed_modules=allowed_modules)
-    kwargs = dict(env.kwargs)
-    if render_mode is not None:
-        kwargs["render_mode"] = render_mode
-    wrappers = [*(_wrapper(w, allowed_modules) for w in env.wrappers), *extra_wrappers]
-    if env.vector == "ray" and render_mode is None and not extra_wrappers:
-        return make_ray_env(env, env_factories(env.id, num_envs, env_kwargs=kwargs, wrappers=wrappers))
-    mode = "sync" if env.vector == "ray" else env.vector  # videos: recorded in this process
-    return make_vector_env(env.id, num_envs, mode=mode, env_kwargs=kwargs, wrappers=wrappers)
+    request = EnvRequest(
+        num_envs=num_envs,
+        seed=seed,
+        allowed_modules=allowed_modules,
+        render_mode=render_mode,
+        extra_wrappers=extra_wrappers,
+    )
+    envs = env_kind(env.type).build(env, request)
+    assert isinstance(envs, gym.vector.VectorEnv), f"env kind {env.type!r} built a {type(envs).__name__}"
+    return envs
 
 
 def make_any_envs(
@@ -128,14 +109,15 @@ def make_any_envs(
     test: bool = False,
     allowed_modules: Collection[str] = (),
 ) -> AnyVectorEnv:
-    """The envs of the experiment's env section, of any kind: :func:`make_envs` for Gymnasium ids, a
-    torch-native env (:func:`tshtrain.config.envs.make_tensor_env`, seeded with ``seed``; ``test``: the
+    """The envs of the experiment's env section, of any kind, as the kind's builder
+    (:mod:`tshtrain.config.env_kinds`) makes them: a Gymnasium vector env (as :func:`make_envs`), a
+    torch-native env (seeded with ``seed``, on ``env.device`` or the experiment's device; ``test``: the
     envs of test steps), or a multi-agent PettingZoo env (seeded by its collector)."""
-    if is_tensor_env(experiment.env):
-        return make_tensor_env(experiment.env, num_envs, seed=seed, device=experiment.device, test=test)
-    if experiment.env.type == "pettingzoo":
-        return make_pettingzoo_env(experiment.env, num_envs)
-    return make_envs(experiment.env, num_envs, allowed_modules=allowed_modules, seed=seed)
+    env = experiment.env
+    request = EnvRequest(
+        num_envs=num_envs, seed=seed, device=experiment.device, test=test, allowed_modules=allowed_modules
+    )
+    return env_kind(env.type).build(env, request)
 
 
 def build_policy_algorithm(
@@ -270,7 +252,8 @@ def _trainer(
         Family.OFF_POLICY: OffPolicyTrainer,
         Family.OFFLINE: OfflineTrainer,
     }[spec.family]
-    built: Trainer[Any, Any] = trainer_cls(algorithm, params, TrainerOptions(distributed=distributed))
+    options = TrainerOptions(distributed=None if distributed is None else DataParallel(distributed))
+    built: Trainer[Any, Any] = trainer_cls(algorithm, params, options)
     return built
 
 
@@ -388,15 +371,15 @@ def _logger(experiment: Experiment, output_dir: Path) -> Logger | None:
     data = experiment_data(experiment)
     loggers: list[Logger] = []
     for config in experiment.loggers:
-        if config.kind == "tensorboard":
+        if isinstance(config, TensorboardConfig):
             loggers.append(
                 TensorboardLogger(
                     output_dir / "tensorboard", intervals=intervals, hparams=flatten_hparams(data)
                 )
             )
-        elif config.kind == "csv":
+        elif isinstance(config, CsvConfig):
             loggers.append(CsvLogger(output_dir / "csv", intervals=intervals))
-        elif config.kind == "wandb":
+        elif isinstance(config, WandbConfig):
             loggers.append(
                 WandbLogger(
                     project=config.project,
@@ -423,19 +406,3 @@ def _logger(experiment: Experiment, output_dir: Path) -> Logger | None:
     if not loggers:
         return None
     return loggers[0] if len(loggers) == 1 else CompositeLogger(loggers)
-
-
-def _wrapper(
-    config: WrapperConfig, allowed_modules: Collection[str]
-) -> Callable[[gym.Env[Any, Any]], gym.Env[Any, Any]]:
-    module_name, attr = wrapper_module(config.name)
-    require_allowed(module_name, where="env.wrappers", name=config.name, allowed_modules=allowed_modules)
-    try:
-        wrapper = getattr(importlib.import_module(module_name), attr)
-    except (ImportError, AttributeError, ValueError) as error:
-        raise ExperimentError(
-            f"env.wrappers: cannot import {config.name!r} ({error}); give 'package.module.Wrapper' or "
-            f"'package.module:Wrapper', "
-            f"e.g. 'gymnasium.wrappers.FlattenObservation'."
-        ) from None
-    return functools.partial(wrapper, **config.kwargs)

@@ -45,8 +45,8 @@ from tshtrain.config.models import (
     GaussianNoise,
     MlpNetwork,
     QNetwork,
-    Section,
 )
+from tshtrain.config.sections import Section
 from tshtrain.errors import ConfigurationError, UnsupportedSpaceError
 
 ACTIVATIONS: dict[str, type[nn.Module]] = {

@@ -8,16 +8,12 @@ checks them against the algorithm's params class and the trainer's params class.
 from __future__ import annotations
 
 import importlib.util
-import re
 from typing import Annotated, Any, Literal
 
 from pydantic import (
-    BaseModel,
     BeforeValidator,
-    ConfigDict,
     Field,
     NonNegativeInt,
-    PositiveFloat,
     PositiveInt,
     ValidationError,
     field_validator,
@@ -27,91 +23,63 @@ from pydantic_core import PydanticCustomError
 
 from tshtrain.algorithm.blocks.noisy import NOISY_SIGMA0
 from tshtrain.config.defaults import DEFAULT_DEVICE
+from tshtrain.config.env_kinds import ENV_KINDS, EnvInterface, env_kind, kinds_where, multi_agent_kinds, takes
+from tshtrain.config.sections import RayEnvConfig, Section, WrapperConfig
 from tshtrain.devices import DEVICE_FORMS, check_device_form
-from tshtrain.env.pettingzoo import ALLOWED_PACKAGES as PETTINGZOO_PACKAGES
 from tshtrain.errors import ConfigurationError
 
-
-class Section(BaseModel):
-    """A section of an experiment: unknown keys are errors, values are immutable after validation, float
-    fields refuse NaN and infinity."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+ENV_TYPES = tuple(ENV_KINDS)
+"""what ``env.type`` (alias ``env.kind``) names: the kinds of :data:`tshtrain.config.env_kinds.ENV_KINDS`"""
 
 
-class WrapperConfig(Section):
-    """A Gymnasium wrapper applied to every sub-env."""
-
-    name: str
-    """the wrapper's import path: ``"gymnasium.wrappers.FlattenObservation"`` or ``"module:attr"``"""
-    kwargs: dict[str, Any] = Field(default_factory=dict)
-    """keyword arguments of the wrapper (after the env)"""
-
-
-class RayEnvConfig(Section):
-    """Where and how ``env.vector: ray`` runs the sub-envs (:class:`tshtrain.env.ray_env.RayVectorEnv`)."""
-
-    address: str | None = None
-    """an existing Ray cluster to connect to (``ray.init(address=...)``: ``auto``, ``ray://host:10001``);
-    None: start a local instance (unless Ray is initialised in the process already)"""
-    num_cpus: PositiveInt | None = None
-    """logical CPUs of the local instance tshtrain starts; None: all of the machine's"""
-    num_workers: PositiveInt | None = None
-    """Ray actors per vector env, each holding a contiguous group of sub-envs (more than the env has
-    sub-envs: one per sub-env); None: one per sub-env, at most the instance's CPUs"""
-    num_cpus_per_worker: PositiveFloat | None = None
-    """CPUs each actor reserves (spreads workers over a cluster); None: none reserved (Ray's actor
-    default), so that the training and test envs fit on any instance"""
-    on_worker_failure: Literal["raise", "restart"] = "raise"
-    """a dead or silent worker: ``raise`` stops the run naming the worker, its sub-envs and the env;
-    ``restart`` replaces it, its episodes end truncated"""
-    timeout_s: PositiveFloat = 60.0
-    """how long a worker may take for a reset, step or call before it counts as failed"""
+def _env_kind_name(value: Any) -> Any:
+    """``env.type``: a name of the registry of env kinds (a new entry is a name files can use)."""
+    if isinstance(value, str) and value in ENV_KINDS:
+        return value
+    names = [repr(name) for name in ENV_KINDS]
+    expected = names[0] if len(names) == 1 else f"{', '.join(names[:-1])} or {names[-1]}"
+    raise PydanticCustomError("literal_error", "Input should be {expected}", {"expected": expected})
 
 
-ENV_TYPES = ("gymnasium", "envpool", "vmas", "torch_cartpole", "pettingzoo")
-"""what ``env.type`` (alias ``env.kind``) names"""
-EnvType = Literal["gymnasium", "envpool", "vmas", "torch_cartpole", "pettingzoo"]
+EnvType = Annotated[str, BeforeValidator(_env_kind_name)]
+"""an env kind's name"""
 
 MAX_SUB_ENVS_PER_PROCESS = 256
 """sub-envs of ``env.vector: async`` at most: one process each"""
 MAX_SUB_ENVS_PER_OBJECT = 1024
-"""sub-envs of Gymnasium (``sync``, ``ray``) and PettingZoo envs at most: one Python env object each"""
+"""sub-envs of the kinds that are not batched (Gymnasium ``sync`` or ``ray``, PettingZoo) at most: one
+Python env object each"""
 MAX_SUB_ENVS_BATCHED = 1 << 20
-"""sub-envs of batched simulators (``envpool``, ``vmas``, ``torch_cartpole``) at most"""
+"""sub-envs of batched simulators (the kinds with ``batched``: ``envpool``, ``vmas``,
+``torch_cartpole``) at most"""
 MAX_SEED = 1 << 63
 """seeds are in [0, 2**63): what numpy and torch accept, with room for the derived seeds"""
-_PETTINGZOO_ID = re.compile(
-    rf"^(?:{'|'.join(map(re.escape, PETTINGZOO_PACKAGES))})(?:\.[A-Za-z][A-Za-z0-9_]*)+$"
-)
-"""an env id of type pettingzoo: a dotted module path inside an allowed package (as
-:mod:`tshtrain.env.pettingzoo` requires)"""
+
+
+def _batched_kinds() -> str:
+    """The batched kinds on the Gymnasium path, the hint of too many sub-envs: ``env.type envpool``."""
+    return f"env.type {kinds_where(lambda kind: kind.batched and kind.interface is EnvInterface.GYMNASIUM)}"
 
 
 class EnvConfig(Section):
     """The environments: training and test vector envs of the same Gymnasium id."""
 
     type: EnvType = "gymnasium"
-    """what builds the envs: ``gymnasium`` (``gymnasium.make(id)`` in a vector env, numpy data);
-    ``envpool`` (the EnvPool task ``id`` in C++ threads, numpy data, same-step autoreset:
-    :class:`tshtrain.env.envpool.EnvPoolVectorEnv`; needs the ``envpool`` extra);
-    ``vmas`` (the VMAS scenario ``id`` as a batched torch env, :class:`tshtrain.env.vmas.VmasEnv`);
-    ``torch_cartpole`` (:class:`tshtrain.env.TorchCartPole`; ``id`` is ignored); ``pettingzoo`` (the
-    PettingZoo env module ``id``, e.g. ``pettingzoo.classic.tictactoe_v3`` or ``mpe2.simple_spread_v3``,
-    as a multi-agent vector env: :mod:`tshtrain.env.pettingzoo`; needs the ``pettingzoo`` extra and an
-    ``agents`` section). ``vmas`` and ``torch_cartpole`` are torch-native: their data never leaves
-    ``env.device``"""
+    """the env kind: what builds the envs, one of the kinds of
+    :data:`tshtrain.config.env_kinds.ENV_KINDS` (``tshtrain list`` names them; each entry's ``summary``
+    says what it builds from ``id`` and ``kwargs``): ``gymnasium``, ``envpool``, ``vmas``,
+    ``torch_cartpole``, ``pettingzoo``. Torch-native kinds (``vmas``, ``torch_cartpole``) keep their data
+    on ``env.device``"""
     kind: EnvType | None = Field(default=None, exclude=True)
     """an alias of ``type`` (files may say ``kind: pettingzoo``); giving both with different values is an
     error. Always None once resolved and never written back: the resolved experiment states ``type``"""
     id: str = "CartPole-v1"
-    """a registered Gymnasium id (type ``gymnasium``), an EnvPool task id (type ``envpool``, e.g.
-    ``Breakout-v5``), a VMAS scenario name (type ``vmas``) or a PettingZoo env module (type
-    ``pettingzoo``)"""
+    """what the kind builds: a registered Gymnasium id (``gymnasium``), an EnvPool task id (``envpool``,
+    e.g. ``Breakout-v5``), a VMAS scenario name (``vmas``) or a PettingZoo env module (``pettingzoo``)"""
     kwargs: dict[str, Any] = Field(default_factory=dict)
-    """keyword arguments of ``gymnasium.make``, ``envpool.make``, of ``VmasEnv`` / ``TorchCartPole``
-    (e.g. ``max_episode_steps``, and a VMAS scenario's own arguments such as ``n_agents``), or of the
-    PettingZoo env function (e.g. ``N`` of ``simple_spread_v3``)"""
+    """keyword arguments of the kind's env: of ``gymnasium.make``, ``envpool.make``, ``VmasEnv`` /
+    ``TorchCartPole`` (e.g. ``max_episode_steps``, and a VMAS scenario's own arguments such as
+    ``n_agents``), or of the PettingZoo env function (e.g. ``N`` of ``simple_spread_v3``)"""
     device: str | None = None
     """where a torch-native env simulates (``cpu``, ``cuda``, ``cuda:N``, ``mps``, ``auto``); None: the
     experiment's ``device``. Gymnasium envs run on the host and take no device"""
@@ -125,7 +93,8 @@ class EnvConfig(Section):
     ray: RayEnvConfig | None = None
     """options of ``vector: ray`` (None: the defaults of :class:`RayEnvConfig`)"""
     wrappers: list[WrapperConfig] = Field(default_factory=list)
-    """wrappers applied to every sub-env, in order (Gymnasium envs only)"""
+    """wrappers applied to every sub-env, in order (Gymnasium envs only: the kinds whose ``options`` list
+    ``wrappers``, as every kind-only option below)"""
     agent_id: bool = False
     """multi-agent envs (``pettingzoo``, ``vmas`` with ``agent_layout: columns``): add the one-hot agent id
     to every agent's observation (key ``agent_id``), what a network shared by the agents needs"""
@@ -148,7 +117,7 @@ class EnvConfig(Section):
             if given is not None and given != data["kind"]:
                 raise ValueError(
                     f"env.type {given!r} and env.kind {data['kind']!r} differ; kind is an alias of type: "
-                    f"give one of them (allowed: {', '.join(ENV_TYPES)})"
+                    f"give one of them (allowed: {', '.join(ENV_KINDS)})"
                 )
             # the resolved env states ``type`` only: the same env compares equal however it was written
             data = {**data, "type": data["kind"], "kind": None}
@@ -165,23 +134,25 @@ class EnvConfig(Section):
             raise PydanticCustomError("device", "allowed: {forms}", {"forms": DEVICE_FORMS}) from None
 
     @model_validator(mode="after")
-    def _tensor_env_options(self) -> EnvConfig:
-        if self.type != "gymnasium":
-            if self.wrappers:
-                raise ValueError(f"env.wrappers apply to Gymnasium envs only, not to type {self.type!r}")
-            if self.vector != "sync":
-                raise ValueError(f"env.vector applies to Gymnasium envs only, not to type {self.type!r}")
+    def _kind_options(self) -> EnvConfig:
+        kind = env_kind(self.type)
+        if self.wrappers and "wrappers" not in kind.options:
+            raise ValueError(f"env.wrappers apply to Gymnasium envs only, not to type {self.type!r}")
+        if self.vector != "sync" and "vector" not in kind.options:
+            raise ValueError(f"env.vector applies to Gymnasium envs only, not to type {self.type!r}")
         if self.ray is not None and self.vector != "ray":
             raise ValueError(f"env.ray applies to env.vector: ray only (env.vector is {self.vector!r})")
         if self.vector == "ray" and importlib.util.find_spec("ray") is None:
             raise ValueError("env.vector: ray needs Ray, which is not installed; pip install 'tshtrain[ray]'")
-        if self.type in ("gymnasium", "envpool", "pettingzoo") and self.device is not None:
-            raise ValueError("env.device applies to torch-native envs (type vmas or torch_cartpole) only")
+        if self.device is not None and "device" not in kind.options:
+            raise ValueError(
+                f"env.device applies to torch-native envs (type {kinds_where(takes('device'))}) only"
+            )
         return self
 
     @model_validator(mode="after")
     def _env_counts(self) -> EnvConfig:
-        if self.type in ("envpool", "vmas", "torch_cartpole"):
+        if env_kind(self.type).batched:
             limit, why = MAX_SUB_ENVS_BATCHED, f"type {self.type!r}"
         elif self.vector == "async":
             limit, why = MAX_SUB_ENVS_PER_PROCESS, "vector 'async' (one process per sub-env)"
@@ -192,42 +163,43 @@ class EnvConfig(Section):
             if value > limit:
                 raise ValueError(
                     f"env.{name} {value}: at most {limit} sub-envs with env.{why}; use fewer sub-envs"
-                    + ("" if limit == MAX_SUB_ENVS_BATCHED else " or a batched simulator (env.type envpool)")
+                    + (
+                        ""
+                        if limit == MAX_SUB_ENVS_BATCHED
+                        else f" or a batched simulator ({_batched_kinds()})"
+                    )
                 )
         return self
 
     @model_validator(mode="after")
     def _multi_agent_options(self) -> EnvConfig:
-        multi_agent = self.type == "pettingzoo" or (self.type == "vmas" and self.agent_layout == "columns")
+        kind = env_kind(self.type)
+        layout = f", agent_layout {self.agent_layout!r})" if "agent_layout" in kind.options else ")"
         for name in ("agent_id", "global_state"):
-            if getattr(self, name) and not multi_agent:
+            if getattr(self, name) and not self.multi_agent:
                 raise ValueError(
-                    f"env.{name}: true needs a multi-agent env: type pettingzoo, or type vmas with "
-                    f"agent_layout: columns (got type {self.type!r}"
-                    + (f", agent_layout {self.agent_layout!r})" if self.type == "vmas" else ")")
+                    f"env.{name}: true needs a multi-agent env: {multi_agent_kinds(each='type ')} (got type "
+                    f"{self.type!r}{layout}"
                 )
-        if self.type == "pettingzoo" and not _PETTINGZOO_ID.match(self.id):
+        if kind.check_id is not None:
+            kind.check_id(self.id)
+        if self.pettingzoo_api is not None and "pettingzoo_api" not in kind.options:
             raise ValueError(
-                f"env.id: {self.id!r} is not a PettingZoo env module; type pettingzoo takes a module inside "
-                f"the packages {list(PETTINGZOO_PACKAGES)}, e.g. 'pettingzoo.classic.tictactoe_v3' or "
-                f"'mpe2.simple_spread_v3'"
+                f"env.pettingzoo_api: {self.pettingzoo_api!r} applies to type "
+                f"{kinds_where(takes('pettingzoo_api'))} only, not to type {self.type!r}; remove it"
             )
-        if self.pettingzoo_api is not None and self.type != "pettingzoo":
+        if self.agent_layout != "joint" and "agent_layout" not in kind.options:
             raise ValueError(
-                f"env.pettingzoo_api: {self.pettingzoo_api!r} applies to type pettingzoo only, not to type "
-                f"{self.type!r}; remove it"
-            )
-        if self.agent_layout != "joint" and self.type != "vmas":
-            raise ValueError(
-                f"env.agent_layout: {self.agent_layout!r} applies to type vmas only, not to type "
-                f"{self.type!r}"
+                f"env.agent_layout: {self.agent_layout!r} applies to type "
+                f"{kinds_where(takes('agent_layout'))} only, not to type {self.type!r}"
             )
         return self
 
     @property
     def multi_agent(self) -> bool:
-        """Agent columns: a PettingZoo env, or VMAS with ``agent_layout: columns``."""
-        return self.type == "pettingzoo" or (self.type == "vmas" and self.agent_layout == "columns")
+        """Agent columns: the kind's rule (:class:`~tshtrain.config.env_kinds.MultiAgent`); a PettingZoo
+        env, or VMAS with ``agent_layout: columns``."""
+        return env_kind(self.type).is_multi_agent(self)
 
 
 class CnnEncoderConfig(Section):
@@ -704,15 +676,16 @@ class Experiment(Section):
     @model_validator(mode="after")
     def _agents_fit_env(self) -> Experiment:
         env, agents = self.env, self.agents
-        if env.type == "pettingzoo" and agents is None:
+        kind = env_kind(env.type)
+        if kind.interface is EnvInterface.MULTI_AGENT and agents is None:
             raise ValueError(
-                "env.type pettingzoo: a multi-agent env needs an agents section, e.g. agents: {layout: "
+                f"env.type {env.type}: a multi-agent env needs an agents section, e.g. agents: {{layout: "
                 "independent} (one learner per agent) or {layout: shared} (parameter sharing)"
             )
         if agents is None:
             return self
         if agents.layout == "scopes":
-            if env.multi_agent or env.type not in ("gymnasium", "envpool"):
+            if env.multi_agent or kind.interface is not EnvInterface.GYMNASIUM:
                 raise ValueError(
                     f"agents.layout: scopes slices a single-agent Gymnasium env's sub-envs; env.type is "
                     f"{env.type!r}" + (" with agent columns" if env.multi_agent else "")
@@ -731,9 +704,9 @@ class Experiment(Section):
                 )
         elif not env.multi_agent:
             raise ValueError(
-                f"agents.layout: {agents.layout!r} needs a multi-agent env (env.type pettingzoo, or vmas "
-                f"with env.agent_layout: columns), got env.type {env.type!r}"
-                + (f" with agent_layout {env.agent_layout!r}" if env.type == "vmas" else "")
+                f"agents.layout: {agents.layout!r} needs a multi-agent env (env.type "
+                f"{multi_agent_kinds(layout_key='env.agent_layout')}), got env.type {env.type!r}"
+                + (f" with agent_layout {env.agent_layout!r}" if "agent_layout" in kind.options else "")
                 + "; agent scopes over a single-agent env are layout: scopes"
             )
         return self

@@ -14,8 +14,9 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from tshtrain.algorithm.blocks.schedules import LinearSchedule
+from tshtrain.config.env_kinds import multi_agent_kinds
 from tshtrain.config.files import apply_overrides, merge_data, read_file
-from tshtrain.config.models import AgentsConfig, AlgorithmConfig, Experiment, MemberConfig, Section
+from tshtrain.config.models import AgentsConfig, AlgorithmConfig, Experiment, MemberConfig
 from tshtrain.config.registry import (
     DEFAULT_ALGORITHM,
     AlgorithmSpec,
@@ -25,6 +26,7 @@ from tshtrain.config.registry import (
     offline_names,
 )
 from tshtrain.config.schema import adapter, enum_fields, expected, value_fields
+from tshtrain.config.sections import Section
 from tshtrain.constraints import FiniteFloat
 from tshtrain.errors import ConfigurationError, ExperimentError, short_repr
 from tshtrain.logger.base import LogIntervals, family_log_intervals
@@ -190,7 +192,7 @@ def _check_centralised_critics(experiment: Experiment, source: str) -> None:
             raise ExperimentError(
                 f"{source}: {prefix}algorithm.network.centralised_critic: true (MAPPO) needs the env's "
                 f"global state in the observations: set env.global_state: true (a multi-agent env: type "
-                f"pettingzoo, or vmas with agent_layout: columns), or centralised_critic: false (IPPO)."
+                f"{multi_agent_kinds()}), or centralised_critic: false (IPPO)."
             )
 
 

@@ -15,7 +15,8 @@ from typing import Any
 
 from tshtrain.algorithm.base import Algorithm
 from tshtrain.config.builders import BuildContext
-from tshtrain.config.models import MlpNetwork, Section
+from tshtrain.config.models import MlpNetwork
+from tshtrain.config.sections import Section
 
 
 class Family(StrEnum):
