@@ -1,6 +1,6 @@
 """A2C on CartPole-v1: 8 envs, 5 env steps per env per collection step, one Adam step per rollout.
 
-The hyperparameters are those of A2C's default experiment (tshtrain/config/defaults.py; print them with
+The hyperparameters are those of A2C's default experiment (tshtrain/config/algos/on_policy.py; print them with
 ``tshtrain config a2c``); the budget (``--max-env-steps``) is this script's own.
 
 Run: python examples/a2c_cartpole.py [--seed 0] [--max-env-steps 200000]

@@ -1,7 +1,7 @@
 """Behaviour cloning on CartPole-v1 from a dataset collected by a trained DQN agent.
 
 The hyperparameters of the behaviour cloning agent are those of BC's default experiment
-(tshtrain/config/defaults.py; print them with ``tshtrain config bc``); the dataset is this script's own.
+(tshtrain/config/algos/offline.py; print them with ``tshtrain config bc``); the dataset is this script's own.
 
 Run: python examples/bc_cartpole.py [--seed 0]
 """

@@ -10,7 +10,7 @@ reference returns of the normalised score
 ``R_expert`` the SAC agent's final test return and ``R_random`` a uniformly random policy's, both the mean
 over 10 test episodes.
 
-The hyperparameters of the CQL agent are those of CQL's default experiment (tshtrain/config/defaults.py;
+The hyperparameters of the CQL agent are those of CQL's default experiment (tshtrain/config/algos/offline.py;
 print them with ``tshtrain config cql``); the SAC run that makes the dataset uses SAC's
 (``sac_pendulum.py``); the budget (``--epochs``) is this script's own.
 

@@ -1,7 +1,7 @@
 """DDPG on Pendulum-v1: one critic, Gaussian exploration noise of std 0.1 (in the policy's [-1, 1]
 action space).
 
-The hyperparameters are those of DDPG's default experiment (tshtrain/config/defaults.py;
+The hyperparameters are those of DDPG's default experiment (tshtrain/config/algos/actor_critic.py;
 print them with ``tshtrain config ddpg``); the budget (``--max-epochs``) is this script's own.
 
 Run: python examples/ddpg_pendulum.py [--seed 0]

@@ -4,7 +4,7 @@ epsilon-greedy noise (epsilon 0.3), so that the dataset holds good and imperfect
 The DQN agent comes from ``examples/dqn_cartpole_475.py``; the dataset is cached with ``save_buffer``.
 
 The hyperparameters of the CQL agent are those of discrete CQL's default experiment
-(tshtrain/config/defaults.py; print them with ``tshtrain config discrete_cql``); the budget is this
+(tshtrain/config/algos/offline.py; print them with ``tshtrain config discrete_cql``); the budget is this
 script's own.
 
 Run: python examples/discrete_cql_cartpole.py [--seed 0]

@@ -2,7 +2,7 @@
 10 training envs, 10 env steps per collection step and one gradient step per collection step, batch 64,
 64-64 networks, actor lr 1e-4, critic lr 1e-3, gamma 0.95, 3-step returns, constant alpha 0.05.
 
-The hyperparameters are those of discrete SAC's default experiment (tshtrain/config/defaults.py;
+The hyperparameters are those of discrete SAC's default experiment (tshtrain/config/algos/actor_critic.py;
 print them with ``tshtrain config discrete_sac``); the budget (``--max-epochs``) is this script's own.
 
 Run: python examples/discrete_sac_cartpole.py [--seed 0]

@@ -1,5 +1,5 @@
 """C51, QR-DQN, IQN and Rainbow on CartPole-v1 with the settings of their default experiments
-(tshtrain/config/defaults.py; ``tshtrain config c51`` prints them): the setups of Tianshou's
+(tshtrain/config/algos/q_learning.py; ``tshtrain config c51`` prints them): the setups of Tianshou's
 test/discrete/test_c51.py, test_qrdqn.py, test_iqn.py and test_rainbow.py. examples/c51_cartpole.py,
 qrdqn_cartpole.py, iqn_cartpole.py and rainbow_cartpole.py run them; this module builds them.
 

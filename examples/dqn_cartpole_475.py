@@ -8,7 +8,7 @@ the online network into the target network every 10 env steps, but only during c
 target network is refreshed once per update step of 128 gradient steps: ``target_update_freq=128``.
 Like SB3's DQN, no double Q-learning, Huber loss, gradient norm clipped to 10.
 
-The hyperparameters are those of DQN's default experiment (tshtrain/config/defaults.py;
+The hyperparameters are those of DQN's default experiment (tshtrain/config/algos/q_learning.py;
 print them with ``tshtrain config dqn``); the budget (``--max-epochs``) is this script's own.
 
 Run: python examples/dqn_cartpole_475.py [--seed 0]

@@ -1,6 +1,6 @@
 """PPO on CartPole-v1, with rl-zoo's hyperparameters (linearly decaying learning rate and clip range).
 
-The hyperparameters are those of PPO's default experiment (tshtrain/config/defaults.py; print them with
+The hyperparameters are those of PPO's default experiment (tshtrain/config/algos/on_policy.py; print them with
 ``tshtrain config ppo``), so this script and ``tshtrain train examples/configs/ppo_cartpole.yaml`` train
 alike; the budget (``--max-env-steps``) is this script's own.
 

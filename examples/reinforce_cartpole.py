@@ -1,7 +1,7 @@
 """REINFORCE on CartPole-v1, built from params objects (the Tianshou way).
 
-The hyperparameters are those of REINFORCE's default experiment (tshtrain/config/defaults.py; print them
-with ``tshtrain config reinforce``).
+The hyperparameters are those of REINFORCE's default experiment (tshtrain/config/algos/on_policy.py;
+print them with ``tshtrain config reinforce``).
 
 Run: python examples/reinforce_cartpole.py [--seed 0] [--max-epochs 20] [--logdir runs/reinforce]
 """

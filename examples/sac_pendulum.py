@@ -1,6 +1,6 @@
 """SAC on Pendulum-v1: twin critics, tanh-squashed Gaussian actor, automatic entropy tuning.
 
-The hyperparameters are those of SAC's default experiment (tshtrain/config/defaults.py;
+The hyperparameters are those of SAC's default experiment (tshtrain/config/algos/actor_critic.py;
 print them with ``tshtrain config sac``); the budget (``--max-epochs``) is this script's own.
 
 Run: python examples/sac_pendulum.py [--seed 0]

@@ -1,7 +1,7 @@
 """TD3+BC on Pendulum-v1 from the mixed-quality SAC dataset of ``cql_pendulum.py`` (made and cached on
 first use). Observations are standardised by the dataset's statistics (``TD3BC.process_buffer``).
 
-The hyperparameters are those of TD3+BC's default experiment (tshtrain/config/defaults.py; print them
+The hyperparameters are those of TD3+BC's default experiment (tshtrain/config/algos/offline.py; print them
 with ``tshtrain config td3_bc``); the budget (``--epochs``) is this script's own.
 
 Run: python examples/td3_bc_pendulum.py [--seed 0] [--cache-dir /tmp/tshtrain_datasets]

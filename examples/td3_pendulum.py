@@ -1,7 +1,7 @@
 """TD3 on Pendulum-v1: twin critics, target policy smoothing, delayed actor updates, Gaussian
 exploration noise of std 0.1 (in the policy's [-1, 1] action space).
 
-The hyperparameters are those of TD3's default experiment (tshtrain/config/defaults.py;
+The hyperparameters are those of TD3's default experiment (tshtrain/config/algos/actor_critic.py;
 print them with ``tshtrain config td3``); the budget (``--max-epochs``) is this script's own.
 
 Run: python examples/td3_pendulum.py [--seed 0]

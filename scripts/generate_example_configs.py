@@ -1,8 +1,10 @@
-"""Write examples/configs/*.yaml from the default experiments of tshtrain/config/defaults.py.
+"""Write examples/configs/*.yaml from the algorithms' default experiments and the task examples.
 
-tshtrain/config/defaults.py is the one place where the example runs' hyperparameters are written down;
-these files are generated from it (see tshtrain/config/example_files.py), and tests/unit/test_config.py
-checks that the committed files equal what this script writes.
+Each algorithm's default experiment is written down once, in its ``AlgorithmSpec`` in its family's module
+of tshtrain/config/algos/ (``tshtrain config ALGO`` prints it); the task examples beyond them are
+``TASK_EXAMPLES`` in tshtrain/config/defaults.py. These files are generated from both (see
+tshtrain/config/example_files.py; each file's last comment line names its source), and
+tests/unit/test_config.py checks that the committed files equal what this script writes.
 
 Usage::
 
@@ -25,7 +27,9 @@ from tshtrain.config.example_files import example_files  # noqa: E402
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        description="Generate examples/configs/*.yaml from tshtrain/config/defaults.py."
+        description="Generate examples/configs/*.yaml from the algorithms' default experiments (their "
+        "AlgorithmSpec in tshtrain/config/algos/<family>.py) and the task examples (TASK_EXAMPLES in "
+        "tshtrain/config/defaults.py)."
     )
     parser.add_argument("--check", action="store_true", help="exit 1 if a file is stale or missing")
     args = parser.parse_args(argv)

@@ -16,11 +16,23 @@ from tshtrain.config.defaults import TASK_EXAMPLES
 from tshtrain.config.files import dumps, merge_data
 from tshtrain.config.registry import SPECS, AlgorithmSpec, Family
 
-GENERATED_NOTE = (
-    "# Generated from tshtrain/config/defaults.py by scripts/generate_example_configs.py; edit that."
-)
-"""the last comment line of every generated file (kept word for word so that the generated files stay
-the same; the algorithms' default experiments are in their specs, :mod:`tshtrain.config.algos`)"""
+GENERATOR = "scripts/generate_example_configs.py"
+"""the script that writes the files"""
+
+
+def generated_note(source: str) -> str:
+    """The last comment line of every generated file: where its settings are written (``source``)."""
+    return f"# Generated from {source} by {GENERATOR}; edit that."
+
+
+def spec_source(spec: AlgorithmSpec) -> str:
+    """Where ``spec``'s default experiment is written: its entry in its family's module of
+    :mod:`tshtrain.config.algos` (the module of its builder, which sits beside it)."""
+    return f"the {spec.name} entry of {spec.build.__module__.replace('.', '/')}.py"
+
+
+TASK_EXAMPLES_SOURCE = "TASK_EXAMPLES in tshtrain/config/defaults.py"
+"""where the task examples are written"""
 
 
 def example_file_data(spec: AlgorithmSpec) -> dict[str, Any]:
@@ -40,7 +52,7 @@ def example_file_text(spec: AlgorithmSpec) -> str:
     producer = _dataset_producer(spec)
     if producer is not None:
         lines.append(f"# The dataset is the replay buffer saved by: tshtrain train {producer.example_config}")
-    lines.append(GENERATED_NOTE)
+    lines.append(generated_note(spec_source(spec)))
     return "\n".join(lines) + "\n" + dumps(example_file_data(spec), "yaml")
 
 
@@ -52,7 +64,7 @@ def task_example_text(stem: str) -> str:
         f"# {summary}",
         f"# Run: tshtrain train examples/configs/{stem}.yaml",
         f"# Every key left out takes its default; `tshtrain config {name}` prints them all.",
-        GENERATED_NOTE,
+        generated_note(TASK_EXAMPLES_SOURCE),
     ]
     return "\n".join(lines) + "\n" + dumps(dict(data), "yaml")
 
