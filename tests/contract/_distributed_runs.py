@@ -28,6 +28,7 @@ from tshtrain.algorithm import (
 from tshtrain.checkpoint import CheckpointParams
 from tshtrain.data import Collector, VectorReplayBuffer
 from tshtrain.distributed import DistributedContext
+from tshtrain.parallel import DataParallel
 from tshtrain.env import make_vector_env
 from tshtrain.trainer import (
     OffPolicyTrainer,
@@ -137,7 +138,9 @@ def ppo(context: DistributedContext | None, num_envs: int, *, seed: int = 0) -> 
         verbose=False,
         show_progress=False,
     )
-    return OnPolicyTrainer(algorithm, params, TrainerOptions(distributed=context))
+    return OnPolicyTrainer(
+        algorithm, params, TrainerOptions(distributed=None if context is None else DataParallel(context))
+    )
 
 
 def record_first_gradients(trainer: Trainer[Any, Any]) -> list[np.ndarray]:
@@ -198,7 +201,9 @@ def dqn(
         verbose=False,
         show_progress=False,
     )
-    return OffPolicyTrainer(algorithm, params, TrainerOptions(distributed=context))
+    return OffPolicyTrainer(
+        algorithm, params, TrainerOptions(distributed=None if context is None else DataParallel(context))
+    )
 
 
 def train_dqn(

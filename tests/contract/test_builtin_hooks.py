@@ -298,7 +298,7 @@ def test_count_frames_log(tmp_path: Path) -> None:
         (30, 120.0),
         (40, 160.0),
     ]
-    state = _weights_only_round_trip(trainer.extension_state(), tmp_path)
+    state = _weights_only_round_trip(trainer.callbacks.state_dict(), tmp_path)
     assert state["CountFramesLog"] == {"frames": 160}
 
 

@@ -30,6 +30,7 @@ import torch
 from tshtrain.algorithm import PPO, CategoricalPolicy, PPOParams, mlp
 from tshtrain.data import Collector, VectorReplayBuffer
 from tshtrain.distributed import DistributedContext
+from tshtrain.parallel import DataParallel
 from tshtrain.env import make_vector_env
 from tshtrain.trainer import OnPolicyTrainer, OnPolicyTrainerParams, TrainerOptions
 
@@ -72,7 +73,7 @@ def train(context):
             max_epochs=1, epoch_num_steps=128, collection_step_num_env_steps=64, batch_size=32,
             update_step_num_repetitions=1, test_step_num_episodes=1, verbose=False, show_progress=False,
         ),
-        TrainerOptions(distributed=context, close_envs=True),
+        TrainerOptions(distributed=DataParallel(context), close_envs=True),
     )
     info = trainer.run()
     # the last collective right before leaving: the ending most likely to abort before the fix

@@ -28,6 +28,7 @@ from tshtrain.algorithm import PPO, CategoricalPolicy, LinearSchedule, PPOParams
 from tshtrain.config import default_experiment
 from tshtrain.data import Collector, VectorReplayBuffer
 from tshtrain.distributed import DistributedContext
+from tshtrain.parallel import DataParallel
 from tshtrain.env import make_vector_env
 from tshtrain.trainer import OnPolicyTrainer, OnPolicyTrainerParams, StopReason, TrainerOptions
 
@@ -91,7 +92,7 @@ def train(context: DistributedContext | None, seed: int) -> dict[str, Any]:
     )
     start = time.perf_counter()
     try:
-        info = OnPolicyTrainer(algorithm, trainer_params, TrainerOptions(distributed=context)).run()
+        info = OnPolicyTrainer(algorithm, trainer_params, TrainerOptions(distributed=DataParallel(context))).run()
     finally:
         train_envs.close()
         test_envs.close()

@@ -30,6 +30,7 @@ LAYER_RANKS: dict[str, int] = {
     "algorithm": 3,
     "checkpoint": 4,  # checkpoint directories: write, verify, read back (the trainer decides when)
     "trainer": 5,
+    "parallel": 6,  # tshtrain/parallel.py: data-parallel learners, a wrapper of the step strategy
     "adapters": 6,  # other libraries' vocabularies (TorchRL hook stages, EmbodiChain events) onto Callback
     "callbacks": 6,  # ready-made callbacks (early stopping, reward normalisation, ...)
     "config": 7,

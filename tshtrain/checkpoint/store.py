@@ -24,6 +24,7 @@ Layout and integrity checks: :mod:`tshtrain.checkpoint.files`.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import hashlib
 import io
 import logging
@@ -460,6 +461,24 @@ def _join_tensors(tensors: Mapping[str, torch.Tensor], rest: Any) -> Any:
     if isinstance(rest, list | tuple):
         return type(rest)(_join_tensors(tensors, v) for v in rest)
     return rest
+
+
+# ---------------------------------------------------------------------------- ranks
+def rank_path(path: Path, ranks: Mapping[str, int] | None) -> Path:
+    """Where rank ``r`` of a data-parallel run (``ranks``: world_size and rank) keeps the checkpoint that
+    rank 0 keeps at ``path``: ``<parent>/rank<r>/<name>``; ``path`` itself on rank 0 or in one process."""
+    if not ranks or ranks["rank"] == 0:
+        return path
+    return path.parent / f"rank{ranks['rank']}" / path.name
+
+
+def for_rank(params: CheckpointParams, ranks: Mapping[str, int] | None) -> CheckpointParams:
+    """The automatic checkpoints of rank ``r > 0``: in ``<directory>/rank<r>``, without ``best/`` (rank 0
+    tests); ``params`` themselves on rank 0 or in one process."""
+    if not ranks or ranks["rank"] == 0:
+        return params
+    directory = Path(params.directory) / f"rank{ranks['rank']}"
+    return dataclasses.replace(params, directory=str(directory), save_best=False)
 
 
 # ---------------------------------------------------------------------------- automatic checkpoints

@@ -23,7 +23,7 @@ step (``execute_training_step`` until ``trainer.done``) or, online, env step by 
 
 One training step is :meth:`Trainer._training_step`, top-down; what differs per family is a small
 strategy (:mod:`tshtrain.trainer.steps`), and a data-parallel run wraps that strategy
-(:mod:`tshtrain.trainer.data_parallel`). The loop is extended one way, with callbacks
+(:mod:`tshtrain.parallel`). The loop is extended one way, with callbacks
 (:mod:`tshtrain.trainer.callbacks`); the params' Tianshou callables are one of them. The state of the run
 is data (:class:`~tshtrain.trainer.run_state.RunState`); checkpoints go through :meth:`Trainer.state_dict`
 and the :mod:`tshtrain.checkpoint` package.
@@ -42,7 +42,7 @@ import torch
 
 from tshtrain.algorithm.base import Algorithm, TrainingStats
 from tshtrain.checkpoint import Backend, CheckpointManager, load_checkpoint, save_checkpoint
-from tshtrain.checkpoint.store import check_saved_world_size
+from tshtrain.checkpoint.store import check_saved_world_size, for_rank, rank_path
 from tshtrain.checkpoint.trainer_state import TrainerState
 from tshtrain.counters import Counters
 from tshtrain.data.listeners import CollectorEvents
@@ -60,7 +60,6 @@ from tshtrain.trainer.callbacks import (
     StopTraining,
     TestResult,
 )
-from tshtrain.trainer.data_parallel import DataParallelStep
 from tshtrain.trainer.dispatch import CallbackSet
 from tshtrain.trainer.options import TrainerOptions
 from tshtrain.trainer.params import OnPolicyTrainerParams, TrainerParams
@@ -105,7 +104,7 @@ class Trainer(ABC, Generic[TAlgorithm, TParams]):
         """counters, best result, stop, timing, windows, logger position, open epoch"""
         strategy = self._make_strategy()
         if self.options.distributed is not None:
-            strategy = DataParallelStep(strategy, self.options.distributed, algorithm)
+            strategy = self.options.distributed.wrap(strategy, algorithm)
         self._strategy = strategy
         self.logger: Logger = (
             params.logger if params.logger is not None and strategy.is_main else NoOpLogger()
@@ -119,7 +118,7 @@ class Trainer(ABC, Generic[TAlgorithm, TParams]):
         checkpoint = params.checkpoint
         self._autosave: AutoCheckpoints | None = None
         if checkpoint is not None:
-            manager = CheckpointManager(strategy.checkpoint_params(checkpoint))
+            manager = CheckpointManager(for_rank(checkpoint, strategy.describe()))
             self._autosave = AutoCheckpoints(manager, self._state_view, lambda: self.state.is_reset)
             self.callbacks.add(self._autosave, "auto_checkpoints")
         self.callbacks.add(ParamsCallbacks(params, self.state.finish), "params")
@@ -332,7 +331,7 @@ class Trainer(ABC, Generic[TAlgorithm, TParams]):
                 self._test_step(in_training=True)
                 stopped_by_test = s.done
             if stopped_by_test:  # the update is skipped
-                self._advance(strategy.progress(collect_stat), None)
+                self._advance(collect_stat, None)
             else:
                 callbacks.call("before_update", batch)
                 update_start = time.perf_counter()
@@ -344,7 +343,7 @@ class Trainer(ABC, Generic[TAlgorithm, TParams]):
                     training_stat = stats[0] if len(stats) == 1 else type(stats[0]).aggregate(stats)
                     self._recorder.update(training_stat, time.perf_counter() - update_start, parts)
                     callbacks.call("after_update", training_stat)
-                self._advance(strategy.progress(collect_stat), training_stat)
+                self._advance(collect_stat, training_stat)
         except StopTraining as signal:  # raised inside the update: it is abandoned
             s.finish(StopReason.HOOK, signal.reason)
         s.counters = s.counters.advanced(training_step=1)
@@ -376,7 +375,9 @@ class Trainer(ABC, Generic[TAlgorithm, TParams]):
             and p.stop_fn(self._score(stat))
         )
 
-    def _advance(self, amount: int, stat: TrainingStats | None) -> None:
+    def _advance(self, collect_stat: CollectStats | None, stat: TrainingStats | None) -> None:
+        """Move the open epoch on by the training step: its env steps online, one step offline."""
+        amount = 1 if collect_stat is None else collect_stat.n_collected_steps
         epoch = self.state.epoch
         assert epoch is not None
         epoch.progress += amount
@@ -502,7 +503,7 @@ class Trainer(ABC, Generic[TAlgorithm, TParams]):
                 )
             c = self.state.counters
             path = Path(self.params.checkpoint.directory) / f"manual-{c.epoch:06d}-{c.env_step:012d}"
-        path = self._strategy.checkpoint_path(Path(path))
+        path = rank_path(Path(path), self._strategy.describe())
         return save_checkpoint(self._state_view(), path, include_buffers=include_buffers, backend=backend)
 
     def load_checkpoint(self, path: str | Path, *, load_buffers: bool = True, trusted: bool = False) -> None:
@@ -523,7 +524,7 @@ class Trainer(ABC, Generic[TAlgorithm, TParams]):
         """
         if self._strategy.describe() is not None:  # data-parallel: every rank is given rank 0's path
             check_saved_world_size(path, self._state_view())  # the same cause on every rank
-        path = self._strategy.checkpoint_path(Path(path))
+        path = rank_path(Path(path), self._strategy.describe())
         load_checkpoint(self._state_view(), path, load_buffers=load_buffers, trusted=trusted)
         self._resumed = True
         epoch = self.state.epoch
@@ -624,9 +625,10 @@ class Trainer(ABC, Generic[TAlgorithm, TParams]):
         step of a run resumed from a checkpoint)."""
         self._started = True
         self._collector_events.attach(self.state.counters.env_step, **self._listening())
+        buffers = self._strategy.buffers()
         info = SetupInfo(
             algorithm=self.algorithm,
-            buffer=self._strategy.setup_buffer(),
+            buffer=buffers.get("dataset", buffers.get("training")),
             offline=not self._strategy.online,
             resumed=resumed,
         )

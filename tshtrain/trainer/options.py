@@ -10,8 +10,8 @@ from dataclasses import dataclass
 
 from tshtrain.constraints import PositiveInt, validate_fields
 from tshtrain.devices import resolve_device
-from tshtrain.distributed import DistributedContext
 from tshtrain.errors import ConfigurationError
+from tshtrain.trainer.steps import StrategyWrapper
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -42,13 +42,19 @@ class TrainerOptions:
     available, else CPU), ``cpu``, ``cuda``, ``cuda:N`` or ``mps``; None: leave the algorithm where it
     is. Collected batches are moved to the algorithm's device once per sample (docs/gpu.md)"""
 
-    distributed: DistributedContext | None = None
-    """this process's rank of a data-parallel run (``DistributedContext.from_env()`` under ``torchrun``):
-    gradients averaged over the ranks, counters and training statistics summed over them, test steps,
-    logging and progress on rank 0 (docs/scaling.md); None: one process"""
+    distributed: StrategyWrapper | None = None
+    """this process's rank of a data-parallel run, ``DataParallel(DistributedContext.from_env())`` under
+    ``torchrun`` (:mod:`tshtrain.parallel`): gradients averaged over the ranks, counters and training
+    statistics summed over them, test steps, logging and progress on rank 0 (docs/scaling.md); None: one
+    process"""
 
     def __post_init__(self) -> None:
         validate_fields(self)
+        if self.distributed is not None and not callable(getattr(self.distributed, "wrap", None)):
+            raise ConfigurationError(
+                f"TrainerOptions.distributed must wrap the step strategy (tshtrain.parallel.DataParallel("
+                f"context)), got {type(self.distributed).__name__}."
+            )
         if self.device is not None:
             try:
                 resolve_device(self.device)

@@ -16,7 +16,7 @@ off-policy   the same; the data stays in the replay       round(u * n_collected)
 offline      nothing                                      one gradient step on the dataset
 ===========  ===========================================  ==========================================
 
-A data-parallel run wraps the strategy (:class:`~tshtrain.trainer.data_parallel.DataParallelStep`):
+A data-parallel run wraps the strategy (``TrainerOptions.distributed``, :mod:`tshtrain.parallel`):
 the collection step's statistics become all ranks', test steps run on rank 0, the ranks agree on
 stops. One process uses the defaults here, which do nothing of the kind.
 """
@@ -26,13 +26,17 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any, final
+from typing import Any, Protocol, final
 
 from typing_extensions import override
 
-from tshtrain.algorithm.base import OfflineAlgorithm, OffPolicyAlgorithm, OnPolicyAlgorithm, TrainingStats
-from tshtrain.checkpoint import CheckpointParams
+from tshtrain.algorithm.base import (
+    Algorithm,
+    OfflineAlgorithm,
+    OffPolicyAlgorithm,
+    OnPolicyAlgorithm,
+    TrainingStats,
+)
 from tshtrain.data.batch import AnyRolloutBatch
 from tshtrain.data.buffer import BufferLayout
 from tshtrain.data.collector import Collector
@@ -72,6 +76,15 @@ class CollectedSteps:
     """wall-clock time spent collecting it"""
 
 
+class StrategyWrapper(Protocol):
+    """Wraps a trainer's step strategy (``TrainerOptions.distributed``: one rank of a data-parallel run,
+    :class:`tshtrain.parallel.DataParallel`)."""
+
+    def wrap(self, strategy: StepStrategy, algorithm: Algorithm[Any]) -> StepStrategy:
+        """``strategy`` as the wrapper means it."""
+        ...
+
+
 class StepStrategy(ABC):
     """The family-specific parts of a training step (see the module docstring)."""
 
@@ -91,10 +104,6 @@ class StepStrategy(ABC):
         """The buffers whose state a checkpoint holds, by role (``training``, ``test``, ``dataset``)."""
         return {name: c.buffer for name, c in self.collectors().items() if c.buffer is not None}
 
-    @abstractmethod
-    def setup_buffer(self) -> AnyReplayBuffer | None:
-        """The buffer shown to ``on_run_start`` (the training buffer, or the dataset offline)."""
-
     def prepare(self) -> None:  # noqa: B027 - optional, a no-op for the online families
         """Once per ``reset()``, before anything else (offline: the algorithm reads the dataset)."""
 
@@ -113,10 +122,6 @@ class StepStrategy(ABC):
     ) -> list[UpdatePart]:
         """The update step: one part per ``algorithm.update`` call (empty: no update was possible)."""
 
-    @abstractmethod
-    def progress(self, collect_stat: CollectStats | None) -> int:
-        """How far a training step moves the epoch (env steps online, 1 offline)."""
-
     def samples_per_step(self) -> int:
         """Env steps counted per training step without a collection (offline: the batch size)."""
         return 0
@@ -134,16 +139,8 @@ class StepStrategy(ABC):
     def agree_on_stop(self, state: RunState) -> None:  # noqa: B027 - a no-op in one process
         """At the end of every training step: make a stop on any rank every rank's."""
 
-    def checkpoint_path(self, path: Path) -> Path:
-        """Where this process reads or writes the checkpoint kept at ``path``."""
-        return path
-
-    def checkpoint_params(self, params: CheckpointParams) -> CheckpointParams:
-        """This process's automatic checkpoints."""
-        return params
-
     def describe(self) -> dict[str, int] | None:
-        """What a checkpoint's manifest records of the run's ranks (None: one process)."""
+        """This process's rank of a data-parallel run, ``{"world_size", "rank"}`` (None: one process)."""
         return None
 
     def close(self) -> None:  # noqa: B027 - a no-op in one process
@@ -171,10 +168,6 @@ class _OnlineStrategy(StepStrategy):
         return found
 
     @override
-    def setup_buffer(self) -> AnyReplayBuffer | None:
-        return self.buffer
-
-    @override
     def reset_collectors(self, reset_buffers: bool) -> None:
         self._online.training_collector.reset(reset_buffer=reset_buffers, reset_stats=True)
 
@@ -198,11 +191,6 @@ class _OnlineStrategy(StepStrategy):
         """What an update receives besides the buffer: on-policy the rollout, else None."""
         del stat
         return None
-
-    @override
-    def progress(self, collect_stat: CollectStats | None) -> int:
-        assert collect_stat is not None
-        return collect_stat.n_collected_steps
 
 
 @final
@@ -336,10 +324,6 @@ class OfflineStep(StepStrategy):
         return {**super().buffers(), "dataset": self._offline.buffer}
 
     @override
-    def setup_buffer(self) -> AnyReplayBuffer | None:
-        return self._offline.buffer
-
-    @override
     def prepare(self) -> None:
         self._algorithm.process_buffer(self._offline.buffer)
 
@@ -355,10 +339,6 @@ class OfflineStep(StepStrategy):
         bridge = callbacks.update_hooks()
         stat = self._algorithm.update(self._offline.buffer, self._offline.batch_size, hooks=hooks_for(bridge))
         return [UpdatePart(stat, {} if bridge is None else bridge.scalars())]
-
-    @override
-    def progress(self, collect_stat: CollectStats | None) -> int:
-        return 1
 
     @override
     def samples_per_step(self) -> int:

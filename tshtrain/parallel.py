@@ -1,7 +1,8 @@
-"""One rank of a data-parallel run (``TrainerOptions.distributed``): a wrapper of the step strategy.
+"""Data-parallel learners: one rank of a run (``TrainerOptions(distributed=DataParallel(context))``),
+a wrapper of the trainer's step strategy.
 
-The loop stays the trainer's; :class:`DataParallelStep` changes what the strategy's parts mean on a
-rank (docs/scaling.md):
+The loop stays the trainer's and knows nothing of ranks; :class:`DataParallelStep` changes what the
+strategy's parts mean on a rank (docs/scaling.md):
 
 * **Start**: rank 0's weights and module buffers are broadcast, and every optimizer's parameters get a
   gradient hook that averages the gradient over the ranks as soon as backward accumulated it
@@ -26,7 +27,6 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any, final
 
 import numpy as np
@@ -34,15 +34,34 @@ import torch
 from typing_extensions import override
 
 from tshtrain.algorithm.base import Algorithm
-from tshtrain.checkpoint import CheckpointParams
 from tshtrain.data.collector_base import AnyReplayBuffer, BaseCollector
 from tshtrain.data.stats import CollectStats, merge_collect_stats
 from tshtrain.distributed import DistributedContext
+from tshtrain.errors import ConfigurationError
 from tshtrain.trainer.callbacks import CollectedBatch
 from tshtrain.trainer.dispatch import CallbackSet
 from tshtrain.trainer.run_state import BestResult, RunState
 from tshtrain.trainer.stats import StopReason
 from tshtrain.trainer.steps import CollectedSteps, StepStrategy, UpdatePart
+
+
+@final
+class DataParallel:
+    """This process's rank of a data-parallel run, for ``TrainerOptions.distributed``: it wraps the
+    trainer's step strategy (a :class:`~tshtrain.trainer.steps.StrategyWrapper`)."""
+
+    def __init__(self, context: DistributedContext):
+        """``context``: the process group (``DistributedContext.from_env()`` under ``torchrun``)."""
+        if not isinstance(context, DistributedContext):
+            raise ConfigurationError(
+                f"DataParallel: context must be a tshtrain.distributed.DistributedContext, got "
+                f"{type(context).__name__}."
+            )
+        self.context = context
+
+    def wrap(self, strategy: StepStrategy, algorithm: Algorithm[Any]) -> StepStrategy:
+        """``strategy`` as this rank's."""
+        return DataParallelStep(strategy, self.context, algorithm)
 
 
 @final
@@ -68,10 +87,6 @@ class DataParallelStep(StepStrategy):
         return self.inner.buffers()
 
     @override
-    def setup_buffer(self) -> AnyReplayBuffer | None:
-        return self.inner.setup_buffer()
-
-    @override
     def prepare(self) -> None:
         self.inner.prepare()
 
@@ -88,10 +103,6 @@ class DataParallelStep(StepStrategy):
         self, batch: CollectedBatch | None, callbacks: CallbackSet, show_bar: bool
     ) -> list[UpdatePart]:
         return self.inner.update(batch, callbacks, show_bar)
-
-    @override
-    def progress(self, collect_stat: CollectStats | None) -> int:
-        return self.inner.progress(collect_stat)
 
     # ------------------------------------------------------------------ what a rank does differently
     @override
@@ -128,17 +139,6 @@ class DataParallelStep(StepStrategy):
             if done and reason is not None:
                 state.finish(reason, detail)
                 return
-
-    @override
-    def checkpoint_path(self, path: Path) -> Path:
-        return path if self.is_main else path.parent / f"rank{self.context.rank}" / path.name
-
-    @override
-    def checkpoint_params(self, params: CheckpointParams) -> CheckpointParams:
-        if self.is_main:
-            return params
-        directory = Path(params.directory) / f"rank{self.context.rank}"
-        return dataclasses.replace(params, directory=str(directory), save_best=False)
 
     @override
     def describe(self) -> dict[str, int]:
