@@ -99,6 +99,14 @@ class DataParallelStep(StepStrategy):
         return self.inner.samples_per_step()
 
     @override
+    def settle(self) -> None:
+        self.inner.settle()
+
+    @override
+    def discard_staged(self) -> None:
+        self.inner.discard_staged()
+
+    @override
     def update(
         self, batch: CollectedBatch | None, callbacks: CallbackSet, show_bar: bool
     ) -> list[UpdatePart]:

@@ -168,10 +168,10 @@ TENSOR_FACTORIES = frozenset(
 """``torch.<name>(...)`` calls that must pass ``device=`` (``*_like`` factories take their input's)"""
 
 ALLOWED_WITHOUT_DEVICE: dict[tuple[str, str, str], str] = {
-    ("trainer/builtin_callbacks.py", "__post_init__", "Generator"): "the sub-sampler draws host-side "
+    ("callbacks/builtin.py", "__post_init__", "Generator"): "the sub-sampler draws host-side "
     "indices into numpy arrays (never the network's device)",
-    ("trainer/builtin_callbacks.py", "after_collect", "randperm"): "host-side indices, used as numpy",
-    ("trainer/builtin_callbacks.py", "on_sampled_batch", "randperm"): "host-side indices, used as numpy",
+    ("callbacks/builtin.py", "after_collect", "randperm"): "host-side indices, used as numpy",
+    ("callbacks/builtin.py", "on_sampled_batch", "randperm"): "host-side indices, used as numpy",
 }
 """(file under tshtrain/, enclosing function, factory) -> why it may use the default device"""
 

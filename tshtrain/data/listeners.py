@@ -93,18 +93,32 @@ class _Listener:
 class CollectorEvents:
     """Attaches and detaches the listeners of a run's collectors (roles ``training``, ``test``)."""
 
-    def __init__(self, collectors: Mapping[str, BaseCollector], notify: Notify, *, render_every: int | None):
+    def __init__(
+        self,
+        collectors: Mapping[str, BaseCollector],
+        notify: Notify,
+        listens: Callable[[str], bool],
+        *,
+        render_every: int | None,
+    ):
+        """Args:
+        collectors: by role (``training``, ``test``).
+        notify: called as ``notify(point, payload)``.
+        listens: whether anyone listens at a point now.
+        render_every: render the training envs every this many env steps (None: never).
+        """
         self._collectors = dict(collectors)
         self._notify = notify
+        self._listens = listens
         self._render_every = render_every
         self._listeners: list[_Listener] = []
         self._wanted: tuple[bool, bool] = (False, False)
         self._attached = False
 
-    def attach(self, env_step: int, *, episodes: bool, resets: bool) -> None:
-        """Attach what is needed (``episodes`` / ``resets``: someone listens there; ``env_step``: the
-        training env steps so far, for rendering)."""
+    def attach(self, env_step: int) -> None:
+        """Attach what is needed now (``env_step``: the training env steps so far, for rendering)."""
         self.detach()
+        episodes, resets = self._listens("on_episodes_end"), self._listens("on_envs_reset")
         self._attached, self._wanted = True, (episodes, resets)
         for role, collector in self._collectors.items():
             render = self._render_every if role == "training" else None
@@ -120,12 +134,11 @@ class CollectorEvents:
                 collector.listener = listener
                 self._listeners.append(listener)
 
-    def changed(self, *, episodes: bool, resets: bool) -> None:
+    def changed(self) -> None:
         """Who listens changed: re-attach, keeping the rendering position."""
         if self._attached:
             training = self._collectors.get("training")
-            env_step = next((x.env_steps for x in self._listeners if x.collector is training), 0)
-            self.attach(env_step, episodes=episodes, resets=resets)
+            self.attach(next((x.env_steps for x in self._listeners if x.collector is training), 0))
 
     def detach(self) -> None:
         """Put the collectors' previous listeners back."""

@@ -1,6 +1,4 @@
-"""The generic Trainer: epochs of training steps and test steps.
-
-Glossary (the words used in code, docs and logs):
+"""The generic Trainer: epochs of training steps and test steps. Glossary (the words of code and logs):
 
 * **env step** -- one transition of one environment; N vector envs take N env steps per ``step()``.
   Offline, the env_step counter counts the transitions sampled from the dataset (as in Tianshou).
@@ -15,18 +13,13 @@ Glossary (the words used in code, docs and logs):
   ceil(s / c) training steps when c env steps are collected per step), or ``epoch_num_steps`` training
   steps (offline); then one test step.
 
-Before the first epoch, ``reset`` runs an initial test step (epoch 0), as Tianshou does, so that the
-untrained policy's score is the first best score. ``run`` = ``reset`` + training steps until a stop.
-The same run can be driven epoch by epoch (``for epoch_stats in trainer``), training step by training
-step (``execute_training_step`` until ``trainer.done``) or, online, env step by env step
-(:mod:`tshtrain.adapters.skrl`).
-
-One training step is :meth:`Trainer._training_step`, top-down; what differs per family is a small
-strategy (:mod:`tshtrain.trainer.steps`), and a data-parallel run wraps that strategy
-(:mod:`tshtrain.parallel`). The loop is extended one way, with callbacks
-(:mod:`tshtrain.trainer.callbacks`); the params' Tianshou callables are one of them. The state of the run
-is data (:class:`~tshtrain.trainer.run_state.RunState`); checkpoints go through :meth:`Trainer.state_dict`
-and the :mod:`tshtrain.checkpoint` package.
+``reset`` runs an initial test step (epoch 0), as Tianshou does; ``run`` = ``reset`` + training steps
+until a stop, each :meth:`Trainer._training_step`, top-down. The same run can be driven epoch by epoch
+(``for epoch_stats in trainer``), step by step (``execute_training_step``) or env step by env step
+(:mod:`tshtrain.adapters.skrl`). The family's parts are a strategy (:mod:`tshtrain.trainer.steps`),
+which data-parallel runs wrap (:mod:`tshtrain.parallel`); the loop is extended with callbacks
+(:mod:`tshtrain.trainer.callbacks`); the run's state is data (``RunState``), checkpointed through
+:mod:`tshtrain.checkpoint`.
 """
 
 from __future__ import annotations
@@ -122,10 +115,11 @@ class Trainer(ABC, Generic[TAlgorithm, TParams]):
             self._autosave = AutoCheckpoints(manager, self._state_view, lambda: self.state.is_reset)
             self.callbacks.add(self._autosave, "auto_checkpoints")
         self.callbacks.add(ParamsCallbacks(params, self.state.finish), "params")
+        render_every = self.options.render_every_num_env_steps
         self._collector_events = CollectorEvents(
-            strategy.collectors(), self.callbacks.call, render_every=self.options.render_every_num_env_steps
+            strategy.collectors(), self.callbacks.call, self.callbacks.active, render_every=render_every
         )
-        self.callbacks.on_change(lambda: self._collector_events.changed(**self._listening()))
+        self.callbacks.on_change(self._collector_events.changed)
         self._recorder = RunRecorder(
             self.logger, self.state, family_log_intervals(isinstance(params, OnPolicyTrainerParams))
         )
@@ -171,25 +165,15 @@ class Trainer(ABC, Generic[TAlgorithm, TParams]):
         return self.state.info_stats()
 
     def add_callback(self, callback: Callback, *, name: str | None = None) -> None:
-        """Add a callback: called after the params' callables, in the order added (the one way to run
-        code at a loop point; docs/hooks.md).
-
-        Args:
-            callback: a :class:`~tshtrain.trainer.callbacks.Callback` (TorchRL hook stages and
-                EmbodiChain events are callbacks too: :mod:`tshtrain.adapters`).
-            name: unique among the trainer's callbacks (its state is saved under it); default: the
-                class name.
-        """
+        """Add a callback (the one way to run code at a loop point; docs/hooks.md), called after the
+        params' callables in the order added; ``name`` (default: the class name) is unique, and its state
+        is saved under it."""
         self.callbacks.add(callback, name if name is not None else type(callback).__name__)
 
     # ================================================================== driving the run
     def reset(self, reset_collectors: bool = True, reset_collector_buffers: bool = False) -> None:
-        """Prepare a run: counters to zero (or from the logger), collectors reset, initial test step.
-
-        Args:
-            reset_collectors: reset the collectors' envs and statistics.
-            reset_collector_buffers: also clear their buffers (only with reset_collectors).
-        """
+        """Prepare a run: counters to zero (or from the logger), collectors (``reset_collectors``) and their
+        buffers (``reset_collector_buffers``) reset, ``on_run_start``, the initial test step."""
         self._strategy.prepare()
         self.state.reset()
         self._step_open = False
@@ -289,9 +273,8 @@ class Trainer(ABC, Generic[TAlgorithm, TParams]):
         return self._step_open
 
     def close(self) -> None:
-        """End the run: ``on_run_end`` callbacks, detach from the collectors, close the envs
-        (``options.close_envs``), the progress bar and the logger. ``run()`` does this; call it when you
-        drive the trainer yourself."""
+        """End a run you drive yourself (``run()`` does it): ``on_run_end``, the collectors detached, the
+        envs (``options.close_envs``), the progress bar and the logger closed."""
         self._shutdown()
         self._close()
 
@@ -302,11 +285,7 @@ class Trainer(ABC, Generic[TAlgorithm, TParams]):
 
     # ================================================================== the training step
     def _training_step(self, collected: CollectedSteps | None) -> TrainingStepResult:
-        """One training step, top-down: begin (reset if needed, open the epoch, ``on_training_step_start``;
-        done by the env-step driver when ``collected`` holds what it gathered), collect,
-        ``after_collect``, [test-in-training], ``before_update``, update, ``after_update``,
-        ``on_training_step_end``, the training record, the stop agreement of the ranks, the end of the
-        epoch and the periodic checkpoint."""
+        """One training step, top-down (docs/concepts.md draws it)."""
         if collected is None:
             self.begin_training_step()
         elif not self._step_open:
@@ -364,8 +343,7 @@ class Trainer(ABC, Generic[TAlgorithm, TParams]):
         )
 
     def _test_in_training(self, stat: CollectStats) -> bool:
-        """Test now, within the training step? (``test_in_training``: the training episodes scored
-        like a test step satisfy ``stop_fn``)."""
+        """``test_in_training``: test now if the training episodes, scored, satisfy ``stop_fn``."""
         p = self.params
         return (
             bool(getattr(p, "test_in_training", False))
@@ -526,6 +504,7 @@ class Trainer(ABC, Generic[TAlgorithm, TParams]):
             check_saved_world_size(path, self._state_view())  # the same cause on every rank
         path = rank_path(Path(path), self._strategy.describe())
         load_checkpoint(self._state_view(), path, load_buffers=load_buffers, trusted=trusted)
+        self._strategy.discard_staged()
         self._resumed = True
         epoch = self.state.epoch
         if epoch is not None and self._show_progress():
@@ -558,8 +537,10 @@ class Trainer(ABC, Generic[TAlgorithm, TParams]):
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Restore :meth:`state_dict` (checked whole before anything changes)."""
         self._state_view().load_state_dict(state)
+        self._strategy.discard_staged()
 
     def _state_view(self) -> TrainerState:
+        self._strategy.settle()  # a checkpoint is read or written with background collection settled
         return TrainerState(
             algorithm=self.algorithm,
             trainer_name=type(self).__name__,
@@ -614,17 +595,10 @@ class Trainer(ABC, Generic[TAlgorithm, TParams]):
                 return stat.returns_stat.mean
         return None
 
-    def _listening(self) -> dict[str, bool]:
-        return {
-            "episodes": self.callbacks.active("on_episodes_end"),
-            "resets": self.callbacks.active("on_envs_reset"),
-        }
-
     def _start(self, *, resumed: bool) -> None:
-        """Attach the collector bridges and call ``on_run_start`` (``reset()``, or the first training
-        step of a run resumed from a checkpoint)."""
+        """Listen to the collectors, ``on_run_start`` (at ``reset()``, or a resumed run's first step)."""
         self._started = True
-        self._collector_events.attach(self.state.counters.env_step, **self._listening())
+        self._collector_events.attach(self.state.counters.env_step)
         buffers = self._strategy.buffers()
         info = SetupInfo(
             algorithm=self.algorithm,
@@ -635,10 +609,8 @@ class Trainer(ABC, Generic[TAlgorithm, TParams]):
         self.callbacks.call("on_run_start", info)
 
     def _shutdown(self, *, quiet: bool = False) -> None:
-        """``on_run_end`` callbacks, detach, close the envs (``options.close_envs``) and stop the
-        algorithm's worker processes (``algorithm.close()``: their state comes back into this process
-        first, so the algorithm can be saved or trained on). ``quiet``: log errors instead of raising
-        (the run is ending with an error)."""
+        """``on_run_end``, detach, close the envs (``options.close_envs``), ``algorithm.close()`` (worker
+        processes; their state comes back first). ``quiet``: log errors (the run ends with one)."""
         try:
             if self._started:
                 self.callbacks.call("on_run_end", self.info_stats())

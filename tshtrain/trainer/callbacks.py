@@ -37,9 +37,9 @@ after the current training step; raising :class:`StopTraining` ends it at once (
 update is abandoned). A callback with ``state_dict()`` / ``load_state_dict(state)`` is saved with
 checkpoints under its name.
 
-Tianshou's params callbacks (``training_fn``, ``test_fn``, ``stop_fn``, ``save_best_fn``,
-``save_checkpoint_fn``), TorchRL-style hook stages (``register_hook``) and the event managers
-(``events``, ``eval_events``) are callbacks too: adapters built on this protocol.
+Tianshou's params callables (``training_fn``, ``test_fn``, ``stop_fn``, ``save_best_fn``,
+``save_checkpoint_fn``) are an :class:`Adapter` the trainer adds itself; TorchRL's hook stages and
+EmbodiChain's events are adapters a user adds (:mod:`tshtrain.adapters`).
 """
 
 from __future__ import annotations
@@ -263,15 +263,12 @@ class Callback:
 
 
 class CallbackBinding(Protocol):
-    """What an :class:`Adapter` is given when it is added to a trainer."""
+    """What an :class:`Adapter` is given when added: ``changed()`` re-reads its active points,
+    ``context()`` is the run's context now (for use outside a loop point)."""
 
-    def changed(self) -> None:
-        """Re-read the adapter's :meth:`~Adapter.active_points`."""
-        ...
+    def changed(self) -> None: ...
 
-    def context(self) -> RunContext:
-        """A context of the run now (counters, ``request_stop``), for use outside a loop point."""
-        ...
+    def context(self) -> RunContext: ...
 
 
 class Adapter(Callback):
@@ -299,23 +296,7 @@ class Adapter(Callback):
         return None if binding is None else binding.context()
 
 
-POINTS: tuple[str, ...] = (
-    "on_run_start",
-    "on_training_step_start",
-    "on_episodes_end",
-    "on_envs_reset",
-    "after_collect",
-    "before_update",
-    "on_sampled_batch",
-    "on_loss",
-    "on_optimizer_step",
-    "after_update",
-    "on_training_step_end",
-    "on_test_start",
-    "on_test_end",
-    "on_epoch_end",
-    "on_run_end",
-)
+POINTS: tuple[str, ...] = tuple(name for name in vars(Callback) if not name.startswith("_"))
 """the loop points, in loop order"""
 
 IN_UPDATE_POINTS = frozenset({"on_sampled_batch", "on_loss", "on_optimizer_step"})

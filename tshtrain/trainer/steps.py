@@ -139,6 +139,12 @@ class StepStrategy(ABC):
     def agree_on_stop(self, state: RunState) -> None:  # noqa: B027 - a no-op in one process
         """At the end of every training step: make a stop on any rank every rank's."""
 
+    def settle(self) -> None:  # noqa: B027 - a no-op without background collection
+        """Before a checkpoint is read or written: background work joined, its writes applied."""
+
+    def discard_staged(self) -> None:  # noqa: B027 - a no-op without background collection
+        """After a checkpoint was restored: what was collected before it is void."""
+
     def describe(self) -> dict[str, int] | None:
         """This process's rank of a data-parallel run, ``{"world_size", "rank"}`` (None: one process)."""
         return None
@@ -268,6 +274,16 @@ class OffPolicyStep(_OnlineStrategy):
     @override
     def _collect(self) -> tuple[CollectStats, BufferLayout]:
         return super()._collect() if self.overlap is None else self.overlap.take()
+
+    @override
+    def settle(self) -> None:
+        if self.overlap is not None:
+            self.overlap.settle()
+
+    @override
+    def discard_staged(self) -> None:
+        if self.overlap is not None:
+            self.overlap.discard()
 
     @override
     def update(

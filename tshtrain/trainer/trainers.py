@@ -3,14 +3,11 @@ and ``tshtrain.trainer.steps`` for what each family does in a training step)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from pathlib import Path
 from typing import Any, TypeVar, final
 
 from typing_extensions import override
 
 from tshtrain.algorithm.base import OfflineAlgorithm, OffPolicyAlgorithm, OnPolicyAlgorithm
-from tshtrain.checkpoint.trainer_state import TrainerState
 from tshtrain.data.overlap import OverlappedCollection
 from tshtrain.trainer.base import TAlgorithm, Trainer
 from tshtrain.trainer.params import (
@@ -66,28 +63,6 @@ class OffPolicyTrainer(OnlineTrainer[OffPolicyAlgorithm[Any], OffPolicyTrainerPa
     def overlap(self) -> OverlappedCollection | None:
         """The background collection and its record of policy lags (None: ``overlap_collection`` off)."""
         return self._off_policy_step.overlap
-
-    @override
-    def load_checkpoint(self, path: str | Path, *, load_buffers: bool = True, trusted: bool = False) -> None:
-        super().load_checkpoint(path, load_buffers=load_buffers, trusted=trusted)
-        self._discard_staged()
-
-    @override
-    def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        super().load_state_dict(state)
-        self._discard_staged()
-
-    def _discard_staged(self) -> None:
-        """A restored checkpoint replaces the collector's state: a collection step staged before is void."""
-        if self._off_policy_step.overlap is not None:
-            self._off_policy_step.overlap.discard()
-
-    @override
-    def _state_view(self) -> TrainerState:
-        # a checkpoint is read or written with the collection thread joined and its writes applied
-        if self._off_policy_step.overlap is not None:
-            self._off_policy_step.overlap.settle()
-        return super()._state_view()
 
 
 @final
