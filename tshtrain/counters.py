@@ -29,8 +29,8 @@ class Counters:
     """update steps taken"""
     gradient_step: int = 0
     """optimizer steps taken (summed from the updates' ``num_gradient_steps``)"""
-    test_step: int = 0
-    """env steps taken in test steps"""
+    test_env_step: int = 0
+    """env steps taken in test steps (``InfoStats.test_step``, Tianshou's name)"""
     test_episode: int = 0
     """test episodes finished"""
     training_step: int = 0
@@ -48,6 +48,8 @@ class Counters:
     def from_state_dict(cls, state: dict[str, Any]) -> Counters:
         """Counters from :meth:`state_dict`; unknown names or non-int values raise ``ValueError``."""
         names = {f.name for f in dataclasses.fields(cls)}
+        if "test_step" in state and "test_env_step" not in state:  # the name before 2026-11-29
+            state = {("test_env_step" if k == "test_step" else k): v for k, v in state.items()}
         unknown = sorted(set(state) - names)
         if unknown:
             raise ValueError(f"Counters: unknown counters {unknown}; known: {sorted(names)}.")

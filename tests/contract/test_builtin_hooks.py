@@ -48,7 +48,7 @@ ZERO = Counters(
     env_episode=0,
     update_step=0,
     gradient_step=0,
-    test_step=0,
+    test_env_step=0,
     test_episode=0,
     training_step=0,
 )

@@ -152,7 +152,7 @@ def counters_from_info(step: int, data: Mapping[str, float]) -> LogResumePoint:
             gradient_step=count("gradient_step"),
             env_episode=count("train_episode"),
             update_step=count("update_step"),
-            test_step=count("test_step"),
+            test_env_step=count("test_step"),
             test_episode=count("test_episode"),
         )
     )

@@ -82,7 +82,7 @@ class RunRecorder:
         s = self.state
         s.timing["test"] += seconds
         s.counters = s.counters.advanced(
-            test_step=stat.n_collected_steps, test_episode=stat.n_collected_episodes
+            test_env_step=stat.n_collected_steps, test_episode=stat.n_collected_episodes
         )
         s.windows[LogScope.TEST].add(stat)
 

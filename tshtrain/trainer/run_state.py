@@ -65,7 +65,7 @@ class RunState:
 
     def __init__(self) -> None:
         self.counters = Counters()
-        """epoch, env_step, env_episode, update_step, gradient_step, test_step, test_episode,
+        """epoch, env_step, env_episode, update_step, gradient_step, test_env_step, test_episode,
         training_step"""
         self.best = BestResult()
         self.done = False
@@ -115,7 +115,7 @@ class RunState:
             best_epoch=self.best.epoch,
             train_step=c.env_step,
             train_episode=c.env_episode,
-            test_step=c.test_step,
+            test_step=c.test_env_step,
             test_episode=c.test_episode,
             timing=TimingStats(
                 total_time=total_time,

@@ -71,11 +71,12 @@ class InfoStats:
     best_epoch: int | None
     """epoch of the best test step (0: the initial test before training)"""
     train_step: int
-    """env steps collected for training (offline: transitions sampled from the dataset, as in Tianshou)"""
+    """env steps collected for training (offline: transitions sampled from the dataset, as in Tianshou):
+    ``Counters.env_step`` under Tianshou's name"""
     train_episode: int
-    """training episodes finished"""
+    """training episodes finished (``Counters.env_episode``)"""
     test_step: int
-    """env steps taken in test steps"""
+    """env steps taken in test steps (``Counters.test_env_step``; Tianshou's name)"""
     test_episode: int
     """test episodes finished"""
     timing: TimingStats
