@@ -1,16 +1,17 @@
 """Step-wise and manual training: drive DQN on CartPole one env step at a time and interleave your own
-code, with the same counters, logging, hooks, events and callbacks as ``trainer.run()``.
+code, with the same counters, logging, callbacks and events as ``trainer.run()``.
 
 What it shows:
 
-* ``EnvStepDriver(trainer).step()`` steps the training envs once; the env step that completes a collection
-  step also runs the rest of the training step (update, logs, hooks, events, checkpoint callback, the
-  epoch's test step). A run driven so equals ``run()`` with the same seeds (a contract test checks it).
+* ``EnvStepDriver(trainer).step()`` (skrl-style driving, ``tshtrain.adapters.skrl``) steps the training
+  envs once; the env step that completes a collection step also runs the rest of the training step
+  (update, logs, callbacks, events, the epoch's test step). A run driven so equals ``run()`` with the
+  same seeds (a contract test checks it).
 * custom code between env steps (here: episode lengths as episodes end), between training steps (a
   manual event fired from your own code, a look at the epoch), and callbacks / events that run inside
   the loop (early stopping, episode-end domain randomisation of the pole length); the learning-rate
   schedule is DQN's own ``lr_schedule``.
-* ``trainer.close()`` at the end: shutdown hooks and events, logger closed (``run()`` does this itself).
+* ``trainer.close()`` at the end: on_run_end callbacks and events, logger closed (``run()`` does this itself).
 
 Run: python examples/stepwise_training.py [--seed 0] [--max-epochs 5]
 """
@@ -95,7 +96,7 @@ def train(seed: int = 0, max_epochs: int = 5, epoch_num_steps: int = 2000, verbo
         trigger=Every(2000, unit=EventUnit.ENV_STEP),
     )
 
-    trainer.reset()  # counters to zero, setup hooks, initial test step
+    trainer.reset()  # counters to zero, on_run_start callbacks, initial test step
     episode_lengths: list[int] = []
     num_training_steps = 0
     driver = EnvStepDriver(trainer)
@@ -115,7 +116,7 @@ def train(seed: int = 0, max_epochs: int = 5, epoch_num_steps: int = 2000, verbo
                 f"epoch {stats.epoch}: lr {algorithm.optim.param_groups[0]['lr']:.2e}, "
                 f"gradient steps {stats.info_stat.gradient_step}, snapshots at {snapshots[-3:]}"
             )
-    trainer.close()  # shutdown hooks and events, envs closed (close_envs), logger closed
+    trainer.close()  # on_run_end callbacks and events, envs closed (close_envs), logger closed
     if verbose:
         print(f"{len(episode_lengths)} training episodes, the last ten lasted {episode_lengths[-10:]} steps")
     return trainer.info_stats()
