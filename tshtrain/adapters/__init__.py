@@ -3,7 +3,7 @@
 Each adapter is a :class:`~tshtrain.trainer.callbacks.Callback` that maps names; add it to a trainer like
 any callback (docs/hooks.md, "Coming from another library"):
 
-* :class:`HookRegistry` -- TorchRL's hook stages (``register_hook("post_loss", fn)``)::
+* :class:`HookRegistry` -- TorchRL's hook stages (``hooks.register("post_loss", fn)``)::
 
       hooks = HookRegistry()
       trainer.add_callback(hooks, name="hooks")

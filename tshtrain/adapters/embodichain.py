@@ -1,11 +1,15 @@
 """Event managers: callbacks registered by name, fired by a trigger (EmbodiChain's EventManager).
 
-``trainer.events`` (training) and ``trainer.eval_events`` (test steps) are two managers::
+A train manager (training collector, ``Every``) and an eval manager (test steps) are callbacks you add::
 
-    trainer.events.register("randomize", randomize_gravity, trigger=OnEpisodeEnd())
-    trainer.events.register("snapshot", save_weights, trigger=Every(10_000, unit=EventUnit.ENV_STEP))
-    trainer.eval_events.register("video", start_recording, trigger=OnTestStart())
-    trainer.events.trigger("snapshot")  # fire by hand, any time
+    events = EventManager("train")
+    trainer.add_callback(events, name="events")
+    events.register("randomize", randomize_gravity, trigger=OnEpisodeEnd())
+    events.register("snapshot", save_weights, trigger=Every(10_000, unit=EventUnit.ENV_STEP))
+    eval_events = EventManager("eval", test_collector=params.test_collector)
+    trainer.add_callback(eval_events, name="eval_events")
+    eval_events.register("video", start_recording, trigger=OnTestStart())
+    events.trigger("snapshot")  # fire by hand, any time (once added)
 
 =================  ==================================================================================
 trigger            fires
@@ -16,10 +20,10 @@ trigger            fires
 ``OnEpisodeEnd``   after each vector step in which sub-envs ended an episode; ``ctx.env_ids`` are
                    those sub-envs (already reset to their next episode: same-step autoreset)
 ``OnReset``        before the collector resets all its sub-envs (``ctx.env_ids``: all of them)
-``OnStartup``      when the run starts (after the setup hooks, before the initial test step)
-``OnShutdown``     when the run ends (after the shutdown hooks)
-``OnTestStart``    eval only: at the start of each test step (after pre_test hooks)
-``OnTestEnd``      eval only: at the end of each test step (after post_test hooks)
+``OnStartup``      when the run starts (``on_run_start``, before the initial test step)
+``OnShutdown``     when the run ends (``on_run_end``)
+``OnTestStart``    eval only: at the start of each test step (``on_test_start``)
+``OnTestEnd``      eval only: at the end of each test step (``on_test_end``)
 ``Manual``         only through ``manager.trigger(name)`` (every event can be triggered so)
 =================  ==================================================================================
 
@@ -179,7 +183,7 @@ class _Event:
 
 
 class EventManager(Adapter):
-    """Named events with triggers; ``trainer.events`` (train) or ``trainer.eval_events`` (eval). To the
+    """Named events with triggers, a train or an eval manager (see the module docstring). To the
     trainer, one callback."""
 
     def __init__(self, scope: Literal["train", "eval"], *, test_collector: BaseCollector | None = None):

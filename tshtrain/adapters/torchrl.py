@@ -1,6 +1,7 @@
 """The hook registry: registration (typed per stage, checked at run time), calling, hook state.
 
-``Trainer.register_hook`` is :meth:`HookRegistry.register`. Mistakes are reported when a hook is
+A :class:`HookRegistry` added to a trainer (``trainer.add_callback(hooks)``) runs TorchRL-style hooks at
+their stages; :meth:`HookRegistry.register` adds one. Mistakes are reported when a hook is
 registered, never in the middle of a run: an unknown stage, a name already used at that stage, a hook
 that cannot be called with one argument, or one whose annotations say it expects another stage's
 payload (mypy catches the same through the per-stage overloads).

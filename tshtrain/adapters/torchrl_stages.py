@@ -1,6 +1,7 @@
 """Hook stages (TorchRL's trainer hooks), an adapter onto :class:`~tshtrain.trainer.callbacks.Callback`.
 
-What a hook at each stage receives and returns; the registry, itself a callback, is in ``hook_registry``.
+What a hook at each stage receives and returns; the registry, itself a callback,
+is :class:`tshtrain.adapters.torchrl.HookRegistry`.
 
 A hook is a callable taking one frozen :class:`HookContext` whose ``data`` is the stage's payload. The
 stages, in loop order (``docs/hooks.md`` draws the whole loop):

@@ -16,7 +16,7 @@ method                     when                                        payload (
 ``after_collect``          after each collection step (online)         :class:`CollectedBatch` (a
                                                                        replacement, or None)
 ``before_update``          before the update step                      CollectedBatch (None offline)
-``on_sampled_batch``       inside the update: every sampled batch of   ``TransitionBatch`` or, on
+``on_sampled_batch``       inside the update: every sampled batch of   ``TransitionBatch`` (a
                            off-policy and offline algorithms           replacement, or None)
 ``on_loss``                inside the update: losses before backward   ``{name: loss tensor}``
 ``on_optimizer_step``      inside the update: after every optimizer    :class:`OptimizerStep`
