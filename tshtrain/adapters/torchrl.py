@@ -301,11 +301,11 @@ class HookRegistry(Adapter):
         stage = self._stage(stage)
         name = name if name is not None else str(getattr(hook, "__name__", type(hook).__name__))
         if not isinstance(name, str) or not name:
-            raise ConfigurationError(f"register_hook: name must be a non-empty str, got {name!r}.")
+            raise ConfigurationError(f"HookRegistry.register: name must be a non-empty str, got {name!r}.")
         if name in self._hooks[stage]:
             raise ConfigurationError(
-                f"register_hook: a hook named {name!r} is already registered at stage {stage.value!r}; "
-                f"pass another name=..."
+                f"HookRegistry.register: a hook named {name!r} is already registered at stage "
+                f"{stage.value!r}; pass another name=..."
             )
         check_hook_signature(stage, hook, name)
         owner = state_owner(hook)
@@ -313,7 +313,7 @@ class HookRegistry(Adapter):
             known = self._owners.get(name)
             if known is not None and known is not owner:
                 raise ConfigurationError(
-                    f"register_hook: the name {name!r} already belongs to another stateful hook "
+                    f"HookRegistry.register: the name {name!r} already belongs to another stateful hook "
                     f"({type(known).__name__}); its state would be saved under the same name. Pass another "
                     f"name=..."
                 )
@@ -328,7 +328,7 @@ class HookRegistry(Adapter):
         except ValueError:
             allowed = ", ".join(repr(s.value) for s in HookStage)
             raise ConfigurationError(
-                f"register_hook: unknown stage {stage!r}; the stages are {allowed}."
+                f"HookRegistry.register: unknown stage {stage!r}; the stages are {allowed}."
             ) from None
 
     def names(self, stage: HookStage | str) -> list[str]:
