@@ -15,7 +15,7 @@ import pytest
 
 from tests.contract._held_runs import GUARD_SECONDS
 from tests.security.conftest import cli_env
-from tshtrain.trainer import progress
+from tshtrain.logger import console as progress
 
 TINY = [
     "train", "--nproc", "2",

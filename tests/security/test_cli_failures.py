@@ -123,7 +123,7 @@ def test_eval_failure_is_one_line(
     name: str, finished_run: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     factory, expected = FAILURES[name]
-    monkeypatch.setattr("tshtrain.checkpoint.store.load_algorithm_checkpoint", _raise(factory))
+    monkeypatch.setattr("tshtrain.checkpoint.load_algorithm_checkpoint", _raise(factory))
     assert main(["eval", str(finished_run), "-n", "1"]) == 1
     assert_one_line_error(capsys.readouterr().err, "eval", expected)
 
