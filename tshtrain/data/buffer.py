@@ -17,9 +17,11 @@ from dataclasses import dataclass
 from typing import Any, Protocol, final
 
 import numpy as np
+import torch
 
 from tshtrain.data.batch import ObsArray, RolloutBatch, TransitionBatch, obs_len
 from tshtrain.data.ring import BufferLayout, RingPositions
+from tshtrain.data.staging import StagedSample, StagingArrays
 from tshtrain.errors import ConfigurationError, require_positive
 from tshtrain.functional.targets import nstep_indices, nstep_returns
 
@@ -119,6 +121,8 @@ class BaseReplayBuffer(ABC):
         self._flat: dict[str, np.ndarray] = {}
         self._obs_keys: tuple[str, ...] | None = None  # None: array observations
         self._ring = RingPositions(column_capacity, num_columns)
+        self._staging: dict[tuple[int, torch.device], StagingArrays] = {}
+        """the staging tensors of :meth:`sample_torch`, per batch size and device"""
         self.source: str | None = None
         """where the transitions were loaded from (a file, a directory, a Minari id), named in error
         messages; set by the dataset loaders, None for a buffer filled by a collector"""
@@ -328,6 +332,10 @@ class BaseReplayBuffer(ABC):
         """``batch_size`` flat indices drawn uniformly (with replacement) from the stored transitions
         (of the columns of the active :meth:`column_scope`, if any)."""
         require_positive(type(self).__name__ + ".sample", "batch_size", batch_size)
+        return self._draw_indices(batch_size)
+
+    def _draw_indices(self, batch_size: int) -> np.ndarray:
+        """:meth:`sample_indices` without checking ``batch_size``."""
         ring = self._ring
         if ring.scope is not None:
             return self._sample_scoped(batch_size)
@@ -388,6 +396,37 @@ class BaseReplayBuffer(ABC):
     def sample(self, batch_size: int) -> TransitionBatch:
         """A uniform random batch of transitions."""
         return self.get(self.sample_indices(batch_size))
+
+    def sample_torch(
+        self, batch_size: int, device: torch.device, *, gamma: float, n_step: int
+    ) -> StagedSample:
+        """What ``sample(batch_size)`` draws (the same indices from the same generator state), with its
+        (n-step) returns and discounts (:meth:`nstep_targets`; ``n_step = 1``: the reward and
+        ``gamma * (1 - terminated)``), as tensors on ``device``, gathered field by field into staging
+        tensors allocated once per batch size and device (pinned on CUDA; :mod:`tshtrain.data.staging`).
+
+        On the CPU the tensors are those staging tensors: the next ``sample_torch`` with the same batch
+        size and device overwrites them. Subclasses that sample otherwise (prioritized, HER) are
+        sampled with :meth:`sample` instead (``sample_replay`` decides).
+        """
+        staging = self._staging.get((batch_size, device))
+        if staging is None:
+            staging = self._staging[(batch_size, device)] = StagingArrays(batch_size, device)
+        indices = self._draw_indices(batch_size)
+        flat, keys = self._flat, self._obs_keys
+        staging.begin()
+        obs = staging.gather_obs("obs", flat, keys, indices)
+        act = staging.gather("act", flat["act"], indices)
+        if n_step == 1:
+            returns = staging.gather("rew", flat["rew"], indices)
+            discounts = staging.discounts(flat["terminated"], indices, gamma)
+            obs_next = staging.gather_obs("obs_next", flat, keys, indices)
+        else:
+            targets = self.nstep_targets(indices, n_step=n_step, gamma=gamma)
+            returns, discounts = staging.to_device(targets.returns), staging.to_device(targets.discounts)
+            obs_next = staging.obs_to_device(targets.obs_next)
+        staging.end()
+        return StagedSample(obs, act, returns, discounts, obs_next, indices)
 
     def _obs_from(self, prefix: str, idx: np.ndarray) -> ObsArray:
         if self._obs_keys is None:

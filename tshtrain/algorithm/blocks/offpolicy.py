@@ -13,13 +13,14 @@ import math
 from collections.abc import Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import NamedTuple, TypeGuard
 
 import numpy as np
 import torch
 
 from tshtrain.algorithm.base import NO_UPDATE_HOOKS, UpdateHooks, check_finite_loss
 from tshtrain.data.batch import ObsTensor, TorchTransitionBatch, array_to_torch, obs_to_torch
+from tshtrain.data.buffer import BaseReplayBuffer
 from tshtrain.data.collector_base import AnyReplayBuffer
 from tshtrain.data.prioritized import BasePrioritizedBuffer
 from tshtrain.data.tensor_buffer import TensorReplayBuffer
@@ -62,7 +63,23 @@ def sample_replay(
     ``n_step > 1`` the following transitions of each chain are read from the buffer itself. A
     :class:`~tshtrain.data.TensorReplayBuffer` is sampled and its targets computed with tensor ops on
     its device (hooks see a :class:`~tshtrain.data.TorchTransitionBatch`); nothing goes to numpy.
+
+    Without hooks, a numpy buffer that samples uniformly is sampled with
+    :meth:`~tshtrain.data.BaseReplayBuffer.sample_torch`: the same indices and values, gathered into
+    staging tensors allocated once (on the CPU the returned tensors are overwritten by the next sample
+    of the same buffer and batch size: use them within the update).
     """
+    if hooks is NO_UPDATE_HOOKS and _plain_numpy_buffer(buffer):
+        staged = buffer.sample_torch(batch_size, device, gamma=gamma, n_step=n_step)
+        return ReplaySample(
+            obs=staged.obs,
+            act=staged.act,
+            returns=staged.returns,
+            discounts=staged.discounts,
+            obs_next=staged.obs_next,
+            weight=None,
+            indices=staged.indices,
+        )
     if isinstance(buffer, TensorReplayBuffer):
         return _sample_tensor_replay(
             buffer, batch_size, gamma=gamma, n_step=n_step, device=device, hooks=hooks
@@ -89,6 +106,23 @@ def sample_replay(
         weight=None if batch.weight is None else array_to_torch(batch.weight, device),
         indices=batch.indices,
     )
+
+
+def _plain_numpy_buffer(buffer: AnyReplayBuffer) -> TypeGuard[BaseReplayBuffer]:
+    """True for numpy buffers that sample as :class:`~tshtrain.data.BaseReplayBuffer` does (not the
+    prioritized or HER buffers): :meth:`~tshtrain.data.BaseReplayBuffer.sample_torch` draws what
+    ``sample`` would draw for them. Decided once per buffer class."""
+    kind = type(buffer)
+    plain = _PLAIN_BUFFER_TYPES.get(kind)
+    if plain is None:
+        plain = _PLAIN_BUFFER_TYPES[kind] = issubclass(kind, BaseReplayBuffer) and all(
+            getattr(kind, name) is getattr(BaseReplayBuffer, name)
+            for name in ("sample", "get", "sample_indices", "_draw_indices", "nstep_targets", "next_index")
+        )
+    return plain
+
+
+_PLAIN_BUFFER_TYPES: dict[type, bool] = {}
 
 
 def _sample_tensor_replay(
