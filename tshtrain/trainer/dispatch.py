@@ -76,7 +76,6 @@ class CallbackSet:
         """the scalars of the current test step's ``test`` record"""
         self.step_open = False
         """True between the start of a training step and the writing of its ``training`` record"""
-        self._update_sink: ScalarSink | None = None
 
     # ------------------------------------------------------------------ membership
     def add(self, callback: Callback, name: str) -> None:
@@ -138,15 +137,16 @@ class CallbackSet:
             sink=sink if sink is not None else self.step_sink,
         )
 
-    def call(self, point: str, *payload: object) -> None:
-        """Call every callback active at ``point`` (a point that returns nothing)."""
+    def call(self, point: str, *payload: object, sink: LogSink | None = None) -> None:
+        """Call every callback active at ``point`` (a point that returns nothing); ``sink``: where their
+        ``ctx.log`` writes (default: the record of the point)."""
         for name, callback in self._active[point]:
-            self._invoke(point, name, callback, payload)
+            self._invoke(point, name, callback, payload, sink)
 
-    def transform(self, point: str, data: _T, expected: type) -> _T:
+    def transform(self, point: str, data: _T, expected: type, sink: LogSink | None = None) -> _T:
         """Chain the callbacks of a transforming point: each gets the previous one's result."""
         for name, callback in self._active[point]:
-            result = self._invoke(point, name, callback, (data,))
+            result = self._invoke(point, name, callback, (data,), sink)
             if result is None:
                 continue
             if not isinstance(result, expected):
@@ -159,8 +159,6 @@ class CallbackSet:
 
     def _sink(self, point: str, payload: tuple[object, ...]) -> LogSink:
         """Where ``ctx.log`` writes at ``point`` (see the module docstring of callbacks)."""
-        if point in IN_UPDATE_POINTS and self._update_sink is not None:
-            return self._update_sink
         test = bool(payload and getattr(payload[0], "test", False))
         if point in _TEST_POINTS or (point in _COLLECTOR_POINTS and test):
             return self.test_sink
@@ -168,9 +166,11 @@ class CallbackSet:
             return self.step_sink
         return NoRecord(point)
 
-    def _invoke(self, point: str, name: str, callback: Callback, payload: tuple[object, ...]) -> Any:
+    def _invoke(
+        self, point: str, name: str, callback: Callback, payload: tuple[object, ...], sink: LogSink | None
+    ) -> Any:
         method = getattr(callback, point)
-        ctx = self.context(name, callback, self._sink(point, payload))
+        ctx = self.context(name, callback, sink if sink is not None else self._sink(point, payload))
         try:
             return method(ctx, *payload)
         except StopTraining as signal:
@@ -253,14 +253,14 @@ class UpdateBridge:
 
     def on_sampled_batch(self, batch: AnyTransitionBatch, /) -> AnyTransitionBatch:
         kind: type[TransitionBatch] | type[TorchTransitionBatch] = type(batch)
-        return self._with_sink(lambda: self._callbacks.transform("on_sampled_batch", batch, kind))
+        return self._callbacks.transform("on_sampled_batch", batch, kind, sink=self._sink)
 
     def on_loss(self, losses: Mapping[str, torch.Tensor], /) -> None:
-        self._with_sink(lambda: self._callbacks.call("on_loss", losses))
+        self._callbacks.call("on_loss", losses, sink=self._sink)
 
     def on_optimizer_step(self, name: str, optimizer: torch.optim.Optimizer, /) -> None:
         step = OptimizerStep(name=name, optimizer=optimizer)
-        self._with_sink(lambda: self._callbacks.call("on_optimizer_step", step))
+        self._callbacks.call("on_optimizer_step", step, sink=self._sink)
         self._records.append(self._sink.scalars)
         self._sink = ScalarSink(self._callbacks.progress)
 
@@ -270,14 +270,6 @@ class UpdateBridge:
             self._records.append(self._sink.scalars)
             self._sink = ScalarSink(self._callbacks.progress)
         return mean_scalars(self._records)
-
-    def _with_sink(self, call: Callable[[], _T]) -> _T:
-        previous = self._callbacks._update_sink
-        self._callbacks._update_sink = self._sink
-        try:
-            return call()
-        finally:
-            self._callbacks._update_sink = previous
 
 
 def hooks_for(bridge: UpdateBridge | None) -> UpdateHooks:
