@@ -13,6 +13,7 @@ from typing_extensions import override
 
 from tshtrain.algorithm.base import Policy, module_device
 from tshtrain.algorithm.blocks.encoders import accepts_dict_obs, input_encoder
+from tshtrain.algorithm.blocks.host_count import HostCount
 from tshtrain.constraints import NonNegativeInt, UnitFloat, validate_fields
 from tshtrain.data.batch import ObsArray, ObsTensor
 from tshtrain.env.spaces import sample_legal_actions
@@ -229,6 +230,7 @@ class QValuePolicy(Policy):
         self.eps_training_fixed: float | None = None
         """the training epsilon set by :meth:`set_eps_training` (None: ``eps_schedule`` decides)"""
         self.register_buffer("explored_env_steps", torch.zeros((), dtype=torch.int64, device=self.device))
+        self._explored = HostCount()  # explored_env_steps as a Python int on the per-env-step path
         self._num_actions = int(action_space.n)
         self.__dict__["_evaluating"] = False  # set per vector step by actions(); no Module.__setattr__
 
@@ -242,7 +244,17 @@ class QValuePolicy(Policy):
         """The current training epsilon: the fixed one of :meth:`set_eps_training`, else the schedule's
         value after ``explored_env_steps``."""
         fixed = self.eps_training_fixed
-        return self.eps_schedule.value(int(self.explored_env_steps)) if fixed is None else fixed
+        if fixed is not None:
+            return fixed
+        buffer = self._buffers["explored_env_steps"]
+        assert buffer is not None  # registered in __init__
+        return self.eps_schedule.value(self._explored.read(buffer))
+
+    def _count_explored(self, num_env_steps: int) -> None:
+        """Add to ``explored_env_steps`` (in place, through its Python mirror: no torch op per env step)."""
+        buffer = self._buffers["explored_env_steps"]
+        assert buffer is not None  # registered in __init__
+        self._explored.add(buffer, num_env_steps)
 
     def set_eps_training(self, eps: float | None) -> None:
         """Fix the training epsilon at ``eps`` (in [0, 1]), overriding ``eps_schedule``; None returns
@@ -288,7 +300,7 @@ class QValuePolicy(Policy):
             eps = self.eps_inference
             return act if eps == 0.0 else self._epsilon_greedy(act, eps, rng)
         eps = self.eps
-        self.explored_env_steps.add_(len(act))  # in place: no nn.Module.__setattr__ per vector step
+        self._count_explored(len(act))
         return self._epsilon_greedy(act, eps, rng)
 
     @override
@@ -301,7 +313,7 @@ class QValuePolicy(Policy):
         # draws after the greedy pass, in the same order), and the Q pass only when acting greedily
         self.__dict__["_evaluating"] = False
         eps = self.eps
-        self.explored_env_steps.add_(1)
+        self._count_explored(1)
         if rng.random() < eps:
             return np.full(1, rng.integers(0, self._num_actions), dtype=np.int64)
         return self.compute_actions(obs, deterministic=False)
@@ -314,7 +326,7 @@ class QValuePolicy(Policy):
                 return act
         else:
             eps = self.eps
-            self.explored_env_steps += len(act)
+            self._count_explored(len(act))
         explore = torch.rand(act.shape, generator=generator, device=act.device) < eps
         mask = self.legal_actions_torch
         if mask is not None:  # action masks: explore among the legal actions only
