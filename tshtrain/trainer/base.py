@@ -555,16 +555,13 @@ class Trainer(ABC, Generic[TAlgorithm, TParams]):
 
     def _warn_if_ended(self) -> None:
         """A loaded run that had ended returns at once from :meth:`run`; say how to train it on."""
-        s = self.state
+        s, name = self.state, type(self).__name__
         if self._resumed and s.done and s.counters.epoch < self.params.max_epochs:
             log.warning(
-                "%s.run(): the loaded checkpoint's run had ended (%s, after %d epochs), so this run ends at "
-                "once although max_epochs is %d; to train it on, call trainer.reopen() after "
-                "load_checkpoint (docs/checkpoints.md, 'Continuing a finished run').",
-                type(self).__name__,
-                s.stop_reason,
-                s.counters.epoch,
-                self.params.max_epochs,
+                f"{name}.run(): the loaded checkpoint's run had ended ({s.stop_reason}, after "
+                f"{s.counters.epoch} epochs), so this run ends at once although max_epochs is "
+                f"{self.params.max_epochs}; to train it on, call trainer.reopen() after load_checkpoint "
+                f"(docs/checkpoints.md, 'Continuing a finished run')."
             )
 
     def _final_checkpoint(self, reason: str) -> None:

@@ -1,34 +1,8 @@
 """The one way to extend the training loop: :class:`Callback`, one method per point of the loop.
 
-A callback overrides the methods of the points it cares about; every method receives one read-only
-:class:`RunContext` (the counters, the algorithm, ``log`` and ``request_stop``) and the point's
-payload. The loop, in order (``docs/hooks.md`` draws it with the Tianshou callbacks and stage names):
-
-=========================  ==========================================  ==============================
-method                     when                                        payload (return)
-=========================  ==========================================  ==============================
-``on_run_start``           ``reset()`` (or the first training step of  :class:`SetupInfo`
-                           a resumed run), before the initial test
-``on_training_step_start`` at the start of every training step         --
-``on_episodes_end``        after each vector step in which sub-envs    :class:`EpisodesEnded`
-                           ended episodes (training and test)
-``on_envs_reset``          before a collector resets all its sub-envs  :class:`EnvsReset`
-``after_collect``          after each collection step (online)         :class:`CollectedBatch` (a
-                                                                       replacement, or None)
-``before_update``          before the update step                      CollectedBatch (None offline)
-``on_sampled_batch``       inside the update: every sampled batch of   ``TransitionBatch`` (a
-                           off-policy and offline algorithms           replacement, or None)
-``on_loss``                inside the update: losses before backward   ``{name: loss tensor}``
-``on_optimizer_step``      inside the update: after every optimizer    :class:`OptimizerStep`
-                           step
-``after_update``           after the update step                       the update's TrainingStats
-``on_training_step_end``   at the end of every training step (the      :class:`StepSummary`
-                           step is counted in ``ctx.counters``)
-``on_test_start``          at the start of every test step             --
-``on_test_end``            at the end of every test step               :class:`TestResult`
-``on_epoch_end``           after an epoch's test step                  ``EpochStats``
-``on_run_end``             when the run ends (normally or not)         the final ``InfoStats``
-=========================  ==========================================  ==============================
+A callback overrides the methods of the points it cares about (:class:`Callback`, in loop order;
+``docs/hooks.md`` tabulates and draws them); every method receives one read-only :class:`RunContext`
+(the counters, the algorithm, ``log`` and ``request_stop``) and the point's payload.
 
 ``ctx.log(scalars)`` adds scalars to the record of the point: the training step's ``training`` record
 (from any training-step point) or the ``update`` record of the current ``algorithm.update`` call (from
@@ -213,19 +187,20 @@ class Callback:
     Any other attribute or method name is yours."""
 
     def on_run_start(self, ctx: RunContext, setup: SetupInfo) -> None:
-        """The run starts."""
+        """The run starts: in ``reset()`` (or a resumed run's first training step), before the initial
+        test step."""
 
     def on_training_step_start(self, ctx: RunContext) -> None:
         """A training step starts (its epoch is open)."""
 
     def on_episodes_end(self, ctx: RunContext, ended: EpisodesEnded) -> None:
-        """Sub-envs ended episodes in the last vector step."""
+        """Sub-envs of the training or the test collector ended episodes in the last vector step."""
 
     def on_envs_reset(self, ctx: RunContext, reset: EnvsReset) -> None:
         """A collector is about to reset all its sub-envs."""
 
     def after_collect(self, ctx: RunContext, batch: CollectedBatch) -> CollectedBatch | None:
-        """A collection step ended; return a replacement batch or None (unchanged)."""
+        """A collection step ended (online); return a replacement batch or None (unchanged)."""
         del batch
         return None
 
@@ -233,7 +208,8 @@ class Callback:
         """The update step is about to run (``batch`` is None offline)."""
 
     def on_sampled_batch(self, ctx: RunContext, batch: AnyTransitionBatch) -> AnyTransitionBatch | None:
-        """Inside the update: a batch was sampled; return a replacement or None (unchanged)."""
+        """Inside the update of an off-policy or offline algorithm: a batch was sampled; return a
+        replacement or None (unchanged)."""
         del batch
         return None
 
@@ -259,7 +235,7 @@ class Callback:
         """An epoch ended (after its test step)."""
 
     def on_run_end(self, ctx: RunContext, info: InfoStats) -> None:
-        """The run ended."""
+        """The run ended (normally or not)."""
 
 
 class CallbackBinding(Protocol):
