@@ -1,13 +1,14 @@
 """What ``tshtrain train`` logs, read back with each writer's own library: TensorBoard's
-EventAccumulator (tags, steps, the hparams plugin's data), MLflow's client (params, metric steps), the
-CSV files and an offline W&B run's records (config, history). Plus the default intervals (every update
-step on-policy) and MLflow's failure modes (an unreachable server fails fast, a SQL URI without
-sqlalchemy is refused)."""
+EventAccumulator (tags, steps, the hparams plugin's data), MLflow's client (params, metric steps, the
+runs of one project in one store), the CSV files and an offline W&B run's records (config, history).
+Plus the default intervals (every update step on-policy) and MLflow's failure modes (an unreachable
+server fails fast, a SQL URI without sqlalchemy is refused)."""
 
 from __future__ import annotations
 
 import importlib.util
 import json
+import sys
 import threading
 import time
 from pathlib import Path
@@ -50,8 +51,9 @@ def _train(run_dir: Path, loggers: str, *extra: str) -> dict[str, Any]:
 
 @pytest.fixture(scope="module")
 def ppo_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, Any]]:
-    """One tiny PPO run logged by TensorBoard and CSV (and MLflow when installed), default intervals."""
-    run_dir = tmp_path_factory.mktemp("ppo")
+    """One tiny PPO run logged by TensorBoard and CSV (and MLflow when installed), default intervals;
+    the run directory is the only one in its project directory (where the MLflow store goes)."""
+    run_dir = tmp_path_factory.mktemp("ppo") / "run"
     loggers = "[{kind: tensorboard}, {kind: csv}" + (", {kind: mlflow}]" if HAS_MLFLOW else "]")
     return run_dir, _train(run_dir, loggers)
 
@@ -117,16 +119,38 @@ def test_mlflow_default_store_works_and_holds_params_and_metrics(
     from mlflow.tracking import MlflowClient
 
     run_dir, config = ppo_run
-    monkeypatch.setenv("MLFLOW_ALLOW_FILE_STORE", "true")  # for this reader; the logger set it for itself
-    client = MlflowClient(tracking_uri=(run_dir / "mlruns").as_uri())
+    monkeypatch.delenv("MLFLOW_ALLOW_FILE_STORE", raising=False)  # the project's store needs no opt-in
+    assert not (run_dir / "mlruns").exists()
+    store = run_dir.parent / "mlflow.db"
+    assert store.is_file()
+    client = MlflowClient(tracking_uri=f"sqlite:///{store}")
     (experiment,) = [e for e in client.search_experiments() if e.name == "tshtrain"]
     (run,) = client.search_runs([experiment.experiment_id])
-    assert run.info.status == "FINISHED"
+    assert run.info.status == "FINISHED" and run.info.run_name == run_dir.name
     assert run.data.params == {key: str(value) for key, value in flatten_hparams(config).items()}
     assert run.data.params["algorithm.name"] == "ppo"
     history = client.get_metric_history(run.info.run_id, "update/env_step")
     assert sorted((m.step, m.value) for m in history) == [(2, 256.0), (4, 512.0)]
     assert [m.step for m in client.get_metric_history(run.info.run_id, "info/timing/env_speed")] == [1, 2]
+
+
+@pytest.mark.integration
+@pytest.mark.skipif(not HAS_MLFLOW, reason="mlflow is not installed (pip install 'tshtrain[mlflow]')")
+def test_mlflow_runs_of_one_project_share_one_store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from mlflow.tracking import MlflowClient
+
+    monkeypatch.delenv("MLFLOW_ALLOW_FILE_STORE", raising=False)
+    names = ["ppo-a", "ppo-b"]
+    for name in names:  # two runs side by side in one project directory, as runs/<name> are
+        _train(tmp_path / name, "[{kind: mlflow}]", "--set", "trainer.max_epochs=1")
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["mlflow.db", *names]
+    client = MlflowClient(tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}")
+    (experiment,) = [e for e in client.search_experiments() if e.name == "tshtrain"]
+    runs = client.search_runs([experiment.experiment_id])
+    assert sorted(run.info.run_name for run in runs) == names
+    for run in runs:  # each run reads back its own records
+        assert run.info.status == "FINISHED"
+        assert [m.step for m in client.get_metric_history(run.info.run_id, "test/returns/mean")] == [0, 256]
 
 
 @pytest.mark.integration
@@ -207,10 +231,11 @@ def test_mlflow_environment_is_left_as_it_was(tmp_path: Path, monkeypatch: pytes
 
 
 @pytest.mark.integration
-@pytest.mark.skipif(
-    not HAS_MLFLOW or importlib.util.find_spec("sqlalchemy") is not None,
-    reason="needs mlflow without sqlalchemy (the mlflow-skinny of the [mlflow] extra)",
-)
-def test_mlflow_sqlite_without_sqlalchemy_says_what_to_install(tmp_path: Path) -> None:
-    with pytest.raises(ConfigurationError, match=r"sqlite database, which needs the full mlflow package"):
+@pytest.mark.skipif(not HAS_MLFLOW, reason="mlflow is not installed (pip install 'tshtrain[mlflow]')")
+def test_mlflow_sqlite_without_sqlalchemy_says_what_to_install(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(sys.modules, "sqlalchemy", None)  # as with mlflow-skinny alone
+    with pytest.raises(ConfigurationError, match=r"sqlite database, which needs sqlalchemy \(mlflow-skinny"):
         MLflowLogger(tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}")
+    assert not (tmp_path / "mlflow.db").exists()

@@ -365,6 +365,7 @@ def _logger(experiment: Experiment, output_dir: Path) -> Logger | None:
         TensorboardLogger,
         WandbLogger,
         flatten_hparams,
+        project_store_uri,
     )
 
     intervals = LogIntervals(**experiment.log_intervals)
@@ -393,7 +394,7 @@ def _logger(experiment: Experiment, output_dir: Path) -> Logger | None:
                 )
             )
         else:
-            uri = config.tracking_uri or (output_dir / "mlruns").resolve().as_uri()
+            uri = config.tracking_uri or project_store_uri(output_dir)
             loggers.append(
                 MLflowLogger(
                     tracking_uri=uri,

@@ -510,7 +510,9 @@ class WandbConfig(Section):
 class MlflowConfig(Section):
     kind: Literal["mlflow"] = "mlflow"
     tracking_uri: str | None = None
-    """None: a file store under OUTPUT_DIR/mlruns"""
+    """None: the project's store, the SQLite database ``mlflow.db`` next to the run directory
+    (``runs/mlflow.db`` for runs under ``runs/``), shared by every run written there; else any URI
+    MLflow accepts (``http://host:5000``, ``sqlite:///path.db``, ``file:///path/mlruns``)"""
     experiment_name: str = "tshtrain"
 
 

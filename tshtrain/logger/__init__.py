@@ -19,7 +19,7 @@ from tshtrain.logger.base import (
 from tshtrain.logger.composite import CompositeLogger
 from tshtrain.logger.csv import CsvLogger, read_csv_log
 from tshtrain.logger.hparams import HPARAM_METRICS, flatten_hparams
-from tshtrain.logger.mlflow import MLflowLogger
+from tshtrain.logger.mlflow import MLflowLogger, project_store_uri
 from tshtrain.logger.tensorboard import TensorboardLogger, read_tensorboard_hparams, read_tensorboard_log
 from tshtrain.logger.wandb import WandbLogger
 
@@ -41,6 +41,7 @@ __all__ = [
     "WandbLogger",
     "family_log_intervals",
     "flatten_hparams",
+    "project_store_uri",
     "read_csv_log",
     "read_tensorboard_hparams",
     "read_tensorboard_log",

@@ -5,12 +5,14 @@ Each ``write`` is one ``MlflowClient.log_batch`` call: every scalar becomes the 
 ``<scope>/<name>`` at the scope's step (MLflow keeps a step per metric, so the step axes do not clash).
 The logger uses an ``MlflowClient`` of its own and never touches MLflow's global active run.
 
-* **Tracking store.** ``tracking_uri`` is anything MLflow accepts: a server URL, a local directory
-  ``file:///path/mlruns`` (what ``tshtrain train`` uses: ``OUTPUT_DIR/mlruns``), or a database such as
-  ``sqlite:///mlflow.db``. With ``mlflow-skinny`` (the extra), the file store and servers work; SQL
-  stores need the full ``mlflow`` package (sqlalchemy), and a database URI without it is refused with
-  that advice. MLflow 3 refuses file stores unless ``MLFLOW_ALLOW_FILE_STORE=true``; this logger sets it
-  for its own calls only (see below), so a file store works out of the box.
+* **Tracking store.** ``tracking_uri`` is anything MLflow accepts: a server URL, a SQLite database
+  such as ``sqlite:///runs/mlflow.db``, or a local directory ``file:///path/mlruns``. ``tshtrain train``
+  writes every run of a project to one SQLite store, :func:`project_store_uri` (``mlflow.db`` next to
+  the run directories: ``runs/mlflow.db`` by default), so that one ``mlflow ui`` compares them; MLflow 3
+  opens it with no environment variable. The SQLite store needs SQLAlchemy and Alembic, which the extra
+  installs next to ``mlflow-skinny``; a database URI without them is refused with that advice. File
+  stores still work: MLflow 3 refuses them unless ``MLFLOW_ALLOW_FILE_STORE=true``, which this logger
+  sets for its own calls only (see below).
 * **Fail fast.** MLflow retries an unreachable server for about four minutes by default. Around its own
   calls this logger sets ``MLFLOW_HTTP_REQUEST_MAX_RETRIES`` (:data:`HTTP_MAX_RETRIES`),
   ``MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR`` and ``MLFLOW_HTTP_REQUEST_TIMEOUT`` (:data:`HTTP_TIMEOUT`
@@ -28,9 +30,11 @@ from __future__ import annotations
 
 import contextlib
 import importlib.util
+import logging
 import os
 import time
 from collections.abc import Iterator, Mapping
+from pathlib import Path
 from typing import TYPE_CHECKING, final
 from urllib.parse import urlparse
 
@@ -51,6 +55,22 @@ HTTP_MAX_RETRIES = 1
 HTTP_TIMEOUT = 10
 """seconds a request to a tracking server may take (MLflow's default: 120)"""
 _DATABASE_SCHEMES = ("sqlite", "postgresql", "mysql", "mssql")
+PROJECT_STORE_FILE = "mlflow.db"
+"""the SQLite file of a project's MLflow store, next to its run directories"""
+
+
+def project_store_uri(output_dir: Path) -> str:
+    """The MLflow store that the runs of one project share: ``sqlite:///<parent>/mlflow.db``, where
+    ``<parent>`` is the directory that holds the run directory ``output_dir`` (``runs/`` for the default
+    ``runs/<algorithm>-<env>-<date>-<time>``). Every run written next to this one lands in the same
+    database, which MLflow 3 opens with no environment variable:
+    ``mlflow ui --backend-store-uri sqlite:///runs/mlflow.db``.
+
+    Args:
+        output_dir: the run's directory (need not exist yet).
+    """
+    database = Path(output_dir).resolve().parent / PROJECT_STORE_FILE
+    return f"sqlite:///{database.as_posix()}"
 
 
 def _is_file_store(uri: str) -> bool:
@@ -81,15 +101,34 @@ def _scoped_environment(values: Mapping[str, str]) -> Iterator[None]:
             os.environ.pop(name, None)
 
 
+_SETUP_LOGGERS = ("mlflow.store.db.utils", "alembic")
+"""the loggers that announce each step of creating or upgrading a SQL store's tables at INFO level"""
+
+
+@contextlib.contextmanager
+def _quiet_store_setup() -> Iterator[None]:
+    """Hold the store setup's INFO lines back for the block (warnings and errors still show)."""
+    loggers = [logging.getLogger(name) for name in _SETUP_LOGGERS]
+    levels = [logger.level for logger in loggers]
+    for logger in loggers:
+        logger.setLevel(max(logger.getEffectiveLevel(), logging.WARNING))
+    try:
+        yield
+    finally:
+        for logger, level in zip(loggers, levels, strict=True):
+            logger.setLevel(level)
+
+
 def _check_store(uri: str) -> None:
     """Refuse a database URI that the installed MLflow cannot open, with the fix."""
     scheme = urlparse(uri).scheme.split("+", 1)[0]
-    if scheme in _DATABASE_SCHEMES and importlib.util.find_spec("sqlalchemy") is None:
+    missing = [name for name in ("sqlalchemy", "alembic") if importlib.util.find_spec(name) is None]
+    if scheme in _DATABASE_SCHEMES and missing:
         raise ConfigurationError(
-            f"MLflowLogger: the tracking URI {uri!r} is a {scheme} database, which needs the full mlflow "
-            f"package (sqlalchemy); the [mlflow] extra installs mlflow-skinny only. Install it with "
-            f"pip install mlflow, or use a file store (file:///path/mlruns; the default of tshtrain train) "
-            f"or a tracking server (http://host:5000)."
+            f"MLflowLogger: the tracking URI {uri!r} is a {scheme} database, which needs "
+            f"{' and '.join(missing)} (mlflow-skinny alone has no SQL stores). Install them with "
+            f"pip install 'tshtrain[mlflow]' (or pip install mlflow), or use a tracking server "
+            f"(http://host:5000) or a file store (file:///path/mlruns)."
         )
 
 
@@ -116,7 +155,8 @@ class MLflowLogger:
     ):
         """Args:
         tracking_uri: the tracking store; None: MLflow's default (``MLFLOW_TRACKING_URI``, else, in
-            MLflow 3, ``sqlite:///mlflow.db``, which needs the full mlflow package).
+            MLflow 3, ``sqlite:///mlflow.db`` in the working directory). ``tshtrain train`` passes
+            :func:`project_store_uri`.
         experiment_name: the experiment a new run goes to (created if missing).
         run_name: the new run's name; None: MLflow picks one.
         run_id: continue this existing run instead of creating one.
@@ -126,7 +166,7 @@ class MLflowLogger:
             defaults for its family).
 
         Raises:
-            ConfigurationError: mlflow is not installed, a database URI without sqlalchemy, or the
+            ConfigurationError: mlflow is not installed, a database URI without SQLAlchemy, or the
                 store cannot be reached / written (one line naming the URI and MLflow's reason; an
                 unreachable server fails after at most ``HTTP_MAX_RETRIES`` retries).
         """
@@ -145,7 +185,7 @@ class MLflowLogger:
         """the tracking store this logger writes to"""
         self._environment = _client_environment(uri)
         try:
-            with _scoped_environment(self._environment):
+            with _scoped_environment(self._environment), _quiet_store_setup():
                 self.client: MlflowClient = MlflowClient(tracking_uri=uri)
                 self.run_id: str = self._start(experiment_name, run_name, run_id)
                 """the MLflow run this logger writes to"""
