@@ -10,10 +10,12 @@ logged: ``python tests/unit/test_update_records.py --write``.
 from __future__ import annotations
 
 import json
+import math
 import sys
 from pathlib import Path
 from typing import Any
 
+import gymnasium as gym
 import numpy as np
 import pytest
 import torch
@@ -31,8 +33,10 @@ from tshtrain.algorithm import (
     mlp,
 )
 from tshtrain.algorithm.base import Algorithm, TrainingStats
+from tshtrain.algorithm.pending_stats import resolve_stats
 from tshtrain.data import Collector, ReplayBuffer
 from tshtrain.env import make_vector_env
+from tshtrain.errors import NonFiniteLossError
 from tshtrain.logger import LogIntervals, LogScope, MemoryLogger
 from tshtrain.trainer import Callback, EpochStats, OffPolicyTrainer, OffPolicyTrainerParams, RunContext
 
@@ -133,3 +137,50 @@ def test_update_records_are_the_pinned_ones(name: str) -> None:
 
 if __name__ == "__main__" and sys.argv[1:] == ["--write"]:
     GOLDEN.write_text(json.dumps(all_records(), indent=1) + "\n")
+
+
+# ------------------------------------------------------------------ deferred statistics (issue 36)
+def _dqn_and_buffer(seed: int) -> tuple[DQN, ReplayBuffer]:
+    torch.manual_seed(seed)
+    policy = QValuePolicy(mlp(4, 2, (16,)), gym.spaces.Discrete(2), seed=seed)
+    buffer = ReplayBuffer(64, seed=seed)
+    rng = np.random.default_rng(seed)
+    for _ in range(64):
+        buffer.add(
+            obs=rng.standard_normal((1, 4)).astype(np.float32),
+            act=rng.integers(0, 2, 1),
+            rew=rng.standard_normal(1),
+            terminated=rng.random(1) < 0.1,
+            truncated=np.zeros(1, bool),
+            obs_next=rng.standard_normal((1, 4)).astype(np.float32),
+        )
+    return DQN(policy=policy), buffer
+
+
+def test_deferred_stats_resolve_to_the_floats_of_immediate_ones() -> None:
+    deferred_dqn, deferred_buffer = _dqn_and_buffer(0)
+    immediate_dqn, immediate_buffer = _dqn_and_buffer(0)
+    immediate = [immediate_dqn.update(immediate_buffer, 16) for _ in range(5)]
+    with deferred_dqn.deferring_stats():
+        assert deferred_dqn.defers_stats
+        deferred = [deferred_dqn.update(deferred_buffer, 16) for _ in range(5)]
+    assert not deferred_dqn.defers_stats
+    assert all(math.isnan(s.loss) for s in deferred)  # not resolved yet
+    resolve_stats(deferred)
+    assert deferred == immediate
+    assert all(isinstance(s.loss, float) for s in deferred)
+    resolve_stats(deferred)  # resolved records are left as they are
+    assert deferred == immediate
+
+
+def test_a_non_finite_loss_is_raised_when_the_deferred_stats_resolve() -> None:
+    dqn, buffer = _dqn_and_buffer(1)
+    with dqn.deferring_stats():
+        stats = [dqn.update(buffer, 16)]
+        with torch.no_grad():
+            for param in dqn.policy.q_net.parameters():
+                param.fill_(math.nan)
+        stats.append(dqn.update(buffer, 16))
+    with pytest.raises(NonFiniteLossError, match="DQN: the TD loss is nan"):
+        resolve_stats(stats)
+    assert math.isfinite(stats[0].loss)  # the records before the failing one are complete

@@ -23,7 +23,8 @@ from __future__ import annotations
 import dataclasses
 import math
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from itertools import chain
 from typing import Any, Generic, Protocol, Self, TypeVar, final
 
@@ -501,6 +502,21 @@ class OnPolicyAlgorithm(Algorithm[TPolicy, TStats_co]):
 class OffPolicyAlgorithm(Algorithm[TPolicy, TStats_co]):
     """Updates from samples of a replay buffer that the training collector fills (a numpy buffer, or a
     :class:`~tshtrain.data.TensorReplayBuffer` on the torch path)."""
+
+    defers_stats: bool = False
+    """True inside :meth:`deferring_stats`: updates may return records whose scalars are still tensors
+    (:mod:`tshtrain.algorithm.pending_stats`)"""
+
+    @contextmanager
+    def deferring_stats(self) -> Iterator[None]:
+        """Inside the block, :meth:`update` may leave its statistics unresolved until
+        :func:`~tshtrain.algorithm.pending_stats.resolve_stats` (the off-policy trainer's update step:
+        one host transfer for all its gradient steps instead of one per gradient step)."""
+        previous, self.defers_stats = self.defers_stats, True
+        try:
+            yield
+        finally:
+            self.defers_stats = previous
 
     @abstractmethod
     def update(

@@ -10,8 +10,8 @@ on-policy    ``collection_step_num_*`` with the training  one ``algorithm.update
              collector; the update gets the rollout       (epochs of mini-batches), then the buffer
                                                           is cleared
 off-policy   the same; the data stays in the replay       round(u * n_collected) gradient steps,
-             buffer (``overlap_collection``: collected    one ``algorithm.update(buffer, ...)`` each
-             during the previous update,
+             buffer (``overlap_collection``: collected    one ``algorithm.update(buffer, ...)`` each,
+             during the previous update,                  their statistics made floats together
              :mod:`tshtrain.data.overlap`)
 offline      nothing                                      one gradient step on the dataset
 ===========  ===========================================  ==========================================
@@ -37,6 +37,7 @@ from tshtrain.algorithm.base import (
     OnPolicyAlgorithm,
     TrainingStats,
 )
+from tshtrain.algorithm.pending_stats import resolve_stats
 from tshtrain.data.batch import AnyRolloutBatch
 from tshtrain.data.buffer import BufferLayout
 from tshtrain.data.collector import Collector
@@ -302,12 +303,14 @@ class OffPolicyStep(_OnlineStrategy):
             overlap.start()
         parts: list[UpdatePart] = []
         try:
-            for _ in steps:
-                bridge = callbacks.update_hooks()
-                stat = self._algorithm.update(
-                    batch.buffer, self._off_policy.batch_size, hooks=hooks_for(bridge)
-                )
-                parts.append(UpdatePart(stat, {} if bridge is None else bridge.scalars()))
+            with self._algorithm.deferring_stats():  # the statistics become floats together, below
+                for _ in steps:
+                    bridge = callbacks.update_hooks()
+                    stat = self._algorithm.update(
+                        batch.buffer, self._off_policy.batch_size, hooks=hooks_for(bridge)
+                    )
+                    parts.append(UpdatePart(stat, {} if bridge is None else bridge.scalars()))
+            resolve_stats([part.stat for part in parts])
         except BaseException:  # the update's error is the one to see; the thread is joined first
             if overlap is not None:
                 overlap.join(updated=False, raise_error=False)

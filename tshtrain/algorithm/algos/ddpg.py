@@ -18,13 +18,13 @@ from tshtrain.algorithm.base import (
 from tshtrain.algorithm.blocks.continuous import critic_values
 from tshtrain.algorithm.blocks.normalization import RunningObsNormalizer
 from tshtrain.algorithm.blocks.offpolicy import (
-    host_scalars,
     sample_replay,
     td_loss,
     update_priorities,
 )
 from tshtrain.algorithm.blocks.offpolicy_actor_critic import OffPolicyActorCriticParams, setup_actor_critic
 from tshtrain.algorithm.blocks.policies import DeterministicActorPolicy
+from tshtrain.algorithm.pending_stats import gradient_step_stats
 from tshtrain.constraints import PositiveInt
 from tshtrain.data.collector_base import AnyReplayBuffer
 
@@ -104,13 +104,13 @@ class DDPG(OffPolicyAlgorithm[DeterministicActorPolicy, DDPGTrainingStats]):
             actor_loss = -critic_values(self.nets.critic, batch.obs, policy.mean_actions(batch.obs))[0].mean()
             self.nets.actor_step({"actor loss": actor_loss}, hooks)
         self.nets.update_targets(p.tau)
-        stats = host_scalars(
+        stats = gradient_step_stats(
+            DDPGTrainingStats,
             "DDPG",
-            {"critic loss": critic.loss, "actor loss": actor_loss, "q_mean": q_MN.mean()},
-            losses=("critic loss", "actor loss"),
+            {"critic_loss": critic.loss, "actor_loss": actor_loss, "q_mean": q_MN.mean()},
+            losses={"critic_loss": "critic loss", "actor_loss": "actor loss"},
+            deferred=self.defers_stats,
         )
         update_priorities(buffer, batch.indices, critic.td_errors)
         self.obs_normalization.update(batch.obs)
-        return DDPGTrainingStats(
-            critic_loss=stats["critic loss"], actor_loss=stats["actor loss"], q_mean=stats["q_mean"]
-        )
+        return stats

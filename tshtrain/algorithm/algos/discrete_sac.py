@@ -21,7 +21,6 @@ from tshtrain.algorithm.base import (
 from tshtrain.algorithm.blocks.continuous import ensemble_mlp
 from tshtrain.algorithm.blocks.normalization import RunningObsNormalizer
 from tshtrain.algorithm.blocks.offpolicy import (
-    host_scalars,
     sample_replay,
     td_loss,
     update_priorities,
@@ -29,6 +28,7 @@ from tshtrain.algorithm.blocks.offpolicy import (
 from tshtrain.algorithm.blocks.offpolicy_actor_critic import OffPolicyActorCriticParams, setup_actor_critic
 from tshtrain.algorithm.blocks.policies import CategoricalPolicy
 from tshtrain.algorithm.blocks.temperature import EntropyTemperature
+from tshtrain.algorithm.pending_stats import gradient_step_stats
 from tshtrain.constraints import OpenUnitFloat, PositiveFloat, PositiveInt
 from tshtrain.data.collector_base import AnyReplayBuffer
 
@@ -192,25 +192,20 @@ class DiscreteSAC(OffPolicyAlgorithm[CategoricalPolicy, DiscreteSACTrainingStats
             alpha_loss = self.temperature.loss_from_entropy(entropy)
             self.temperature.step(alpha_loss, hooks)
         self.nets.update_targets(p.tau)
-        stats = host_scalars(
+        stats = gradient_step_stats(
+            DiscreteSACTrainingStats,
             "DiscreteSAC",
             {
-                "critic loss": critic.loss,
-                "actor loss": actor_loss,
-                "alpha loss": alpha_loss,
+                "critic_loss": critic.loss,
+                "actor_loss": actor_loss,
+                "alpha_loss": alpha_loss,
                 "alpha": alpha,
                 "q_mean": q_MN.mean(),
                 "entropy": entropy,
             },
-            losses=("critic loss", "actor loss", "alpha loss"),
+            losses={"critic_loss": "critic loss", "actor_loss": "actor loss", "alpha_loss": "alpha loss"},
+            deferred=self.defers_stats,
         )
         update_priorities(buffer, batch.indices, critic.td_errors)
         self.obs_normalization.update(batch.obs)
-        return DiscreteSACTrainingStats(
-            critic_loss=stats["critic loss"],
-            actor_loss=stats["actor loss"],
-            alpha_loss=stats["alpha loss"],
-            alpha=stats["alpha"],
-            q_mean=stats["q_mean"],
-            entropy=stats["entropy"],
-        )
+        return stats

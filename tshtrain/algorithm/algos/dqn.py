@@ -22,7 +22,6 @@ from tshtrain.algorithm.base import (
 from tshtrain.algorithm.blocks.normalization import ObsNormalization, RunningObsNormalizer
 from tshtrain.algorithm.blocks.offpolicy import (
     ReplaySample,
-    host_scalars,
     takes_priorities,
     update_priorities,
 )
@@ -30,6 +29,7 @@ from tshtrain.algorithm.blocks.policies import QValuePolicy
 from tshtrain.algorithm.blocks.polyak import TargetNetwork
 from tshtrain.algorithm.blocks.q_learning import HardTargetQLearner, weighted_mean
 from tshtrain.algorithm.blocks.schedules import Schedule, check_schedule
+from tshtrain.algorithm.pending_stats import gradient_step_stats
 from tshtrain.constraints import PositiveFloat, PositiveInt, UnitFloat, validate_fields
 from tshtrain.data.collector_base import AnyReplayBuffer
 from tshtrain.errors import ConfigurationError
@@ -187,15 +187,15 @@ class DQN(OffPolicyAlgorithm[QValuePolicy, DQNTrainingStats]):
         grad_norm = self.learner.gradient_step(
             {"TD loss": loss}, hooks, max_grad_norm=p.max_grad_norm, foreach=True
         )
-        stats = host_scalars(
-            "DQN", {"TD loss": loss, "q_mean": q.detach().mean(), "grad_norm": grad_norm}, losses=("TD loss",)
+        stats = gradient_step_stats(
+            DQNTrainingStats,
+            "DQN",
+            {"loss": loss, "q_mean": q.detach().mean(), "grad_norm": grad_norm},
+            losses={"loss": "TD loss"},
+            deferred=self.defers_stats,
+            epsilon=self.policy.eps,
         )
         if takes_priorities(buffer):  # the TD errors serve only as priorities
             update_priorities(buffer, batch.indices, (q - target).detach().unsqueeze(0))
         self.obs_normalization.update(batch.obs)
-        return DQNTrainingStats(
-            loss=stats["TD loss"],
-            q_mean=stats["q_mean"],
-            epsilon=self.policy.eps,
-            grad_norm=stats["grad_norm"],
-        )
+        return stats

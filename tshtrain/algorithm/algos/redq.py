@@ -37,13 +37,13 @@ from tshtrain.algorithm.blocks.continuous import TanhGaussianPolicy, critic_valu
 from tshtrain.algorithm.blocks.normalization import RunningObsNormalizer
 from tshtrain.algorithm.blocks.offpolicy import (
     ReplaySample,
-    host_scalars,
     sample_replay,
     td_loss,
     update_priorities,
 )
 from tshtrain.algorithm.blocks.offpolicy_actor_critic import OffPolicyActorCriticParams, setup_actor_critic
 from tshtrain.algorithm.blocks.temperature import box_temperature
+from tshtrain.algorithm.pending_stats import gradient_step_stats
 from tshtrain.constraints import FiniteFloat, PositiveFloat, PositiveInt
 from tshtrain.data.collector_base import AnyReplayBuffer
 from tshtrain.errors import ConfigurationError
@@ -247,27 +247,21 @@ class REDQ(OffPolicyAlgorithm[TanhGaussianPolicy, REDQTrainingStats]):
         if self.num_gradient_steps % p.actor_delay == 0:
             self._actor_step(batch, alpha, hooks)
         self.nets.update_targets(p.tau)
-        stats = host_scalars(
+        stats = gradient_step_stats(
+            REDQTrainingStats,
             "REDQ",
             {
-                "critic loss": critic.loss,
-                "actor loss": self._actor_loss,
-                "alpha loss": self._alpha_loss,
+                "critic_loss": critic.loss,
+                "actor_loss": self._actor_loss,
+                "alpha_loss": self._alpha_loss,
                 "alpha": alpha,
                 "q_mean": q_MN.mean(),
                 "q_std": q_MN.detach().std(dim=0).mean() if self.ensemble_size > 1 else q_MN.new_zeros(()),
                 "entropy": self._entropy,
             },
-            losses=("critic loss", "actor loss", "alpha loss"),
+            losses={"critic_loss": "critic loss", "actor_loss": "actor loss", "alpha_loss": "alpha loss"},
+            deferred=self.defers_stats,
         )
         update_priorities(buffer, batch.indices, critic.td_errors)
         self.obs_normalization.update(batch.obs)
-        return REDQTrainingStats(
-            critic_loss=stats["critic loss"],
-            actor_loss=stats["actor loss"],
-            alpha_loss=stats["alpha loss"],
-            alpha=stats["alpha"],
-            q_mean=stats["q_mean"],
-            q_std=stats["q_std"],
-            entropy=stats["entropy"],
-        )
+        return stats

@@ -20,13 +20,13 @@ from tshtrain.algorithm.blocks.continuous import TanhGaussianPolicy, critic_valu
 from tshtrain.algorithm.blocks.normalization import RunningObsNormalizer
 from tshtrain.algorithm.blocks.offpolicy import (
     ReplaySample,
-    host_scalars,
     sample_replay,
     td_loss,
     update_priorities,
 )
 from tshtrain.algorithm.blocks.offpolicy_actor_critic import OffPolicyActorCriticParams, setup_actor_critic
 from tshtrain.algorithm.blocks.temperature import box_temperature
+from tshtrain.algorithm.pending_stats import gradient_step_stats
 from tshtrain.constraints import FiniteFloat, PositiveFloat, PositiveInt
 from tshtrain.data.batch import ObsTensor
 from tshtrain.data.collector_base import AnyReplayBuffer
@@ -179,25 +179,20 @@ class SAC(OffPolicyAlgorithm[TanhGaussianPolicy, SACTrainingStats]):
             alpha_loss = self.temperature.loss_from_log_prob(log_prob)
             self.temperature.step(alpha_loss, hooks)
         self.nets.update_targets(p.tau)
-        stats = host_scalars(
+        stats = gradient_step_stats(
+            SACTrainingStats,
             "SAC",
             {
-                "critic loss": critic.loss,
-                "actor loss": actor_loss,
-                "alpha loss": alpha_loss,
+                "critic_loss": critic.loss,
+                "actor_loss": actor_loss,
+                "alpha_loss": alpha_loss,
                 "alpha": alpha,
                 "q_mean": q_MN.mean(),
                 "entropy": -log_prob.mean(),
             },
-            losses=("critic loss", "actor loss", "alpha loss"),
+            losses={"critic_loss": "critic loss", "actor_loss": "actor loss", "alpha_loss": "alpha loss"},
+            deferred=self.defers_stats,
         )
         update_priorities(buffer, batch.indices, critic.td_errors)
         self.obs_normalization.update(batch.obs)
-        return SACTrainingStats(
-            critic_loss=stats["critic loss"],
-            actor_loss=stats["actor loss"],
-            alpha_loss=stats["alpha loss"],
-            alpha=stats["alpha"],
-            q_mean=stats["q_mean"],
-            entropy=stats["entropy"],
-        )
+        return stats

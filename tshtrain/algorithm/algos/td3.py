@@ -21,13 +21,13 @@ from tshtrain.algorithm.blocks.continuous import critic_values
 from tshtrain.algorithm.blocks.normalization import RunningObsNormalizer
 from tshtrain.algorithm.blocks.offpolicy import (
     ReplaySample,
-    host_scalars,
     sample_replay,
     td_loss,
     update_priorities,
 )
 from tshtrain.algorithm.blocks.offpolicy_actor_critic import OffPolicyActorCriticParams, setup_actor_critic
 from tshtrain.algorithm.blocks.policies import DeterministicActorPolicy
+from tshtrain.algorithm.pending_stats import gradient_step_stats
 from tshtrain.constraints import NonNegativeFloat, PositiveInt
 from tshtrain.data.collector_base import AnyReplayBuffer
 
@@ -182,13 +182,13 @@ class TD3(OffPolicyAlgorithm[DeterministicActorPolicy, TD3TrainingStats]):
                 self.nets.actor_step({"actor loss": actor_loss}, hooks)
             self.nets.update_targets(p.tau)
             self._actor_loss = actor_loss.detach()
-        stats = host_scalars(
+        stats = gradient_step_stats(
+            TD3TrainingStats,
             "TD3",
-            {"critic loss": critic.loss, "actor loss": self._actor_loss, "q_mean": q_MN.mean()},
-            losses=("critic loss", "actor loss"),
+            {"critic_loss": critic.loss, "actor_loss": self._actor_loss, "q_mean": q_MN.mean()},
+            losses={"critic_loss": "critic loss", "actor_loss": "actor loss"},
+            deferred=self.defers_stats,
         )
         update_priorities(buffer, batch.indices, critic.td_errors)
         self.obs_normalization.update(batch.obs)
-        return TD3TrainingStats(
-            critic_loss=stats["critic loss"], actor_loss=stats["actor loss"], q_mean=stats["q_mean"]
-        )
+        return stats
