@@ -27,6 +27,10 @@ How it measures:
   No test steps run during training; after it, each trained policy is evaluated untimed on 10 episodes
   with deterministic actions (the *test return* column).
 * For each seed the contestants run back to back (A B C D, then the next seed), torch on one thread.
+* Two references for the ratios: ``hand loop`` (plain ``torch.optim.Adam``) and ``hand, fused`` (the
+  same loop with fused Adam and flushed denormals, what tshtrain uses): tshtrain / hand-fused is the
+  cost of the library alone. Each ratio is given of the medians and per seed (paired range).
+  For the issue-36 comparison: ``--contestants tshtrain "hand loop" "hand, fused"``.
 """
 
 from __future__ import annotations
@@ -284,30 +288,39 @@ def summarise(w: Workload, results: list[RunResult]) -> dict[str, Any]:
             "test_return_median": _med([r.test_return for r in rs]),
             "last_train_return_median": _med([r.last_train_return for r in rs]),
         }
-    ref = "hand loop" if "hand loop" in rows else names[0]
+    ref = ec.HAND if ec.HAND in rows else names[0]
+    fused = ec.HAND_FUSED if ec.HAND_FUSED in rows and ref != ec.HAND_FUSED else None
     for name in names:
-        rows[name]["time_vs_hand"] = rows[name]["seconds_median"] / rows[ref]["seconds_median"]
-        paired = [
-            a.seconds / b.seconds
-            for a in results
-            if a.contestant == name
-            for b in results
-            if b.contestant == ref and b.seed == a.seed
-        ]
-        rows[name]["paired_time_vs_hand"] = paired
-        rows[name]["cpu_vs_hand"] = rows[name]["cpu_seconds_median"] / rows[ref]["cpu_seconds_median"]
-        rows[name]["paired_cpu_vs_hand"] = [
-            a.cpu_seconds / b.cpu_seconds
-            for a in results
-            if a.contestant == name
-            for b in results
-            if b.contestant == ref and b.seed == a.seed
-        ]
-    return {"title": w.title, "settings": w.settings, "rows": rows, "reference": ref}
+        _add_ratios(rows[name], results, name, ref, "hand")
+        if fused is not None:
+            _add_ratios(rows[name], results, name, fused, "fused")
+    return {
+        "title": w.title,
+        "settings": w.settings,
+        "rows": rows,
+        "reference": ref,
+        "fused_reference": fused,
+    }
+
+
+def _add_ratios(row: dict[str, Any], results: list[RunResult], name: str, ref: str, key: str) -> None:
+    """``time_vs_<key>`` / ``cpu_vs_<key>``: ratios of medians to contestant ``ref``; ``paired_*``: the
+    ratios of the runs of one seed."""
+    mine = [r for r in results if r.contestant == name]
+    theirs = {r.seed: r for r in results if r.contestant == ref}
+    median = {
+        k: _med([getattr(r, k) for r in mine]) / _med([getattr(r, k) for r in theirs.values()])
+        for k in ("seconds", "cpu_seconds")
+    }
+    row[f"time_vs_{key}"], row[f"cpu_vs_{key}"] = median["seconds"], median["cpu_seconds"]
+    row[f"paired_time_vs_{key}"] = [a.seconds / theirs[a.seed].seconds for a in mine if a.seed in theirs]
+    row[f"paired_cpu_vs_{key}"] = [
+        a.cpu_seconds / theirs[a.seed].cpu_seconds for a in mine if a.seed in theirs
+    ]
 
 
 def markdown(w: Workload, results: list[RunResult], summary: dict[str, Any]) -> str:
-    rows, ref = summary["rows"], summary["reference"]
+    rows, ref, fused = summary["rows"], summary["reference"], summary.get("fused_reference")
     seeds = sorted({r.seed for r in results})
     thr = w.threshold
     lines = [
@@ -316,24 +329,23 @@ def markdown(w: Workload, results: list[RunResult], summary: dict[str, Any]) -> 
         "",
         f"| contestant | wall s median | min | max | CPU s median | wall / {ref} (paired range) "
         f"| CPU / {ref} (paired range) "
+        + (f"| wall / {fused} (paired range) | CPU / {fused} (paired range) " if fused else "")
         + (f"| reached {thr:g} | env steps to {thr:g} (median) | s to {thr:g} (median) " if thr else "")
         + "| final training return | test return (10 ep.) |",
         "| --- | ---: | ---: | ---: | ---: | ---: | ---: "
+        + ("| ---: | ---: " if fused else "")
         + ("| ---: | ---: | ---: " if thr else "")
         + "| ---: | ---: |",
     ]
     for name, row in rows.items():
-        paired, paired_cpu = row["paired_time_vs_hand"], row["paired_cpu_vs_hand"]
         cells = [
             name,
             f"{row['seconds_median']:.1f}",
             f"{row['seconds_min']:.1f}",
             f"{row['seconds_max']:.1f}",
             f"{row['cpu_seconds_median']:.1f}",
-            f"**{row['time_vs_hand']:.2f}x** ({min(paired):.2f}–{max(paired):.2f})" if paired else "–",
-            f"**{row['cpu_vs_hand']:.2f}x** ({min(paired_cpu):.2f}–{max(paired_cpu):.2f})"
-            if paired_cpu
-            else "–",
+            *_ratio_cells(row, "hand"),
+            *(_ratio_cells(row, "fused") if fused else []),
         ]
         if thr:
             cells += [
@@ -365,6 +377,16 @@ def markdown(w: Workload, results: list[RunResult], summary: dict[str, Any]) -> 
             lines.append(f"| {name} | " + " | ".join(cells) + " |")
     lines += ["", w.settings]
     return "\n".join(lines)
+
+
+def _ratio_cells(row: dict[str, Any], key: str) -> list[str]:
+    """The wall and CPU ratio cells of ``row`` against the reference ``key`` of :func:`_add_ratios`."""
+    cells = []
+    for kind in ("time", "cpu"):
+        paired = row.get(f"paired_{kind}_vs_{key}", [])
+        ratio = row.get(f"{kind}_vs_{key}")
+        cells.append(f"**{ratio:.2f}x** ({min(paired):.2f}–{max(paired):.2f})" if paired else "–")
+    return cells
 
 
 # ============================================================================ main

@@ -25,6 +25,11 @@ ActFn = Callable[[np.ndarray], np.ndarray]
 Run = Callable[[], None]
 Builder = Callable[[EnvFactory, int, int], tuple[Run, ActFn]]
 
+HAND = "hand loop"
+"""the plain hand loop (torch.optim.Adam with its defaults): the first reference of the ratios"""
+HAND_FUSED = "hand, fused"
+"""the hand loop given what tshtrain uses, fused Adam and flushed denormals: the second reference"""
+
 
 def hand_builder(loop: Callable[..., ActFn]) -> Builder:
     """A :mod:`hand_loops` loop as a builder: the run is ``loop(make_env, seed=..., num_env_steps=...)``
@@ -200,8 +205,11 @@ def _ppo_tianshou(make_env: EnvFactory, seed: int, num_env_steps: int) -> tuple[
 
 PPO_CONTESTANTS: dict[str, Builder] = {
     "tshtrain": _ppo_tshtrain,
-    "hand loop": hand_builder(hand_loops.ppo_cartpole),
+    HAND: hand_builder(hand_loops.ppo_cartpole),
     "hand loop+FTZ": hand_builder(functools.partial(hand_loops.ppo_cartpole, flush_denormal=True)),
+    HAND_FUSED: hand_builder(
+        functools.partial(hand_loops.ppo_cartpole, flush_denormal=True, fused_adam=True)
+    ),
     "SB3": _ppo_sb3,
     "Tianshou": _ppo_tianshou,
 }
@@ -343,8 +351,9 @@ def _dqn_tianshou(make_env: EnvFactory, seed: int, num_env_steps: int) -> tuple[
 _dqn_hand_loop = functools.partial(hand_loops.dqn_cartpole, prefill_env_steps=DQN_PREFILL)
 DQN_CONTESTANTS: dict[str, Builder] = {
     "tshtrain": _dqn_tshtrain,
-    "hand loop": hand_builder(_dqn_hand_loop),
+    HAND: hand_builder(_dqn_hand_loop),
     "hand loop+FTZ": hand_builder(functools.partial(_dqn_hand_loop, flush_denormal=True)),
+    HAND_FUSED: hand_builder(functools.partial(_dqn_hand_loop, flush_denormal=True, fused_adam=True)),
     "SB3": _dqn_sb3,
     "Tianshou": _dqn_tianshou,
 }
@@ -482,8 +491,9 @@ def _sac_tianshou(make_env: EnvFactory, seed: int, num_env_steps: int) -> tuple[
 _sac_hand_loop = functools.partial(hand_loops.sac_pendulum, prefill_env_steps=SAC_PREFILL)
 SAC_CONTESTANTS: dict[str, Builder] = {
     "tshtrain": _sac_tshtrain,
-    "hand loop": hand_builder(_sac_hand_loop),
+    HAND: hand_builder(_sac_hand_loop),
     "hand loop+FTZ": hand_builder(functools.partial(_sac_hand_loop, flush_denormal=True)),
+    HAND_FUSED: hand_builder(functools.partial(_sac_hand_loop, flush_denormal=True, fused_adam=True)),
     "SB3": _sac_sb3,
     "Tianshou": _sac_tianshou,
 }

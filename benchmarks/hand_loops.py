@@ -15,7 +15,9 @@ them by hand (the rest of the two PPO loops is one function, :func:`_ppo_train`)
 ``sac_pendulum`` step one raw env by default and a one-env SAME_STEP ``SyncVectorEnv`` (what
 ``tshtrain.env.make_vector_env(make_env, 1)`` builds) with ``vector=True`` (:class:`OneEnv`).
 ``flush_denormal=True`` runs a loop with ``torch.set_flush_denormal(True)`` (what tshtrain's trainer
-does by default) and restores the flag afterwards.
+does by default) and restores the flag afterwards; ``fused_adam=True`` gives its Adams the fused kernel
+(``torch.optim.Adam(..., fused=True)``, what tshtrain's ``make_adam`` picks on the CPU). Both together
+are the "hand, fused" contestant of ``bench_e2e.py``: the hand loop with what tshtrain uses.
 
 The gradient steps of DQN and SAC (:func:`dqn_gradient_step`, :func:`sac_gradient_step`) are shared
 with ``e2e_floor.py``, whose "network work alone" floor must do the very same work.
@@ -150,7 +152,14 @@ def _ppo_update(
 
 
 def _ppo_train(
-    step: EnvStep, obs: torch.Tensor, num_actions: int, *, num_env_steps: int, s: PPOSettings, flush: bool
+    step: EnvStep,
+    obs: torch.Tensor,
+    num_actions: int,
+    *,
+    num_env_steps: int,
+    s: PPOSettings,
+    flush: bool,
+    fused: bool = False,
 ) -> ActFn:
     """PPO for a Discrete action space from the first observations ``obs`` (N, O), stepping the envs
     with ``step``; separate 64-64 tanh actor and critic, one Adam over both.
@@ -163,7 +172,7 @@ def _ppo_train(
     actor = mlp([obs_dim, 64, 64, num_actions], nn.Tanh)
     critic = mlp([obs_dim, 64, 64, 1], nn.Tanh)
     params = [*actor.parameters(), *critic.parameters()]
-    nets = _PPONets(actor, critic, params, torch.optim.Adam(params, lr=s.lr))
+    nets = _PPONets(actor, critic, params, torch.optim.Adam(params, lr=s.lr, fused=fused or None))
     obs_buf = torch.zeros((s.num_steps, num_envs, obs_dim))
     act_buf = torch.zeros((s.num_steps, num_envs), dtype=torch.long)
     logp_buf, rew_buf, done_buf, value_buf = (torch.zeros((s.num_steps, num_envs)) for _ in range(4))
@@ -204,6 +213,7 @@ def ppo_cartpole(
     num_env_steps: int,
     settings: PPOSettings = PPOSettings(),
     flush_denormal: bool = False,
+    fused_adam: bool = False,
 ) -> ActFn:
     """:func:`_ppo_train` on a SAME_STEP ``SyncVectorEnv`` of ``settings.num_envs`` envs."""
     torch.manual_seed(seed)
@@ -226,7 +236,15 @@ def ppo_cartpole(
         )
 
     obs = torch.as_tensor(envs.reset(seed=seed)[0], dtype=torch.float32)
-    act = _ppo_train(step, obs, num_actions, num_env_steps=num_env_steps, s=settings, flush=flush_denormal)
+    act = _ppo_train(
+        step,
+        obs,
+        num_actions,
+        num_env_steps=num_env_steps,
+        s=settings,
+        flush=flush_denormal,
+        fused=fused_adam,
+    )
     envs.close()
     return act
 
@@ -378,6 +396,7 @@ def dqn_cartpole(
     hidden: int = 256,
     vector: bool = False,
     flush_denormal: bool = False,
+    fused_adam: bool = False,
 ) -> ActFn:
     """DQN on one env, rl-zoo's CartPole settings by default: ``prefill_env_steps`` uniformly random
     steps, then rounds of ``collection_env_steps`` epsilon-greedy steps followed by ``gradient_steps``
@@ -394,7 +413,7 @@ def dqn_cartpole(
     num_actions = int(env.env.action_space.n)  # type: ignore[attr-defined]
     q_net = mlp([obs_dim, hidden, hidden, num_actions], nn.ReLU)
     target_net = mlp([obs_dim, hidden, hidden, num_actions], nn.ReLU)
-    optimizer = torch.optim.Adam(q_net.parameters(), lr=lr)
+    optimizer = torch.optim.Adam(q_net.parameters(), lr=lr, fused=fused_adam or None)
     replay = Replay(buffer_size, obs_dim, (), np.int64)
     obs = env.reset(seed)
     env.env.action_space.seed(seed)
@@ -525,6 +544,7 @@ def sac_pendulum(
     hidden: int = 256,
     vector: bool = False,
     flush_denormal: bool = False,
+    fused_adam: bool = False,
 ) -> ActFn:
     """SAC on one env with twin critics, a tanh-squashed Gaussian actor and automatic entropy tuning
     (alpha starts at 1, target entropy -dim(A)); one gradient step of the critics, the actor and alpha
@@ -537,7 +557,7 @@ def sac_pendulum(
     obs_dim = int(np.prod(env.env.observation_space.shape))  # type: ignore[arg-type]
     act_dim = int(np.prod(env.env.action_space.shape))  # type: ignore[arg-type]
     high = float(env.env.action_space.high[0])  # type: ignore[attr-defined]
-    nets = sac_nets(obs_dim, act_dim, hidden=hidden, lr=lr)
+    nets = sac_nets(obs_dim, act_dim, hidden=hidden, lr=lr, fused=fused_adam)
     replay = Replay(buffer_size, obs_dim, (act_dim,), np.float32)
     rng = np.random.default_rng(seed)
     obs = env.reset(seed)
