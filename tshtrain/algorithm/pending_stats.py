@@ -19,8 +19,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 import torch
 
@@ -34,8 +33,7 @@ _PENDING = "_pending_scalars"
 """the instance attribute (outside the dataclass fields) that holds a record's unresolved scalars"""
 
 
-@dataclass(frozen=True)
-class _Pending:
+class _Pending(NamedTuple):
     owner: str
     tensors: dict[str, torch.Tensor]
     """field name -> detached 0-dim tensor"""
