@@ -14,9 +14,13 @@ A train manager (training collector, ``Every``) and an eval manager (test steps)
 =================  ==================================================================================
 trigger            fires
 =================  ==================================================================================
-``Every(n, unit)`` train only: at the end of each training step in which the unit's counter crossed a
-                   multiple of n (env_step, training_step, gradient_step); ``unit=epoch``: at the end
-                   of every n-th epoch (after its test step)
+``Every(n, unit)`` train only. ``env_step`` (the default): after each vector step of the training
+                   collector at which the env steps cross a multiple of n (``Every(1)``: every vector
+                   step), ``ctx.env_ids`` all the sub-envs, ``ctx.counters.env_step`` the env steps so
+                   far (the other counters are those of the training step's start); offline, at the
+                   end of training steps. training_step, gradient_step: at the end of each training
+                   step in which the counter crossed a multiple of n; ``unit=epoch``: at the end of
+                   every n-th epoch (after its test step)
 ``OnEpisodeEnd``   after each vector step in which sub-envs ended an episode; ``ctx.env_ids`` are
                    those sub-envs (already reset to their next episode: same-step autoreset)
 ``OnReset``        before the collector resets all its sub-envs (``ctx.env_ids``: all of them)
@@ -36,6 +40,7 @@ are saved with checkpoints.
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
@@ -48,7 +53,7 @@ from typing_extensions import override
 from tshtrain.adapters.torchrl import state_owner
 from tshtrain.counters import Counters
 from tshtrain.data.collector_base import BaseCollector
-from tshtrain.data.listeners import EnvsReset, EpisodesEnded
+from tshtrain.data.listeners import EnvsReset, EpisodesEnded, VectorStep
 from tshtrain.errors import ConfigurationError
 from tshtrain.trainer.callbacks import (
     Adapter,
@@ -156,10 +161,10 @@ class EventContext:
     """its trigger"""
     counters: Counters
     env_ids: np.ndarray | None = None
-    """OnEpisodeEnd / OnReset: the sub-envs concerned (indices into the vector env)"""
+    """OnEpisodeEnd / OnReset / Every (env steps): the sub-envs concerned (indices into the vector env)"""
     collector: BaseCollector | None = None
-    """OnEpisodeEnd / OnReset / OnTestStart / OnTestEnd: the collector whose envs it concerns (e.g.
-    ``ctx.collector.env.call(...)`` / ``.env.envs[i]`` for domain randomisation)"""
+    """OnEpisodeEnd / OnReset / Every (env steps) / OnTestStart / OnTestEnd: the collector whose envs it
+    concerns (e.g. ``ctx.collector.env.call(...)`` / ``.env.envs[i]`` for domain randomisation)"""
     stop: Callable[[str], None] = field(repr=False)
     """use :meth:`request_stop`"""
 
@@ -195,6 +200,8 @@ class EventManager(Adapter):
         self.scope = scope
         self._events: dict[str, _Event] = {}
         self._test_collector = test_collector
+        self._per_vector_step = True
+        """Every(n, env_step) fires per vector step (False offline: at the ends of training steps)"""
 
     @override
     def active_points(self) -> Collection[str]:
@@ -202,6 +209,8 @@ class EventManager(Adapter):
         points = {point for kind, point in _TRIGGER_POINTS.items() if kind in kinds}
         if Every in kinds:
             points |= {"on_run_start", "on_training_step_end", "on_epoch_end"}
+        if any(_counts_env_steps(e.trigger) for e in self._events.values()):
+            points.add("on_vector_step")
         return points
 
     def register(self, name: str, callback: EventCallback, *, trigger: Trigger) -> None:
@@ -263,8 +272,20 @@ class EventManager(Adapter):
     # ------------------------------------------------------------------ the loop points
     @override
     def on_run_start(self, ctx: RunContext, setup: SetupInfo) -> None:
+        self._per_vector_step = not setup.offline
         self.reset_baselines(ctx.counters)
         self.fire(ctx, OnStartup)
+
+    @override
+    def on_vector_step(self, ctx: RunContext, step: VectorStep) -> None:
+        if step.test or not self._per_vector_step:
+            return
+        counters = dataclasses.replace(ctx.counters, env_step=step.env_step)
+        for name, event in [(n, e) for n, e in self._events.items() if _counts_env_steps(e.trigger)]:
+            if self._due(event, step.env_step):
+                self._fire(
+                    name, event, counters, ctx.request_stop, env_ids=step.env_ids, collector=step.collector
+                )
 
     @override
     def on_episodes_end(self, ctx: RunContext, ended: EpisodesEnded) -> None:
@@ -320,11 +341,18 @@ class EventManager(Adapter):
                 if epoch_closed and counters.epoch % trigger.n == 0:
                     self._fire(name, event, counters, ctx.request_stop)
                 continue
-            value = int(getattr(counters, trigger.unit.value))
-            due = value // trigger.n > event.last // trigger.n
-            event.last = value
-            if due:
+            if trigger.unit == EventUnit.ENV_STEP and self._per_vector_step:
+                continue  # fired by on_vector_step
+            if self._due(event, int(getattr(counters, trigger.unit.value))):
                 self._fire(name, event, counters, ctx.request_stop)
+
+    @staticmethod
+    def _due(event: _Event, value: int) -> bool:
+        """An Every event's counter moved to ``value``: True if it crossed a multiple of n."""
+        assert isinstance(event.trigger, Every)
+        due = value // event.trigger.n > event.last // event.trigger.n
+        event.last = value
+        return due
 
     def reset_baselines(self, counters: Counters) -> None:
         """Every events count from ``counters`` (the counters at the start of a run)."""
@@ -394,6 +422,10 @@ class EventManager(Adapter):
             event.callback(ctx)
         except StopTraining as signal:
             stop(signal.reason)
+
+
+def _counts_env_steps(trigger: Trigger) -> bool:
+    return isinstance(trigger, Every) and trigger.unit == EventUnit.ENV_STEP
 
 
 def _check_callback(callback: object, where: str) -> None:

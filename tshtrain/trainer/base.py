@@ -55,7 +55,7 @@ from tshtrain.trainer.callbacks import (
 )
 from tshtrain.trainer.dispatch import CallbackSet
 from tshtrain.trainer.options import TrainerOptions
-from tshtrain.trainer.params import OnPolicyTrainerParams, TrainerParams
+from tshtrain.trainer.params import OnlineTrainerParams, OnPolicyTrainerParams, TrainerParams
 from tshtrain.trainer.params_callbacks import ParamsCallbacks
 from tshtrain.trainer.progress import format_info_table, format_run_summary, format_test_line
 from tshtrain.trainer.recorder import RunRecorder
@@ -191,6 +191,8 @@ class Trainer(ABC, Generic[TAlgorithm, TParams]):
                 self.params.test_collector.reset(reset_buffer=reset_collector_buffers, reset_stats=True)
         if self.state.counters.epoch >= self.params.max_epochs:
             self.state.finish(StopReason.MAX_EPOCHS)
+        elif self._env_steps_left() == 0:  # a run resumed from its log at its budget
+            self.state.finish(StopReason.MAX_ENV_STEPS)
         elif self.params.test_collector is not None:
             self._test_step(initial=True)
 
@@ -288,6 +290,7 @@ class Trainer(ABC, Generic[TAlgorithm, TParams]):
         """One training step, top-down (docs/concepts.md draws it)."""
         if collected is None:
             self.begin_training_step()
+            collected = self._collect_to_budget()  # None unless max_env_steps cuts this collection step
         elif not self._step_open:
             raise RuntimeError(
                 f"{type(self).__name__}.execute_training_step(collected): begin the training step first "
@@ -334,7 +337,11 @@ class Trainer(ABC, Generic[TAlgorithm, TParams]):
         s.timing["train"] += time.perf_counter() - start + (collected.seconds if collected else 0.0)
         strategy.agree_on_stop(s)  # data-parallel: a stop on any rank stops every rank
         epoch = s.epoch
-        epoch_closed = s.done or (epoch is not None and epoch.progress >= self.params.epoch_num_steps)
+        epoch_closed = (
+            s.done
+            or (epoch is not None and epoch.progress >= self.params.epoch_num_steps)
+            or self._env_steps_left() == 0
+        )
         epoch_stats = self._close_epoch() if epoch_closed else None
         if self._autosave is not None:
             self._autosave.after_training_step(epoch_closed=epoch_closed)
@@ -352,6 +359,24 @@ class Trainer(ABC, Generic[TAlgorithm, TParams]):
             and stat.n_collected_episodes > 0
             and p.stop_fn(self._score(stat))
         )
+
+    def _env_steps_left(self) -> int | None:
+        """Env steps left of ``max_env_steps`` (None: no such budget)."""
+        budget: int | None = getattr(self.params, "max_env_steps", None)
+        return None if budget is None else max(0, budget - self.state.counters.env_step)
+
+    def _collect_to_budget(self) -> CollectedSteps | None:
+        """The collection step cut to the env steps left of ``max_env_steps``; None: a whole one fits."""
+        left, p = self._env_steps_left(), self.params
+        if left is None or not isinstance(p, OnlineTrainerParams):
+            return None
+        if p.collection_step_num_env_steps is None or left >= p.collection_step_num_env_steps:
+            return None
+        buffer = p.training_collector.buffer
+        assert buffer is not None  # checked by the params
+        layout, start = buffer.layout(), time.perf_counter()
+        stat = p.training_collector.collect(n_step=left)
+        return CollectedSteps(stat=stat, layout_before=layout, seconds=time.perf_counter() - start)
 
     def _advance(self, collect_stat: CollectStats | None, stat: TrainingStats | None) -> None:
         """Move the open epoch on by the training step: its env steps online, one step offline."""
@@ -448,6 +473,8 @@ class Trainer(ABC, Generic[TAlgorithm, TParams]):
             test_stat = self._test_step()
         if s.counters.epoch >= self.params.max_epochs:
             s.finish(StopReason.MAX_EPOCHS)
+        elif self._env_steps_left() == 0:
+            s.finish(StopReason.MAX_ENV_STEPS)
         epoch = s.epoch
         assert epoch is not None
         s.epoch = None
@@ -522,10 +549,11 @@ class Trainer(ABC, Generic[TAlgorithm, TParams]):
                 f"{type(self).__name__}.reopen(): load the checkpoint of a run that ended first "
                 f"(loaded: {self._resumed}, ended: {s.done})."
             )
-        if s.counters.epoch >= self.params.max_epochs:
+        if s.counters.epoch >= self.params.max_epochs or self._env_steps_left() == 0:
             raise RuntimeError(
-                f"{type(self).__name__}.reopen(): {s.counters.epoch} epochs ran already and max_epochs is "
-                f"{self.params.max_epochs}; build the trainer with max_epochs > {s.counters.epoch}."
+                f"{type(self).__name__}.reopen(): {s.counters.epoch} epochs and {s.counters.env_step} env "
+                f"steps ran already (max_epochs {self.params.max_epochs}, max_env_steps "
+                f"{getattr(self.params, 'max_env_steps', None)}); build the trainer with a larger budget."
             )
         s.reopen()
 

@@ -30,7 +30,7 @@ from tshtrain.counters import Counters
 from tshtrain.data.batch import AnyRolloutBatch, AnyTransitionBatch
 from tshtrain.data.buffer import BufferLayout
 from tshtrain.data.collector_base import AnyReplayBuffer
-from tshtrain.data.listeners import EnvsReset, EpisodesEnded
+from tshtrain.data.listeners import EnvsReset, EpisodesEnded, VectorStep
 from tshtrain.data.stats import CollectStats
 from tshtrain.errors import ConfigurationError
 from tshtrain.trainer.stats import EpochStats, InfoStats
@@ -192,6 +192,10 @@ class Callback:
 
     def on_training_step_start(self, ctx: RunContext) -> None:
         """A training step starts (its epoch is open)."""
+
+    def on_vector_step(self, ctx: RunContext, step: VectorStep) -> None:
+        """The training or the test collector stepped its sub-envs once (``step.env_step`` counts the
+        env steps so far; ``ctx.counters`` advance when the collection step ends)."""
 
     def on_episodes_end(self, ctx: RunContext, ended: EpisodesEnded) -> None:
         """Sub-envs of the training or the test collector ended episodes in the last vector step."""

@@ -38,7 +38,7 @@ _T = TypeVar("_T")
 
 
 _TEST_POINTS = frozenset({"on_test_start", "on_test_end"})
-_COLLECTOR_POINTS = frozenset({"on_episodes_end", "on_envs_reset"})
+_COLLECTOR_POINTS = frozenset({"on_vector_step", "on_episodes_end", "on_envs_reset"})
 _STEP_POINTS = (
     frozenset(
         {"on_training_step_start", "after_collect", "before_update", "after_update", "on_training_step_end"}

@@ -174,6 +174,13 @@ class OnlineTrainerParams(TrainerParams):
     test_in_training: bool = False
     """after each collection step whose finished episodes satisfy stop_fn (scored like a test step, with
     compute_score_fn), run a test step, and stop if the test step satisfies it too"""
+    max_env_steps: PositiveInt | None = None
+    """a budget in env steps (SB3's ``total_timesteps``, skrl's ``timesteps`` times the number of envs):
+    training stops at the first vector step at which ``env_step`` reaches it, closing the epoch there
+    (with its test step). The collection step that would cross it is cut to the remaining env steps
+    (rounded up to whole vector steps, so a budget that is not a multiple of the number of envs ends up
+    to num_envs - 1 env steps later). Needs env-step collection; ``max_epochs`` still bounds the run and
+    must not end it first. None: the run is ``max_epochs`` epochs"""
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -201,6 +208,7 @@ class OnlineTrainerParams(TrainerParams):
                 f"{owner}.test_in_training=True needs a stop_fn (it decides when to test); pass stop_fn "
                 f"or set test_in_training=False."
             )
+        _check_env_step_budget(self, owner)
         buffer = self.training_collector.buffer
         steps = self.collection_step_num_env_steps
         if buffer is None:
@@ -216,6 +224,27 @@ class OnlineTrainerParams(TrainerParams):
                     f"sub-buffer of the training buffer holds {buffer.column_capacity}; enlarge the buffer "
                     f"to >= {rows * buffer.num_columns} or lower collection_step_num_env_steps."
                 )
+
+
+def _check_env_step_budget(params: OnlineTrainerParams, owner: str) -> None:
+    """``max_env_steps`` needs collection steps of env steps, and ``max_epochs`` must leave room for it."""
+    budget, steps = params.max_env_steps, params.collection_step_num_env_steps
+    if budget is None:
+        return
+    if steps is None:
+        raise ConfigurationError(
+            f"{owner}.max_env_steps={budget} needs env-step collection, but collection_step_num_episodes="
+            f"{params.collection_step_num_episodes} collects whole episodes, which cannot be cut to fit the "
+            f"budget; set collection_step_num_env_steps instead, or drop max_env_steps."
+        )
+    per_step = -(-steps // params.training_collector.num_envs) * params.training_collector.num_envs
+    per_epoch = -(-params.epoch_num_steps // per_step) * per_step
+    if params.max_epochs * per_epoch < budget:
+        raise ConfigurationError(
+            f"{owner}.max_env_steps={budget} is never reached: max_epochs={params.max_epochs} epochs of "
+            f"{per_epoch} env steps end the run at {params.max_epochs * per_epoch}; raise max_epochs to "
+            f">= {-(-budget // per_epoch)} (or lower max_env_steps)."
+        )
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -275,6 +304,11 @@ def _check_overlap(params: OffPolicyTrainerParams, owner: str) -> None:
                 f"collection; set overlap_collection=True or leave max_policy_lag at 1."
             )
         return
+    if params.max_env_steps is not None:
+        raise ConfigurationError(
+            f"{owner}.overlap_collection=True collects the next collection step during the update, before "
+            f"the budget max_env_steps={params.max_env_steps} could cut it; drop one of the two."
+        )
     collector = params.training_collector
     if not isinstance(collector, Collector):
         raise ConfigurationError(

@@ -15,6 +15,8 @@ class StopReason(StrEnum):
 
     MAX_EPOCHS = "max_epochs"
     """all max_epochs epochs ran"""
+    MAX_ENV_STEPS = "max_env_steps"
+    """the env-step budget ``max_env_steps`` was reached"""
     STOP_FN = "stop_fn"
     """stop_fn returned True for a test score"""
     REQUESTED = "requested"
