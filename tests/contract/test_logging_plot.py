@@ -3,8 +3,10 @@ config.yaml, and REINFORCE runs logged from Python) and of synthetic logs, check
 they came from, in the matplotlib figure's artists and in the rendered PNG.
 
 What is pinned: a run logged by CSV and TensorBoard is one run; runs are grouped by experiment and a
-curve never mixes algorithms or envs unless asked; a mean cut to the common range says so (note and
-legend); smoothing, per-seed lines and bands draw what they claim."""
+curve never mixes algorithms or envs unless asked; every seed is shown to its end, with the number of
+runs at each step (dashed mean, count strip); a mean cut to the common range (on request) says so (note
+and legend); smoothing, labelled per-seed lines and the bands (std, bootstrap CI, min-max: named in the
+legend, never outside the runs' range) draw what they claim."""
 
 from __future__ import annotations
 
@@ -28,7 +30,16 @@ from tshtrain.logger import (
     read_csv_log,
     read_tensorboard_log,
 )
-from tshtrain.logger.plot import Band, CurveParams, learning_curves, legend_label, make_figure, trailing_mean
+from tshtrain.logger.plot import (
+    Band,
+    CurveParams,
+    band_limits,
+    bootstrap_mean_ci,
+    learning_curves,
+    legend_label,
+    make_figure,
+    trailing_mean,
+)
 from tshtrain.rundir import RUN_MARKER
 
 pytestmark = pytest.mark.integration
@@ -137,8 +148,18 @@ def _synthetic(
 
 
 def _gid_artists(figure: Any) -> dict[str, Any]:
-    (axes,) = figure.axes
-    return {artist.get_gid(): artist for artist in [*axes.get_lines(), *axes.collections] if artist.get_gid()}
+    """The figure's artists by id, over the curves' axes and the strip of run counts under them."""
+    return {
+        artist.get_gid(): artist
+        for axes in figure.axes
+        for artist in [*axes.get_lines(), *axes.collections]
+        if artist.get_gid()
+    }
+
+
+def _legend_title(figure: Any) -> str:
+    text: str = figure.axes[0].get_legend().get_title().get_text()
+    return text
 
 
 # --- runs: one per run directory, one log source each -----------------------------------------------
@@ -277,12 +298,47 @@ def test_an_unknown_group_by_key_is_one_line_naming_it(
 # --- alignment on env steps, cuts --------------------------------------------------------------------
 
 
-def test_seeds_of_different_lengths_are_cut_to_the_common_range_and_say_so(
+def test_each_seed_is_shown_to_its_end_with_the_number_of_runs_at_each_step(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     _synthetic(tmp_path / "s0", [0, 100, 200, 300, 400], [0.0, 1.0, 2.0, 3.0, 4.0], seed=0)
     _synthetic(tmp_path / "s1", [0, 100, 200, 300, 400, 500, 600], [10.0] * 7, seed=1, kind="tensorboard")
     curves = learning_curves([tmp_path])
+    (group,) = curves.groups
+    assert group.steps.tolist() == [0, 100, 200, 300, 400, 500, 600] and group.cut is None
+    assert curves.notes == ()
+    assert group.num_runs is not None and group.num_runs.tolist() == [2, 2, 2, 2, 2, 1, 1]
+    np.testing.assert_allclose(group.mean, [5.0, 5.5, 6.0, 6.5, 7.0, 10.0, 10.0])
+    assert legend_label(group) == "ppo CartPole-v1 (2 runs, dashed: fewer runs)"
+
+    figure = make_figure(curves, per_seed=True)
+    artists = _gid_artists(figure)
+    solid = artists["mean:ppo CartPole-v1"].get_ydata()
+    np.testing.assert_allclose(solid[:5], [5.0, 5.5, 6.0, 6.5, 7.0])
+    assert np.isnan(solid[5:]).all()
+    np.testing.assert_allclose(artists["partial:ppo CartPole-v1"].get_ydata(), group.mean)
+    # the strip under the curves: how many runs make the mean at each step
+    count = artists["count:ppo CartPole-v1"]
+    assert count.get_xdata().tolist() == group.steps.tolist()
+    assert count.get_ydata().tolist() == [2, 2, 2, 2, 2, 1, 1]
+    assert figure.axes[1].get_ylabel() == "runs" and figure.axes[1].get_xlabel() == "env steps"
+    # per-seed lines: each run whole, labelled with its seed
+    assert artists[f"run:{tmp_path / 's1'}"].get_xdata().tolist() == [0, 100, 200, 300, 400, 500, 600]
+    assert artists[f"run:{tmp_path / 's0'}"].get_label() == "seed 0"
+    legend = [text.get_text() for text in figure.axes[0].get_legend().get_texts()]
+    assert legend == ["seed 0", "seed 1", "ppo CartPole-v1 (2 runs, dashed: fewer runs)"]
+    assert _legend_title(figure) == "band: mean ± 1 std over runs, within their range"
+
+    assert main(["plot", str(tmp_path), "-o", str(tmp_path / "whole.png")]) == 0
+    assert "note" not in capsys.readouterr().err
+
+
+def test_min_runs_all_cuts_the_mean_to_the_common_range_and_says_so(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _synthetic(tmp_path / "s0", [0, 100, 200, 300, 400], [0.0, 1.0, 2.0, 3.0, 4.0], seed=0)
+    _synthetic(tmp_path / "s1", [0, 100, 200, 300, 400, 500, 600], [10.0] * 7, seed=1, kind="tensorboard")
+    curves = learning_curves([tmp_path], CurveParams(min_runs=None))
     (group,) = curves.groups
     assert group.steps.tolist() == [0, 100, 200, 300, 400] and group.cut == (0, 400)
     np.testing.assert_allclose(group.mean, [5.0, 5.5, 6.0, 6.5, 7.0])
@@ -299,48 +355,33 @@ def test_seeds_of_different_lengths_are_cut_to_the_common_range_and_say_so(
     assert artists["mean:ppo CartPole-v1"].get_xdata().tolist() == [0, 100, 200, 300, 400]
     assert artists[f"run:{tmp_path / 's1'}"].get_xdata().tolist() == [0, 100, 200, 300, 400, 500, 600]
     assert "partial:ppo CartPole-v1" not in artists
-    (legend_text,) = figure.axes[0].get_legend().get_texts()
-    assert legend_text.get_text() == "ppo CartPole-v1 (2 runs, cut to 0–400)"
 
-    assert main(["plot", str(tmp_path), "-o", str(tmp_path / "cut.png")]) == 0
+    assert main(["plot", str(tmp_path), "-o", str(tmp_path / "cut.png"), "--min-runs", "all"]) == 0
     assert (
         "tshtrain plot: note: ppo CartPole-v1: the mean is cut to env steps 0-400" in capsys.readouterr().err
     )
-
-
-def test_min_runs_draws_the_mean_further_dashed_where_fewer_runs_cover(tmp_path: Path) -> None:
-    _synthetic(tmp_path / "s0", [0, 100, 200], [0.0, 2.0, 4.0], seed=0)
-    _synthetic(tmp_path / "s1", [0, 100, 200, 300], [10.0, 10.0, 10.0, 20.0], seed=1)
-    curves = learning_curves([tmp_path], CurveParams(min_runs=1))
-    (group,) = curves.groups
-    assert group.steps.tolist() == [0, 100, 200, 300] and group.cut is None and curves.notes == ()
-    assert group.num_runs is not None and group.num_runs.tolist() == [2, 2, 2, 1]
-    np.testing.assert_allclose(group.mean, [5.0, 6.0, 7.0, 20.0])
-    artists = _gid_artists(make_figure(curves))
-    solid = artists["mean:ppo CartPole-v1"].get_ydata()
-    np.testing.assert_allclose(solid[:3], [5.0, 6.0, 7.0])
-    assert np.isnan(solid[3])
-    np.testing.assert_allclose(artists["partial:ppo CartPole-v1"].get_ydata(), [5.0, 6.0, 7.0, 20.0])
-    assert artists["mean:ppo CartPole-v1"].get_label() == "ppo CartPole-v1 (2 runs, dashed: fewer runs)"
 
 
 def test_runs_logged_at_other_env_steps_are_interpolated_on_their_own_range(tmp_path: Path) -> None:
     _synthetic(tmp_path / "s0", [0, 100, 200], [0.0, 10.0, 20.0], seed=0)
     _synthetic(tmp_path / "s1", [0, 150, 300], [0.0, 30.0, 60.0], seed=1)
     (group,) = learning_curves([tmp_path]).groups
-    assert group.steps.tolist() == [0, 100, 150, 200]
-    # s1 at 100 and 200: 20 and 40; s0 at 150: 15
-    np.testing.assert_allclose(group.mean, [0.0, 15.0, 22.5, 30.0])
-    np.testing.assert_allclose(group.std, [0.0, 5.0, 7.5, 10.0])
+    assert group.steps.tolist() == [0, 100, 150, 200, 300]
+    # s1 at 100 and 200: 20 and 40; s0 at 150: 15; s0 ends at 200 (never extrapolated)
+    np.testing.assert_allclose(group.mean, [0.0, 15.0, 22.5, 30.0, 60.0])
+    np.testing.assert_allclose(group.std, [0.0, 5.0, 7.5, 10.0, 0.0])
+    assert group.num_runs is not None and group.num_runs.tolist() == [2, 2, 2, 2, 1]
 
 
-def test_runs_that_share_no_steps_are_refused(tmp_path: Path) -> None:
+def test_runs_that_share_no_steps_are_refused_when_the_mean_needs_both(tmp_path: Path) -> None:
     from tshtrain.errors import ConfigurationError
 
     _synthetic(tmp_path / "s0", [0, 100], [0.0, 1.0], seed=0)
     _synthetic(tmp_path / "s1", [200, 300], [0.0, 1.0], seed=1)
     with pytest.raises(ConfigurationError, match="share no range of steps"):
-        learning_curves([tmp_path])
+        learning_curves([tmp_path], CurveParams(min_runs=2))
+    (group,) = learning_curves([tmp_path]).groups  # by default each is shown on its own range
+    assert group.num_runs is not None and group.num_runs.tolist() == [1, 1, 1, 1]
 
 
 # --- smoothing, per-seed lines, bands ------------------------------------------------------------------
@@ -362,16 +403,70 @@ def test_smooth_is_a_trailing_mean_over_env_steps(tmp_path: Path) -> None:
     np.testing.assert_allclose(artists[f"run:{tmp_path / 's0'}"].get_ydata(), [0, 5, 10, 20, 30])
 
 
-@pytest.mark.parametrize(("band", "expected_top"), [("std", 25.0), ("minmax", 30.0)])
-def test_bands(tmp_path: Path, band: Band, expected_top: float) -> None:
+@pytest.mark.parametrize(
+    ("band", "expected_top", "title"),
+    [
+        ("std", 20.0 + np.sqrt(200.0 / 3.0), "band: mean ± 1 std over runs, within their range"),
+        ("minmax", 30.0, "band: min to max over runs"),
+        ("ci", 30.0, "band: 95% bootstrap CI of the mean over runs"),
+    ],
+)
+def test_bands_say_what_they_are(tmp_path: Path, band: Band, expected_top: float, title: str) -> None:
     for seed, values in enumerate(([10.0, 10.0], [30.0, 30.0], [20.0, 20.0])):
         _synthetic(tmp_path / f"s{seed}", [0, 100], values, seed=seed)
     (group,) = learning_curves([tmp_path]).groups
     np.testing.assert_allclose(group.mean, [20.0, 20.0])
-    artists = _gid_artists(make_figure([group], band=band))
-    top = artists["band:ppo CartPole-v1"].get_paths()[0].vertices[:, 1].max()
-    assert top == pytest.approx(expected_top if band == "minmax" else 20.0 + np.sqrt(200.0 / 3.0))
-    assert "band:ppo CartPole-v1" not in _gid_artists(make_figure([group], band="none"))
+    figure = make_figure([group], band=band)
+    top = _gid_artists(figure)["band:ppo CartPole-v1"].get_paths()[0].vertices[:, 1].max()
+    if band == "ci":  # a resample of 3 runs averages at most 30: the 97.5% quantile is below or at it
+        assert 25.0 < top <= expected_top
+    else:
+        assert top == pytest.approx(expected_top)
+    assert _legend_title(figure) == title
+    none = make_figure([group], band="none")
+    assert "band:ppo CartPole-v1" not in _gid_artists(none) and _legend_title(none) == ""
+
+
+def test_a_band_stays_inside_the_runs_range(tmp_path: Path) -> None:
+    # CartPole-like: three seeds at the maximum 500, one at 200; mean 425, std 129.9: mean + std = 554.9
+    for seed, value in enumerate((500.0, 500.0, 500.0, 200.0)):
+        _synthetic(tmp_path / f"s{seed}", [0, 100], [value, value], seed=seed)
+    (group,) = learning_curves([tmp_path]).groups
+    values_RG = group.aligned_values()
+    std = np.sqrt(16875.0)
+    for band in ("std", "ci", "minmax"):
+        limits = band_limits(band, values_RG)
+        assert limits is not None
+        low, high = limits
+        assert (high <= 500.0).all() and (low >= 200.0).all(), band
+    low, high = band_limits("std", values_RG) or (None, None)
+    assert high is not None and low is not None
+    np.testing.assert_allclose(high, [500.0, 500.0])  # clipped from 554.9
+    np.testing.assert_allclose(low, [425.0 - std] * 2)  # inside the range: as computed
+    drawn = _gid_artists(make_figure([group]))["band:ppo CartPole-v1"].get_paths()[0].vertices[:, 1]
+    assert drawn.max() == pytest.approx(500.0)
+
+
+def test_the_bootstrap_interval_of_the_mean() -> None:
+    rng = np.random.default_rng(0)
+    # two runs: a resample's mean is a (p 1/4), (a + b) / 2 (p 1/2) or b (p 1/4): the 95% interval is [a, b]
+    low, high = bootstrap_mean_ci(np.array([[0.0, 4.0], [10.0, 4.0]]), rng)
+    np.testing.assert_allclose(low, [0.0, 4.0])  # equal runs: no spread
+    np.testing.assert_allclose(high, [10.0, 4.0])
+    # many runs: close to the normal interval mean ± 1.96 s / sqrt(n)
+    values = rng.normal(100.0, 10.0, size=(40, 1))
+    low, high = bootstrap_mean_ci(values, np.random.default_rng(1))
+    half_width = 1.96 * values.std() / np.sqrt(40)
+    assert float(high[0] - low[0]) == pytest.approx(2 * half_width, rel=0.15)
+    assert low[0] < values.mean() < high[0]
+    # steps where fewer runs have points are resampled from those runs only; one run: its value
+    values_RG = np.array([[0.0, 1.0, np.nan], [2.0, 3.0, 7.0]])
+    low, high = bootstrap_mean_ci(values_RG, np.random.default_rng(2))
+    np.testing.assert_allclose(low, [0.0, 1.0, 7.0])
+    np.testing.assert_allclose(high, [2.0, 3.0, 7.0])
+    # the same generator state gives the same interval
+    again = bootstrap_mean_ci(values, np.random.default_rng(1))
+    np.testing.assert_array_equal(again[0], bootstrap_mean_ci(values, np.random.default_rng(1))[0])
 
 
 def test_cli_options_are_checked_in_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -386,6 +481,13 @@ def test_cli_options_are_checked_in_one_line(tmp_path: Path, capsys: pytest.Capt
         assert exit_info.value.code == 2
         last = capsys.readouterr().err.splitlines()[-1]
         assert last.startswith(f"tshtrain plot: error: argument {option}: '{value}' ")
+
+
+def test_the_cli_offers_the_bands_of_the_library() -> None:
+    from tshtrain.cli.plot import _BANDS
+    from tshtrain.logger.plot import BANDS
+
+    assert _BANDS == BANDS
 
 
 # --- other scopes, x axes, the rendered image, errors ----------------------------------------------------

@@ -7,6 +7,9 @@ import math
 import sys
 from typing import Any
 
+_BANDS = ("std", "ci", "minmax", "none")
+"""tshtrain.logger.plot_bands.BANDS, spelled out so that ``tshtrain --help`` need not import numpy"""
+
 
 def _window(text: str) -> float:
     try:
@@ -18,13 +21,15 @@ def _window(text: str) -> float:
     return value
 
 
-def _count(text: str) -> int:
+def _count(text: str) -> int | None:
+    if text == "all":
+        return None
     try:
         value = int(text)
     except ValueError:
         value = 0
     if value < 1:
-        raise argparse.ArgumentTypeError(f"{text!r} is not allowed; give a number of runs >= 1")
+        raise argparse.ArgumentTypeError(f"{text!r} is not allowed; give a number of runs >= 1, or all")
     return value
 
 
@@ -46,8 +51,9 @@ def add_parser(subparsers: Any) -> None:
             "TensorboardLogger files, or directories holding such runs at any depth. A run logged by "
             "both writers is read once (CSV preferred). Runs are grouped by experiment (algorithm.name "
             "and env.id of their config.yaml; runs without one by their RUN_DIR), one curve per group: "
-            "the mean with a band; where seeds end at different steps the mean is cut to the range all "
-            "of them cover, and says so. Needs matplotlib: pip install 'tshtrain[plot]'."
+            "the mean over its runs up to the end of the longest (dashed where fewer runs have points; a "
+            "strip under the curves counts the runs at each step), with a band that the legend names, "
+            "kept inside the runs' range. Needs matplotlib: pip install 'tshtrain[plot]'."
         ),
     )
     parser.add_argument(
@@ -91,17 +97,21 @@ def add_parser(subparsers: Any) -> None:
     parser.add_argument(
         "--min-runs",
         type=_count,
-        default=None,
+        default=1,
         metavar="N",
-        help="draw the mean wherever at least N runs of a group have points, dashed where not all have "
-        "(default: all runs, the range they all cover)",
+        help="draw the mean wherever at least N runs of a group have points, dashed where not all have; "
+        "'all': only the range all runs cover, the mean cut there (default: 1, every run to its end)",
     )
-    parser.add_argument("--per-seed", action="store_true", help="draw each run as a thin line under the mean")
+    parser.add_argument(
+        "--per-seed", action="store_true", help="draw each run as a thin line under the mean, labelled seed N"
+    )
     parser.add_argument(
         "--band",
         default="std",
-        choices=["std", "minmax", "none"],
-        help="the band around the mean: one standard deviation, min to max over the runs, or none "
+        choices=_BANDS,
+        help="the band around the mean, clipped to the runs' min and max at each step: one standard "
+        "deviation, a 95%% percentile bootstrap confidence interval of the mean over runs (2000 "
+        "resamples of the runs, as rliable reports intervals), min to max over the runs, or none "
         "(default: std)",
     )
     parser.add_argument("--title", default=None, help="the figure's title")

@@ -6,9 +6,11 @@ to import the plotting API from.
 :func:`plot_learning_curves` saves that figure; ``tshtrain plot`` calls them in turn.
 
 What a figure shows per group: the mean (solid where all runs of the group have points, dashed where
-fewer do, with ``min_runs``), a band (one std, or min to max, for groups of several runs), optionally a
-thin line per run over its whole range, and a legend entry naming the group, its number of runs and
-whether its mean was cut to a common range.
+fewer do: by default every run is shown to its end), a band that the legend's title names (one std, a
+bootstrap confidence interval of the mean, or min to max; see :mod:`tshtrain.logger.plot_bands`),
+optionally a thin line per run over its whole range, labelled with its seed and marked where it ends,
+and a legend entry naming the group, its number of runs and whether its mean was cut to a common
+range. Under the curves, a strip shows how many runs of each group have points at each step.
 """
 
 from __future__ import annotations
@@ -16,13 +18,21 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, get_args
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from tshtrain.errors import ConfigurationError
-from tshtrain.logger.plot_curves import (
+from tshtrain.logger.plot_bands import (
+    BANDS,
+    BOOTSTRAP_RESAMPLES,
+    CONFIDENCE,
     Band,
+    band_description,
+    band_limits,
+    bootstrap_mean_ci,
+)
+from tshtrain.logger.plot_curves import (
     Curve,
     CurveGroup,
     CurveParams,
@@ -40,9 +50,6 @@ if TYPE_CHECKING:
     from matplotlib.axes import Axes
     from matplotlib.figure import Figure
 
-BANDS: tuple[Band, ...] = get_args(Band)
-"""the band choices: one ``std`` around the mean, the runs' ``minmax``, or ``none``"""
-
 
 def legend_label(group: CurveGroup) -> str:
     """The group's label with its number of runs and what was cut or drawn dashed."""
@@ -54,19 +61,30 @@ def legend_label(group: CurveGroup) -> str:
     return f"{group.label} ({', '.join(marks)})" if marks else group.label
 
 
+_RUN_MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
+"""the marks that tell the per-run lines of a group apart (at each run's last point and in the legend)"""
+
+
 def _draw_group(axes: Axes, group: CurveGroup, color: str, *, per_seed: bool, band: Band) -> None:
     several = len(group.runs) > 1
     if per_seed:
-        for run in group.runs:
-            axes.plot(run.steps, run.drawn, color=color, linewidth=0.7, alpha=0.45, gid=f"run:{run.run_dir}")
-    if several and band != "none":
-        if band == "std":
-            low, high = group.mean - group.std, group.mean + group.std
-        else:
-            low = group.mean if group.low is None else group.low
-            high = group.mean if group.high is None else group.high
+        for number, run in enumerate(group.runs):
+            axes.plot(
+                run.steps,
+                run.drawn,
+                color=color,
+                linewidth=0.8,
+                alpha=0.6,
+                marker=_RUN_MARKERS[number % len(_RUN_MARKERS)],
+                markevery=[len(run.steps) - 1],  # one mark where the run ends, as in the legend
+                markersize=5,
+                gid=f"run:{run.run_dir}",
+                label=run.name or run.run_dir.name,
+            )
+    limits = band_limits(band, group.aligned_values()) if several else None
+    if limits is not None:
         axes.fill_between(
-            group.steps, low, high, color=color, alpha=0.2, linewidth=0, gid=f"band:{group.label}"
+            group.steps, limits[0], limits[1], color=color, alpha=0.2, linewidth=0, gid=f"band:{group.label}"
         )
     full = (
         np.ones(len(group.steps), dtype=bool) if group.num_runs is None else group.num_runs == len(group.runs)
@@ -82,7 +100,23 @@ def _draw_group(axes: Axes, group: CurveGroup, color: str, *, per_seed: bool, ba
         linewidth=1.8,
         label=legend_label(group),
         gid=f"mean:{group.label}",
+        zorder=3,
     )
+
+
+def _draw_counts(axes: Axes, groups: Sequence[CurveGroup]) -> None:
+    """The strip under the curves: how many runs of each group have points at each step."""
+    from matplotlib.ticker import MaxNLocator
+
+    top = 1
+    for index, group in enumerate(groups):
+        counts = np.full(len(group.steps), len(group.runs)) if group.num_runs is None else group.num_runs
+        axes.step(group.steps, counts, where="pre", color=f"C{index % 10}", gid=f"count:{group.label}")
+        top = max(top, len(group.runs))
+    axes.set_ylim(0, top + 0.5)
+    axes.yaxis.set_major_locator(MaxNLocator(integer=True))
+    axes.set_ylabel("runs")
+    axes.grid(True, alpha=0.3)
 
 
 def make_figure(
@@ -97,7 +131,9 @@ def make_figure(
     """Draw each group (see the module docstring) into a new 800x500 px figure (at 100 dpi).
 
     The artists carry ids (``Artist.get_gid()``): ``mean:<label>``, ``partial:<label>`` (the dashed
-    mean), ``band:<label>`` and ``run:<run_dir>`` (the per-seed lines).
+    mean), ``band:<label>``, ``run:<run_dir>`` (the per-seed lines, labelled ``seed <n>``) and, in the
+    strip under the curves (the figure's second axes, drawn when a group has several runs),
+    ``count:<label>`` (the number of runs at each step). The legend's title says what the band is.
 
     Raises:
         ConfigurationError: matplotlib is not installed, or ``band`` is not one of :data:`BANDS`.
@@ -113,15 +149,24 @@ def make_figure(
         ) from error
     groups = curves.groups if isinstance(curves, LearningCurves) else tuple(curves)
     figure = Figure(figsize=(8, 5), layout="constrained")
-    axes = figure.add_subplot()
+    several = any(len(group.runs) > 1 for group in groups)
+    if several:
+        axes, strip = figure.subplots(2, 1, sharex=True, height_ratios=(5, 1))
+    else:
+        axes = figure.add_subplot()
     for index, group in enumerate(groups):
         _draw_group(axes, group, f"C{index % 10}", per_seed=per_seed, band=band)
-    axes.set_xlabel(xlabel)
+    if several:
+        _draw_counts(strip, groups)
+        strip.set_xlabel(xlabel)
+    else:
+        axes.set_xlabel(xlabel)
     axes.set_ylabel(ylabel)
     if title:
         axes.set_title(title)
     axes.grid(True, alpha=0.3)
-    axes.legend(loc="best")
+    legend_title = band_description(band) if several and band != "none" else None
+    axes.legend(loc="best", title=legend_title, title_fontsize="small")
     return figure
 
 
@@ -150,11 +195,16 @@ def plot_learning_curves(
 
 __all__ = [
     "BANDS",
+    "BOOTSTRAP_RESAMPLES",
+    "CONFIDENCE",
     "Band",
     "Curve",
     "CurveGroup",
     "CurveParams",
     "LearningCurves",
+    "band_description",
+    "band_limits",
+    "bootstrap_mean_ci",
     "find_runs",
     "learning_curves",
     "legend_label",

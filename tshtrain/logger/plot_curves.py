@@ -14,8 +14,13 @@ How a group's curve is made (:class:`CurveParams` holds the choices):
 2. the runs are aligned on the union of their x values, each interpolated linearly inside its own
    range (never extrapolated);
 3. the mean, std (population), min and max are taken where at least ``min_runs`` runs have points
-   (default: all runs of the group). Where runs go on past that range, the curve is **cut** and says
-   so: :attr:`CurveGroup.cut`, a note, and a mark in the legend.
+   (default 1: every run is shown to its end, and :attr:`CurveGroup.num_runs` says how many runs make
+   the mean at each step). With ``min_runs=None`` (all runs) or a larger count, the mean is **cut** to
+   the range that many runs cover, and says so: :attr:`CurveGroup.cut`, a note, and a mark in the
+   legend.
+
+The band around the mean (std, bootstrap confidence interval, min to max) is computed by
+:mod:`tshtrain.logger.plot_bands` from :meth:`CurveGroup.aligned_values`.
 """
 
 from __future__ import annotations
@@ -24,7 +29,6 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
 
 import numpy as np
 
@@ -34,8 +38,6 @@ from tshtrain.logger.base import LogScope
 from tshtrain.logger.csv import Record, read_csv_log
 from tshtrain.logger.plot_runs import RunLogs, find_runs, group_runs, locate_runs, log_source
 from tshtrain.logger.tensorboard import read_tensorboard_log
-
-Band = Literal["std", "minmax", "none"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -49,6 +51,9 @@ class Curve:
     """the scalar at each step, as logged (float64)"""
     smoothed: np.ndarray | None = None
     """the values after the trailing moving mean; None: not smoothed"""
+    name: str = ""
+    """what a per-run line is labelled: ``seed <n>`` from the run's ``config.yaml``, else the run
+    directory's name"""
 
     @property
     def drawn(self) -> np.ndarray:
@@ -77,6 +82,11 @@ class CurveGroup:
     cut: tuple[int, int] | None = None
     """(first, last) x value of the mean when some run has points outside it; None: nothing cut"""
 
+    def aligned_values(self) -> np.ndarray:
+        """values_RG: each run's drawn values at :attr:`steps` (one row per run), interpolated inside
+        the run's range, NaN outside it."""
+        return _on_grid(self.runs, self.steps)
+
 
 @dataclass(frozen=True, kw_only=True)
 class CurveParams:
@@ -98,9 +108,10 @@ class CurveParams:
     runs"""
     smooth_window: PositiveFloat | None = None
     """width of the trailing moving mean, in x units (env steps); None: no smoothing"""
-    min_runs: PositiveInt | None = None
+    min_runs: PositiveInt | None = 1
     """the mean is taken where at least this many runs of a group have points (at most all of them);
-    None: all runs (the range they all cover)"""
+    1: wherever any run has points, so every run is shown to its end; None: all runs (the range they
+    all cover; the mean is cut there)"""
 
     def __post_init__(self) -> None:
         validate_fields(self)
@@ -161,14 +172,20 @@ def trailing_mean(steps: np.ndarray, values: np.ndarray, window: float) -> np.nd
     return result
 
 
-def _align(curves: Sequence[Curve], min_runs: int) -> tuple[np.ndarray, np.ndarray]:
-    """(grid, values_RG): the runs' drawn values on the union of their steps where at least ``min_runs``
-    runs have points, NaN outside a run's range."""
-    grid = np.unique(np.concatenate([c.steps for c in curves]))
+def _on_grid(curves: Sequence[Curve], grid: np.ndarray) -> np.ndarray:
+    """values_RG: the runs' drawn values at ``grid``, interpolated inside each run's range, NaN outside."""
     values_RG = np.full((len(curves), len(grid)), np.nan)
     for row, curve in zip(values_RG, curves, strict=True):
         inside = (grid >= curve.steps[0]) & (grid <= curve.steps[-1])
         row[inside] = np.interp(grid[inside], curve.steps, curve.drawn)
+    return values_RG
+
+
+def _align(curves: Sequence[Curve], min_runs: int) -> tuple[np.ndarray, np.ndarray]:
+    """(grid, values_RG): the runs' drawn values on the union of their steps where at least ``min_runs``
+    runs have points, NaN outside a run's range."""
+    grid = np.unique(np.concatenate([c.steps for c in curves]))
+    values_RG = _on_grid(curves, grid)
     keep = (~np.isnan(values_RG)).sum(axis=0) >= min_runs
     if not keep.any():
         raise ConfigurationError(
@@ -225,13 +242,21 @@ def _cut_note(group: CurveGroup, params: CurveParams) -> str:
     )
 
 
+def _run_name(run: RunLogs) -> str:
+    seed = None if run.config is None else run.config.get("seed")
+    return f"seed {seed}" if seed is not None else run.run_dir.name
+
+
 def _curve(run: RunLogs, params: CurveParams) -> Curve:
-    curve = load_curve(run.log_dir, scope=params.scope, key=params.key, x=params.x)
-    curve = Curve(run_dir=run.run_dir, steps=curve.steps, values=curve.values)
-    if params.smooth_window is None:
-        return curve
-    smoothed = trailing_mean(curve.steps, curve.values, params.smooth_window)
-    return Curve(run_dir=run.run_dir, steps=curve.steps, values=curve.values, smoothed=smoothed)
+    logged = load_curve(run.log_dir, scope=params.scope, key=params.key, x=params.x)
+    smoothed = (
+        None
+        if params.smooth_window is None
+        else trailing_mean(logged.steps, logged.values, params.smooth_window)
+    )
+    return Curve(
+        run_dir=run.run_dir, steps=logged.steps, values=logged.values, smoothed=smoothed, name=_run_name(run)
+    )
 
 
 def learning_curves(
