@@ -37,7 +37,7 @@ from tshtrain.trainer import (
 )
 
 ONE_STEP = ["batch_process", "pre_steps_log", "pre_update"]
-OPTIM = ["post_loss", "post_optim", "post_optim_log"]
+OPTIM = ["post_loss", "optimizer", "post_optim", "post_optim_log"]
 
 
 def _record_all(trainer: Any) -> list[str]:

@@ -1,10 +1,12 @@
 """The hook registry: registration (typed per stage, checked at run time), calling, hook state.
 
 A :class:`HookRegistry` added to a trainer (``trainer.add_callback(hooks)``) runs TorchRL-style hooks at
-their stages; :meth:`HookRegistry.register` adds one. Mistakes are reported when a hook is
-registered, never in the middle of a run: an unknown stage, a name already used at that stage, a hook
-that cannot be called with one argument, or one whose annotations say it expects another stage's
-payload (mypy catches the same through the per-stage overloads).
+their stages; :meth:`HookRegistry.register` adds one taking a :class:`HookContext`, and
+:meth:`HookRegistry.register_op` / :meth:`HookRegistry.register_module` take TorchRL's hooks as they are
+written (``hook.register(hooks, name)`` works on a registry as on TorchRL's trainer). Mistakes are
+reported when a hook is registered, never in the middle of a run: an unknown stage, a name already used
+at that stage, a hook that cannot be called with one argument, or one whose annotations say it expects
+another stage's payload (mypy catches the same through the per-stage overloads).
 """
 
 from __future__ import annotations
@@ -22,11 +24,13 @@ from typing_extensions import override
 from tshtrain.adapters.torchrl_stages import (
     IN_UPDATE_STAGES,
     LOG_STAGES,
+    STAGE_ALIASES,
     TRANSFORM_STAGES,
     BatchProcessHook,
     HookContext,
     HookScalars,
     HookStage,
+    OptimizerStageHook,
     PostLossHook,
     PostOptimHook,
     PostOptimLogHook,
@@ -64,6 +68,7 @@ _STAGE_POINTS: dict[HookStage, str] = {
     HookStage.PRE_UPDATE: "before_update",
     HookStage.PROCESS_OPTIM_BATCH: "on_sampled_batch",
     HookStage.POST_LOSS: "on_loss",
+    HookStage.OPTIMIZER: "on_optimizer_step",
     HookStage.POST_OPTIM: "on_optimizer_step",
     HookStage.POST_OPTIM_LOG: "on_optimizer_step",
     HookStage.POST_UPDATE: "after_update",
@@ -183,6 +188,30 @@ def _check_return(stage: HookStage, annotation: Any, where: str) -> None:
             )
 
 
+_NO_ARGUMENT_STAGES = frozenset({HookStage.PRE_UPDATE, HookStage.POST_OPTIM, HookStage.POST_UPDATE})
+"""stages whose TorchRL ops take no argument (pre_optim_steps, post_optim, post_steps)"""
+
+
+def _hook_name(hook: object, name: str | None) -> str:
+    """``name``, or the hook's ``__name__`` / class name; a non-empty str."""
+    name = name if name is not None else str(getattr(hook, "__name__", type(hook).__name__))
+    if not isinstance(name, str) or not name:
+        raise ConfigurationError(f"HookRegistry.register: name must be a non-empty str, got {name!r}.")
+    return name
+
+
+class _Op:
+    """A TorchRL op as a hook: called with the stage's payload, or with no argument."""
+
+    def __init__(self, op: Callable[..., Any], with_payload: bool):
+        if not callable(op):
+            raise TypeError(f"HookRegistry.register_op: op must be callable, got {type(op).__name__}.")
+        self.op, self.with_payload = op, with_payload
+
+    def __call__(self, ctx: HookContext[Any]) -> Any:
+        return self.op(ctx.data) if self.with_payload else self.op()
+
+
 class HookRegistry(Adapter):
     """Hooks by stage, in registration order (see :meth:`register`); to the trainer, one callback:
     ``hooks = HookRegistry(); trainer.add_callback(hooks, name="hooks")``."""
@@ -221,7 +250,7 @@ class HookRegistry(Adapter):
     @overload
     def register(
         self,
-        stage: Literal[HookStage.PRE_UPDATE, "pre_update"],
+        stage: Literal[HookStage.PRE_UPDATE, "pre_update", "pre_optim_steps"],
         hook: PreUpdateHook,
         *,
         name: str | None = None,
@@ -237,6 +266,14 @@ class HookRegistry(Adapter):
     @overload
     def register(
         self, stage: Literal[HookStage.POST_LOSS, "post_loss"], hook: PostLossHook, *, name: str | None = None
+    ) -> None: ...
+    @overload
+    def register(
+        self,
+        stage: Literal[HookStage.OPTIMIZER, "optimizer"],
+        hook: OptimizerStageHook,
+        *,
+        name: str | None = None,
     ) -> None: ...
     @overload
     def register(
@@ -257,7 +294,7 @@ class HookRegistry(Adapter):
     @overload
     def register(
         self,
-        stage: Literal[HookStage.POST_UPDATE, "post_update"],
+        stage: Literal[HookStage.POST_UPDATE, "post_update", "post_steps"],
         hook: PostUpdateHook,
         *,
         name: str | None = None,
@@ -286,7 +323,8 @@ class HookRegistry(Adapter):
         """Register ``hook`` at ``stage`` under ``name``.
 
         Args:
-            stage: a :class:`HookStage` or its value, e.g. ``"post_update"``.
+            stage: a :class:`HookStage` or its value, e.g. ``"post_update"``, or TorchRL's name of it
+                (``"pre_optim_steps"``, ``"post_steps"``: :data:`STAGE_ALIASES`).
             hook: a callable taking one :class:`HookContext` (see the stage protocols in
                 :mod:`tshtrain.adapters.torchrl_stages`); if it (or, for a bound method, its instance) has
                 ``state_dict`` / ``load_state_dict``, its state is saved with checkpoints under ``name``.
@@ -298,37 +336,65 @@ class HookRegistry(Adapter):
                 stateful hook.
             TypeError: a hook that cannot take the stage's HookContext.
         """
-        stage = self._stage(stage)
-        name = name if name is not None else str(getattr(hook, "__name__", type(hook).__name__))
-        if not isinstance(name, str) or not name:
-            raise ConfigurationError(f"HookRegistry.register: name must be a non-empty str, got {name!r}.")
+        self._add(self._stage(stage), hook, _hook_name(hook, name), owner=state_owner(hook))
+
+    def register_op(self, dest: HookStage | str, op: Callable[..., Any], *, name: str | None = None) -> None:
+        """TorchRL's ``trainer.register_op(dest, op)``: ``op`` is called as TorchRL calls it, with the
+        stage's payload (``ctx.data``, see :mod:`tshtrain.adapters.torchrl_stages`; at ``optimizer`` the
+        :class:`OptimizerStep` the algorithm took, not TorchRL's losses), or with no argument at
+        ``pre_optim_steps`` / ``post_optim`` / ``post_steps``; what it returns is
+        used as a hook's return (a batch, scalars with ``log_pbar``, or None). Its state is saved only
+        if it is passed to :meth:`register_module` too, as in TorchRL. Extra arguments: bind them with
+        ``functools.partial``.
+        """
+        stage = self._stage(dest)
+        self._add(stage, _Op(op, stage not in _NO_ARGUMENT_STAGES), _hook_name(op, name), owner=None)
+
+    def register_module(self, module: Any, name: str) -> None:
+        """TorchRL's ``trainer.register_module(module, name)``: save ``module.state_dict()`` with the
+        checkpoints under ``name`` (and restore it with ``load_state_dict``)."""
+        owner = state_owner(module)
+        if owner is None:
+            raise TypeError(
+                f"HookRegistry.register_module({name!r}): {type(module).__name__} has no state_dict / "
+                f"load_state_dict; only modules with state need registering."
+            )
+        self._claim(name, owner)
+
+    def _add(self, stage: HookStage, hook: Any, name: str, *, owner: Any | None) -> None:
         if name in self._hooks[stage]:
             raise ConfigurationError(
                 f"HookRegistry.register: a hook named {name!r} is already registered at stage "
                 f"{stage.value!r}; pass another name=..."
             )
         check_hook_signature(stage, hook, name)
-        owner = state_owner(hook)
         if owner is not None:
-            known = self._owners.get(name)
-            if known is not None and known is not owner:
-                raise ConfigurationError(
-                    f"HookRegistry.register: the name {name!r} already belongs to another stateful hook "
-                    f"({type(known).__name__}); its state would be saved under the same name. Pass another "
-                    f"name=..."
-                )
-            self._owners[name] = owner
+            self._claim(name, owner)
         self._hooks[stage][name] = hook
         self.changed()
 
+    def _claim(self, name: str, owner: Any) -> None:
+        """Save ``owner``'s state under ``name`` (one owner per name)."""
+        known = self._owners.get(name)
+        if known is not None and known is not owner:
+            raise ConfigurationError(
+                f"HookRegistry.register: the name {name!r} already belongs to another stateful hook "
+                f"({type(known).__name__}); its state would be saved under the same name. Pass another "
+                f"name=..."
+            )
+        self._owners[name] = owner
+
     @staticmethod
     def _stage(stage: HookStage | str) -> HookStage:
+        if isinstance(stage, str) and stage in STAGE_ALIASES:
+            return STAGE_ALIASES[stage]
         try:
             return HookStage(stage)
         except ValueError:
             allowed = ", ".join(repr(s.value) for s in HookStage)
             raise ConfigurationError(
-                f"HookRegistry.register: unknown stage {stage!r}; the stages are {allowed}."
+                f"HookRegistry.register: unknown stage {stage!r}; the stages are {allowed} (TorchRL's "
+                f"{' and '.join(repr(a) for a in STAGE_ALIASES)} are accepted too)."
             ) from None
 
     def names(self, stage: HookStage | str) -> list[str]:
@@ -371,6 +437,7 @@ class HookRegistry(Adapter):
 
     @override
     def on_optimizer_step(self, ctx: RunContext, step: OptimizerStep) -> None:
+        self.call(ctx, HookStage.OPTIMIZER, step)
         self.call(ctx, HookStage.POST_OPTIM, step)
         self.log(ctx, HookStage.POST_OPTIM_LOG, step)
 
@@ -455,6 +522,10 @@ class HookRegistry(Adapter):
                     f"hook {name!r} at stage {stage.value!r} returned {type(output).__name__}; log hooks "
                     f"return a Mapping[str, float], HookScalars or None."
                 )
+            if "log_pbar" in output:  # TorchRL's convention: a flag for the whole dict, not a scalar
+                output = dict(output)
+                if output.pop("log_pbar"):
+                    marked = frozenset(output)
             for key, value in output.items():
                 merge_scalar(scalars, key, value, f"hook {name!r}")
                 if key in marked:

@@ -17,6 +17,7 @@ pre_update            CollectedBatch (None offline)      None
 process_optim_batch   TransitionBatch (each sample of    a new TransitionBatch or None
                       off-policy / offline algorithms)
 post_loss             ``{loss name: loss tensor}``       None
+optimizer             :class:`OptimizerStep`             None (the algorithm stepped the optimizer)
 post_optim            :class:`OptimizerStep`             None
 post_optim_log        :class:`OptimizerStep`             scalars to log
 post_update           TrainingStats of the update step   None
@@ -25,6 +26,11 @@ pre_test              None                               None
 post_test             :class:`TestResult`                None
 shutdown              InfoStats (final)                  None
 ====================  =================================  ===============================================
+
+TorchRL's names of two points are accepted too (:data:`STAGE_ALIASES`): ``pre_optim_steps`` is
+``pre_update``, ``post_steps`` is ``post_update``. ``optimizer`` is where TorchRL's trainer steps the
+optimizer itself; in tshtrain the algorithm steps its optimizers, so a hook there runs right after each
+optimizer step (before ``post_optim``), with that optimizer.
 
 Any hook may call ``ctx.request_stop(reason)`` (training ends after the current training step, stop
 reason ``hook``, ``InfoStats.stop_detail`` names the hook and the reason) or raise
@@ -60,7 +66,8 @@ from tshtrain.trainer.stats import InfoStats
 class HookScalars:
     """Scalars to log, some of them marked for the progress bar.
 
-    A log hook returns one, or a plain ``Mapping[str, float]`` (nothing in the progress bar).
+    A log hook returns one, or a plain ``Mapping[str, float]``: with TorchRL's key ``"log_pbar"`` (a
+    bool, not logged) True, all its scalars also appear in the progress bar; without it, none does.
     """
 
     scalars: Mapping[str, float]
@@ -93,6 +100,8 @@ class HookStage(StrEnum):
     """inside the update, on every sampled batch of off-policy and offline algorithms"""
     POST_LOSS = "post_loss"
     """inside the update, after a loss is computed and before its backward pass"""
+    OPTIMIZER = "optimizer"
+    """right after every optimizer step, which the algorithm takes (TorchRL's trainer takes it here)"""
     POST_OPTIM = "post_optim"
     """after every optimizer step"""
     POST_OPTIM_LOG = "post_optim_log"
@@ -109,10 +118,17 @@ class HookStage(StrEnum):
     """when the run ends (``run()`` returns or raises, or ``close()``)"""
 
 
+STAGE_ALIASES: Mapping[str, HookStage] = {
+    "pre_optim_steps": HookStage.PRE_UPDATE,
+    "post_steps": HookStage.POST_UPDATE,
+}
+"""TorchRL's names of stages tshtrain names otherwise"""
+
 IN_UPDATE_STAGES = frozenset(
     {
         HookStage.PROCESS_OPTIM_BATCH,
         HookStage.POST_LOSS,
+        HookStage.OPTIMIZER,
         HookStage.POST_OPTIM,
         HookStage.POST_OPTIM_LOG,
     }
@@ -175,6 +191,10 @@ class PostLossHook(Protocol):
     def __call__(self, ctx: HookContext[Mapping[str, torch.Tensor]], /) -> None: ...
 
 
+class OptimizerStageHook(Protocol):
+    def __call__(self, ctx: HookContext[OptimizerStep], /) -> None: ...
+
+
 class PostOptimHook(Protocol):
     def __call__(self, ctx: HookContext[OptimizerStep], /) -> None: ...
 
@@ -213,6 +233,7 @@ def stage_payload_types(stage: HookStage) -> tuple[type, ...]:
         HookStage.PRE_UPDATE: (CollectedBatch, none),
         HookStage.PROCESS_OPTIM_BATCH: (TransitionBatch,),
         HookStage.POST_LOSS: (Mapping,),
+        HookStage.OPTIMIZER: (OptimizerStep,),
         HookStage.POST_OPTIM: (OptimizerStep,),
         HookStage.POST_OPTIM_LOG: (OptimizerStep,),
         HookStage.POST_UPDATE: (TrainingStats,),
@@ -236,6 +257,7 @@ LOG_STAGES = frozenset({HookStage.PRE_STEPS_LOG, HookStage.POST_OPTIM_LOG, HookS
 __all__ = [
     "IN_UPDATE_STAGES",
     "LOG_STAGES",
+    "STAGE_ALIASES",
     "TRANSFORM_STAGES",
     "CollectedBatch",
     "Counters",

@@ -1,5 +1,6 @@
 """Ready-made callbacks (add them with ``trainer.add_callback``): early stopping, gradient norms,
-reward normalisation, batch sub-sampling, frame counts, freeing the CUDA cache."""
+reward normalisation, batch sub-sampling, frame counts, a statistic of the collected data, freeing the
+CUDA cache."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from tshtrain.callbacks.builtin import (
     GradientNormLog,
     RewardNormalizer,
 )
+from tshtrain.callbacks.scalars import LogScalar
 
 __all__ = [
     "BatchSubSampler",
@@ -18,5 +20,6 @@ __all__ = [
     "CountFramesLog",
     "EarlyStopping",
     "GradientNormLog",
+    "LogScalar",
     "RewardNormalizer",
 ]
