@@ -11,7 +11,11 @@ Because a collector that collects k vector steps one at a time writes the same b
 same random numbers and finishes the same episodes as one ``collect`` call of k vector steps, a run
 driven so equals ``run()`` with the same seeds. Only env-step collection can be driven so (a collection
 step of episodes ends when enough episodes finish), and not with ``overlap_collection`` (collection
-steps then run whole, in a background thread).
+steps then run whole, in a background thread). With ``max_env_steps`` the collection step that reaches
+the budget completes early, as in ``run()``.
+
+:class:`SequentialTrainer` and :class:`StepTrainer` (:mod:`tshtrain.adapters.skrl_trainers`) are skrl's
+trainers as facades over one tshtrain trainer.
 """
 
 from __future__ import annotations
@@ -63,6 +67,7 @@ class EnvStepDriver:
             )
         self._trainer = trainer
         self._quota = -(-params.collection_step_num_env_steps // params.training_collector.num_envs)
+        self._step_quota = self._quota
         self._pending: list[CollectStats] = []
         self._layout: BufferLayout | None = None
         self._seconds = 0.0
@@ -85,12 +90,17 @@ class EnvStepDriver:
             buffer = collector.buffer
             assert buffer is not None  # checked by the params
             self._pending, self._layout, self._seconds = [], buffer.layout(), 0.0
+            self._step_quota = self._quota
+            budget = trainer.params.max_env_steps
+            if budget is not None:  # the collection step that reaches the budget ends there
+                left = max(1, budget - trainer.counters.env_step)
+                self._step_quota = min(self._quota, -(-left // collector.num_envs))
         start = time.perf_counter()
         stat = collector.collect(n_step=collector.num_envs)
         self._pending.append(stat)
         self._seconds += time.perf_counter() - start
         pending = self._pending
-        if len(pending) < self._quota:
+        if len(pending) < self._step_quota:
             return EnvStepResult(collect_stat=stat, num_vector_steps=len(pending), training_step=None)
         assert self._layout is not None
         collected = CollectedSteps(

@@ -243,9 +243,18 @@ def scoped_learners(
     members: Sequence[Algorithm[Any, Any] | Policy],
     *,
     names: Sequence[str] | None = None,
+    num_envs: int | None = None,
 ) -> list[Learner]:
     """skrl's agent scopes: learner ``k`` acts for the next ``agents_scope[k]`` sub-envs of one
-    single-agent vector env (``agents_scope=[4, 4]``: envs 0-3 and 4-7)."""
+    single-agent vector env (``agents_scope=[4, 4]``: envs 0-3 and 4-7).
+
+    With ``num_envs`` (the vector env's size) skrl's rules apply: one member takes every env whatever
+    the scope; an empty scope splits the envs as equally as possible (the last learner takes the rest);
+    a scope must cover exactly ``num_envs``. A scope of 0 envs is refused (skrl would give that agent no
+    data).
+    """
+    if num_envs is not None:
+        agents_scope = _skrl_scope(agents_scope, len(members), num_envs)
     if len(agents_scope) != len(members):
         raise ConfigurationError(
             f"scoped_learners: agents_scope {list(agents_scope)} has {len(agents_scope)} entries but "
@@ -265,6 +274,27 @@ def scoped_learners(
         else:
             learners.append(Learner(name, span, policy=member))
     return learners
+
+
+def _skrl_scope(agents_scope: Sequence[int], num_members: int, num_envs: int) -> list[int]:
+    """The scope skrl would use for ``num_members`` agents on ``num_envs`` envs (see scoped_learners)."""
+    if num_members == 1:
+        return [num_envs]
+    if not agents_scope:
+        if num_members > num_envs:
+            raise ConfigurationError(
+                f"scoped_learners: {num_members} members cannot share {num_envs} envs; give at most "
+                f"{num_envs} members or more envs."
+            )
+        scope = [num_envs // num_members] * num_members
+        scope[-1] += num_envs - sum(scope)
+        return scope
+    if len(agents_scope) == num_members and sum(int(n) for n in agents_scope) != num_envs:
+        raise ConfigurationError(
+            f"scoped_learners: agents_scope {list(agents_scope)} covers {sum(agents_scope)} envs but the "
+            f"vector env has {num_envs}; the scopes must cover every env."
+        )
+    return [int(n) for n in agents_scope]
 
 
 def _check_tiling(learners: Sequence[Learner], num_units: int | None, owner: str) -> int:

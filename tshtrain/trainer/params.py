@@ -226,6 +226,14 @@ class OnlineTrainerParams(TrainerParams):
                 )
 
 
+def env_steps_per_epoch(params: OnlineTrainerParams) -> int:
+    """The env steps of a full epoch with env-step collection: ceil(s / c) * c, c = ceil(n / N) * N."""
+    steps, num_envs = params.collection_step_num_env_steps, params.training_collector.num_envs
+    assert steps is not None, "env-step collection only"
+    per_step = -(-steps // num_envs) * num_envs
+    return -(-params.epoch_num_steps // per_step) * per_step
+
+
 def _check_env_step_budget(params: OnlineTrainerParams, owner: str) -> None:
     """``max_env_steps`` needs collection steps of env steps, and ``max_epochs`` must leave room for it."""
     budget, steps = params.max_env_steps, params.collection_step_num_env_steps
@@ -237,8 +245,7 @@ def _check_env_step_budget(params: OnlineTrainerParams, owner: str) -> None:
             f"{params.collection_step_num_episodes} collects whole episodes, which cannot be cut to fit the "
             f"budget; set collection_step_num_env_steps instead, or drop max_env_steps."
         )
-    per_step = -(-steps // params.training_collector.num_envs) * params.training_collector.num_envs
-    per_epoch = -(-params.epoch_num_steps // per_step) * per_step
+    per_epoch = env_steps_per_epoch(params)
     if params.max_epochs * per_epoch < budget:
         raise ConfigurationError(
             f"{owner}.max_env_steps={budget} is never reached: max_epochs={params.max_epochs} epochs of "
