@@ -471,10 +471,10 @@ class Trainer(ABC, Generic[TAlgorithm, TParams]):
             self._bar = None
         if self.params.test_collector is not None and not s.done:
             test_stat = self._test_step()
-        if s.counters.epoch >= self.params.max_epochs:
-            s.finish(StopReason.MAX_EPOCHS)
-        elif self._env_steps_left() == 0:
+        if self._env_steps_left() == 0:  # the budget's reason first: it is what ended the epoch
             s.finish(StopReason.MAX_ENV_STEPS)
+        elif s.counters.epoch >= self.params.max_epochs:
+            s.finish(StopReason.MAX_EPOCHS)
         epoch = s.epoch
         assert epoch is not None
         s.epoch = None
