@@ -4,8 +4,11 @@ A short PPO run on CartPole (2 epochs) runs in a child process whose stdout and 
 80 or 120 columns. Its raw output is replayed on a small screen model (carriage returns, new lines,
 line wrap, the cursor moves and erasures tqdm uses), and every frame the epoch bar drew is checked:
 fits the width without wrapping, keeps a bar of at least ``MIN_BAR_WIDTH``, ends on whole fields,
-counts env steps, shows the whole-run ETA; each bar is on screen once, directly above its test
-step's line, and returns are rounded. Without a terminal there is no bar at all.
+counts env steps, shows the whole-run ETA as an upper bound (``run ≤0:12``: to max_epochs); each bar is
+on screen once, directly above its test step's line, and returns are rounded. The first line on screen
+comes before torch is imported; at 80 columns no line wraps (the result lines at the end included). The
+end-of-run lines and the Ctrl-C messages are checked at 80 columns with long values. Without a
+terminal there is no bar at all.
 """
 
 from __future__ import annotations
@@ -20,10 +23,12 @@ import subprocess
 import sys
 import termios
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from tshtrain.cli import main
+from tshtrain.cli.run_lines import LOADING_LINE, MESSAGE_COLUMNS, interrupted_message, result_lines
 from tshtrain.logger.console import (
     MIN_BAR_WIDTH,
     BarField,
@@ -52,7 +57,7 @@ BAR_FRAME = re.compile(
     rf" \[(?P<inside>[^\]]*)\](?P<stats>(?: [a-z_]+ {NUMBER})*)"
 )
 INSIDE_FIELD = re.compile(
-    rf"\d+:\d\d(?:<\d+:\d\d)?|(?:\?|{NUMBER}) env_step/s|run ETA (?:\?|\d+:\d\d(?::\d\d)?)"
+    rf"\d+:\d\d(?:<\d+:\d\d)?|(?:\?|{NUMBER}) env_step/s|run ≤(?:\?|\d+:\d\d(?::\d\d)?)"
 )
 
 
@@ -68,7 +73,7 @@ def _train_on_pty(tmp_path: Path, columns: int) -> str:
     """Run ``tshtrain train`` (the short run) on a pty of ``columns`` x 40; its raw output."""
     master, slave = pty.openpty()
     fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 40, columns, 0, 0))
-    command = [sys.executable, "-m", "tshtrain.cli", "train", *SHORT_RUN, "-o", str(tmp_path / "run")]
+    command = [sys.executable, "-m", "tshtrain.cli", "train", *SHORT_RUN, "-o", "run"]  # in tmp_path
     child = subprocess.Popen(command, stdin=slave, stdout=slave, stderr=slave, env=_child_env(), cwd=tmp_path)
     os.close(slave)
     chunks: list[bytes] = []
@@ -170,8 +175,16 @@ def test_the_bar_fits_the_terminal_and_each_epoch_is_drawn_once(tmp_path: Path, 
     screen = Screen(columns)
     screen.feed(raw)
     lines = screen.lines()
-    wrapped_bars = [lines[row] for row in sorted(screen.wrapped_rows) if "%|" in lines[row]]
-    assert not wrapped_bars  # (plain lines, e.g. with long paths, may wrap)
+    while lines and not lines[-1]:
+        lines.pop()
+    wrapped = [lines[row] for row in sorted(screen.wrapped_rows)]
+    assert not wrapped  # no bar, and at 80 columns no plain line either (the run directory is short)
+    assert lines[0] == LOADING_LINE  # on screen before torch is imported
+    assert re.fullmatch(
+        r"best test return -?\d+\.\d at epoch \d; stop: max_epochs after 1,024 env steps, \d+\.\d s",
+        lines[-2],
+    ), lines[-2:]
+    assert lines[-1] == "results in run"
     tests = [i for i, line in enumerate(lines) if TEST_LINE.fullmatch(line)]
     assert [TEST_LINE.fullmatch(lines[i])[1] for i in tests] == ["0", "1", "2"]  # type: ignore[index]
     for epoch in (1, 2):
@@ -180,7 +193,7 @@ def test_the_bar_fits_the_terminal_and_each_epoch_is_drawn_once(tmp_path: Path, 
         final = _check_frame(lines[bars[0]], columns)
         assert final["n"] == final["total"] == "512"
         assert re.search(r"\d+(\.\d+)?k? env_step/s", final["inside"]), final[0]
-        assert re.search(r"run ETA \d+:\d\d", final["inside"]), final[0]
+        assert re.search(r"run ≤\d+:\d\d", final["inside"]), final[0]
         assert lines[bars[0] + 1].startswith(f"Epoch #{epoch}: test_reward: "), lines
         assert " rew " in final[0]
         if columns >= 120:
@@ -201,6 +214,7 @@ def test_without_a_terminal_there_are_plain_lines(tmp_path: Path) -> None:
     lines = done.stdout.splitlines()
     assert [m[1] for line in lines if (m := TEST_LINE.fullmatch(line))] == ["0", "1", "2"]
     assert "best reward " in done.stdout
+    assert LOADING_LINE not in out  # only for a terminal
 
 
 def test_verbose_false_prints_nothing_but_logs_the_epochs(
@@ -230,18 +244,79 @@ def test_numbers_are_short_and_rounded() -> None:
 def test_layout_takes_fields_whole_by_importance_and_shows_them_in_place() -> None:
     fields = [
         BarField("5k env_step/s", bracketed=True, place=1),
-        BarField("run ETA 0:12", bracketed=True, place=2),
+        BarField("run ≤0:12", bracketed=True, place=2),
         BarField("rew 21.3", bracketed=False, place=3),
         BarField("0:01<0:02", bracketed=True, place=0),
         BarField("loss 2.08", bracketed=False, place=4),
     ]
-    full = "| 8/16 [0:01<0:02, 5k env_step/s, run ETA 0:12] rew 21.3 loss 2.08"
+    full = "| 8/16 [0:01<0:02, 5k env_step/s, run ≤0:12] rew 21.3 loss 2.08"
     assert layout_right("8/16", fields, None) == full
     assert layout_right("8/16", fields, len(full)) == full
     assert (
-        layout_right("8/16", fields, len(full) - 1)
-        == "| 8/16 [0:01<0:02, 5k env_step/s, run ETA 0:12] rew 21.3"
+        layout_right("8/16", fields, len(full) - 1) == "| 8/16 [0:01<0:02, 5k env_step/s, run ≤0:12] rew 21.3"
     )
-    assert layout_right("8/16", fields, 50) == "| 8/16 [5k env_step/s, run ETA 0:12] rew 21.3"
-    assert layout_right("8/16", fields, 40) == "| 8/16 [5k env_step/s, run ETA 0:12]"
+    assert layout_right("8/16", fields, 42) == "| 8/16 [5k env_step/s, run ≤0:12] rew 21.3"
+    assert layout_right("8/16", fields, 41) == "| 8/16 [5k env_step/s, run ≤0:12]"
+    assert layout_right("8/16", fields, 30) == "| 8/16 [5k env_step/s]"
     assert layout_right("8/16", fields, 10) == "| 8/16"
+
+
+# ====================================================================== the lines around a run at 80 columns
+def _fits(text: str) -> None:
+    for line in text.splitlines():
+        assert len(line) <= MESSAGE_COLUMNS, f"{len(line)} > {MESSAGE_COLUMNS} columns: {line!r}"
+
+
+DEFAULT_RUN_DIR = Path("runs/discrete_cql-cartpole-v1-20261129-071500")
+"""a default run directory (runs/<algorithm>-<env>-<date>-<time>) with a long algorithm name"""
+
+
+def _info(best_reward: float, best_epoch: int, env_steps: int, reason: str, seconds: float) -> Any:
+    from tshtrain.trainer.stats import InfoStats, StopReason, TimingStats
+
+    return InfoStats(
+        update_step=1, gradient_step=1, best_score=best_reward, best_reward=best_reward, best_reward_std=0.0,
+        best_epoch=best_epoch, train_step=env_steps, train_episode=1, test_step=1, test_episode=1,
+        timing=TimingStats(total_time=seconds), stop_reason=StopReason(reason),
+    )  # fmt: skip
+
+
+def test_the_result_lines_fit_80_columns_and_keep_the_path_whole() -> None:
+    lines = result_lines(_info(-1234.56, 120, 1_000_000, "max_env_steps", 3725.0), DEFAULT_RUN_DIR)
+    _fits("\n".join(lines))
+    assert " ".join(" ".join(lines[:-1]).split()) == (
+        "best test return -1234.6 at epoch 120; stop: max_env_steps after 1,000,000 env steps, 1:02:05"
+    )
+    assert lines[-1] == f"results in {DEFAULT_RUN_DIR}"
+    assert result_lines(_info(500.0, 3, 6144, "stop_fn", 21.04), Path("runs/x")) == [
+        "best test return 500.0 at epoch 3; stop: stop_fn after 6,144 env steps, 21.0 s",
+        "results in runs/x",
+    ]
+
+
+def test_the_ctrl_c_messages_fit_80_columns_with_each_command_on_its_own_line() -> None:
+    prefix = "tshtrain train: error: "
+    latest = DEFAULT_RUN_DIR / "checkpoints" / "periodic-000120-000001000000"
+    message = prefix + interrupted_message(DEFAULT_RUN_DIR, latest)
+    _fits(message)
+    assert message.splitlines() == [
+        "tshtrain train: error: interrupted (Ctrl-C); the last checkpoint is",
+        "  checkpoints/periodic-000120-000001000000",
+        "  continue the run with:",
+        f"  tshtrain train --resume {DEFAULT_RUN_DIR}",
+    ]
+    key = Path("/home/someone/.config/tshtrain/signing.key")
+    unsigned = f"the signing key {key} is readable or writable by others (mode 0644), so it is not used; " \
+        f"fix it with: chmod 600 {key}"  # fmt: skip
+    message = prefix + interrupted_message(DEFAULT_RUN_DIR, latest, unsigned)
+    _fits(message)
+    lines = message.splitlines()
+    assert f"  tshtrain train --resume {DEFAULT_RUN_DIR}" in lines
+    assert lines[-1] == f"  tshtrain train --resume {DEFAULT_RUN_DIR} --trust"
+    assert f"fix it with: chmod 600 {key};" in " ".join(" ".join(lines).split())
+    message = prefix + interrupted_message(DEFAULT_RUN_DIR, None)
+    _fits(message)
+    assert " ".join(message.split()) == (
+        f"{prefix}interrupted (Ctrl-C) before the first periodic checkpoint; nothing to resume in "
+        f"{DEFAULT_RUN_DIR}: start the run again in a new directory."
+    )

@@ -54,6 +54,22 @@ def assert_one_line_error(stderr: str, command: str, *contains: str) -> str:
     return lines[0]
 
 
+def assert_interrupted_message(stderr: str, command: str, *contains: str) -> list[str]:
+    """stderr is the Ctrl-C message of ``tshtrain COMMAND`` and nothing else: its first line starts with
+    ``tshtrain COMMAND: error: interrupted (Ctrl-C)``, continuation lines are indented, none is wider
+    than 80 columns, no traceback; its lines. ``contains`` are looked for in the message with its
+    line breaks and indents read as single spaces."""
+    assert "Traceback" not in stderr, stderr
+    lines = stderr.strip("\n").split("\n")
+    assert lines[0].startswith(f"tshtrain {command}: error: interrupted (Ctrl-C)"), stderr
+    assert all(line.startswith("  ") for line in lines[1:]), stderr
+    assert all(len(line) <= 80 for line in lines if "/pytest-" not in line), stderr  # tmp paths are long
+    flat = " ".join(" ".join(lines).split())
+    for text in contains:
+        assert text in flat, (text, flat)
+    return lines
+
+
 def snapshot(root: Path) -> dict[str, tuple[bytes | str, int]]:
     """Every entry under ``root`` (not following links) with its bytes (or link target) and mtime."""
     found: dict[str, tuple[bytes | str, int]] = {}

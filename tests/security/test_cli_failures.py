@@ -27,7 +27,7 @@ from tshtrain.errors import (
     PolicyOutputError,
 )
 
-from .conftest import TINY, assert_one_line_error, cli
+from .conftest import TINY, assert_interrupted_message, assert_one_line_error, cli
 
 
 def _recurse(depth: int = 0) -> int:
@@ -246,7 +246,7 @@ def test_ctrl_c_before_the_first_checkpoint_says_there_is_nothing_to_resume(
     monkeypatch.setattr("tshtrain.trainer.base.Trainer.run", _raise(KeyboardInterrupt))
     run_dir = tmp_path / "run"
     assert main(["train", *TINY, "-o", str(run_dir)]) == 130
-    assert_one_line_error(
+    assert_interrupted_message(
         capsys.readouterr().err,
         "train",
         f"interrupted (Ctrl-C) before the first periodic checkpoint; nothing to resume in {run_dir}",

@@ -21,7 +21,7 @@ from tshtrain.cli import main
 from tshtrain.errors import RunDirectoryError
 from tshtrain.rundir import LOCK_FILE, RUN_MARKER, RunDirectory
 
-from .conftest import TINY, assert_one_line_error, cli_env, snapshot
+from .conftest import TINY, assert_interrupted_message, assert_one_line_error, cli_env, snapshot
 
 LOCKED = "is locked by another tshtrain process training there"
 
@@ -365,10 +365,10 @@ def test_ctrl_c_during_training_names_the_checkpoint_and_the_resume_command(tmp_
     finally:
         process.kill()
     assert process.returncode == 130
-    line = assert_one_line_error(err, "train", "interrupted (Ctrl-C); the last checkpoint is ")
-    assert line.endswith(f"continue the run with: tshtrain train --resume {run_dir}")
-    checkpoint = Path(line.split("the last checkpoint is ")[1].split(";")[0])
-    assert (checkpoint / "manifest.json").is_file()
+    lines = assert_interrupted_message(err, "train", "interrupted (Ctrl-C); the last checkpoint is ")
+    assert lines[-2:] == ["  continue the run with:", f"  tshtrain train --resume {run_dir}"]
+    checkpoint = run_dir / lines[1].strip()  # shown relative to the run directory
+    assert checkpoint.parent.name == "checkpoints" and (checkpoint / "manifest.json").is_file()
     fd = _hold_lock(run_dir)  # the lock was released
     os.close(fd)
 

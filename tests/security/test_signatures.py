@@ -25,7 +25,7 @@ from typing import Any
 import pytest
 
 from tests.contract._hook_setups import off_policy_trainer
-from tests.security.conftest import TINY, cli, cli_env
+from tests.security.conftest import TINY, assert_interrupted_message, cli, cli_env
 from tshtrain import signing
 from tshtrain.cli import main
 from tshtrain.errors import CheckpointError
@@ -306,7 +306,13 @@ def test_ctrl_c_with_an_unusable_key_says_how_to_resume_exactly(
     monkeypatch.setattr(CheckpointManager, "periodic", interrupted_after_the_first)
     run_dir = tmp_path / "run"
     assert main(["train", *TINY, "-o", str(run_dir)]) == 130
-    line = capsys.readouterr().err.strip().splitlines()[-1]
-    assert line.startswith("tshtrain train: error: interrupted (Ctrl-C); the last checkpoint is "), line
-    assert f"(mode 0644), so it is not used; fix it with: chmod 600 {key_file}" in line
-    assert line.endswith(f"exactly with: tshtrain train --resume {run_dir} --trust"), line
+    err = capsys.readouterr().err
+    message = err[err.index("tshtrain train: error: interrupted (Ctrl-C)") :]  # after the key's warning
+    lines = assert_interrupted_message(message, "train", "interrupted (Ctrl-C); the last checkpoint is ")
+    assert f"(mode 0644), so it is not used; fix it with: chmod 600 {key_file}" in " ".join(
+        " ".join(lines).split()
+    )
+    assert lines[-2:] == [
+        "  or, as it is your own run, exactly with:",
+        f"  tshtrain train --resume {run_dir} --trust",
+    ]

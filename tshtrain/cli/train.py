@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -105,6 +106,10 @@ def add_parser(subparsers: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Train (or resume); 0 on success, 1 on a bad experiment or a failed run, 130 on Ctrl-C."""
+    if sys.stderr.isatty() and "WORLD_SIZE" not in os.environ:  # not in the ranks of a launched run
+        from tshtrain.cli.run_lines import LOADING_LINE
+
+        print(LOADING_LINE, file=sys.stderr, flush=True)
     from tshtrain.distributed import DistributedContext, launched_by_torchrun
 
     if args.nproc is not None and args.nproc < 1:
@@ -382,6 +387,7 @@ def _train(built: Run, resumed_from: Path | None, *, debug: bool, main: bool = T
 
     from tshtrain.checkpoint import CheckpointManager
     from tshtrain.cli.failure import write_failure, write_failure_advice
+    from tshtrain.cli.run_lines import result_lines
     from tshtrain.config import write_atomic
     from tshtrain.data import save_buffer
 
@@ -416,11 +422,7 @@ def _train(built: Run, resumed_from: Path | None, *, debug: bool, main: bool = T
     write_atomic(
         built.output_dir / INFO_FILE, json.dumps(dataclasses.asdict(info), indent=2, default=str) + "\n"
     )
-    best = "none" if info.best_reward is None else f"{info.best_reward:.1f}"
-    print(
-        f"best test return {best} at epoch {info.best_epoch}, {info.train_step} env steps, "
-        f"{info.timing.total_time:.1f} s, stop: {info.stop_reason}; results in {built.output_dir}"
-    )
+    print("\n".join(result_lines(info, built.output_dir)))
     return 0
 
 
@@ -442,26 +444,13 @@ def _check_override_keys(overrides: list[str]) -> None:
 
 def _interrupted_message(built: Run) -> str:
     """Where the run stopped and the command that continues it."""
-    import shlex
-
     from tshtrain.checkpoint import CheckpointManager
+    from tshtrain.cli.run_lines import interrupted_message
 
     params = built.trainer.params.checkpoint
     latest = CheckpointManager(params).latest() if params is not None else None
-    if latest is None:
-        return (
-            f"interrupted (Ctrl-C) before the first periodic checkpoint; nothing to resume in "
-            f"{built.output_dir}: start the run again in a new directory."
-        )
-    command = f"tshtrain train --resume {shlex.quote(str(built.output_dir))}"
-    unsigned = _unsigned_pickles(latest)
-    if unsigned:
-        return (
-            f"interrupted (Ctrl-C); the last checkpoint is {latest}, and {unsigned}; continue the run with "
-            f"`{command}` (its envs are then reset, so it is not bit-exact) or, as it is your own run, "
-            f"exactly with: {command} --trust"
-        )
-    return f"interrupted (Ctrl-C); the last checkpoint is {latest}; continue the run with: {command}"
+    unsigned = "" if latest is None else _unsigned_pickles(latest)
+    return interrupted_message(built.output_dir, latest, unsigned)
 
 
 def _unsigned_pickles(checkpoint: Path) -> str:

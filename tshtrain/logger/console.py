@@ -6,7 +6,12 @@ The epoch bar is laid out for the terminal's width every time it moves: the bar 
 losses, scalars of hooks) are dropped whole, least important first, until the line fits; nothing is
 cut mid-word. A full line reads::
 
-    Epoch 2/5  45%|█████      | 1.84k/4.10k [00:01<00:01, 4.79k env_step/s, run ETA 0:12] rew 21.3 loss 2.08
+    Epoch 2/5  45%|█████      | 1.84k/4.10k [00:01<00:01, 4.79k env_step/s, run ≤0:12] rew 21.3 loss 2.08
+
+``00:01<00:01`` is the epoch's time and what is left of it; ``run ≤0:12`` is the **whole-run ETA**:
+the time left until the run's last epoch (``max_epochs``) at the run's rate so far. It reads "at most"
+because a run that ``stop_fn`` (or ``stop_score``, a budget of env steps, a callback) ends earlier
+finishes sooner; it is the time to ``max_epochs``, not a forecast of when a stop rule fires.
 
 Lines written while a bar is open go through :func:`write_line` (``tqdm.write``), which clears the
 bars, writes the line and redraws them, so that no bar is drawn twice around it.
@@ -24,6 +29,9 @@ from typing import IO, Any
 
 import tqdm
 
+RUN_ETA_PREFIX = "run ≤"
+"""what precedes the whole-run ETA on the bar: the time to the last epoch, which a stop rule can only
+shorten"""
 MIN_BAR_WIDTH = 10
 """the epoch bar never gets narrower than this many characters (unless the terminal is too narrow
 for the description, the percentage and the counts)"""
@@ -236,7 +244,7 @@ class ProgressBar:
         # by importance; shown as tqdm users expect: [time, rate, ETA], then the statistics
         fields = [
             BarField(f"{short_number(rate) if rate else '?'} {self._unit}/s", bracketed=True, place=1),
-            BarField(f"run ETA {self._run_eta(n)}", bracketed=True, place=2),
+            BarField(f"{RUN_ETA_PREFIX}{self._run_eta(n)}", bracketed=True, place=2),
             *stats[:1],
             BarField(epoch_time, bracketed=True, place=0),
             *stats[1:],
