@@ -166,7 +166,7 @@ def make_figure(
         axes.set_title(title)
     axes.grid(True, alpha=0.3)
     legend_title = band_description(band) if several and band != "none" else None
-    axes.legend(loc="best", title=legend_title, title_fontsize="small")
+    axes.legend(loc="best", title=legend_title, fontsize="small", title_fontsize="small")
     return figure
 
 
