@@ -16,9 +16,10 @@ import pytest
 from tests.contract import _held_runs as held
 from tests.extras import need
 from tshtrain.cli import main
-from tshtrain.config import load_experiment
+from tshtrain.config import default_experiment, load_experiment, resolve_experiment
 from tshtrain.data import Collector, ReplayBuffer, save_buffer
 from tshtrain.env import make_vector_env
+from tshtrain.errors import ExperimentError
 
 EXAMPLE_CONFIGS = Path(__file__).resolve().parents[2] / "examples" / "configs"
 TINY_PPO = [
@@ -148,12 +149,58 @@ def test_list_and_config(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> 
     out = capsys.readouterr().out
     for name in ("ppo", "dqn", "sac", "td3_bc", "discrete_cql"):
         assert f"\n{name} " in f"\n{out}"
-    assert "PPOParams: lr=0.0003" in out
+    assert (
+        "algorithm.params (default experiment, `tshtrain config ppo`): lr=0.001, lr_schedule='linear'" in out
+    )
+    assert "PPOParams() in Python differs in: lr, lr_schedule, gamma, gae_lambda, clip_schedule" in out
     assert main(["config", "sac", "--format", "toml"]) == 0
     (tmp_path / "sac.toml").write_text(capsys.readouterr().out)
     assert load_experiment(str(tmp_path / "sac.toml")).algorithm.name == "sac"
     assert main(["config", "sack"]) == 1
     assert "ALGO: unknown algorithm 'sack' (did you mean 'sac'?)" in capsys.readouterr().err
+
+
+def test_list_and_config_show_the_same_defaults_for_every_algorithm(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from tshtrain.config import SPECS
+
+    assert main(["list"]) == 0
+    listed = {}
+    for line in capsys.readouterr().out.splitlines():
+        if "algorithm.params (default experiment, `tshtrain config " in line:
+            name = line.split("`tshtrain config ")[1].split("`")[0]
+            listed[name] = line.split("`): ", 1)[1]
+    assert set(listed) == set(SPECS)
+    for name in SPECS:
+        assert main(["config", name, "--format", "json"]) == 0
+        params = json.loads(capsys.readouterr().out)["algorithm"]["params"]
+        assert listed[name] == ", ".join(f"{key}={value!r}" for key, value in params.items()), name
+
+
+def test_config_shows_only_keys_that_apply(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["config", "ppo", "--format", "json"]) == 0
+    ppo = json.loads(capsys.readouterr().out)
+    assert ppo["buffer"] == {"save_on_exit": False}  # an on-policy buffer holds one collection step
+    assert "save_checkpoint_every_num_epochs" not in ppo["trainer"]  # checkpoint.every_num_epochs says it
+    assert ppo["checkpoint"]["every_num_epochs"] == 1
+    assert not {"device", "ray", "agent_id", "global_state", "pettingzoo_api", "agent_layout"} & set(
+        ppo["env"]
+    )
+    assert not {"centralised_critic", "critic_per_world"} & set(ppo["algorithm"]["network"])
+    assert main(["config", "dqn", "--format", "json"]) == 0
+    dqn = json.loads(capsys.readouterr().out)
+    assert {"size", "prioritized", "alpha", "beta", "prefill_env_steps", "save_on_exit"} == set(dqn["buffer"])
+    # what is left out takes its default: the printed experiment resolves to the default one
+    for name, data in (("ppo", ppo), ("dqn", dqn)):
+        assert resolve_experiment(data, "printed") == default_experiment(name)
+
+
+def test_a_file_sets_checkpoints_in_the_checkpoint_section_only() -> None:
+    with pytest.raises(
+        ExperimentError, match=r"trainer.save_checkpoint_every_num_epochs: .*checkpoint.every_num_epochs"
+    ):
+        resolve_experiment({"trainer": {"save_checkpoint_every_num_epochs": 2}}, "x.yaml")
 
 
 @pytest.mark.parametrize("command", ["train", "eval", "list", "config", "plot"])

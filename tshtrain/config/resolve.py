@@ -14,7 +14,7 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from tshtrain.algorithm.blocks.schedules import LinearSchedule
-from tshtrain.config.env_kinds import multi_agent_kinds
+from tshtrain.config.env_kinds import KIND_OPTIONS, env_kind, multi_agent_kinds
 from tshtrain.config.files import apply_overrides, merge_data, read_file
 from tshtrain.config.models import AgentsConfig, AlgorithmConfig, Experiment, MemberConfig
 from tshtrain.config.registry import (
@@ -43,9 +43,20 @@ STOP_SCORE = "stop_score"
 """the trainer key that sets ``stop_fn``: stop when the test score reaches it (None: never)"""
 
 
+SET_ELSEWHERE = {"save_checkpoint_every_num_epochs": "checkpoint.every_num_epochs"}
+"""trainer params that an experiment file sets in another section (the checkpoint section writes the
+checkpoints; the trainer param needs a ``save_checkpoint_fn``, which a file cannot give): one key per
+setting"""
+
+
 def trainer_fields(family: Family) -> dict[str, tuple[Any, Any]]:
-    """The trainer keys of a family: the value fields of its params class and ``stop_score``."""
-    return {**value_fields(TRAINER_PARAMS[family]), STOP_SCORE: (FiniteFloat | None, None)}
+    """The trainer keys of a family: the value fields of its params class (but :data:`SET_ELSEWHERE`)
+    and ``stop_score``."""
+    fields = value_fields(TRAINER_PARAMS[family])
+    return {
+        **{key: field for key, field in fields.items() if key not in SET_ELSEWHERE},
+        STOP_SCORE: (FiniteFloat | None, None),
+    }
 
 
 def default_experiment_data(name: str = DEFAULT_ALGORITHM) -> dict[str, Any]:
@@ -196,14 +207,40 @@ def _check_centralised_critics(experiment: Experiment, source: str) -> None:
             )
 
 
+ON_POLICY_BUFFER_KEYS = ("save_on_exit",)
+"""the buffer keys an on-policy run uses: its buffer holds one collection step (its size follows from
+``trainer.collection_step_num_env_steps``), with no prioritized replay and no prefill"""
+
+
 def experiment_data(experiment: Experiment) -> dict[str, Any]:
-    """A resolved experiment as plain data, the sections that its family does not use left out."""
+    """A resolved experiment as plain data, with only the keys that apply to it: the sections its
+    family does not use, the buffer keys an on-policy run does not read (:data:`ON_POLICY_BUFFER_KEYS`),
+    the env options its env kind does not take (``vector`` and ``wrappers`` beyond Gymnasium, ``device``
+    beyond torch-native envs, ``ray`` without ``vector: ray``, the agent options without agents, the
+    centralised critic's without the env's global state) are left out: read back, each takes its default,
+    which the run does not read either. What ``tshtrain config`` prints and ``config.yaml`` holds."""
     spec = get_spec(experiment.algorithm.name)
-    exclude = {"buffer"} if spec.family is Family.OFFLINE else {"dataset"}
+    exclude: dict[str, Any] = {"buffer": True} if spec.family is Family.OFFLINE else {"dataset": True}
     if experiment.agents is None:
-        exclude.add("agents")
+        exclude["agents"] = True
+    if spec.family is Family.ON_POLICY:
+        exclude["buffer"] = set(type(experiment.buffer).model_fields) - set(ON_POLICY_BUFFER_KEYS)
+    exclude["env"] = _inapplicable_env_keys(experiment)
+    if not experiment.env.global_state:  # the MAPPO critic reads the global state of agents' envs
+        exclude["algorithm"] = {"network": {"centralised_critic", "critic_per_world"}}
     data: dict[str, Any] = experiment.model_dump(mode="json", exclude=exclude)
     return data
+
+
+def _inapplicable_env_keys(experiment: Experiment) -> set[str]:
+    env = experiment.env
+    kind = env_kind(env.type)
+    keys = {option for option in KIND_OPTIONS if option not in kind.options}
+    if env.vector != "ray":
+        keys.add("ray")
+    if not env.multi_agent and not env.agent_id and not env.global_state:
+        keys |= {"agent_id", "global_state"}
+    return keys
 
 
 def build_params(spec: AlgorithmSpec, values: Mapping[str, Any], *, num_update_steps: int = 1) -> Any:
@@ -254,6 +291,11 @@ def _resolve_trainer(spec: AlgorithmSpec, values: Mapping[str, Any], source: str
     allowed = trainer_fields(spec.family)
     params_cls = TRAINER_PARAMS[spec.family]
     for key in values:
+        if key in SET_ELSEWHERE:
+            raise ExperimentError(
+                f"{source}: trainer.{key}: an experiment file sets checkpoints in one place: "
+                f"{SET_ELSEWHERE[key]} (see docs/checkpoints.md); move the value there."
+            )
         if key not in allowed:
             other = [f for f in Family if f is not spec.family and key in trainer_fields(f)]
             if other:
