@@ -245,3 +245,21 @@ def test_make_action_checker_fast_path_accepts_valid_and_reports_invalid_actions
         box(np.array([[0.0, np.nan], [0.0, 0.0]], dtype=np.float32))
     with pytest.raises(PolicyOutputError, match="outside"):
         box(np.array([[0.0, 1.5], [0.0, 0.0]], dtype=np.float32))
+
+
+def test_dqn_on_multidiscrete_actions_names_the_algorithms_that_take_them() -> None:
+    import torch
+
+    from tshtrain.algorithm.blocks.policies import QValuePolicy
+
+    with pytest.raises(UnsupportedSpaceError) as info:
+        QValuePolicy(torch.nn.Linear(4, 6), spaces.MultiDiscrete([3, 3]))
+    assert str(info.value) == (
+        "QValuePolicy needs a Discrete action space, got MultiDiscrete([3 3]). MultiDiscrete actions are "
+        "taken by MultiCategoricalPolicy, which the on-policy algorithms accept: A2C, PPO, NPG, TRPO and "
+        "REINFORCE (algorithm.name: a2c, ppo, npg, trpo, reinforce); DQN and the other Q-learning "
+        "algorithms need one Discrete action (wrap the env to map the MultiDiscrete action to a Discrete "
+        "one of prod(nvec) actions)."
+    )
+    with pytest.raises(UnsupportedSpaceError, match=r"^QValuePolicy needs a Discrete action space, got Box"):
+        QValuePolicy(torch.nn.Linear(4, 6), spaces.Box(-1, 1, (2,)))

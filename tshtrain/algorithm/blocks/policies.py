@@ -35,7 +35,17 @@ def _as_tensor(obs: ObsTensor, takes_dict: bool = False) -> ObsTensor:
 
 def _require_discrete(space: gym.Space[Any], owner: str) -> None:
     if not isinstance(space, gym.spaces.Discrete):
-        raise UnsupportedSpaceError(f"{owner} needs a Discrete action space, got {space!r}.")
+        raise UnsupportedSpaceError(
+            f"{owner} needs a Discrete action space, got {space!r}."
+            + (
+                " MultiDiscrete actions are taken by MultiCategoricalPolicy, which the on-policy "
+                "algorithms accept: A2C, PPO, NPG, TRPO and REINFORCE (algorithm.name: a2c, ppo, npg, "
+                "trpo, reinforce); DQN and the other Q-learning algorithms need one Discrete action "
+                "(wrap the env to map the MultiDiscrete action to a Discrete one of prod(nvec) actions)."
+                if isinstance(space, gym.spaces.MultiDiscrete)
+                else ""
+            )
+        )
 
 
 def check_output_size(
