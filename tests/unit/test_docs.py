@@ -142,3 +142,88 @@ def test_docs_local_links_point_to_existing_files(page: str) -> None:
     path = ROOT / "docs" / page
     missing = [t for t in _local_links(path) if _broken(path, t)]
     assert not missing, f"docs/{page} links to missing files: {missing}"
+
+
+# ---------------------------------------------------------------------------- the site's nav, API pages
+API_PACKAGES = (
+    "trainer", "algorithm", "data", "env", "logger",
+    "checkpoint", "adapters", "callbacks", "parallel", "config",
+)  # fmt: skip
+"""the public packages (and the module ``parallel``) that the API reference has a page of"""
+
+
+def _mkdocs() -> dict[str, object]:
+    import yaml
+
+    class Loader(yaml.SafeLoader):
+        pass
+
+    # mkdocs.yml names Python objects (!!python/name:...) for the mermaid fences: read them as None
+    Loader.add_multi_constructor("tag:yaml.org,2002:python/", lambda loader, suffix, node: None)
+    data: dict[str, object] = yaml.load((ROOT / "mkdocs.yml").read_text(encoding="utf-8"), Loader=Loader)
+    return data
+
+
+def _nav_entries(items: object) -> list[tuple[str | None, str | None]]:
+    """(title, page) of every nav entry, sections included (page None), recursively."""
+    entries: list[tuple[str | None, str | None]] = []
+    for item in items if isinstance(items, list) else []:
+        if isinstance(item, str):
+            entries.append((None, item))
+        elif isinstance(item, dict):
+            for title, value in item.items():
+                entries.append((title, value if isinstance(value, str) else None))
+                entries.extend(_nav_entries(value))
+    return entries
+
+
+def test_the_nav_names_each_title_once() -> None:
+    titles = [title for title, _ in _nav_entries(_mkdocs()["nav"]) if title is not None]
+    assert titles.count("Command line") == 1
+    assert sorted({t for t in titles if titles.count(t) > 1}) == []
+
+
+def test_the_api_reference_has_a_page_per_public_package_built_by_mkdocstrings() -> None:
+    import tomllib
+
+    config = _mkdocs()
+    pages = {page for _, page in _nav_entries(config["nav"]) if page is not None}
+    for package in API_PACKAGES:
+        page = ROOT / "docs" / "api" / f"{package}.md"
+        assert f"\n::: tshtrain.{package}\n" in page.read_text(encoding="utf-8"), page
+        assert f"api/{package}.md" in pages, package
+    assert "api/index.md" in pages
+    plugins = config["plugins"]
+    assert isinstance(plugins, list) and any(isinstance(p, dict) and "mkdocstrings" in p for p in plugins)
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    assert any(r.startswith("mkdocstrings[python]>=") for r in extras["optional-dependencies"]["docs"])
+    assert "mkdocs build --strict" in (ROOT / ".ci" / "run").read_text(encoding="utf-8")
+
+
+def test_readme_layout_lists_every_algorithm_of_the_registry() -> None:
+    from tshtrain.config import SPECS
+
+    text = README.read_text(encoding="utf-8")
+    layout = text[text.index("## Layout") :].split("```")[1]
+    for spec in SPECS.values():
+        name = spec.summary.split(":")[0]  # the algorithm's own name: "QR-DQN", "Discrete SAC", ...
+        assert re.search(rf"(?<![\w+-]){re.escape(name)}(?![\w+-])", layout), name
+    for python_only in ("GAIL", "ICM", "online imitation"):
+        assert python_only in layout
+
+
+def test_the_cli_page_documents_every_option_of_train_and_eval() -> None:
+    import argparse
+
+    from tshtrain.cli import build_parser
+
+    (commands,) = [a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction)]
+    cli_page = (ROOT / "docs" / "cli.md").read_text(encoding="utf-8")
+    plot_page = (ROOT / "docs" / "logging.md").read_text(encoding="utf-8")
+    for name, parser in commands.choices.items():
+        page = plot_page if name == "plot" else cli_page
+        for option in parser._option_string_actions:
+            if option.startswith("--") and option not in ("--help", "--debug", "--output", "--format"):
+                assert option in page, f"tshtrain {name} {option}"
+    assert "`tshtrain train [CONFIG] --nproc N`" in cli_page
+    assert re.search(r"## `tshtrain eval CHECKPOINT [^`]*--allow-module MODULE", cli_page)
