@@ -174,6 +174,36 @@ def test_wandb_run_gets_the_experiment_as_config_and_env_step(tmp_path: Path) ->
     assert updates == [(2, 256.0), (4, 512.0)]
 
 
+@pytest.mark.integration
+@pytest.mark.skipif(not HAS_WANDB, reason="wandb is not installed (pip install 'tshtrain[wandb]')")
+def test_writing_to_line_comes_before_the_wandb_banner(tmp_path: Path) -> None:
+    """docs/cli.md: the run prints its "writing to" line first; W&B's banner (printed when the logger
+    starts) comes after it, in a fresh run and in a resumed one. The CLI runs in a subprocess with stdout
+    and stderr in one pipe, so the order is the order a terminal shows; W&B offline, its files in tmp."""
+    import os
+    import subprocess
+
+    env = {**os.environ, "WANDB_MODE": "offline", "WANDB_SILENT": "false"}
+    for name in ("WANDB_DIR", "WANDB_CONFIG_DIR", "WANDB_CACHE_DIR", "WANDB_DATA_DIR"):
+        env[name] = str(tmp_path / "wandb-home")
+    run_dir = tmp_path / "run"
+    fresh = [*TINY_PPO, "--set", "loggers=[{kind: wandb, mode: offline}]", "-o", str(run_dir)]
+    for args in (fresh, ["--resume", str(run_dir), "--extend", "1"]):  # the resume reads config.yaml
+        done = subprocess.run(
+            [sys.executable, "-m", "tshtrain.cli", "train", *args],
+            env=env,
+            cwd=tmp_path,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            check=False,
+        )
+        assert done.returncode == 0, done.stdout
+        lines = done.stdout.splitlines()
+        assert any(line.startswith("wandb:") for line in lines), done.stdout  # the banner is there
+        assert lines[0].startswith("tshtrain: ppo on CartPole-v1, writing to "), done.stdout
+
+
 def test_experiment_file_intervals_reach_the_loggers(tmp_path: Path) -> None:
     config = _train(
         tmp_path, "[{kind: csv}]", "--set", "log_intervals.update_interval=3", "--set",

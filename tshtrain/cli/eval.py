@@ -4,7 +4,9 @@ agents of a multi-agent run: their returns one by one, and the run's reduced sco
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -84,11 +86,9 @@ def run(args: argparse.Namespace) -> int:
         print(f"tshtrain eval: error: {found}", file=sys.stderr)
         return 1
     run_dir, checkpoint = found
-    from tshtrain.checkpoint import load_algorithm_checkpoint
-    from tshtrain.config import build_policy_algorithm, load_experiment, make_any_envs, make_envs
+    from tshtrain.config import load_experiment
     from tshtrain.config.build import TEST_SEED_OFFSET
-    from tshtrain.config.env_kinds import AnyVectorEnv, EnvInterface, env_kind
-    from tshtrain.config.envs import make_collector
+    from tshtrain.config.env_kinds import EnvInterface, env_kind
 
     experiment = load_experiment(str(run_dir / CONFIG_FILE))
     if args.device is not None:
@@ -106,6 +106,28 @@ def run(args: argparse.Namespace) -> int:
         )
         return 2
     seed = experiment.seed + TEST_SEED_OFFSET if args.seed is None else args.seed
+    with _windowless_sdl() if args.video is not None else contextlib.nullcontext():
+        stats = _collect(experiment, args, checkpoint, seed)
+    results = _results(stats, experiment, checkpoint)
+    _print_results(results)
+    if args.json is not None:
+        import json
+
+        from tshtrain.config import write_atomic
+
+        write_atomic(Path(args.json), json.dumps(results, indent=2) + "\n")
+    if args.video is not None:
+        print(f"videos in {args.video}")
+    return 0
+
+
+def _collect(experiment: Any, args: argparse.Namespace, checkpoint: Path, seed: int) -> Any:
+    """Build the test envs (one recorded env with ``--video``), load the checkpoint, run the episodes."""
+    from tshtrain.checkpoint import load_algorithm_checkpoint
+    from tshtrain.config import build_policy_algorithm, make_any_envs, make_envs
+    from tshtrain.config.env_kinds import AnyVectorEnv
+    from tshtrain.config.envs import make_collector
+
     envs: AnyVectorEnv
     if args.video is not None:
         envs = make_envs(
@@ -132,17 +154,29 @@ def run(args: argparse.Namespace) -> int:
         )
     finally:
         envs.close()
-    results = _results(stats, experiment, checkpoint)
-    _print_results(results)
-    if args.json is not None:
-        import json
+    return stats
 
-        from tshtrain.config import write_atomic
 
-        write_atomic(Path(args.json), json.dumps(results, indent=2) + "\n")
-    if args.video is not None:
-        print(f"videos in {args.video}")
-    return 0
+@contextlib.contextmanager
+def _windowless_sdl() -> Iterator[None]:
+    """SDL's dummy video and audio drivers while ``--video`` renders, unless the user chose drivers.
+
+    The frames are ``rgb_array`` images drawn on pygame surfaces in memory: no window, no sound. Left
+    to itself, SDL probes the window systems when an env first renders, and on a machine without a
+    desktop session its Wayland probe has libwayland print "error: XDG_RUNTIME_DIR is invalid or not
+    set in the environment." to file descriptor 2 (from C: Python cannot catch it), which is harmless
+    but alarming. SDL reads the two variables when a subsystem starts, so they are set only for the
+    recording (the envs are made, run and closed inside) and put back as they were afterwards.
+    """
+    import os
+
+    chosen = {name: "dummy" for name in ("SDL_VIDEODRIVER", "SDL_AUDIODRIVER") if name not in os.environ}
+    os.environ.update(chosen)
+    try:
+        yield
+    finally:
+        for name in chosen:
+            os.environ.pop(name, None)
 
 
 def _summary(values: Any) -> dict[str, float]:

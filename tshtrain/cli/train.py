@@ -202,8 +202,9 @@ def _run(args: argparse.Namespace) -> int:
         built = _build(
             args.config or "the default experiment", experiment, output_dir, prefill=True, args=args
         )
-        return _train(built, resumed_from=None, debug=args.debug, main=False)
+        return _train(built, debug=args.debug, main=False)
     with run_dir:
+        _announce(experiment, output_dir, resumed_from=None)  # before the loggers: W&B prints a banner
         try:
             built = _build(
                 args.config or "the default experiment", experiment, output_dir, prefill=True, args=args
@@ -216,14 +217,13 @@ def _run(args: argparse.Namespace) -> int:
         except BaseException:
             run_dir.abandon()  # nothing was trained: leave no half-made run directory behind
             raise
-        return _train(built, resumed_from=None, debug=args.debug)
+        return _train(built, debug=args.debug)
 
 
 def _resume(directory: Path, args: argparse.Namespace) -> int:
     overrides: list[str] = args.overrides
     debug: bool = args.debug
     trusted: bool = args.trust
-    from tshtrain.checkpoint import CheckpointManager
     from tshtrain.config import load_experiment
     from tshtrain.rundir import RunDirectory
 
@@ -245,21 +245,19 @@ def _resume(directory: Path, args: argparse.Namespace) -> int:
         if extension is not None:
             overrides = [*overrides, f"trainer.max_epochs={extension.max_epochs}"]
         experiment = load_experiment(str(config), overrides)
+        latest = extension.checkpoint if extension is not None else _latest_checkpoint(experiment, directory)
+        if latest is None:
+            print(
+                f"tshtrain train: error: --resume {directory}: no complete periodic checkpoint under "
+                f"{directory / 'checkpoints'}; the run stopped before its first checkpoint, so start "
+                f"it again in a new directory.",
+                file=sys.stderr,
+            )
+            return EXIT_FAILURE
+        if main:
+            _announce(experiment, directory, resumed_from=latest)  # before the loggers' banners
         built = _build(str(config), experiment, directory, prefill=False, args=args)
         try:
-            params = built.trainer.params.checkpoint
-            latest = CheckpointManager(params).latest() if params is not None else None
-            if extension is not None:
-                latest = extension.checkpoint
-            if latest is None:
-                print(
-                    f"tshtrain train: error: --resume {directory}: no complete periodic checkpoint under "
-                    f"{directory / 'checkpoints'}; the run stopped before its first checkpoint, so start "
-                    f"it again in a new directory.",
-                    file=sys.stderr,
-                )
-                built.close()
-                return EXIT_FAILURE
             built.trainer.load_checkpoint(latest, trusted=trusted)
             if extension is not None:
                 _reopen(built, extension)
@@ -276,7 +274,18 @@ def _resume(directory: Path, args: argparse.Namespace) -> int:
                 f"Continue it for N more epochs with: tshtrain train --resume {directory} --extend N"
             )
             return 0
-        return _train(built, resumed_from=latest, debug=debug, main=main)
+        return _train(built, debug=debug, main=main)
+
+
+def _latest_checkpoint(experiment: Experiment, directory: Path) -> Path | None:
+    """The newest complete periodic checkpoint of the run in ``directory`` (None: none, or the
+    experiment writes no checkpoints), found before the run is built: the same one the built trainer's
+    ``CheckpointManager`` would name (its directory is ``directory / "checkpoints"``)."""
+    from tshtrain.checkpoint import CheckpointManager, CheckpointParams
+
+    if not experiment.checkpoint.enabled:
+        return None
+    return CheckpointManager(CheckpointParams(directory=directory / "checkpoints")).latest()
 
 
 @dataclass(frozen=True)
@@ -381,7 +390,17 @@ def _build(
         raise ExperimentError(f"{source}: {error}") from None
 
 
-def _train(built: Run, resumed_from: Path | None, *, debug: bool, main: bool = True) -> int:
+def _announce(experiment: Experiment, output_dir: Path, resumed_from: Path | None) -> None:
+    """The run's first line (docs/cli.md promises it first): printed before the run is built, since
+    building it starts the loggers and W&B prints its own banner then."""
+    print(
+        f"tshtrain: {experiment.algorithm.name} on {experiment.env.id}, writing to {output_dir}"
+        + (f" (resumed from {resumed_from.name})" if resumed_from else ""),
+        flush=True,
+    )
+
+
+def _train(built: Run, *, debug: bool, main: bool = True) -> int:
     import dataclasses
     import json
 
@@ -398,11 +417,6 @@ def _train(built: Run, resumed_from: Path | None, *, debug: bool, main: bool = T
         finally:
             built.close()
         return 0
-    print(
-        f"tshtrain: {experiment.algorithm.name} on {experiment.env.id}, writing to {built.output_dir}"
-        + (f" (resumed from {resumed_from.name})" if resumed_from else ""),
-        flush=True,
-    )
     try:
         info = built.trainer.run()
         if experiment.buffer.save_on_exit and built.training_buffer is not None:
