@@ -254,49 +254,23 @@ def _represent_list(dumper: yaml.SafeDumper, data: list[Any]) -> yaml.Node:
 _Dumper.add_representer(list, _represent_list)
 
 
-def _toml(data: Mapping[str, Any], prefix: str = "") -> str:
-    """A small TOML writer for experiment data: scalars, lists of scalars, nested tables, lists of
-    tables; None values are left out (TOML has no null, and every None field defaults to None)."""
-    lines: list[str] = []
-    tables: list[tuple[str, Any]] = []
-    for key, value in data.items():
-        if value is None:
-            continue
-        if isinstance(value, Mapping) or (
-            isinstance(value, list) and value and all(isinstance(v, Mapping) for v in value)
-        ):
-            tables.append((key, value))
-        else:
-            lines.append(f"{_toml_key(key)} = {_toml_value(value)}")
-    for key, value in tables:
-        name = f"{prefix}{_toml_key(key)}"
-        if isinstance(value, Mapping):
-            lines.append(f"\n[{name}]")
-            lines.append(_toml(value, f"{name}.").strip("\n"))
-        else:
-            for item in value:
-                lines.append(f"\n[[{name}]]")
-                lines.append(_toml(item, f"{name}.").strip("\n"))
-    return "\n".join(line for line in lines if line) + "\n"
+def _toml(data: Mapping[str, Any]) -> str:
+    """``data`` as TOML, written by tomli-w (the writer that pairs with the standard library's
+    ``tomllib``: keys quoted where the TOML spec needs it, strings escaped, lists of tables as
+    ``[[name]]`` or inline). None values are left out first: TOML has no null, and every None field
+    defaults to None, so the file reads back to the same experiment."""
+    import tomli_w
+
+    try:
+        return tomli_w.dumps(_without_none(data))
+    except (TypeError, ValueError) as error:
+        raise ExperimentError(f"cannot write the experiment as TOML: {error}") from None
 
 
-def _toml_key(key: str) -> str:
-    return key if key.replace("_", "").replace("-", "").isalnum() else json.dumps(key)
-
-
-def _toml_value(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, int | float):
-        return repr(value)
-    if isinstance(value, str):
-        return json.dumps(value)
-    if isinstance(value, list | tuple):
-        return "[" + ", ".join(_toml_value(v) for v in value if v is not None) + "]"
+def _without_none(value: Any) -> Any:
+    """``value`` with the None values of its mappings and lists removed, at every depth."""
     if isinstance(value, Mapping):
-        return (
-            "{"
-            + ", ".join(f"{_toml_key(k)} = {_toml_value(v)}" for k, v in value.items() if v is not None)
-            + "}"
-        )
-    raise ExperimentError(f"cannot write {value!r} to TOML.")
+        return {k: _without_none(v) for k, v in value.items() if v is not None}
+    if isinstance(value, list | tuple):
+        return [_without_none(v) for v in value if v is not None]
+    return value

@@ -29,7 +29,8 @@ Band = Literal["std", "ci", "minmax", "none"]
 BANDS: tuple[Band, ...] = get_args(Band)
 """the band choices"""
 BOOTSTRAP_RESAMPLES = 2000
-"""resamples of the runs for a ``ci`` band (rliable's default is 2000 too)"""
+"""resamples of the runs for a ``ci`` band at each step (rliable's ``get_interval_estimates``
+defaults to 50,000 for one table of scores; a figure bootstraps every step, and 2,000 draw the band)"""
 CONFIDENCE = 0.95
 """the coverage of a ``ci`` band"""
 
