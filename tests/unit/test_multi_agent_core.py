@@ -165,14 +165,14 @@ def test_off_policy_learners_update_from_their_own_columns_and_round_trip() -> N
     collector = MultiAgentCollector(algorithm.policy, env, buffer, exploration_noise=True, seed=0)
     collector.collect(n_step=16)
     seen: list[np.ndarray] = []
-    original = buffer.sample_indices
+    original = buffer._draw_indices  # what every sampling path draws its indices with
 
     def spy(batch_size: int) -> np.ndarray:
         idx = original(batch_size)
         seen.append(idx % buffer.num_columns)
         return idx
 
-    buffer.sample_indices = spy  # type: ignore[method-assign]
+    buffer._draw_indices = spy  # type: ignore[method-assign]
     stats = algorithm.update(buffer, 32)
     assert isinstance(stats, MultiAgentTrainingStats) and set(stats.per_learner) == {"p1"}
     assert set(np.concatenate(seen).tolist()) <= {2, 3}
