@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 import torch
 
+from tests.extras import need
 from tshtrain.data import TensorReplayBuffer
 from tshtrain.devices import component_device
 from tshtrain.env.torch_cartpole import TorchCartPole
@@ -19,7 +20,7 @@ no_cuda = pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine 
 
 
 def _vmas(device: str) -> Any:
-    pytest.importorskip("vmas")
+    need("vmas", "vmas")
     from tshtrain.env.vmas import VmasEnv
 
     return VmasEnv("navigation", num_envs=2, device=device, seed=0)
@@ -30,10 +31,15 @@ MAKERS: dict[str, Callable[[str], Any]] = {
     "TensorReplayBuffer": lambda device: TensorReplayBuffer(8, 2, device=device, seed=0),
     "TorchCartPole": lambda device: TorchCartPole(2, device=device, seed=0),
 }
+OWNERS = [
+    pytest.param(name, marks=pytest.mark.integration) if name == "VmasEnv" else name
+    for name in sorted(MAKERS)
+]
+"""the VMAS case needs the optional vmas package: the integration tier runs it"""
 
 
 @no_cuda
-@pytest.mark.parametrize("owner", sorted(MAKERS))
+@pytest.mark.parametrize("owner", OWNERS)
 @pytest.mark.parametrize("device", ["cuda", "cuda:1"])
 def test_a_missing_cuda_device_is_one_line_naming_owner_device_and_fix(owner: str, device: str) -> None:
     with pytest.raises(ConfigurationError) as info:
@@ -45,7 +51,7 @@ def test_a_missing_cuda_device_is_one_line_naming_owner_device_and_fix(owner: st
     assert "use device=cpu" in message
 
 
-@pytest.mark.parametrize("owner", sorted(MAKERS))
+@pytest.mark.parametrize("owner", OWNERS)
 def test_an_unknown_device_form_names_the_allowed_forms(owner: str) -> None:
     with pytest.raises(
         ConfigurationError, match=rf"^{owner}: device 'gpu' is not allowed; allowed: auto, cpu"
@@ -53,7 +59,7 @@ def test_an_unknown_device_form_names_the_allowed_forms(owner: str) -> None:
         MAKERS[owner]("gpu")
 
 
-@pytest.mark.parametrize("owner", sorted(MAKERS))
+@pytest.mark.parametrize("owner", OWNERS)
 def test_the_cpu_still_works(owner: str) -> None:
     made = MAKERS[owner]("cpu")
     assert made.device == torch.device("cpu")

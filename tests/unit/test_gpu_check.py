@@ -25,6 +25,7 @@ def load_gpu_check() -> ModuleType:
     return module
 
 
+@pytest.mark.integration  # needs the optional vmas package
 def test_cpu_quick_run_prints_the_table(capsys: pytest.CaptureFixture[str]) -> None:
     need("vmas", "vmas")
     gpu_check = load_gpu_check()
