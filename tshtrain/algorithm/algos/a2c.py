@@ -114,7 +114,9 @@ class A2C(ActorCriticAlgorithm[A2CParams, A2CTrainingStats]):
         value = self.ac.values(batch.obs)
         v_loss = value_loss(value, batch.value_old, batch.returns, None)
         mean_entropy = entropy.mean()
-        loss = policy_loss + params.vf_coef * v_loss - params.ent_coef * mean_entropy
+        loss = policy_loss + params.vf_coef * v_loss
+        if params.ent_coef:  # with ent_coef 0 the entropy stays out of the backward pass (same gradients)
+            loss = loss - params.ent_coef * mean_entropy
         with torch.no_grad():
             log_ratio = logp - batch.logp_old
             approx_kl = (torch.expm1(log_ratio) - log_ratio).mean()

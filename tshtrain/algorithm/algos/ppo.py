@@ -314,7 +314,9 @@ class PPO(ActorCriticAlgorithm[PPOParams, PPOTrainingStats]):
         value = self.ac.values(batch.obs)
         v_loss = value_loss(value, batch.value_old, batch.returns, params.value_clip_range)
         mean_entropy = entropy.mean()
-        loss = policy_loss + params.vf_coef * v_loss - params.ent_coef * mean_entropy
+        loss = policy_loss + params.vf_coef * v_loss
+        if params.ent_coef:  # with ent_coef 0 the entropy stays out of the backward pass (same gradients)
+            loss = loss - params.ent_coef * mean_entropy
         with torch.no_grad():
             approx_kl = ((ratio - 1.0) - log_ratio).mean()
             clip_fraction = ((ratio - 1.0).abs() > clip).float().mean()
