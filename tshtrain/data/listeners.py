@@ -88,6 +88,8 @@ class _Listener:
         self._render_every = render_every
         self._steps = steps
         self.env_steps = env_step
+        self._all_env_ids = np.arange(collector.num_envs)
+        self._all_env_ids.setflags(write=False)  # one array for every vector step's payload
 
     def on_vector_step(self, done_env_ids: np.ndarray) -> None:
         if self.previous is not None:
@@ -100,9 +102,8 @@ class _Listener:
         ):
             self.collector.render_env()
         if self._steps:
-            env_ids = np.arange(self.collector.num_envs)
             step = VectorStep(
-                env_ids=env_ids, env_step=self.env_steps, collector=self.collector, test=self._test
+                env_ids=self._all_env_ids, env_step=self.env_steps, collector=self.collector, test=self._test
             )
             self._notify("on_vector_step", step)
         if self._listen and len(done_env_ids):
