@@ -114,9 +114,9 @@ class DataParallelStep(StepStrategy):
 
     # ------------------------------------------------------------------ what a rank does differently
     @override
-    def collect(self, collected: CollectedSteps | None) -> CollectedBatch:
+    def collect(self, collected: CollectedSteps | None, env_steps_left: int | None = None) -> CollectedBatch:
         """This rank's collection step, with the statistics of all ranks' (collect time: the slowest)."""
-        batch = self.inner.collect(collected)
+        batch = self.inner.collect(collected, env_steps_left)
         stats: list[CollectStats] = self.context.all_gather_object(batch.collect_stat)
         merged = merge_collect_stats(stats)
         merged = dataclasses.replace(merged, collect_time=max(s.collect_time for s in stats))

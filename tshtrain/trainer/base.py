@@ -55,7 +55,7 @@ from tshtrain.trainer.callbacks import (
 )
 from tshtrain.trainer.dispatch import CallbackSet
 from tshtrain.trainer.options import TrainerOptions
-from tshtrain.trainer.params import OnlineTrainerParams, OnPolicyTrainerParams, TrainerParams
+from tshtrain.trainer.params import OnPolicyTrainerParams, TrainerParams
 from tshtrain.trainer.params_callbacks import ParamsCallbacks
 from tshtrain.trainer.progress import format_info_table, format_run_summary, format_test_line
 from tshtrain.trainer.recorder import RunRecorder
@@ -290,7 +290,6 @@ class Trainer(ABC, Generic[TAlgorithm, TParams]):
         """One training step, top-down (docs/concepts.md draws it)."""
         if collected is None:
             self.begin_training_step()
-            collected = self._collect_to_budget()  # None unless max_env_steps cuts this collection step
         elif not self._step_open:
             raise RuntimeError(
                 f"{type(self).__name__}.execute_training_step(collected): begin the training step first "
@@ -304,7 +303,7 @@ class Trainer(ABC, Generic[TAlgorithm, TParams]):
         try:
             batch: CollectedBatch | None = None
             if strategy.online:
-                batch = strategy.collect(collected)
+                batch = strategy.collect(collected, self._env_steps_left())
                 collect_stat = batch.collect_stat
                 self._recorder.collection(collect_stat)
                 batch = callbacks.transform("after_collect", batch, CollectedBatch)
@@ -364,19 +363,6 @@ class Trainer(ABC, Generic[TAlgorithm, TParams]):
         """Env steps left of ``max_env_steps`` (None: no such budget)."""
         budget: int | None = getattr(self.params, "max_env_steps", None)
         return None if budget is None else max(0, budget - self.state.counters.env_step)
-
-    def _collect_to_budget(self) -> CollectedSteps | None:
-        """The collection step cut to the env steps left of ``max_env_steps``; None: a whole one fits."""
-        left, p = self._env_steps_left(), self.params
-        if left is None or not isinstance(p, OnlineTrainerParams):
-            return None
-        if p.collection_step_num_env_steps is None or left >= p.collection_step_num_env_steps:
-            return None
-        buffer = p.training_collector.buffer
-        assert buffer is not None  # checked by the params
-        layout, start = buffer.layout(), time.perf_counter()
-        stat = p.training_collector.collect(n_step=left)
-        return CollectedSteps(stat=stat, layout_before=layout, seconds=time.perf_counter() - start)
 
     def _advance(self, collect_stat: CollectStats | None, stat: TrainingStats | None) -> None:
         """Move the open epoch on by the training step: its env steps online, one step offline."""

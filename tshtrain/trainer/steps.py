@@ -112,9 +112,10 @@ class StepStrategy(ABC):
     def reset_collectors(self, reset_buffers: bool) -> None:
         """Reset the training collector (the trainer resets the test collector)."""
 
-    def collect(self, collected: CollectedSteps | None) -> CollectedBatch:
+    def collect(self, collected: CollectedSteps | None, env_steps_left: int | None = None) -> CollectedBatch:
         """One collection step (or what ``collected`` gathered env step by env step), its returns reduced
-        per ``multi_agent_return_reduction``, as handed to callbacks and the update (online only)."""
+        per ``multi_agent_return_reduction``, as handed to callbacks and the update (online only);
+        ``env_steps_left``: what ``max_env_steps`` leaves, the most a collection step may take."""
         raise NotImplementedError(f"{type(self).__name__} does not collect")
 
     @abstractmethod
@@ -178,17 +179,20 @@ class _OnlineStrategy(StepStrategy):
     def reset_collectors(self, reset_buffers: bool) -> None:
         self._online.training_collector.reset(reset_buffer=reset_buffers, reset_stats=True)
 
-    def _collect(self) -> tuple[CollectStats, BufferLayout]:
+    def _collect(self, env_steps_left: int | None) -> tuple[CollectStats, BufferLayout]:
         p = self._online
         layout = self.buffer.layout()
-        stat = p.training_collector.collect(
-            n_step=p.collection_step_num_env_steps, n_episode=p.collection_step_num_episodes
-        )
+        n_step = p.collection_step_num_env_steps
+        if n_step is not None and env_steps_left is not None:  # the last one is cut to the budget
+            n_step = min(n_step, env_steps_left)
+        stat = p.training_collector.collect(n_step=n_step, n_episode=p.collection_step_num_episodes)
         return stat, layout
 
     @override
-    def collect(self, collected: CollectedSteps | None) -> CollectedBatch:
-        stat, layout = (collected.stat, collected.layout_before) if collected else self._collect()
+    def collect(self, collected: CollectedSteps | None, env_steps_left: int | None = None) -> CollectedBatch:
+        stat, layout = (
+            (collected.stat, collected.layout_before) if collected else self._collect(env_steps_left)
+        )
         stat = self.reduce_returns(stat)
         return CollectedBatch(
             collect_stat=stat, rollout=self.rollout(stat), buffer=self.buffer, layout_before=layout
@@ -273,8 +277,9 @@ class OffPolicyStep(_OnlineStrategy):
         super().reset_collectors(reset_buffers)
 
     @override
-    def _collect(self) -> tuple[CollectStats, BufferLayout]:
-        return super()._collect() if self.overlap is None else self.overlap.take()
+    def _collect(self, env_steps_left: int | None) -> tuple[CollectStats, BufferLayout]:
+        # a budget is refused with overlap_collection (the params check it)
+        return super()._collect(env_steps_left) if self.overlap is None else self.overlap.take()
 
     @override
     def settle(self) -> None:
