@@ -73,7 +73,6 @@ __all__ = [
     "Callback",
     "CollectedBatch",
     "Counters",
-    "EnvStepResult",
     "EnvsReset",
     "EpisodesEnded",
     "EpochStats",
