@@ -16,9 +16,9 @@ from tshtrain.data import Collector, CollectStats, ObsTensor, VectorReplayBuffer
 from tshtrain.data.collector import EnvInfoAccumulator
 from tshtrain.data.stats import merge_collect_stats
 from tshtrain.env import make_vector_env
-from tshtrain.trainer import InfoStats, StopReason, TimingStats
-from tshtrain.trainer.progress import format_info_table
 from tshtrain.logger.records import EpisodeWindow
+from tshtrain.trainer import InfoStats, StopReason, TimingStats
+from tshtrain.trainer.recorder import format_info_table
 
 
 class MetricEnv(gym.Env[np.ndarray, np.int64]):

@@ -1,5 +1,5 @@
 """The terminal side of a run: one bar per epoch, a transient bar for long update steps, and lines
-written between them (the trainer's test-step lines and summary table: ``tshtrain.trainer.progress``).
+written between them (the trainer's test-step lines and summary table: ``tshtrain.trainer.recorder``).
 
 The epoch bar is laid out for the terminal's width every time it moves: the bar keeps at least
 :data:`MIN_BAR_WIDTH` characters, and the fields around it (rate, whole-run ETA, training return,

@@ -57,8 +57,7 @@ from tshtrain.trainer.dispatch import CallbackSet
 from tshtrain.trainer.options import TrainerOptions
 from tshtrain.trainer.params import OnPolicyTrainerParams, TrainerParams
 from tshtrain.trainer.params_callbacks import ParamsCallbacks
-from tshtrain.trainer.progress import format_info_table, format_run_summary, format_test_line
-from tshtrain.trainer.recorder import RunRecorder
+from tshtrain.trainer.recorder import RunRecorder, format_info_table, format_run_summary, format_test_line
 from tshtrain.trainer.run_state import BestResult, OpenEpoch, RunState
 from tshtrain.trainer.stats import EpochStats, InfoStats, StopReason, TrainingStepResult
 from tshtrain.trainer.steps import CollectedSteps, StepStrategy
