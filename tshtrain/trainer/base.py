@@ -44,7 +44,6 @@ from tshtrain.devices import resolve_device
 from tshtrain.errors import ConfigurationError
 from tshtrain.logger.base import Logger, NoOpLogger, family_log_intervals
 from tshtrain.logger.console import ProgressBar, RunClock, stderr_is_terminal, write_line
-from tshtrain.trainer.autosave import AutoCheckpoints
 from tshtrain.trainer.callbacks import (
     Callback,
     CollectedBatch,
@@ -56,7 +55,7 @@ from tshtrain.trainer.callbacks import (
 from tshtrain.trainer.dispatch import CallbackSet
 from tshtrain.trainer.options import TrainerOptions
 from tshtrain.trainer.params import OnPolicyTrainerParams, TrainerParams
-from tshtrain.trainer.params_callbacks import ParamsCallbacks
+from tshtrain.trainer.params_callbacks import AutoCheckpoints, ParamsCallbacks
 from tshtrain.trainer.recorder import RunRecorder, format_info_table, format_run_summary, format_test_line
 from tshtrain.trainer.run_state import BestResult, OpenEpoch, RunState
 from tshtrain.trainer.stats import EpochStats, InfoStats, StopReason, TrainingStepResult
