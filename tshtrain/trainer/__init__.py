@@ -1,10 +1,23 @@
 """The typed trainer hierarchy: params, trainers, statistics, the callback protocol and run options.
 
-See ``tshtrain.trainer.base`` for the glossary (env step, collection step, update step, gradient step,
-training step, test step, epoch), ``tshtrain.trainer.callbacks`` for the loop points and
-``docs/hooks.md`` for the one way to do each thing. Ready-made callbacks are in
-:mod:`tshtrain.callbacks`; TorchRL's hook stages and EmbodiChain's events, translated onto callbacks,
-in :mod:`tshtrain.adapters`.
+Glossary (the words of code and logs):
+
+* **env step** -- one transition of one environment; N vector envs take N env steps per ``step()``.
+  Offline, the env_step counter counts the transitions sampled from the dataset (as in Tianshou).
+* **collection step** -- one ``Collector.collect`` call (n env steps or n episodes).
+* **update step** -- the algorithm's update after a collection step. On-policy: passes of mini-batches
+  over the rollout; off-policy: round(u * n_collected) gradient steps; offline: one gradient step.
+* **gradient step** -- one optimizer step (counted separately from update steps).
+* **training step** -- collection step + (optional test-in-training) + update step; offline: one update.
+* **test step** -- ``test_step_num_episodes`` episodes on the test collector, scored by
+  ``compute_score_fn``.
+* **epoch** -- training steps until ``epoch_num_steps`` env steps were collected (online;
+  ceil(s / c) training steps when c env steps are collected per step), or ``epoch_num_steps`` training
+  steps (offline); then one test step.
+
+``tshtrain.trainer.base`` has the loop, ``tshtrain.trainer.callbacks`` the loop points and ``docs/hooks.md``
+the one way to do each thing. Ready-made callbacks are in :mod:`tshtrain.callbacks`; TorchRL's hook
+stages and EmbodiChain's events, translated onto callbacks, in :mod:`tshtrain.adapters`.
 """
 
 from __future__ import annotations

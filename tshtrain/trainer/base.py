@@ -1,17 +1,4 @@
-"""The generic Trainer: epochs of training steps and test steps. Glossary (the words of code and logs):
-
-* **env step** -- one transition of one environment; N vector envs take N env steps per ``step()``.
-  Offline, the env_step counter counts the transitions sampled from the dataset (as in Tianshou).
-* **collection step** -- one ``Collector.collect`` call (n env steps or n episodes).
-* **update step** -- the algorithm's update after a collection step. On-policy: passes of mini-batches
-  over the rollout; off-policy: round(u * n_collected) gradient steps; offline: one gradient step.
-* **gradient step** -- one optimizer step (counted separately from update steps).
-* **training step** -- collection step + (optional test-in-training) + update step; offline: one update.
-* **test step** -- ``test_step_num_episodes`` episodes on the test collector, scored by
-  ``compute_score_fn``.
-* **epoch** -- training steps until ``epoch_num_steps`` env steps were collected (online;
-  ceil(s / c) training steps when c env steps are collected per step), or ``epoch_num_steps`` training
-  steps (offline); then one test step.
+"""The generic Trainer: epochs of training steps and test steps (the words: see :mod:`tshtrain.trainer`).
 
 ``reset`` runs an initial test step (epoch 0), as Tianshou does; ``run`` = ``reset`` + training steps
 until a stop, each :meth:`Trainer._training_step`, top-down. The same run can be driven epoch by epoch
