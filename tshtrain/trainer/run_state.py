@@ -1,9 +1,6 @@
-"""The state of a run as data: counters, best result, stop, timing, episode windows, logger position
-and the open epoch, in one :class:`RunState` with ``state_dict()`` / ``load_state_dict()``.
-
-The trainer changes it; everything else reads it (``InfoStats`` is a view of it). A load parses and
-checks the whole state before it changes anything.
-"""
+"""The state of a run as data, :class:`RunState` (counters, best result, stop, timing, episode windows,
+logger position, open epoch): the trainer changes it, everything else reads it (``InfoStats`` is a view
+of it); a load parses and checks the whole state before it changes anything."""
 
 from __future__ import annotations
 
@@ -65,8 +62,7 @@ class RunState:
 
     def __init__(self) -> None:
         self.counters = Counters()
-        """epoch, env_step, env_episode, update_step, gradient_step, test_env_step, test_episode,
-        training_step"""
+        """the counters now (epoch, env_step, update_step, gradient_step, ...; :class:`Counters`)"""
         self.best = BestResult()
         self.done = False
         """True once training has ended (see stop_reason)"""
@@ -92,15 +88,11 @@ class RunState:
     def finish(self, reason: StopReason, detail: str | None = None) -> None:
         """End training (the first reason given wins)."""
         if not self.done:
-            self.done = True
-            self.stop_reason = reason
-            self.stop_detail = detail
+            self.done, self.stop_reason, self.stop_detail = True, reason, detail
 
     def reopen(self) -> None:
         """Undo :meth:`finish`: the run goes on (an ended run extended to a larger budget)."""
-        self.done = False
-        self.stop_reason = None
-        self.stop_detail = None
+        self.done, self.stop_reason, self.stop_detail = False, None, None
 
     def info_stats(self) -> InfoStats:
         """Counters, best result and timing so far, under Tianshou's names."""

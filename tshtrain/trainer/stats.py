@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from enum import StrEnum
 
 from tshtrain.algorithm.base import TrainingStats
@@ -22,8 +22,7 @@ class StopReason(StrEnum):
     REQUESTED = "requested"
     """``Trainer.request_stop`` was called (by a callback or the user)"""
     HOOK = "hook"
-    """a hook or an event asked to stop (``ctx.request_stop`` or ``StopTraining``); ``stop_detail``
-    names it and says why"""
+    """a callback, hook or event stopped it (``ctx.request_stop``, ``StopTraining``): see ``stop_detail``"""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -41,19 +40,11 @@ class TimingStats:
     test_time: float = 0.0
     """in test steps"""
     env_speed: float = 0.0
-    """throughput: training env steps per second of total_time (SB3's ``time/fps``; offline:
-    transitions sampled per second)"""
+    """training env steps (offline: transitions sampled) per second of total_time (SB3's ``time/fps``)"""
 
     def as_scalars(self) -> dict[str, float]:
-        """Flat scalars for loggers."""
-        return {
-            "total_time": self.total_time,
-            "train_time": self.train_time,
-            "train_time_collect": self.train_time_collect,
-            "train_time_update": self.train_time_update,
-            "test_time": self.test_time,
-            "env_speed": self.env_speed,
-        }
+        """Flat scalars for loggers (the fields)."""
+        return asdict(self)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -73,8 +64,7 @@ class InfoStats:
     best_epoch: int | None
     """epoch of the best test step (0: the initial test before training)"""
     train_step: int
-    """env steps collected for training (offline: transitions sampled from the dataset, as in Tianshou):
-    ``Counters.env_step`` under Tianshou's name"""
+    """``Counters.env_step`` (Tianshou's name): env steps collected (offline: transitions sampled)"""
     train_episode: int
     """training episodes finished (``Counters.env_episode``)"""
     test_step: int
@@ -86,7 +76,7 @@ class InfoStats:
     stop_reason: StopReason | None
     """why training ended; None while it runs"""
     stop_detail: str | None = None
-    """for a stop by a hook or an event, or ``request_stop(reason)``: who stopped and why"""
+    """who stopped and why (a callback, hook or event, or ``request_stop(reason)``)"""
 
     def as_scalars(self) -> dict[str, float]:
         """Flat scalars for loggers (None values left out)."""
@@ -117,8 +107,9 @@ class EpochStats:
     test_collect_stat: CollectStats | None
     """the epoch's test step (None without a test collector)"""
     training_stat: TrainingStats | None
-    """the epoch's algorithm updates aggregated with ``TrainingStats.aggregate`` (off-policy: every
-    gradient step, so float fields are means over all of them; None if there were none)"""
+    """the epoch's updates, ``TrainingStats.aggregate``d (off-policy: float fields are means over every
+    gradient step); None if there were none"""
+
     info_stat: InfoStats
     """counters and best result at the end of the epoch"""
 

@@ -1,7 +1,5 @@
-"""What differs per family inside a training step: a small strategy object per trainer.
-
-The trainer's training step (``Trainer._training_step``) reads top-down and is the same for every
-family; it asks its :class:`StepStrategy` for the family's parts:
+"""What differs per family inside a training step: the trainer's training step (``Trainer._training_step``)
+is the same for every family and asks its :class:`StepStrategy` for the family's parts:
 
 ===========  ===========================================  ==========================================
 family       collect                                      update
@@ -78,12 +76,10 @@ class CollectedSteps:
 
 
 class StrategyWrapper(Protocol):
-    """Wraps a trainer's step strategy (``TrainerOptions.distributed``: one rank of a data-parallel run,
-    :class:`tshtrain.parallel.DataParallel`)."""
+    """``TrainerOptions.distributed``: wraps the step strategy (:class:`tshtrain.parallel.DataParallel`)."""
 
     def wrap(self, strategy: StepStrategy, algorithm: Algorithm[Any]) -> StepStrategy:
-        """``strategy`` as the wrapper means it."""
-        ...
+        """``strategy`` as the wrapper means it (one rank of a data-parallel run)."""
 
 
 class StepStrategy(ABC):
@@ -206,9 +202,7 @@ class _OnlineStrategy(StepStrategy):
 
 @final
 class OnPolicyStep(_OnlineStrategy):
-    """Hands each collection step's rollout to the algorithm, then clears the buffer (keeping the
-    collector's per-env episode statistics, so returns of episodes spanning two collection steps stay
-    correct)."""
+    """The training step of :class:`~tshtrain.trainer.OnPolicyTrainer` (see there)."""
 
     def __init__(self, algorithm: OnPolicyAlgorithm[Any], params: OnPolicyTrainerParams):
         super().__init__(params)
@@ -248,10 +242,7 @@ class OnPolicyStep(_OnlineStrategy):
 
 @final
 class OffPolicyStep(_OnlineStrategy):
-    """After each collection step of n transitions, round(u * n) gradient steps on buffer samples.
-
-    With ``overlap_collection`` the next collection step is collected in a background thread during
-    the gradient steps (:mod:`tshtrain.data.overlap`)."""
+    """The training step of :class:`~tshtrain.trainer.OffPolicyTrainer` (see there)."""
 
     def __init__(self, algorithm: OffPolicyAlgorithm[Any], params: OffPolicyTrainerParams):
         super().__init__(params)
@@ -297,9 +288,7 @@ class OffPolicyStep(_OnlineStrategy):
     ) -> list[UpdatePart]:
         assert batch is not None
         u = self._off_policy.update_step_num_gradient_steps_per_sample
-        num_steps = round(u * batch.collect_stat.n_collected_steps)
-        if num_steps == 0 or len(batch.buffer) == 0:
-            num_steps = 0
+        num_steps = round(u * batch.collect_stat.n_collected_steps) if len(batch.buffer) else 0
         steps: Iterable[int] = range(num_steps)
         if show_bar and num_steps >= INNER_BAR_MIN_STEPS:
             steps = inner_bar(num_steps, "gradient steps")
@@ -327,8 +316,7 @@ class OffPolicyStep(_OnlineStrategy):
 
 @final
 class OfflineStep(StepStrategy):
-    """Each training step is one gradient step on a sample of ``params.buffer``; ``env_step``
-    advances by ``batch_size`` (the transitions sampled), as in Tianshou."""
+    """The training step of :class:`~tshtrain.trainer.OfflineTrainer` (see there)."""
 
     online = False
 

@@ -1,5 +1,4 @@
-"""The concrete trainers: on-policy, off-policy and offline (see ``tshtrain.trainer.base`` for the loop
-and ``tshtrain.trainer.steps`` for what each family does in a training step)."""
+"""The concrete trainers of the three families (the loop is ``base.py``, their parts ``steps.py``)."""
 
 from __future__ import annotations
 
@@ -28,11 +27,9 @@ class OnlineTrainer(Trainer[TAlgorithm, TOnlineParams]):
 
 @final
 class OnPolicyTrainer(OnlineTrainer[OnPolicyAlgorithm[Any], OnPolicyTrainerParams]):
-    """Hands each collection step's rollout to the algorithm, then clears the buffer.
-
-    The algorithm does ``update_step_num_repetitions`` passes over the rollout in mini-batches of
-    ``batch_size`` (None: the whole rollout). Clearing the buffer keeps the collector's per-env
-    episode statistics, so returns of episodes spanning two collection steps stay correct.
+    """Hands each collection step's rollout to the algorithm (``update_step_num_repetitions`` passes in
+    mini-batches of ``batch_size``; None: the whole rollout), then clears the buffer, keeping the
+    collector's per-env episode statistics (returns of episodes spanning two collection steps stay right).
     """
 
     algorithm_family = OnPolicyAlgorithm
@@ -45,11 +42,9 @@ class OnPolicyTrainer(OnlineTrainer[OnPolicyAlgorithm[Any], OnPolicyTrainerParam
 
 @final
 class OffPolicyTrainer(OnlineTrainer[OffPolicyAlgorithm[Any], OffPolicyTrainerParams]):
-    """After each collection step of n transitions, round(u * n) gradient steps on buffer samples.
-
-    With ``params.overlap_collection`` the next collection step is collected in a background thread
-    during the gradient steps (docs/overlap.md); :attr:`overlap` shows its policy lag.
-    """
+    """After each collection step of n transitions, round(u * n) gradient steps on buffer samples; with
+    ``params.overlap_collection`` the next collection step is collected in a background thread during
+    them (docs/overlap.md; :attr:`overlap` shows its policy lag)."""
 
     algorithm_family = OffPolicyAlgorithm
     family_description = "an off-policy algorithm (it updates from a replay buffer that a collector fills)"
@@ -67,10 +62,8 @@ class OffPolicyTrainer(OnlineTrainer[OffPolicyAlgorithm[Any], OffPolicyTrainerPa
 
 @final
 class OfflineTrainer(Trainer[OfflineAlgorithm[Any], OfflineTrainerParams]):
-    """Each training step is one gradient step on a sample of ``params.buffer``.
-
-    ``env_step`` advances by ``batch_size`` per training step (the transitions sampled), as in Tianshou.
-    """
+    """Each training step is one gradient step on a sample of ``params.buffer``; ``env_step`` advances by
+    ``batch_size`` (the transitions sampled), as in Tianshou."""
 
     algorithm_family = OfflineAlgorithm
     family_description = (
