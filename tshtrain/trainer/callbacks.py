@@ -1,19 +1,14 @@
-"""The one way to extend the training loop: :class:`Callback`, one method per point of the loop.
-
-A callback overrides the methods of the points it cares about (:class:`Callback`, in loop order;
-``docs/hooks.md`` tabulates and draws them); every method receives one read-only :class:`RunContext`
-(the counters, the algorithm, ``log`` and ``request_stop``) and the point's payload.
+"""The one way to extend the training loop: :class:`Callback`, one method per loop point, in loop order
+(``docs/hooks.md`` tabulates and draws them); each receives one read-only :class:`RunContext` and the
+point's payload.
 
 ``ctx.log(scalars)`` adds scalars to the record of the point: the training step's ``training`` record
 (from any training-step point) or the ``update`` record of the current ``algorithm.update`` call (from
 the in-update points, averaged over its optimizer steps). ``ctx.request_stop(reason)`` ends training
-after the current training step; raising :class:`StopTraining` ends it at once (inside an update the
-update is abandoned). A callback with ``state_dict()`` / ``load_state_dict(state)`` is saved with
-checkpoints under its name.
-
-Tianshou's params callables (``training_fn``, ``test_fn``, ``stop_fn``, ``save_best_fn``,
-``save_checkpoint_fn``) are an :class:`Adapter` the trainer adds itself; TorchRL's hook stages and
-EmbodiChain's events are adapters a user adds (:mod:`tshtrain.adapters`).
+after the current training step; raising :class:`StopTraining` ends it at once. A callback with
+``state_dict()`` / ``load_state_dict(state)`` is saved with checkpoints under its name. An
+:class:`Adapter` translates another vocabulary: Tianshou's params callables (the trainer adds it
+itself), TorchRL's hook stages, EmbodiChain's events (:mod:`tshtrain.adapters`).
 """
 
 from __future__ import annotations
@@ -37,19 +32,13 @@ from tshtrain.trainer.stats import EpochStats, InfoStats
 
 
 class StopTraining(Exception):  # noqa: N818 - a control-flow signal, not an error
-    """Raise from a callback, hook or event to end training at once, with ``reason``.
-
-    Inside an update (``on_sampled_batch``, ``on_loss``, ``on_optimizer_step``) the update is abandoned
-    where it is, so e.g. the optimizer step of a NaN loss is not taken. Elsewhere it has the effect of
-    ``ctx.request_stop(reason)``.
-    """
+    """Raise from a callback, hook or event to end training at once, with ``reason``: inside an update
+    (``on_sampled_batch``, ``on_loss``, ``on_optimizer_step``) the update is abandoned where it is (e.g.
+    the optimizer step of a NaN loss is not taken); elsewhere it acts as ``ctx.request_stop(reason)``."""
 
     def __init__(self, reason: str):
         super().__init__(reason)
         self.reason = reason
-
-
-# ============================================================================ payloads
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -70,12 +59,10 @@ class SetupInfo:
 class CollectedBatch:
     """Payload of ``after_collect`` and ``before_update``: the data of one collection step.
 
-    ``after_collect`` may return ``dataclasses.replace(batch, rollout=...)`` to change what an
-    on-policy update receives. Off-policy the data already sits in the replay buffer: change samples in
-    ``on_sampled_batch``, or read (and, with care, rewrite) the new transitions through
-    :meth:`new_indices`. ``collect_stat`` is informational: counters and the ``training`` record come
-    from the collection itself.
-    """
+    ``after_collect`` may return ``dataclasses.replace(batch, rollout=...)`` to change what an on-policy
+    update receives. Off-policy the data already sits in the replay buffer: change samples in
+    ``on_sampled_batch``, or read (and, with care, rewrite) the new transitions through :meth:`new_indices`.
+    ``collect_stat`` is informational: counters and the ``training`` record come from the collection."""
 
     collect_stat: CollectStats
     """statistics of the collection step"""
@@ -92,8 +79,7 @@ class CollectedBatch:
         return self.buffer.new_indices(self.layout_before, self.collect_stat.n_collected_steps)
 
     def new_transitions(self) -> AnyTransitionBatch:
-        """The transitions of this collection step, read from the buffer (a copy; tensors on the
-        torch path)."""
+        """The transitions of this collection step, copied from the buffer (tensors on the torch path)."""
         return self.buffer.new_transitions(self.layout_before, self.collect_stat.n_collected_steps)
 
 
@@ -138,9 +124,6 @@ class TestResult:
     ``stop_fn_on_best_score=True``); None only where no best is tracked"""
 
 
-# ============================================================================ the context
-
-
 class LogSink(Protocol):
     """Where ``ctx.log`` puts scalars (the trainer's record of the current point)."""
 
@@ -178,17 +161,12 @@ class RunContext:
         self.sink.add(scalars, progress_bar, self.name)
 
 
-# ============================================================================ the protocol
-
-
 class Callback:
-    """Override the methods of the loop points you need (see the module docstring); the others do
-    nothing and cost nothing: the trainer calls a callback only at the points its class overrides.
-    Any other attribute or method name is yours."""
+    """Override the methods of the loop points you need; the others do nothing and cost nothing (the
+    trainer calls a callback only at the points its class overrides). Other names are yours."""
 
     def on_run_start(self, ctx: RunContext, setup: SetupInfo) -> None:
-        """The run starts: in ``reset()`` (or a resumed run's first training step), before the initial
-        test step."""
+        """The run starts: ``reset()``, before the initial test step (resumed: the first training step)."""
 
     def on_training_step_start(self, ctx: RunContext) -> None:
         """A training step starts (its epoch is open)."""
@@ -205,17 +183,12 @@ class Callback:
 
     def after_collect(self, ctx: RunContext, batch: CollectedBatch) -> CollectedBatch | None:
         """A collection step ended (online); return a replacement batch or None (unchanged)."""
-        del batch
-        return None
 
     def before_update(self, ctx: RunContext, batch: CollectedBatch | None) -> None:
         """The update step is about to run (``batch`` is None offline)."""
 
     def on_sampled_batch(self, ctx: RunContext, batch: AnyTransitionBatch) -> AnyTransitionBatch | None:
-        """Inside the update of an off-policy or offline algorithm: a batch was sampled; return a
-        replacement or None (unchanged)."""
-        del batch
-        return None
+        """Inside an off-policy or offline update: a batch was sampled; return a replacement or None."""
 
     def on_loss(self, ctx: RunContext, losses: Mapping[str, torch.Tensor]) -> None:
         """Inside the update: losses computed, before their backward pass."""

@@ -2,11 +2,8 @@
 
 :class:`CallbackSet` keeps the callbacks of one trainer by name, in the order they were added, and for
 each loop point the list of those active there (the points a callback's class overrides; for an
-:class:`~tshtrain.trainer.callbacks.Adapter`, those of them its registrations need now), so that a
-point without callbacks costs one dict lookup. :meth:`CallbackSet.update_hooks` gives what the trainer
-passes to ``algorithm.update(..., hooks=...)``: None (pass the no-op default) unless some callback acts
-inside updates.
-"""
+:class:`~tshtrain.trainer.callbacks.Adapter`, those its registrations need now), so that a point without
+callbacks costs one dict lookup."""
 
 from __future__ import annotations
 
@@ -16,7 +13,7 @@ from typing import Any, TypeVar, cast
 
 import torch
 
-from tshtrain.algorithm.base import NO_UPDATE_HOOKS, Algorithm, UpdateHooks
+from tshtrain.algorithm.base import Algorithm
 from tshtrain.counters import Counters
 from tshtrain.data.batch import AnyTransitionBatch, TorchTransitionBatch, TransitionBatch
 from tshtrain.errors import ConfigurationError
@@ -51,17 +48,10 @@ class CallbackSet:
     """The callbacks of one trainer (see the module docstring)."""
 
     def __init__(
-        self,
-        *,
-        counters: Callable[[], Counters],
-        algorithm: Algorithm[Any],
-        stop: Callable[[str], None],
+        self, *, counters: Callable[[], Counters], algorithm: Algorithm[Any], stop: Callable[[str], None]
     ):
-        """Args:
-        counters: the trainer's counters now.
-        algorithm: the algorithm being trained (shown to callbacks).
-        stop: ends training after the current training step with a detail message.
-        """
+        """``counters``: the trainer's counters now; ``stop``: ends training after the current training
+        step with a detail message."""
         self._counters = counters
         self._algorithm = algorithm
         self._stop = stop
@@ -77,7 +67,6 @@ class CallbackSet:
         self.step_open = False
         """True between the start of a training step and the writing of its ``training`` record"""
 
-    # ------------------------------------------------------------------ membership
     def add(self, callback: Callback, name: str) -> None:
         """Add ``callback`` under the unique ``name``."""
         if not isinstance(callback, Callback):
@@ -122,7 +111,6 @@ class CallbackSet:
         """The callback added under ``name`` (None: none is)."""
         return self._named.get(name)
 
-    # ------------------------------------------------------------------ calling
     def context(self, name: str, callback: Callback, sink: LogSink | None = None) -> RunContext:
         """The context a callback receives now."""
 
@@ -180,15 +168,13 @@ class CallbackSet:
             self._stop(detail)
             return None
 
-    # ------------------------------------------------------------------ inside updates
     def update_hooks(self) -> UpdateBridge | None:
-        """A fresh bridge for one ``algorithm.update`` call, or None when no callback acts inside
-        updates (then pass :data:`~tshtrain.algorithm.base.NO_UPDATE_HOOKS`)."""
+        """A fresh bridge for one ``algorithm.update`` call (its ``hooks=``), or None when no callback acts
+        inside updates (then pass :data:`~tshtrain.algorithm.base.NO_UPDATE_HOOKS`)."""
         if not any(self._active[p] for p in IN_UPDATE_POINTS):
             return None
         return UpdateBridge(self)
 
-    # ------------------------------------------------------------------ state
     def state_dict(self) -> dict[str, Any]:
         """``{name: state_dict()}`` of every stateful callback."""
         return {name: cb.state_dict() for name, cb in self._named.items() if isinstance(cb, StatefulCallback)}
@@ -270,8 +256,3 @@ class UpdateBridge:
             self._records.append(self._sink.scalars)
             self._sink = ScalarSink(self._callbacks.progress)
         return mean_scalars(self._records)
-
-
-def hooks_for(bridge: UpdateBridge | None) -> UpdateHooks:
-    """What to pass as ``algorithm.update(..., hooks=...)``."""
-    return NO_UPDATE_HOOKS if bridge is None else bridge

@@ -1,15 +1,5 @@
 """The callbacks the trainer adds itself, before yours: :class:`AutoCheckpoints` (``params.checkpoint``)
-and :class:`ParamsCallbacks` (Tianshou's params callables).
-
-``training_fn(epoch, env_step)`` at ``on_training_step_start``; ``test_fn(epoch, env_step)`` at
-``on_test_start``; ``save_best_fn(algorithm)`` and ``stop_fn(score)`` at ``on_test_end`` (``stop_fn``
-not after the initial test step, as in Tianshou; with the best score so far if
-``stop_fn_on_best_score``); ``save_checkpoint_fn(epoch, env_step, gradient_step)`` at
-``on_training_step_end``, or at ``on_epoch_end`` of every n-th epoch with
-``save_checkpoint_every_num_epochs=n``. ``compute_score_fn`` is how the trainer scores a test
-step, not a loop point; the test-in-training decision (``stop_fn`` on training episodes) is part of the
-training step.
-"""
+and :class:`ParamsCallbacks` (Tianshou's params callables)."""
 
 from __future__ import annotations
 
@@ -38,11 +28,8 @@ class AutoCheckpoints(Callback):
     def __init__(
         self, manager: CheckpointManager, target: Callable[[], Checkpointable], active: Callable[[], bool]
     ):
-        """Args:
-        manager: where and when (``params.checkpoint``, per rank).
-        target: the trainer's state view now.
-        active: True once the run is reset or loaded (before, there is nothing to save).
-        """
+        """``manager``: where and when (``params.checkpoint``, per rank); ``target``: the trainer's state view
+        now; ``active``: True once the run is reset or loaded (before, there is nothing to save)."""
         self.manager = manager
         self._target = target
         self._active = active
@@ -66,13 +53,15 @@ class AutoCheckpoints(Callback):
 
 @final
 class ParamsCallbacks(Adapter):
-    """The params' ``training_fn``, ``test_fn``, ``save_best_fn``, ``stop_fn`` and ``save_checkpoint_fn``."""
+    """The params' callables at their loop points: ``training_fn`` at ``on_training_step_start``,
+    ``test_fn`` at ``on_test_start``, ``save_best_fn`` and ``stop_fn`` at ``on_test_end`` (``stop_fn`` not
+    after the initial test step, as in Tianshou), ``save_checkpoint_fn`` at ``on_training_step_end`` (or
+    ``on_epoch_end`` of every n-th epoch, ``save_checkpoint_every_num_epochs=n``). ``compute_score_fn``
+    (how test steps are scored) and the test-in-training decision are part of the steps, not loop points.
+    """
 
     def __init__(self, params: TrainerParams, finish: Callable[[StopReason], None]):
-        """Args:
-        params: the trainer's params.
-        finish: ends training with a stop reason (``stop_fn`` gives ``StopReason.STOP_FN``).
-        """
+        """``finish`` ends training with a stop reason (``stop_fn``: ``StopReason.STOP_FN``)."""
         self._params = params
         self._finish = finish
         given = {

@@ -22,11 +22,8 @@ class RunRecorder:
     """The trainer's bookkeeping of one run (see the module docstring)."""
 
     def __init__(self, logger: Logger, state: RunState, defaults: LogIntervals):
-        """Args:
-        logger: where the records go.
-        state: the run state whose counters and timers this recorder advances.
-        defaults: the intervals the logger leaves None (the trainer family's).
-        """
+        """Records go to ``logger``, counts to ``state``; ``defaults``: the intervals the logger leaves None
+        (the trainer family's)."""
         self.state = state
         self.gate = LogGate(logger, state, defaults)
         self._epoch_start: tuple[int, float] | None = None
@@ -119,11 +116,7 @@ class RunRecorder:
 
 
 def format_test_line(
-    epoch: int,
-    returns: SequenceSummaryStats,
-    best: BestResult,
-    *,
-    in_training_env_step: int | None = None,
+    epoch: int, returns: SequenceSummaryStats, best: BestResult, *, in_training_env_step: int | None = None
 ) -> str:
     """The line of one test step (Tianshou's words, rounded returns). A test step run by
     ``test_in_training`` (``in_training_env_step``: the env step it ran at) says so after the epoch:

@@ -29,6 +29,7 @@ from typing import Any, Protocol, final
 from typing_extensions import override
 
 from tshtrain.algorithm.base import (
+    NO_UPDATE_HOOKS,
     Algorithm,
     OfflineAlgorithm,
     OffPolicyAlgorithm,
@@ -44,7 +45,7 @@ from tshtrain.data.overlap import OverlappedCollection
 from tshtrain.data.stats import CollectStats
 from tshtrain.logger.console import INNER_BAR_MIN_STEPS, inner_bar
 from tshtrain.trainer.callbacks import CollectedBatch
-from tshtrain.trainer.dispatch import CallbackSet, hooks_for
+from tshtrain.trainer.dispatch import CallbackSet
 from tshtrain.trainer.params import (
     OfflineTrainerParams,
     OffPolicyTrainerParams,
@@ -233,7 +234,7 @@ class OnPolicyStep(_OnlineStrategy):
                 batch.rollout,
                 batch_size=self._on_policy.batch_size,
                 num_repetitions=self._on_policy.update_step_num_repetitions,
-                hooks=hooks_for(bridge),
+                hooks=bridge or NO_UPDATE_HOOKS,
             )
         finally:  # also when a callback stops training inside the update
             batch.buffer.reset(keep_statistics=True)
@@ -301,7 +302,7 @@ class OffPolicyStep(_OnlineStrategy):
                 for _ in steps:
                     bridge = callbacks.update_hooks()
                     stat = self._algorithm.update(
-                        batch.buffer, self._off_policy.batch_size, hooks=hooks_for(bridge)
+                        batch.buffer, self._off_policy.batch_size, hooks=bridge or NO_UPDATE_HOOKS
                     )
                     parts.append(UpdatePart(stat, {} if bridge is None else bridge.scalars()))
             resolve_stats([part.stat for part in parts])
@@ -348,8 +349,8 @@ class OfflineStep(StepStrategy):
         self, batch: CollectedBatch | None, callbacks: CallbackSet, show_bar: bool
     ) -> list[UpdatePart]:
         del batch, show_bar
-        bridge = callbacks.update_hooks()
-        stat = self._algorithm.update(self._offline.buffer, self._offline.batch_size, hooks=hooks_for(bridge))
+        bridge, p = callbacks.update_hooks(), self._offline
+        stat = self._algorithm.update(p.buffer, p.batch_size, hooks=bridge or NO_UPDATE_HOOKS)
         return [UpdatePart(stat, {} if bridge is None else bridge.scalars())]
 
     @override
