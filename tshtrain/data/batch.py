@@ -244,6 +244,9 @@ class TensorRolloutBatch:
     """log pi(a_t | o_t) of the policy that collected the rollout, shape (T, E), when the collector
     stored it for every step (:meth:`tshtrain.data.TensorReplayBuffer.add`); None: an on-policy
     update recomputes it"""
+    value: torch.Tensor | None = None
+    """V(o_t) of the critic, shape (T, E), when the collector computed values while collecting
+    (``TensorCollector(values=...)``) for every step; None: an on-policy update computes them"""
 
     @property
     def num_steps(self) -> int:
@@ -264,6 +267,7 @@ class TensorRolloutBatch:
             valid=valid,
             num_valid=int(valid.sum()),
             logp=None if self.logp is None else self.logp[:, columns],
+            value=None if self.value is None else self.value[:, columns],
         )
 
     @property

@@ -27,6 +27,9 @@ from tshtrain.devices import component_device
 from tshtrain.errors import ConfigurationError, require_positive
 
 _LOGP = "logp"
+_VALUE = "value"
+_POLICY_FIELDS = (_LOGP, _VALUE)
+"""optional per-row fields the collecting policy may give (kept only while every stored row has them)"""
 """the optional field of the collecting policy's log-probabilities"""
 
 
@@ -90,9 +93,9 @@ class TensorReplayBuffer:
         self._flat: dict[str, torch.Tensor] = {}
         self._obs_keys: tuple[str, ...] | None = None
         self._ring = RingPositions(self.column_capacity, buffer_num)
-        self._logp_complete = False
-        """every stored row has the log-probability its policy gave when collecting it (the
-        ``logp`` field; see :meth:`add`)"""
+        self._complete: dict[str, bool] = dict.fromkeys(_POLICY_FIELDS, False)
+        """per optional field (``logp``, ``value``): every stored row has the value the collecting
+        policy gave (see :meth:`add`)"""
 
     # ------------------------------------------------------------------ sizes
     @property
@@ -127,7 +130,7 @@ class TensorReplayBuffer:
         :meth:`tshtrain.data.BaseReplayBuffer.reset`."""
         del keep_statistics
         self._ring.reset()
-        self._logp_complete = _LOGP in self._arrays
+        self._complete = {name: name in self._arrays for name in _POLICY_FIELDS}
 
     # ------------------------------------------------------------------ writing
     def _allocate(self, fields: Mapping[str, torch.Tensor]) -> None:
@@ -149,6 +152,7 @@ class TensorReplayBuffer:
         obs_next: ObsTensor,
         env_ids: np.ndarray | None = None,
         logp: torch.Tensor | None = None,
+        value: torch.Tensor | None = None,
     ) -> None:
         """Add one vector step: row ``i`` of every tensor is the transition of env ``env_ids[i]``.
 
@@ -158,6 +162,8 @@ class TensorReplayBuffer:
                 (:meth:`tshtrain.algorithm.Policy.actions_with_log_prob`). :meth:`rollout` returns
                 them only while every stored row has one (an on-policy rollout of one policy);
                 otherwise an update recomputes them.
+            value: V(obs) of the critic when the collector was asked to compute values while
+                collecting (``TensorCollector(values=...)``), shape (n,); kept like ``logp``.
         """
         fields = {
             **_flatten_obs("obs", obs),
@@ -170,18 +176,19 @@ class TensorReplayBuffer:
         if not self._arrays:
             self._obs_keys = None if isinstance(obs, torch.Tensor) else tuple(obs.keys())
             self._allocate(fields)
-        elif fields.keys() != self._arrays.keys() - {_LOGP}:
+        elif fields.keys() != self._arrays.keys() - set(_POLICY_FIELDS):
             raise ConfigurationError(
                 f"TensorReplayBuffer.add: fields {sorted(fields)} differ from the stored fields "
-                f"{sorted(self._arrays.keys() - {_LOGP})}."
+                f"{sorted(self._arrays.keys() - set(_POLICY_FIELDS))}."
             )
-        if logp is None:
-            self._logp_complete = False
-        else:
-            if _LOGP not in self._arrays:  # the first rows with log-probabilities
-                self._allocate({_LOGP: logp})
-                self._logp_complete = len(self) == 0
-            fields[_LOGP] = logp
+        for name, given in ((_LOGP, logp), (_VALUE, value)):
+            if given is None:
+                self._complete[name] = False
+                continue
+            if name not in self._arrays:  # the first rows with this field
+                self._allocate({name: given})
+                self._complete[name] = len(self) == 0
+            fields[name] = given
         columns = self._ring.target_columns(
             len(rew), env_ids, owner="TensorReplayBuffer", vector_cls="TensorReplayBuffer"
         )
@@ -329,7 +336,8 @@ class TensorReplayBuffer:
         return TensorRolloutBatch(
             obs=obs_of("obs"),
             act=fields["act"],
-            logp=fields[_LOGP] if self._logp_complete else None,
+            logp=fields[_LOGP] if self._complete[_LOGP] else None,
+            value=fields[_VALUE] if self._complete[_VALUE] else None,
             rew=fields["rew"],
             terminated=terminated & valid_TE,
             truncated=truncated & valid_TE,
@@ -388,7 +396,11 @@ class TensorReplayBuffer:
         """The storage as numpy arrays by field name (views on the CPU, host copies elsewhere), for
         :func:`tshtrain.data.save_buffer`; without the collecting policy's log-probabilities, which
         a loaded buffer does not use."""
-        return {name: arr.detach().cpu().numpy() for name, arr in self._arrays.items() if name != _LOGP}
+        return {
+            name: arr.detach().cpu().numpy()
+            for name, arr in self._arrays.items()
+            if name not in _POLICY_FIELDS
+        }
 
     def restore(self, arrays: Mapping[str, np.ndarray], layout: BufferLayout) -> None:
         """Take over arrays (copied to ``device``) and write positions (used by
@@ -398,7 +410,7 @@ class TensorReplayBuffer:
         obs_keys = [k.split("/", 1)[1] for k in self._arrays if k.startswith("obs/")]
         self._obs_keys = tuple(obs_keys) if obs_keys else None
         self._ring.restore(layout)
-        self._logp_complete = False  # an update recomputes them
+        self._complete = dict.fromkeys(_POLICY_FIELDS, False)  # an update recomputes them
 
     def sampler_state(self) -> Any:
         """The sampling generator's state (a CPU uint8 tensor)."""

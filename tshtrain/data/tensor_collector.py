@@ -26,7 +26,7 @@ has shape ``(n_episodes, A)`` (agents in row-block order, named by the env's ``a
 from __future__ import annotations
 
 import io
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Any, ClassVar, Protocol, final, runtime_checkable
 
@@ -157,6 +157,7 @@ class TensorCollector(BaseCollector):
         seed: int | None = None,
         check_actions: bool = True,
         info_key: str | None = None,
+        values: Callable[[ObsTensor], torch.Tensor] | None = None,
     ):
         """Args:
         policy: computes actions on tensors (a :class:`tshtrain.algorithm.Policy`).
@@ -168,7 +169,18 @@ class TensorCollector(BaseCollector):
         check_actions: check the shape and dtype of every action batch (no device sync).
         info_key: report the numeric per-env tensors the env puts in ``info[info_key]`` (see
             :class:`tshtrain.data.EnvInfoAccumulator`); None: info is not read.
+        values: V(obs) of the rows' observations, computed before every vector step and stored with
+            the transitions (``algorithm.collection_values()`` of an actor-critic algorithm: values
+            during collection, as rsl_rl computes them); the on-policy update then uses them instead
+            of a critic pass over the rollout, with the same results. None: the update computes them.
         """
+        if values is not None and not callable(values):
+            raise ConfigurationError(
+                f"TensorCollector.values must be a callable obs -> values (e.g. "
+                f"algorithm.collection_values()) or None, got {type(values).__name__}."
+            )
+        self.values = values
+        """computes V(obs) while collecting (stored with the transitions), or None"""
         if not isinstance(env, TensorVectorEnv):
             raise ConfigurationError(
                 f"TensorCollector.env must implement tshtrain.env.TensorVectorEnv (num_envs, device, "
@@ -288,6 +300,17 @@ class TensorCollector(BaseCollector):
             self._check_actions(env_act)
         return act, env_act, None if logp is None else logp.to(self.device)
 
+    def _values(self) -> torch.Tensor:
+        """V(obs) of the current observations, on the env's device, shape (rows,)."""
+        assert self.values is not None
+        value = self.values(self._obs).to(self.device)
+        if value.shape != (self.num_rows,):
+            raise ConfigurationError(
+                f"TensorCollector.values returned shape {tuple(value.shape)} for {self.num_rows} rows; it "
+                f"must return one value per row, shape ({self.num_rows},)."
+            )
+        return value
+
     def _vector_step(
         self, random: bool, deterministic: bool, active: np.ndarray | None
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -301,6 +324,7 @@ class TensorCollector(BaseCollector):
         if active is not None and self.num_agents > 1:
             active = (np.arange(self.num_agents)[:, None] * self.num_worlds + active[None, :]).reshape(-1)
         act, env_act, logp = self._actions(random, deterministic)
+        value = None if self.values is None or self.buffer is None else self._values()
         step = self.env.step(env_act)
         rew = step.rew.to(torch.float32)
         done = step.terminated | step.truncated
@@ -318,6 +342,7 @@ class TensorCollector(BaseCollector):
                     truncated=step.truncated,
                     obs_next=step.final_obs,
                     logp=logp,
+                    value=value,
                 )
             else:
                 self._ep_stored[active_t] = ~done[active_t]
@@ -330,6 +355,7 @@ class TensorCollector(BaseCollector):
                     obs_next=_select(step.final_obs, active_t),
                     env_ids=active,
                     logp=None if logp is None else logp[active_t],
+                    value=None if value is None else value[active_t],
                 )
         if self._ep_return.dim() != rew.dim():  # multi-agent rewards: one return per agent
             self._ep_return = torch.zeros(rew.shape, dtype=self._return_dtype, device=self.device)

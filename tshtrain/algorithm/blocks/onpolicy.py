@@ -288,6 +288,7 @@ def rollout_to_torch(rollout: AnyRolloutBatch, device: torch.device) -> TensorRo
             valid=rollout.valid.to(device),
             num_valid=rollout.num_valid,
             logp=None if rollout.logp is None else rollout.logp.to(device),
+            value=None if rollout.value is None else rollout.value.to(device),
         )
     return TensorRolloutBatch(
         obs=obs_to_torch(rollout.obs, device),
@@ -408,9 +409,12 @@ def prepare_rollout(
     data = rollout_to_torch(rollout, device)
     num_t, num_e = data.shape
     obs_all = map_obs_tensor(float_obs(data.obs), lambda x: x.reshape(num_t * num_e, *x.shape[2:]))
-    value_TE = in_chunks(
-        lambda rows: ac.values(map_obs_tensor(obs_all, lambda x: x[rows])), num_t * num_e
-    ).reshape(num_t, num_e)
+    if data.value is not None:  # computed while collecting (TensorCollector(values=...)): the same values
+        value_TE = data.value
+    else:
+        value_TE = in_chunks(
+            lambda rows: ac.values(map_obs_tensor(obs_all, lambda x: x[rows])), num_t * num_e
+        ).reshape(num_t, num_e)
     next_value_TE = _next_values(ac, data, float_obs(data.obs_next), value_TE, timeout_bootstrap)
     adv_TE = gae_advantages_torch(
         data.rew, value_TE, next_value_TE, data.terminated, data.boundary, gamma=gamma, gae_lambda=gae_lambda
@@ -553,6 +557,26 @@ class ActorCriticAlgorithm(OnPolicyAlgorithm[ActorPolicy, TStats_co], Generic[TA
         """Whether the gradient norms of actor and critic are clipped separately (read from
         ``self.params`` in the constructor); False here: one norm over both."""
         return False
+
+    def collection_values(self) -> Callable[[ObsTensor], torch.Tensor]:
+        """V(obs) for a collector to compute while collecting (``TensorCollector(values=...)``): the
+        critic, as the update would evaluate it, without gradients; the update then uses the stored
+        values instead of a critic pass over the rollout (bit-identical for critics that treat rows
+        independently). ConfigurationError for a :class:`PerWorldCritic` (its values need the whole
+        world's rows)."""
+        if isinstance(self.critic, PerWorldCritic):
+            raise ConfigurationError(
+                f"{type(self).__name__}.collection_values(): the critic is a PerWorldCritic, whose values "
+                f"need every agent's rows of a world step together; leave TensorCollector.values None."
+            )
+        ac = self.ac
+
+        def values(obs: ObsTensor) -> torch.Tensor:
+            device = ac.policy.device
+            with torch.no_grad():
+                return ac.values(map_obs_tensor(float_obs(obs), lambda x: x.to(device)))
+
+        return values
 
     @override
     def extra_state(self) -> dict[str, Any]:

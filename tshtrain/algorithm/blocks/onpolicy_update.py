@@ -44,7 +44,7 @@ from tshtrain.algorithm.blocks.world_critic import (
     check_world_batch_size,
     world_minibatches,
 )
-from tshtrain.data.batch import AnyRolloutBatch
+from tshtrain.data.batch import AnyRolloutBatch, TensorRolloutBatch
 
 
 class LossTerms(NamedTuple):
@@ -174,7 +174,7 @@ def actor_critic_update(
     passes = [num_repetitions] if not options.recompute_advantage else [1] * num_repetitions
     for k, num_passes in enumerate(passes):
         if k > 0:  # recompute_advantage: fresh values and advantages, the same logp_old
-            fresh = _prepare(ac, params, rollout, options, merge=False)
+            fresh = _prepare(ac, params, _without_stored_values(rollout), options, merge=False)
             data = dataclasses.replace(fresh, logp_old=first.logp_old)
         batches = _minibatches(ac, len(data), batch_size, num_passes)
         rows += [
@@ -193,6 +193,13 @@ def actor_critic_update(
     return UpdateResult(
         num_gradient_steps=len(rows), lr=lr, clip_fraction=named.pop("clip_fraction", None), **named
     )
+
+
+def _without_stored_values(rollout: AnyRolloutBatch) -> AnyRolloutBatch:
+    """The rollout without the values computed while collecting (stale once the critic has stepped)."""
+    if isinstance(rollout, TensorRolloutBatch) and rollout.value is not None:
+        return dataclasses.replace(rollout, value=None)
+    return rollout
 
 
 def _prepare(
