@@ -62,11 +62,8 @@ def run_training(
     algorithm: OnPolicyAlgorithm[Any] | OffPolicyAlgorithm[Any] | OfflineAlgorithm[Any],
     params: OnPolicyTrainerParams | OffPolicyTrainerParams | OfflineTrainerParams,
 ) -> InfoStats:
-    """Build the trainer that matches the algorithm's family and run it.
-
-    mypy checks the pairing (an on-policy algorithm needs ``OnPolicyTrainerParams``, ...); at run time a
-    mismatch raises ``TypeError`` naming both.
-    """
+    """Build the trainer that matches the algorithm's family and run it: mypy checks the pairing (an
+    on-policy algorithm needs ``OnPolicyTrainerParams``, ...), at run time a mismatch is a ``TypeError``."""
     if isinstance(algorithm, OnPolicyAlgorithm) and isinstance(params, OnPolicyTrainerParams):
         return OnPolicyTrainer(algorithm, params).run()
     if isinstance(algorithm, OffPolicyAlgorithm) and isinstance(params, OffPolicyTrainerParams):

@@ -1,12 +1,10 @@
 """The generic Trainer: epochs of training steps and test steps (the words: see :mod:`tshtrain.trainer`).
 
 ``reset`` runs an initial test step (epoch 0), as Tianshou does; ``run`` = ``reset`` + training steps
-until a stop, each :meth:`Trainer._training_step`, top-down. The same run can be driven epoch by epoch
-(``for epoch_stats in trainer``), step by step (``execute_training_step``) or env step by env step
-(:mod:`tshtrain.adapters.skrl`). The family's parts are a strategy (:mod:`tshtrain.trainer.steps`),
-which data-parallel runs wrap (:mod:`tshtrain.parallel`); the loop is extended with callbacks
-(:mod:`tshtrain.trainer.callbacks`); the run's state is data (``RunState``), checkpointed through
-:mod:`tshtrain.checkpoint`.
+until a stop, each :meth:`Trainer._training_step`, top-down; a run can also be driven epoch by epoch,
+step by step or env step by env step (:mod:`tshtrain.adapters.skrl`). The family's parts are a strategy
+(:mod:`tshtrain.trainer.steps`), which data-parallel runs wrap (:mod:`tshtrain.parallel`); the run's
+state is data (``RunState``), checkpointed through :mod:`tshtrain.checkpoint`.
 """
 
 from __future__ import annotations
@@ -93,10 +91,9 @@ class Trainer(ABC, Generic[TAlgorithm, TParams]):
             stop=lambda detail: self.state.finish(StopReason.HOOK, detail),
         )
         """the callbacks, in calling order: automatic checkpoints, the params' callables, yours"""
-        checkpoint = params.checkpoint
         self._autosave: AutoCheckpoints | None = None
-        if checkpoint is not None:
-            manager = CheckpointManager(for_rank(checkpoint, strategy.describe()))
+        if params.checkpoint is not None:
+            manager = CheckpointManager(for_rank(params.checkpoint, strategy.describe()))
             self._autosave = AutoCheckpoints(manager, self._state_view, lambda: self.state.is_reset)
             self.callbacks.add(self._autosave, "auto_checkpoints")
         self.callbacks.add(ParamsCallbacks(params, self.state.finish), "params")
@@ -186,17 +183,24 @@ class Trainer(ABC, Generic[TAlgorithm, TParams]):
         return the final InfoStats; with ``verbose`` a summary table is printed (and a summary line logged
         to ``tshtrain.trainer`` at INFO). With ``params.checkpoint``, ``final/`` is written however it ends.
         """
+        s, name = self.state, type(self).__name__
         if self._closed:
             raise RuntimeError(
-                f"{type(self).__name__}.run(): this trainer's run has ended and its logger is closed; a "
+                f"{name}.run(): this trainer's run has ended and its logger is closed; a "
                 f"trainer runs once. Build a new trainer (with a new logger) to train again, or to continue "
                 f"this run load one of its checkpoints into a new trainer."
             )
-        self._warn_if_ended()
+        if self._resumed and s.done and s.counters.epoch < self.params.max_epochs:  # it returns at once
+            log.warning(
+                f"{name}.run(): the loaded checkpoint's run had ended ({s.stop_reason}, after "
+                f"{s.counters.epoch} epochs), so this run ends at once although max_epochs is "
+                f"{self.params.max_epochs}; to train it on, call trainer.reopen() after load_checkpoint "
+                f"(docs/checkpoints.md, 'Continuing a finished run')."
+            )
         try:
             if not self._resumed:
                 self.reset(reset_collectors, reset_collector_buffers)
-            while not self.state.done:
+            while not s.done:
                 self._training_step(None)
         except BaseException as error:
             self._strategy.report_failure(error)
@@ -204,7 +208,7 @@ class Trainer(ABC, Generic[TAlgorithm, TParams]):
             self._shutdown(quiet=True)
             self._close(quiet=True)  # the original error is what the caller needs to see
             raise
-        self._final_checkpoint(str(self.state.stop_reason))
+        self._final_checkpoint(str(s.stop_reason))
         self.close()
         info = self.info_stats()
         summary_log.info(format_run_summary(info))
@@ -356,8 +360,11 @@ class Trainer(ABC, Generic[TAlgorithm, TParams]):
         assert epoch is not None
         epoch.progress += amount
         if self._bar is not None:
+            last = next(
+                (c.returns_stat.mean for c in reversed(epoch.collect) if c.n_collected_episodes), None
+            )
             update = None if stat is None else stat.as_scalars()
-            self._bar.advance(amount, self._last_returns(), update, self.callbacks.progress)
+            self._bar.advance(amount, last, update, self.callbacks.progress)
 
     # ================================================================== the test step
     def _test_step(self, *, initial: bool = False, in_training: bool = False) -> CollectStats:
@@ -367,53 +374,39 @@ class Trainer(ABC, Generic[TAlgorithm, TParams]):
     def _run_test_step(self, initial: bool, in_training: bool) -> CollectStats:
         """Collect the test episodes, score them, update the best result, log, ``on_test_end`` (where
         ``stop_fn`` applies, except to the initial test step, as in Tianshou)."""
-        collector = self.params.test_collector
+        p, s, collector = self.params, self.state, self.params.test_collector
         assert collector is not None
         self.callbacks.test_sink.scalars.clear()
         self.callbacks.call("on_test_start")
-        deterministic = self.options.test_deterministic
+        option = self.options.test_deterministic
         start = time.perf_counter()
         stat = collector.collect(
-            n_episode=self.params.test_step_num_episodes,
-            deterministic=self.algorithm.policy.deterministic_eval
-            if deterministic is None
-            else deterministic,
+            n_episode=p.test_step_num_episodes,
+            deterministic=self.algorithm.policy.deterministic_eval if option is None else option,
             reset_before_collect=True,
-            max_env_steps=self.params.test_step_max_env_steps,
+            max_env_steps=p.test_step_max_env_steps,
         )
         stat = self._strategy.reduce_returns(stat)
         self._recorder.test(stat, time.perf_counter() - start)
-        s = self.state
-        score = self._score(stat)
+        score, returns, epoch = float(self._score(stat)), stat.returns_stat, s.counters.epoch
         is_best = s.best.score is None or score > s.best.score
         if is_best:
-            s.best = BestResult(
-                score=float(score),
-                reward=stat.returns_stat.mean,
-                reward_std=stat.returns_stat.std,
-                epoch=s.counters.epoch,
-            )
-        line = format_test_line(
-            s.counters.epoch,
-            stat.returns_stat,
-            s.best,
-            in_training_env_step=s.counters.env_step if in_training else None,
-        )
+            s.best = BestResult(score=score, reward=returns.mean, reward_std=returns.std, epoch=epoch)
+        where = s.counters.env_step if in_training else None
+        line = format_test_line(epoch, returns, s.best, in_training_env_step=where)
         summary_log.info(line)
         if self._verbose():
             write_line(line)
         result = TestResult(
             collect_stat=stat,
-            score=float(score),
+            score=score,
             is_best=is_best,
             initial=initial,
             in_training=in_training,
             best_score=s.best.score,
         )
         self.callbacks.call("on_test_end", result)
-        self._recorder.test_record(
-            stat, float(score), self.callbacks.test_sink.scalars, in_training=in_training
-        )
+        self._recorder.test_record(stat, score, self.callbacks.test_sink.scalars, in_training=in_training)
         return stat
 
     # ================================================================== epochs
@@ -436,12 +429,10 @@ class Trainer(ABC, Generic[TAlgorithm, TParams]):
 
     def _close_epoch(self) -> EpochStats:
         s = self.state
-        test_stat = None
         if self._bar is not None:  # closed first: the test step's line goes below the finished bar
             self._bar.close()
             self._bar = None
-        if self.params.test_collector is not None and not s.done:
-            test_stat = self._test_step()
+        test_stat = self._test_step() if self.params.test_collector is not None and not s.done else None
         if self._env_steps_left() == 0:  # the budget's reason first: it is what ended the epoch
             s.finish(StopReason.MAX_ENV_STEPS)
         elif s.counters.epoch >= self.params.max_epochs:
@@ -552,17 +543,6 @@ class Trainer(ABC, Generic[TAlgorithm, TParams]):
             ranks=self._strategy.describe(),
         )
 
-    def _warn_if_ended(self) -> None:
-        """A loaded run that had ended returns at once from :meth:`run`; say how to train it on."""
-        s, name = self.state, type(self).__name__
-        if self._resumed and s.done and s.counters.epoch < self.params.max_epochs:
-            log.warning(
-                f"{name}.run(): the loaded checkpoint's run had ended ({s.stop_reason}, after "
-                f"{s.counters.epoch} epochs), so this run ends at once although max_epochs is "
-                f"{self.params.max_epochs}; to train it on, call trainer.reopen() after load_checkpoint "
-                f"(docs/checkpoints.md, 'Continuing a finished run')."
-            )
-
     def _final_checkpoint(self, reason: str) -> None:
         if self._autosave is not None and self.state.is_reset:
             self._autosave.final(reason)
@@ -583,13 +563,6 @@ class Trainer(ABC, Generic[TAlgorithm, TParams]):
     def _show_progress(self) -> bool:
         show = self.params.show_progress
         return self._strategy.is_main and (stderr_is_terminal() if show is None else show)
-
-    def _last_returns(self) -> float | None:
-        epoch = self.state.epoch
-        for stat in reversed(epoch.collect if epoch is not None else []):
-            if stat.n_collected_episodes:
-                return stat.returns_stat.mean
-        return None
 
     def _start(self, *, resumed: bool) -> None:
         """Listen to the collectors, ``on_run_start`` (at ``reset()``, or a resumed run's first step)."""
@@ -643,9 +616,8 @@ class Trainer(ABC, Generic[TAlgorithm, TParams]):
 
 
 def check_algorithm_family(trainer: str, family: type[Algorithm[Any]], algorithm: object) -> None:
-    """Raise ``ConfigurationError`` unless ``algorithm`` belongs to the ``family`` that ``trainer`` runs
-    (mypy rejects such pairings statically; this is the same check at run time), naming the trainer to
-    use instead."""
+    """Raise ``ConfigurationError`` unless ``algorithm`` is of the ``family`` that ``trainer`` runs (mypy's
+    static check, at run time), naming the trainer to use instead."""
     if isinstance(algorithm, family):
         return
     name = type(algorithm).__name__

@@ -1,8 +1,5 @@
-"""Run options that are not about *what* to train but how the run behaves (skrl's trainer options).
-
-``Trainer(algorithm, params, options=TrainerOptions(...))``. The progress bar's TTY detection is
-``TrainerParams.show_progress`` (None: a bar only when stderr is a terminal).
-"""
+"""How a run behaves, not *what* it trains (skrl's trainer options): ``Trainer(algorithm, params,
+options=TrainerOptions(...))``; whether bars show is ``TrainerParams.show_progress``."""
 
 from __future__ import annotations
 
@@ -32,16 +29,13 @@ class TrainerOptions:
     flush_denormal: bool = True
     """treat denormal floats as zero on the CPU (``torch.set_flush_denormal``) while the trainer works:
     set on the thread that runs each training and test step, cleared when the run ends (``close()``).
-    Adam's second-moment state and small gradients drift into the denormal range during training, and
-    CPU arithmetic on denormals is many times slower (a fused Adam step on CartPole's DQN network:
-    1 ms instead of 0.1 ms). Values below 1.2e-38 become 0, which changes no result worth keeping.
+    Adam's state and small gradients drift into the denormal range, where CPU arithmetic is many times
+    slower (docs/benchmarks.md); values below 1.2e-38 become 0, which changes no result worth keeping.
     False: the trainer leaves the flag alone (e.g. when you set it yourself)"""
-
     device: str | None = None
     """move the algorithm there when the trainer is built (``Algorithm.to``): ``auto`` (CUDA when
     available, else CPU), ``cpu``, ``cuda``, ``cuda:N`` or ``mps``; None: leave the algorithm where it
     is. Collected batches are moved to the algorithm's device once per sample (docs/gpu.md)"""
-
     distributed: StrategyWrapper | None = None
     """this process's rank of a data-parallel run, ``DataParallel(DistributedContext.from_env())`` under
     ``torchrun`` (:mod:`tshtrain.parallel`): gradients averaged over the ranks, counters and training

@@ -1,13 +1,8 @@
-"""Frozen, keyword-only parameter objects that say what kind of training to run.
+"""Frozen, keyword-only parameter objects that say what kind of training to run (docs/params.md lists them).
 
-Field names and defaults follow Tianshou 2.x. Every field is validated when the object is built; an
-error names the field, the value and what to do instead. Number and bool fields are checked against
-their annotations by :func:`tshtrain.constraints.validate_fields` (``PositiveInt``: an int >= 1; a
-float field never takes NaN or infinity); the rules that join several fields are written out below.
-
-``TrainerParams`` -> ``OnlineTrainerParams`` -> ``OnPolicyTrainerParams`` / ``OffPolicyTrainerParams``;
-``TrainerParams`` -> ``OfflineTrainerParams``.
-"""
+Field names and defaults follow Tianshou 2.x. Every field is validated when the object is built: number
+and bool fields against their annotations by :func:`tshtrain.constraints.validate_fields`, the rules that
+join several fields below; an error names the field, the value and what to do instead."""
 
 from __future__ import annotations
 
@@ -42,10 +37,8 @@ def _short(value: object) -> str:
     if callable(value):
         name = getattr(value, "__qualname__", None) or getattr(value, "__name__", None)
         return f"<{name if isinstance(name, str) else type(value).__qualname__}>"
-    text = repr(value)
-    if " at 0x" in text:  # object.__repr__: the type says all there is to say
-        return f"<{type(value).__qualname__}>"
-    return text
+    text = repr(value)  # object.__repr__ (" at 0x"): the type says all there is to say
+    return f"<{type(value).__qualname__}>" if " at 0x" in text else text
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -53,10 +46,9 @@ class TrainerParams:
     """Parameters common to every trainer."""
 
     max_epochs: PositiveInt = 100
-    """the (maximum) number of epochs. An epoch is a number of training steps followed by one test step;
-    online, ceil(epoch_num_steps / c) training steps with c env steps collected per training step, so a
-    full run takes max_epochs * ceil(epoch_num_steps / c) * c env steps. Offline, epoch_num_steps
-    training steps."""
+    """the (maximum) number of epochs. An epoch is training steps, then one test step: online,
+    ceil(epoch_num_steps / c) training steps with c env steps collected per training step, so a full run
+    takes max_epochs * ceil(epoch_num_steps / c) * c env steps; offline, epoch_num_steps training steps."""
     epoch_num_steps: PositiveInt = 30000
     """online: env steps to collect per epoch; offline: training (= gradient) steps per epoch"""
     test_collector: BaseCollector | None = None
@@ -65,21 +57,20 @@ class TrainerParams:
     test_step_num_episodes: PositiveInt = 1
     """episodes per test step"""
     test_step_max_env_steps: PositiveInt | None = 1_000_000
-    """a test step that has taken this many env steps without finishing its episodes raises
-    ``EpisodeLimitError`` (an env that never terminates or truncates would hang it otherwise); None:
-    no bound"""
+    """a test step that took this many env steps without finishing its episodes raises
+    ``EpisodeLimitError`` (an env that never terminates or truncates would hang it); None: no bound"""
     training_fn: Callable[[int, int], None] | None = None
     """called at the beginning of each training step as ``training_fn(epoch, env_step)``"""
     test_fn: Callable[[int, int | None], None] | None = None
     """called at the beginning of each test step as ``test_fn(epoch, env_step)``"""
     stop_fn: Callable[[float], bool] | None = None
-    """called with the score of every test step but the initial one (of ``reset()``); True stops
-    training. It gets the score of the test step just run, unless ``stop_fn_on_best_score``"""
+    """called with the score of every test step but the initial one (of ``reset()``), the test step just
+    run's unless ``stop_fn_on_best_score``; True stops training"""
     stop_fn_on_best_score: bool = False
     """give ``stop_fn`` the best score so far (the initial test step's included) instead of the score of
-    the test step just run: Tianshou's code. The two differ when an earlier test step, e.g. the
-    initial one, already met a threshold that the current one misses: Tianshou then stops after the
-    first epoch's test step, tshtrain by default only at a test step that meets it itself"""
+    the test step just run: Tianshou's code. They differ when an earlier test step (e.g. the initial one)
+    met a threshold that the current one misses: Tianshou then stops after the first epoch's test step,
+    tshtrain by default only at a test step that meets it itself"""
     compute_score_fn: Callable[[CollectStats], float] | None = None
     """the score of a test step (maximised); None: the mean test return"""
     save_best_fn: Callable[[Algorithm[Any]], None] | None = None
@@ -145,12 +136,8 @@ class TrainerParams:
             )
 
     def __str__(self) -> str:
-        defaults = {f.name: f.default for f in dataclasses.fields(self)}
-        parts = [
-            f"{name}={_short(value)}"
-            for name, value in ((f.name, getattr(self, f.name)) for f in dataclasses.fields(self))
-            if value is not defaults[name] and value != defaults[name]
-        ]
+        fields = ((f.name, getattr(self, f.name), f.default) for f in dataclasses.fields(self))
+        parts = [f"{name}={_short(v)}" for name, v, default in fields if v is not default and v != default]
         return f"{type(self).__name__}({', '.join(parts)})"
 
 
@@ -158,11 +145,9 @@ class TrainerParams:
 class OnlineTrainerParams(TrainerParams):
     """Parameters of trainers that collect their own data.
 
-    Collection size: ``collection_step_num_env_steps`` (default 2048) or ``collection_step_num_episodes``.
-    Setting ``collection_step_num_episodes`` switches to episode-based collection and sets
-    ``collection_step_num_env_steps`` to None, unless the latter was given a value other than its
-    default 2048, which is an error (both set). Setting both to None is an error too.
-    """
+    Collection size: ``collection_step_num_env_steps`` (default 2048) or ``collection_step_num_episodes``,
+    which switches to episode-based collection and sets ``collection_step_num_env_steps`` to None: an
+    error if that was given another value than 2048 (both set), as is setting both to None."""
 
     training_collector: BaseCollector
     """the collector that gathers training data in each training step (a ``Collector``, or a
@@ -302,8 +287,7 @@ class OffPolicyTrainerParams(OnlineTrainerParams):
 
 
 def _check_overlap(params: OffPolicyTrainerParams, owner: str) -> None:
-    """The rules of ``overlap_collection`` / ``max_policy_lag`` that the params alone can check (the
-    policy is checked when the trainer is built)."""
+    """The rules of ``overlap_collection`` / ``max_policy_lag`` (the policy is checked by the trainer)."""
     if not params.overlap_collection:
         if params.max_policy_lag != 1:
             raise ConfigurationError(

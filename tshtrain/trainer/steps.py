@@ -1,18 +1,9 @@
 """What differs per family inside a training step: the trainer's training step (``Trainer._training_step``)
-is the same for every family and asks its :class:`StepStrategy` for the family's parts:
-
-===========  ===========================================  ==========================================
-family       collect                                      update
-===========  ===========================================  ==========================================
-on-policy    ``collection_step_num_*`` with the training  one ``algorithm.update(rollout, ...)``
-             collector; the update gets the rollout       (epochs of mini-batches), then the buffer
-                                                          is cleared
-off-policy   the same; the data stays in the replay       round(u * n_collected) gradient steps,
-             buffer (``overlap_collection``: collected    one ``algorithm.update(buffer, ...)`` each,
-             during the previous update,                  their statistics made floats together
-             :mod:`tshtrain.data.overlap`)
-offline      nothing                                      one gradient step on the dataset
-===========  ===========================================  ==========================================
+is the same for every family and asks its :class:`StepStrategy` for the family's parts. On-policy, the
+collection step's rollout goes to one ``algorithm.update(rollout, ...)``, then the buffer is cleared;
+off-policy, the data stays in the replay buffer and round(u * n_collected) gradient steps follow, one
+``algorithm.update(buffer, ...)`` each (with ``overlap_collection`` the next collection step runs
+meanwhile: :mod:`tshtrain.data.overlap`); offline, a training step is one gradient step on the dataset.
 
 A data-parallel run wraps the strategy (``TrainerOptions.distributed``, :mod:`tshtrain.parallel`):
 the collection step's statistics become all ranks', test steps run on rank 0, the ranks agree on
