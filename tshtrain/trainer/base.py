@@ -37,10 +37,9 @@ from tshtrain.trainer.callbacks import (
     StopTraining,
     TestResult,
 )
-from tshtrain.trainer.dispatch import CallbackSet
+from tshtrain.trainer.dispatch import AutoCheckpoints, CallbackSet, ParamsCallbacks
 from tshtrain.trainer.options import TrainerOptions
 from tshtrain.trainer.params import OnPolicyTrainerParams, TrainerParams
-from tshtrain.trainer.params_callbacks import AutoCheckpoints, ParamsCallbacks
 from tshtrain.trainer.recorder import RunRecorder, format_info_table, format_run_summary, format_test_line
 from tshtrain.trainer.run_state import BestResult, OpenEpoch, RunState
 from tshtrain.trainer.stats import EpochStats, InfoStats, StopReason, TrainingStepResult
@@ -107,10 +106,7 @@ class Trainer(ABC, Generic[TAlgorithm, TParams]):
         )
         self._bar: ProgressBar | None = None
         self._run_clock = RunClock()
-        self._started = False
-        self._resumed = False
-        self._closed = False
-        self._step_open = False
+        self._started = self._resumed = self._closed = self._step_open = False
 
     @abstractmethod
     def _make_strategy(self) -> StepStrategy:

@@ -1,4 +1,6 @@
-"""Calling a trainer's callbacks: who is active where, contexts, log sinks, stops, the in-update bridge.
+"""Calling a trainer's callbacks: who is active where, contexts, log sinks, stops, the in-update bridge;
+and the two callbacks the trainer adds itself, before yours: :class:`AutoCheckpoints`
+(``params.checkpoint``) and :class:`ParamsCallbacks` (Tianshou's params callables).
 
 :class:`CallbackSet` keeps the callbacks of one trainer by name, in the order they were added, and for
 each loop point the list of those active there (the points a callback's class overrides; for an
@@ -8,12 +10,15 @@ callbacks costs one dict lookup."""
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable, Mapping
-from typing import Any, TypeVar, cast
+import logging
+from collections.abc import Callable, Collection, Mapping
+from typing import Any, TypeVar, cast, final
 
 import torch
+from typing_extensions import override
 
 from tshtrain.algorithm.base import Algorithm
+from tshtrain.checkpoint import Checkpointable, CheckpointManager
 from tshtrain.counters import Counters
 from tshtrain.data.batch import AnyTransitionBatch, TorchTransitionBatch, TransitionBatch
 from tshtrain.errors import ConfigurationError
@@ -27,20 +32,21 @@ from tshtrain.trainer.callbacks import (
     OptimizerStep,
     RunContext,
     StatefulCallback,
+    StepSummary,
     StopTraining,
+    TestResult,
     overridden_points,
 )
+from tshtrain.trainer.params import TrainerParams
+from tshtrain.trainer.stats import EpochStats, StopReason
 
 _T = TypeVar("_T")
-
+log = logging.getLogger("tshtrain.trainer.autosave")  # its name from before the merge, for filters
 
 _TEST_POINTS = frozenset({"on_test_start", "on_test_end"})
 _COLLECTOR_POINTS = frozenset({"on_vector_step", "on_episodes_end", "on_envs_reset"})
-_STEP_POINTS = (
-    frozenset(
-        {"on_training_step_start", "after_collect", "before_update", "after_update", "on_training_step_end"}
-    )
-    | _COLLECTOR_POINTS
+_STEP_POINTS = _COLLECTOR_POINTS.union(
+    {"on_training_step_start", "after_collect", "before_update", "after_update", "on_training_step_end"}
 )
 
 
@@ -52,9 +58,7 @@ class CallbackSet:
     ):
         """``counters``: the trainer's counters now; ``stop``: ends training after the current training
         step with a detail message."""
-        self._counters = counters
-        self._algorithm = algorithm
-        self._stop = stop
+        self._counters, self._algorithm, self._stop = counters, algorithm, stop
         self._named: dict[str, Callback] = {}
         self._active: dict[str, list[tuple[str, Callback]]] = {p: [] for p in POINTS}
         self._listeners: list[Callable[[], None]] = []
@@ -113,15 +117,11 @@ class CallbackSet:
 
     def context(self, name: str, callback: Callback, sink: LogSink | None = None) -> RunContext:
         """The context a callback receives now."""
-
-        def stop(reason: str) -> None:
-            self._stop(_stop_detail(name, callback, reason))
-
         return RunContext(
             counters=self._counters(),
             algorithm=self._algorithm,
             name=name,
-            stop=stop,
+            stop=lambda reason: self._stop(_stop_detail(name, callback, reason)),
             sink=sink if sink is not None else self.step_sink,
         )
 
@@ -256,3 +256,100 @@ class UpdateBridge:
             self._records.append(self._sink.scalars)
             self._sink = ScalarSink(self._callbacks.progress)
         return mean_scalars(self._records)
+
+
+@final
+class AutoCheckpoints(Callback):
+    """Writes the automatic checkpoints: ``best/`` at ``on_test_end`` of a test step that set a new best
+    score (this callback is called before any other there, so the checkpoint holds the state the test
+    step left); ``periodic-*`` after each training step for which one is due, once the step's records are
+    written and the epoch it closed (with its test step) is complete (:meth:`after_training_step`);
+    ``final/`` when the run ends, however it ends (:meth:`final`)."""
+
+    def __init__(
+        self, manager: CheckpointManager, target: Callable[[], Checkpointable], active: Callable[[], bool]
+    ):
+        """``manager``: where and when (``params.checkpoint``, per rank); ``target``: the trainer's state view
+        now; ``active``: True once the run is reset or loaded (before, there is nothing to save)."""
+        self.manager, self._target, self._active = manager, target, active
+
+    @override
+    def on_test_end(self, ctx: RunContext, result: TestResult) -> None:
+        if result.is_best and self._active():
+            self.manager.best(self._target())
+
+    def after_training_step(self, *, epoch_closed: bool) -> None:
+        """A periodic checkpoint, if one is due after this training step."""
+        self.manager.periodic(self._target(), epoch_closed=epoch_closed)
+
+    def final(self, reason: str) -> None:
+        """``final/``; a failure is logged, never raised over the run's own outcome."""
+        try:
+            self.manager.final(self._target(), reason)
+        except Exception:
+            log.exception("Trainer: the final checkpoint could not be written")
+
+
+@final
+class ParamsCallbacks(Adapter):
+    """The params' callables at their loop points: ``training_fn`` at ``on_training_step_start``,
+    ``test_fn`` at ``on_test_start``, ``save_best_fn`` and ``stop_fn`` at ``on_test_end`` (``stop_fn`` not
+    after the initial test step, as in Tianshou), ``save_checkpoint_fn`` at ``on_training_step_end`` (or
+    ``on_epoch_end`` of every n-th epoch, ``save_checkpoint_every_num_epochs=n``). ``compute_score_fn``
+    (how test steps are scored) and the test-in-training decision are part of the steps, not loop points.
+    """
+
+    def __init__(self, params: TrainerParams, finish: Callable[[StopReason], None]):
+        """``finish`` ends training with a stop reason (``stop_fn``: ``StopReason.STOP_FN``)."""
+        self._params, self._finish = params, finish
+        given = {
+            "on_training_step_start": params.training_fn is not None,
+            "on_test_start": params.test_fn is not None,
+            "on_test_end": params.save_best_fn is not None or params.stop_fn is not None,
+            "on_training_step_end": params.save_checkpoint_fn is not None
+            and params.save_checkpoint_every_num_epochs is None,
+            "on_epoch_end": params.save_checkpoint_fn is not None
+            and params.save_checkpoint_every_num_epochs is not None,
+        }
+        self._points = frozenset(point for point, present in given.items() if present)
+
+    @override
+    def active_points(self) -> Collection[str]:
+        return self._points
+
+    @override
+    def on_training_step_start(self, ctx: RunContext) -> None:
+        if self._params.training_fn is not None:
+            self._params.training_fn(ctx.counters.epoch, ctx.counters.env_step)
+
+    @override
+    def on_test_start(self, ctx: RunContext) -> None:
+        if self._params.test_fn is not None:
+            self._params.test_fn(ctx.counters.epoch, ctx.counters.env_step)
+
+    @override
+    def on_test_end(self, ctx: RunContext, result: TestResult) -> None:
+        p = self._params
+        if result.is_best and p.save_best_fn is not None:
+            p.save_best_fn(ctx.algorithm)
+        if result.initial or p.stop_fn is None:
+            return
+        best = result.best_score
+        score = best if p.stop_fn_on_best_score and best is not None else result.score
+        if p.stop_fn(score):
+            self._finish(StopReason.STOP_FN)
+
+    @override
+    def on_training_step_end(self, ctx: RunContext, summary: StepSummary) -> None:
+        self._save_checkpoint(ctx)
+
+    @override
+    def on_epoch_end(self, ctx: RunContext, stats: EpochStats) -> None:
+        every = self._params.save_checkpoint_every_num_epochs
+        if every is not None and ctx.counters.epoch % every == 0:
+            self._save_checkpoint(ctx)
+
+    def _save_checkpoint(self, ctx: RunContext) -> None:
+        if self._params.save_checkpoint_fn is not None:
+            c = ctx.counters
+            self._params.save_checkpoint_fn(c.epoch, c.env_step, c.gradient_step)

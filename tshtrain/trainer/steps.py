@@ -198,8 +198,7 @@ class OnPolicyStep(_OnlineStrategy):
 
     def __init__(self, algorithm: OnPolicyAlgorithm[Any], params: OnPolicyTrainerParams):
         super().__init__(params)
-        self._algorithm = algorithm
-        self._on_policy = params
+        self._algorithm, self._on_policy = algorithm, params
 
     @override
     def rollout(self, stat: CollectStats) -> AnyRolloutBatch | None:
@@ -238,8 +237,7 @@ class OffPolicyStep(_OnlineStrategy):
 
     def __init__(self, algorithm: OffPolicyAlgorithm[Any], params: OffPolicyTrainerParams):
         super().__init__(params)
-        self._algorithm = algorithm
-        self._off_policy = params
+        self._algorithm, self._off_policy = algorithm, params
         self.overlap: OverlappedCollection | None = None
         """the background collection (None: overlap_collection is off)"""
         if params.overlap_collection:
@@ -316,8 +314,7 @@ class OfflineStep(StepStrategy):
         super().__init__(params)
         env = getattr(params.test_collector, "env", None)  # a vector env's spaces, when it has one
         algorithm.check_dataset(params.buffer, getattr(env, "single_observation_space", None))
-        self._algorithm = algorithm
-        self._offline = params
+        self._algorithm, self._offline = algorithm, params
 
     @override
     def collectors(self) -> dict[str, BaseCollector]:
