@@ -174,6 +174,18 @@ def _hand(env: TimedEnv, s: PPOSettings, seed: int, num_iterations: int, phases:
 
 
 def _tshtrain(env: TimedEnv, s: PPOSettings, seed: int, num_iterations: int, phases: Phases) -> Run:
+    return _tshtrain_run(env, s, seed, num_iterations, phases, compile_loss=False)
+
+
+def _tshtrain_compiled(env: TimedEnv, s: PPOSettings, seed: int, num_iterations: int, phases: Phases) -> Run:
+    """tshtrain with ``PPOParams(compile_loss=True)``: the opt-in compiled path (its compilation happens
+    in the untimed warm-up round; later runs in the process reuse the compiled loss)."""
+    return _tshtrain_run(env, s, seed, num_iterations, phases, compile_loss=True)
+
+
+def _tshtrain_run(
+    env: TimedEnv, s: PPOSettings, seed: int, num_iterations: int, phases: Phases, *, compile_loss: bool
+) -> Run:
     from tshtrain.algorithm import PPO, GaussianPolicy, PPOParams, mlp
     from tshtrain.trainer import OnPolicyTrainer, OnPolicyTrainerParams
 
@@ -192,6 +204,7 @@ def _tshtrain(env: TimedEnv, s: PPOSettings, seed: int, num_iterations: int, pha
         ent_coef=s.ent_coef,
         vf_coef=s.vf_coef,
         max_grad_norm=s.max_grad_norm,
+        compile_loss=compile_loss,
     )
     algorithm = PPO(policy=policy, critic=mlp(o_dim, 1, s.hidden_sizes), params=params, seed=seed)
     rollout = s.rollout_len * n
@@ -381,6 +394,7 @@ HAND_LOOP = "hand_ppo_vmas.HandPPO"
 CONTESTANTS: dict[str, Builder] = {
     "hand loop": _hand,
     "tshtrain": _tshtrain,
+    "tshtrain, compiled": _tshtrain_compiled,
     "rsl_rl": _rsl_rl,
     "skrl": _skrl,
 }
