@@ -9,8 +9,7 @@ Glossary (the words of code and logs):
   over the rollout; off-policy: round(u * n_collected) gradient steps; offline: one gradient step.
 * **gradient step** -- one optimizer step (counted separately from update steps).
 * **training step** -- collection step + (optional test-in-training) + update step; offline: one update.
-* **test step** -- ``test_step_num_episodes`` episodes on the test collector, scored by
-  ``compute_score_fn``.
+* **test step** -- ``test_step_num_episodes`` episodes on the test collector, scored by ``compute_score_fn``.
 * **epoch** -- training steps until ``epoch_num_steps`` env steps were collected (online;
   ceil(s / c) training steps when c env steps are collected per step), or ``epoch_num_steps`` training
   steps (offline); then one test step.

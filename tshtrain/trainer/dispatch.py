@@ -1,11 +1,6 @@
-"""Calling a trainer's callbacks: who is active where, contexts, log sinks, stops, the in-update bridge;
-and the two callbacks the trainer adds itself, before yours: :class:`AutoCheckpoints`
-(``params.checkpoint``) and :class:`ParamsCallbacks` (Tianshou's params callables).
-
-:class:`CallbackSet` keeps the callbacks of one trainer by name, in the order they were added, and for
-each loop point the list of those active there (the points a callback's class overrides; for an
-:class:`~tshtrain.trainer.callbacks.Adapter`, those its registrations need now), so that a point without
-callbacks costs one dict lookup."""
+"""Calling a trainer's callbacks (:class:`CallbackSet`: by name, in the order added, and per loop point
+those active there, so that a point without callbacks costs one dict lookup), the in-update bridge, and
+the callbacks the trainer adds itself before yours: :class:`AutoCheckpoints`, :class:`ParamsCallbacks`."""
 
 from __future__ import annotations
 
@@ -296,8 +291,7 @@ class ParamsCallbacks(Adapter):
     ``test_fn`` at ``on_test_start``, ``save_best_fn`` and ``stop_fn`` at ``on_test_end`` (``stop_fn`` not
     after the initial test step, as in Tianshou), ``save_checkpoint_fn`` at ``on_training_step_end`` (or
     ``on_epoch_end`` of every n-th epoch, ``save_checkpoint_every_num_epochs=n``). ``compute_score_fn``
-    (how test steps are scored) and the test-in-training decision are part of the steps, not loop points.
-    """
+    and the test-in-training decision are parts of the steps, not loop points."""
 
     def __init__(self, params: TrainerParams, finish: Callable[[StopReason], None]):
         """``finish`` ends training with a stop reason (``stop_fn``: ``StopReason.STOP_FN``)."""

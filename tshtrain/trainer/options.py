@@ -1,5 +1,5 @@
-"""How a run behaves, not *what* it trains (skrl's trainer options): ``Trainer(algorithm, params,
-options=TrainerOptions(...))``; whether bars show is ``TrainerParams.show_progress``."""
+"""How a run behaves, not *what* it trains (skrl's trainer options; progress bars are
+``TrainerParams.show_progress``): ``Trainer(algorithm, params, options=TrainerOptions(...))``."""
 
 from __future__ import annotations
 

@@ -1,7 +1,6 @@
 """What the trainer writes: :class:`RunRecorder` advances the run state's counters and timers and writes
 the records of ``tshtrain.logger.records`` (training, update, test, info), each when its interval gating
-says it is due; the ``format_*`` functions make the lines printed between the bars
-(:mod:`tshtrain.logger.console`): each test step's line, the summary table and line at the end of a run."""
+says it is due; ``format_*`` make the lines printed between the bars (test steps, the end of a run)."""
 
 from __future__ import annotations
 

@@ -29,8 +29,7 @@ class OnlineTrainer(Trainer[TAlgorithm, TOnlineParams]):
 class OnPolicyTrainer(OnlineTrainer[OnPolicyAlgorithm[Any], OnPolicyTrainerParams]):
     """Hands each collection step's rollout to the algorithm (``update_step_num_repetitions`` passes in
     mini-batches of ``batch_size``; None: the whole rollout), then clears the buffer, keeping the
-    collector's per-env episode statistics (returns of episodes spanning two collection steps stay right).
-    """
+    collector's per-env episode statistics (returns of episodes spanning collection steps stay right)."""
 
     algorithm_family = OnPolicyAlgorithm
     family_description = "an on-policy algorithm (it updates from the latest rollout only)"
