@@ -111,7 +111,7 @@ def _signal_name(number: int) -> str:
 
 def rank_environment() -> dict[str, str]:
     """The ranks' environment: this one, plus the terminal's width when this stderr is a terminal, so that
-    rank 0 still shows its progress bars through the pipe (``trainer.progress.TERMINAL_ENV``)."""
+    rank 0 still shows its progress bars through the pipe (``tshtrain.logger.console.TERMINAL_ENV``)."""
     env = dict(os.environ)
     if sys.stderr.isatty():
         env[TERMINAL_ENV] = str(terminal_width(sys.stderr) or 80)
