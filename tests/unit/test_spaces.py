@@ -263,3 +263,36 @@ def test_dqn_on_multidiscrete_actions_names_the_algorithms_that_take_them() -> N
     )
     with pytest.raises(UnsupportedSpaceError, match=r"^QValuePolicy needs a Discrete action space, got Box"):
         QValuePolicy(torch.nn.Linear(4, 6), spaces.Box(-1, 1, (2,)))
+
+
+@pytest.mark.parametrize("num_envs", [1, 3, 40])
+def test_box_action_checker_agrees_with_the_full_check(num_envs: int) -> None:
+    """The small-batch fast path (Python floats) passes exactly the actions the full check passes:
+    per-dimension bounds, NaN and inf, float32 and float64, multi-dimensional boxes, batches above the
+    fast path's size."""
+    import gymnasium as gym
+    import numpy as np
+
+    from tshtrain.env.spaces import check_actions, make_action_checker
+    from tshtrain.errors import PolicyOutputError
+
+    space = gym.spaces.Box(np.array([[-1.0, 0.0], [-2.0, -0.5]]), np.array([[1.0, 0.5], [2.0, 0.5]]))
+    checker = make_action_checker(space, num_envs)
+    rng = np.random.default_rng(0)
+    for trial in range(300):
+        act = rng.uniform(-2.5, 2.5, (num_envs, 2, 2)).astype(np.float32 if trial % 2 else np.float64)
+        if trial % 7 == 0:
+            act[rng.integers(num_envs), 1, 1] = [np.nan, np.inf, -np.inf][trial % 3]
+        if trial % 5 == 0:  # all inside, touching the bounds
+            act = np.clip(act, space.low, space.high)
+        try:
+            check_actions(space, act, num_envs)
+            expected_ok = True
+        except PolicyOutputError:
+            expected_ok = False
+        try:
+            checker(act)
+            ok = True
+        except PolicyOutputError:
+            ok = False
+        assert ok == expected_ok, act
