@@ -499,3 +499,26 @@ def test_several_envs_error_names_the_sub_env() -> None:
     with pytest.raises(RuntimeError, match="boom") as info:
         collector.collect(n_step=30)
     assert info.value.__notes__[0].startswith("raised by the step of sub-env 2 of the vector env")
+
+
+def test_is_finite_step_passes_exactly_the_finite_steps() -> None:
+    """The cheap test of the one-env hot path (one sum over reward and observation) is True only when
+    every number is finite; overflow to inf makes it False, and the caller's exact check then passes."""
+    import math
+
+    from tshtrain.data.direct_step import is_finite_step
+
+    finite = np.array([[0.5, -2.0, 3.0, 1e3]], dtype=np.float32)
+    assert is_finite_step(finite, 1.0)
+    for bad in (np.nan, np.inf, -np.inf):
+        obs = finite.copy()
+        obs[0, 2] = bad
+        assert not is_finite_step(obs, 1.0)
+        assert not is_finite_step(finite, float(bad))
+    assert not is_finite_step(np.array([[-np.inf, 0.0]], np.float32), math.inf)  # inf + -inf
+    huge = np.array([[1e308, 1e308]], dtype=np.float64)  # finite numbers whose sum overflows
+    assert np.isfinite(huge).all()
+    assert not is_finite_step(huge, 0.0)  # the cheap test says no; the collector's exact check then passes
+    assert is_finite_step(np.array([[1, 2]], dtype=np.int64), 0.5)  # integer observations: only the reward
+    assert is_finite_step({"a": finite, "b": np.array([[1]], np.int8)}, 0.0)
+    assert not is_finite_step({"a": finite, "b": np.array([[np.nan]], np.float32)}, 0.0)

@@ -24,7 +24,7 @@ import dataclasses
 import math
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from itertools import chain
 from typing import Any, Generic, Protocol, Self, TypeVar, final
 
@@ -61,6 +61,11 @@ def check_finite_loss(algorithm: str, name: str, loss: torch.Tensor) -> None:
 
 
 _CPU = torch.device("cpu")
+_INFERENCE_MODE: Callable[[bool], AbstractContextManager[Any]] = getattr(
+    torch._C, "_InferenceMode", torch.inference_mode
+)
+"""the guard that ``torch.inference_mode()`` enters, entered directly on the per-env-step path (0.4 µs
+instead of 1.1 µs per use); ``torch.inference_mode`` where a torch build lacks it"""
 _CLIP: Callable[..., np.ndarray] = getattr(getattr(np, "_core", np), "umath", np).clip
 """numpy's clip ufunc (``np.clip`` calls it through a Python wrapper; numpy < 2: ``np.clip`` itself)"""
 
@@ -298,7 +303,7 @@ class Policy(nn.Module, ABC):
             if not isinstance(obs, np.ndarray):
                 self.legal_actions = obs.get(ACTION_MASK_KEY)
             obs_t = obs_to_torch(obs, device)
-        with torch.inference_mode():
+        with _INFERENCE_MODE(True):
             act: torch.Tensor = self.actions(obs_t, deterministic=deterministic)
         return act.numpy() if act.device.type == "cpu" else act.cpu().numpy()
 

@@ -285,9 +285,9 @@ class BaseReplayBuffer(ABC):
                 arrays["obs/" + key][row] = value
                 arrays["obs_next/" + key][row] = obs_next[key]
         arrays["act"][row] = act
-        arrays["rew"][row] = rew
-        arrays["terminated"][row] = terminated
-        arrays["truncated"][row] = truncated
+        arrays["rew"][row, 0] = rew  # scalar stores (the one column): cheaper than row broadcasts
+        arrays["terminated"][row, 0] = terminated
+        arrays["truncated"][row, 0] = truncated
         ring.advance_all(row)
         return row
 

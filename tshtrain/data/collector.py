@@ -430,47 +430,50 @@ class Collector(BaseCollector):
         ``n_episode`` episodes. Does per env step what :meth:`_vector_step` does, with scalars."""
         if self._obs is not stepper.current:  # after a reset or a restored state: take the obs over
             self._obs = stepper.adopt(self._obs)
-        buffer, info_sums = self.buffer, self._env_info
+        buffer, info_sums, listener = self.buffer, self._env_info, self.listener
+        check_finite, actions, step_env = self.check_finite, self._actions, stepper.step
         returns: list[float] = []
         lens: list[int] = []
         ep_return, ep_len = float(self._ep_return[0]), int(self._ep_len[0])
         stored = 0
+        done = not self._ep_stored[0]  # of the last step (before the first: what keeps _ep_stored as is)
         quiet = quiet_episode_env_steps()
+        num_episodes = -1 if n_episode is None else n_episode  # len(returns) never equals -1
         try:
-            while stored != num_steps and len(returns) != n_episode:
-                act, env_act = self._actions(random, deterministic)
+            while stored != num_steps and len(returns) != num_episodes:
+                act, env_act = actions(random, deterministic)
                 try:
-                    step = stepper.step(env_act)
+                    step = step_env(env_act)
                 except Exception as error:
                     error.add_note(self._step_error_note(error))
                     raise
-                done = step.terminated or step.truncated
-                if self.check_finite:
+                obs, rew, terminated, truncated = step.obs, step.rew, step.terminated, step.truncated
+                if check_finite:
                     self._vector_steps_this_collect += 1
-                    if not is_finite_step(step.obs, step.rew):
-                        self._require_finite(step.obs, np.array([step.rew]), "in the vector step")
+                    if not is_finite_step(obs, rew):
+                        self._require_finite(obs, np.array([rew]), "in the vector step")
                 if info_sums is not None:
                     info_sums.add_single(step.info, step.final_info)
                 if buffer is not None:
-                    self._ep_stored[0] = not done
                     buffer.add_single(
                         obs=self._obs,
                         act=act,
-                        rew=step.rew,
-                        terminated=step.terminated,
-                        truncated=step.truncated,
+                        rew=rew,
+                        terminated=terminated,
+                        truncated=truncated,
                         obs_next=step.stored_next,
                     )
-                ep_return += step.rew
+                done = terminated or truncated
+                ep_return += rew
                 ep_len += 1
                 stored += 1
                 if done:
                     returns.append(ep_return)
                     lens.append(ep_len)
                     ep_return, ep_len = 0.0, 0
-                self._obs = step.obs
-                if self.listener is not None:
-                    self.listener.on_vector_step(np.zeros(1, np.int64) if done else _NO_ENVS)
+                self._obs = obs
+                if listener is not None:
+                    listener.on_vector_step(np.zeros(1, np.int64) if done else _NO_ENVS)
                 if n_episode is not None and not done and ep_len == quiet:
                     warn_no_episode_end(f"{type(self).__name__}.collect", n_episode, ep_len, max_env_steps)
                 if max_env_steps is not None and stored >= max_env_steps and len(returns) != n_episode:
@@ -478,6 +481,7 @@ class Collector(BaseCollector):
                     self._episode_limit(n_episode or 0, stored, max_env_steps, np.ones(1, dtype=bool))
         finally:
             self._ep_return[0], self._ep_len[0] = ep_return, ep_len
+            self._ep_stored[0] = buffer is not None and not done  # the last step's episode goes on or not
         return self._collected(stored, np.array(returns, dtype=np.float64), np.array(lens, dtype=np.int64))
 
     def _episode_limit(

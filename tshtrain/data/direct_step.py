@@ -194,6 +194,8 @@ def is_finite_step(obs: ObsArray, rew: float) -> bool:
     """True if the reward and every float observation entry are finite (a cheap test: a Python sum of
     a short list; inf + -inf and overflow give a non-finite sum, and then the caller's exact check
     decides)."""
+    if isinstance(obs, np.ndarray) and obs.dtype.kind == "f" and obs.size <= _SMALL_OBS:
+        return math.isfinite(rew + sum(obs.ravel().tolist()))  # the common case, one test for both
     if not math.isfinite(rew):
         return False
     values = (obs,) if isinstance(obs, np.ndarray) else tuple(obs.values())

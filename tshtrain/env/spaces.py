@@ -179,6 +179,8 @@ def make_action_checker(space: gym.Space[object], num_envs: int) -> Callable[[np
         def fast_ok(act: np.ndarray) -> bool:
             if act.dtype.kind not in "iu":
                 return False
+            if act.size == 1:  # one env
+                return bool(low <= act.item() <= high)
             if act.size <= _SMALL_BATCH:  # Python's min / max of a short list beat two numpy reductions
                 values = act.tolist()
                 return bool(low <= min(values) and max(values) <= high)

@@ -246,7 +246,9 @@ class QValuePolicy(Policy):
 
     def q_values(self, obs: ObsTensor) -> torch.Tensor:
         """Q(o, .), shape (N, num_actions)."""
-        q: torch.Tensor = self.q_net(_as_tensor(obs, self._takes_dict))
+        q: torch.Tensor = self.q_net(
+            obs if isinstance(obs, torch.Tensor) else _as_tensor(obs, self._takes_dict)
+        )
         return q
 
     @property
@@ -259,6 +261,16 @@ class QValuePolicy(Policy):
         buffer = self._buffers["explored_env_steps"]
         assert buffer is not None  # registered in __init__
         return self.eps_schedule.value(self._explored.read(buffer))
+
+    def _explore_one(self) -> float:
+        """:attr:`eps`, then one explored env step counted (one read of the count for both)."""
+        buffer = self._buffers["explored_env_steps"]
+        assert buffer is not None  # registered in __init__
+        explored = self._explored
+        fixed = self.eps_training_fixed
+        eps = fixed if fixed is not None else self.eps_schedule.value(explored.read(buffer))
+        explored.add(buffer, 1)
+        return eps
 
     def _count_explored(self, num_env_steps: int) -> None:
         """Add to ``explored_env_steps`` (in place, through its Python mirror: no torch op per env step)."""
@@ -322,8 +334,7 @@ class QValuePolicy(Policy):
         # one env, training collection: the exploration draw first (the numbers add_exploration_noise
         # draws after the greedy pass, in the same order), and the Q pass only when acting greedily
         self.__dict__["_evaluating"] = False
-        eps = self.eps
-        self._count_explored(1)
+        eps = self._explore_one()
         if rng.random() < eps:
             return np.full(1, rng.integers(0, self._num_actions), dtype=np.int64)
         return self.compute_actions(obs, deterministic=False)
