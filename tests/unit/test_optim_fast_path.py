@@ -146,3 +146,34 @@ def test_clipping_without_foreach_or_gradients_is_torchs() -> None:
     assert (
         float(torch.linalg.vector_norm(torch.cat([p.grad.flatten() for p in net.parameters()]))) <= 1.001e-3
     )
+
+
+def test_a_step_replaced_on_the_optimizer_is_called() -> None:
+    """A wrapper set on the instance (logging, EMA, a compiled step) is not bypassed; an LR scheduler's
+    wrapper of the class's step still allows the fast path."""
+    net = _net()
+    optimizer = torch.optim.Adam(net.parameters(), lr=1e-2, fused=True)
+    net(torch.ones(2, 4)).sum().backward()
+    optimizer.step()  # the state exists now
+    torch.optim.lr_scheduler.StepLR(optimizer, step_size=1)
+    assert fast._fused_adam_groups(optimizer) is not None
+    calls: list[str] = []
+    original = optimizer.step
+
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        calls.append("step")
+        return original(*args, **kwargs)
+
+    optimizer.step = wrapper  # type: ignore[method-assign]
+    assert fast._fused_adam_groups(optimizer) is None
+    fast.step(optimizer)
+    assert calls == ["step"]
+
+
+def test_adamw_groups_that_do_not_name_their_weight_decay_take_torchs_step() -> None:
+    """torch < 2.7's AdamW has no ``decoupled_weight_decay`` group key: the fused Adam kernel would apply
+    weight decay the other way, so such groups take AdamW's own step."""
+    optimizer = torch.optim.AdamW(_net().parameters(), lr=1e-2, fused=True)
+    assert fast._fused_adam_groups(optimizer) is not None
+    del optimizer.param_groups[0]["decoupled_weight_decay"]
+    assert fast._fused_adam_groups(optimizer) is None

@@ -26,7 +26,7 @@ _FOREACH_DEVICE_TYPES = frozenset({"cpu", "cuda"})
 def _fused_adam_groups(optimizer: torch.optim.Optimizer) -> list[dict[str, Any]] | None:
     """The param groups of ``optimizer`` if its step is exactly torch's fused Adam / AdamW step with no
     extras (hooks, gradient scaling, a tensor learning rate, CUDA graph capture); else None."""
-    if type(optimizer) not in (torch.optim.Adam, torch.optim.AdamW):
+    if type(optimizer) not in (torch.optim.Adam, torch.optim.AdamW) or not _own_method(optimizer, "step"):
         return None
     if optimizer._optimizer_step_pre_hooks or optimizer._optimizer_step_post_hooks:
         return None
@@ -37,9 +37,12 @@ def _fused_adam_groups(optimizer: torch.optim.Optimizer) -> list[dict[str, Any]]
         or getattr(optimizer, "found_inf", None) is not None
     ):
         return None
+    adamw = type(optimizer) is torch.optim.AdamW
     for group in optimizer.param_groups:
         if not group.get("fused") or group.get("differentiable") or isinstance(group["lr"], torch.Tensor):
             return None
+        if adamw and group.get("decoupled_weight_decay") is not True:
+            return None  # torch < 2.7: AdamW's own step (its groups do not say which kernel it needs)
     return optimizer.param_groups
 
 
@@ -58,6 +61,8 @@ def _group_batch(optimizer: torch.optim.Optimizer, group: dict[str, Any]) -> _Ba
         s = optimizer.state.get(p)
         grad = p.grad
         if s is None or "step" not in s or grad is None or grad.is_sparse:
+            return None
+        if group["amsgrad"] and "max_exp_avg_sq" not in s:  # amsgrad switched on later: torch's error
             return None
         if first is not None and (p.device != first.device or p.dtype != first.dtype):
             return None
@@ -110,9 +115,26 @@ def step(optimizer: torch.optim.Optimizer) -> None:
     optimizer._opt_called = True  # type: ignore[attr-defined]  # what an LR scheduler's step wrapper records
 
 
+def _own_method(optimizer: torch.optim.Optimizer, name: str) -> bool:
+    """True unless ``optimizer.<name>`` was replaced on the instance (a user's wrapper, a compiled
+    step); an LR scheduler's wrapper of the class's ``step`` (which only records the call) counts as
+    the class's own."""
+    patched = vars(optimizer).get(name)
+    if patched is None:
+        return True
+    return bool(getattr(patched, "_wrapped_by_lr_sched", False)) and (
+        getattr(patched, "__wrapped__", None) is getattr(type(optimizer), name)
+    )
+
+
 def zero_grad(optimizer: torch.optim.Optimizer) -> None:
-    """``optimizer.zero_grad(set_to_none=True)``: every parameter's gradient to None (torch's loop
-    without its profiler record)."""
+    """``optimizer.zero_grad(set_to_none=True)``: for torch's Adam / AdamW, every parameter's gradient to
+    None (torch's loop without its profiler record); other optimizers' own ``zero_grad``."""
+    if type(optimizer) not in (torch.optim.Adam, torch.optim.AdamW) or not _own_method(
+        optimizer, "zero_grad"
+    ):
+        optimizer.zero_grad(set_to_none=True)
+        return
     for group in optimizer.param_groups:
         for p in group["params"]:
             p.grad = None
