@@ -57,7 +57,7 @@ from tshtrain.algorithm.base import (
     load_generator_states,
 )
 from tshtrain.algorithm.multi_agent_parallel import ParallelParams, ParallelUpdater
-from tshtrain.data.batch import AnyRolloutBatch, ObsArray, ObsTensor
+from tshtrain.data.batch import AnyRolloutBatch, ObsArray, ObsTensor, TensorRolloutBatch
 from tshtrain.data.collector_base import AnyReplayBuffer
 from tshtrain.devices import resolve_device
 from tshtrain.env.multi_agent import ACTION_MASK_KEY, AgentColumns
@@ -668,7 +668,12 @@ class MultiAgentOnPolicy(OnPolicyAlgorithm[MultiAgentPolicy, MultiAgentTrainingS
                 num_gradient_steps=sum(s.num_gradient_steps for s in per_learner.values()),
                 per_learner=per_learner,
             )
-        for learner in self.members.trained():
+        trained = list(self.members.trained())
+        if len(trained) > 1 and isinstance(rollout, TensorRolloutBatch) and rollout.value is not None:
+            rollout = dataclasses.replace(
+                rollout, value=None
+            )  # one critic's values: each learner computes its own
+        for learner in trained:
             algorithm = learner.algorithm
             assert isinstance(algorithm, OnPolicyAlgorithm)
             part = rollout.select_columns(learner.columns(scale))

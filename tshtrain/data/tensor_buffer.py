@@ -30,7 +30,6 @@ _LOGP = "logp"
 _VALUE = "value"
 _POLICY_FIELDS = (_LOGP, _VALUE)
 """optional per-row fields the collecting policy may give (kept only while every stored row has them)"""
-"""the optional field of the collecting policy's log-probabilities"""
 
 
 def _flatten_obs(prefix: str, obs: ObsTensor) -> dict[str, torch.Tensor]:

@@ -172,7 +172,7 @@ class TensorCollector(BaseCollector):
         values: V(obs) of the rows' observations, computed before every vector step and stored with
             the transitions (``algorithm.collection_values()`` of an actor-critic algorithm: values
             during collection, as rsl_rl computes them); the on-policy update then uses them instead
-            of a critic pass over the rollout, with the same results. None: the update computes them.
+            of a critic pass over the rollout (equal up to float rounding). None: the update computes them.
         """
         if values is not None and not callable(values):
             raise ConfigurationError(

@@ -409,7 +409,7 @@ def prepare_rollout(
     data = rollout_to_torch(rollout, device)
     num_t, num_e = data.shape
     obs_all = map_obs_tensor(float_obs(data.obs), lambda x: x.reshape(num_t * num_e, *x.shape[2:]))
-    if data.value is not None:  # computed while collecting (TensorCollector(values=...)): the same values
+    if data.value is not None:  # computed while collecting (TensorCollector(values=...)): the same maths
         value_TE = data.value
     else:
         value_TE = in_chunks(
@@ -561,9 +561,9 @@ class ActorCriticAlgorithm(OnPolicyAlgorithm[ActorPolicy, TStats_co], Generic[TA
     def collection_values(self) -> Callable[[ObsTensor], torch.Tensor]:
         """V(obs) for a collector to compute while collecting (``TensorCollector(values=...)``): the
         critic, as the update would evaluate it, without gradients; the update then uses the stored
-        values instead of a critic pass over the rollout (bit-identical for critics that treat rows
-        independently). ConfigurationError for a :class:`PerWorldCritic` (its values need the whole
-        world's rows)."""
+        values instead of a critic pass over the rollout (equal up to float rounding: a CPU matrix
+        product may round one vector step's rows differently from the update's chunks). ConfigurationError
+        for a :class:`PerWorldCritic` (its values need the whole world's rows)."""
         if isinstance(self.critic, PerWorldCritic):
             raise ConfigurationError(
                 f"{type(self).__name__}.collection_values(): the critic is a PerWorldCritic, whose values "
