@@ -265,8 +265,9 @@ def test_dqn_on_multidiscrete_actions_names_the_algorithms_that_take_them() -> N
         QValuePolicy(torch.nn.Linear(4, 6), spaces.Box(-1, 1, (2,)))
 
 
+@pytest.mark.parametrize("one_dim", [False, True])
 @pytest.mark.parametrize("num_envs", [1, 3, 40])
-def test_box_action_checker_agrees_with_the_full_check(num_envs: int) -> None:
+def test_box_action_checker_agrees_with_the_full_check(num_envs: int, one_dim: bool) -> None:
     """The small-batch fast path (Python floats) passes exactly the actions the full check passes:
     per-dimension bounds, NaN and inf, float32 and float64, multi-dimensional boxes, batches above the
     fast path's size."""
@@ -276,13 +277,16 @@ def test_box_action_checker_agrees_with_the_full_check(num_envs: int) -> None:
     from tshtrain.env.spaces import check_actions, make_action_checker
     from tshtrain.errors import PolicyOutputError
 
-    space = gym.spaces.Box(np.array([[-1.0, 0.0], [-2.0, -0.5]]), np.array([[1.0, 0.5], [2.0, 0.5]]))
+    if one_dim:  # Pendulum's action space: the one-env, one-dimension path
+        space = gym.spaces.Box(-2.0, 2.0, (1,))
+    else:
+        space = gym.spaces.Box(np.array([[-1.0, 0.0], [-2.0, -0.5]]), np.array([[1.0, 0.5], [2.0, 0.5]]))
     checker = make_action_checker(space, num_envs)
     rng = np.random.default_rng(0)
     for trial in range(300):
-        act = rng.uniform(-2.5, 2.5, (num_envs, 2, 2)).astype(np.float32 if trial % 2 else np.float64)
+        act = rng.uniform(-2.5, 2.5, (num_envs, *space.shape)).astype(np.float32 if trial % 2 else np.float64)
         if trial % 7 == 0:
-            act[rng.integers(num_envs), 1, 1] = [np.nan, np.inf, -np.inf][trial % 3]
+            act.reshape(num_envs, -1)[rng.integers(num_envs), -1] = [np.nan, np.inf, -np.inf][trial % 3]
         if trial % 5 == 0:  # all inside, touching the bounds
             act = np.clip(act, space.low, space.high)
         try:
@@ -296,3 +300,12 @@ def test_box_action_checker_agrees_with_the_full_check(num_envs: int) -> None:
         except PolicyOutputError:
             ok = False
         assert ok == expected_ok, act
+
+
+def test_an_empty_box_action_passes_the_checker() -> None:
+    import gymnasium as gym
+    import numpy as np
+
+    from tshtrain.env.spaces import make_action_checker
+
+    make_action_checker(gym.spaces.Box(-1.0, 1.0, (0,)), 2)(np.zeros((2, 0), np.float32))

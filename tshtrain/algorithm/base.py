@@ -291,7 +291,8 @@ class Policy(nn.Module, ABC):
 
     def compute_actions(self, obs: ObsArray, *, deterministic: bool) -> np.ndarray:
         """Numpy in, numpy out: what the collector calls once per vector step."""
-        device = self._actions_device()
+        found = self._device_tensor  # _actions_device(), inline on the per-env-step path
+        device = found[0].device if found else self._actions_device()
         if (
             isinstance(obs, np.ndarray)
             and device.type == "cpu"

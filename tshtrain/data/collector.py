@@ -257,7 +257,7 @@ class Collector(BaseCollector):
             act = self.policy.compute_actions(self._obs, deterministic=deterministic)
             if self.exploration_noise:
                 act = self.policy.add_exploration_noise(act, self.rng)
-        env_act = self.policy.map_action(act)
+        env_act = self._policy.map_action(act)  # (the attribute behind the policy property)
         if self.check_actions:
             self._check_actions(env_act)
         return act, env_act

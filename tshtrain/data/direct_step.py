@@ -115,7 +115,7 @@ class SingleEnvStepper:
         self._current: ObsArray = arrays[0]
         self._free: tuple[ObsArray, ObsArray] = (arrays[1], arrays[2])
         self.failed_env: int | None = None
-        """0 while the sub-env's ``step`` runs (so an exception it raises names it), else None"""
+        """0 once the sub-env's ``step`` raised (so the collector's error note names it), else None"""
 
     @property
     def current(self) -> ObsArray:
@@ -135,10 +135,15 @@ class SingleEnvStepper:
         env = self.vector_env.envs[0]
         current = self._current
         step_obs, free = self._free
-        self.failed_env = 0
-        obs, rew, terminated, truncated, info = env.step(env_act[0])
-        self.failed_env = None
-        self._write(step_obs, 0, obs)
+        try:
+            obs, rew, terminated, truncated, info = env.step(env_act[0])
+        except BaseException:
+            self.failed_env = 0  # what the collector's error note names
+            raise
+        if isinstance(step_obs, np.ndarray):  # array spaces: the writer's one line, inline
+            step_obs[0] = obs
+        else:
+            self._write(step_obs, 0, obs)
         terminated, truncated = bool(terminated), bool(truncated)
         if terminated or truncated:
             reset_obs, reset_info = env.reset()

@@ -191,7 +191,10 @@ def make_action_checker(space: gym.Space[object], num_envs: int) -> Callable[[np
         bounds = list(zip(box_low.ravel().tolist(), box_high.ravel().tolist(), strict=True))
 
         def fast_ok(act: np.ndarray) -> bool:  # NaN fails both comparisons
-            if act.size <= _SMALL_BATCH and act.dtype.kind == "f":  # Python floats beat four numpy ops
+            if act.size == 1 == len(bounds) and act.dtype.kind == "f":  # one env, one dimension
+                lo, hi = bounds[0]
+                return bool(lo <= act.item() <= hi)
+            if 0 < act.size <= _SMALL_BATCH and act.dtype.kind == "f":  # Python floats beat four numpy ops
                 rows = act.reshape(-1, len(bounds)).tolist()
                 return all(lo <= v <= hi for row in rows for v, (lo, hi) in zip(row, bounds, strict=True))
             return bool(((act >= box_low) & (act <= box_high)).all())

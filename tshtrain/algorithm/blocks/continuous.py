@@ -184,7 +184,10 @@ class TanhGaussianPolicy(Policy):
 
     def mean_log_std(self, obs: ObsTensor) -> tuple[torch.Tensor, torch.Tensor]:
         """``mu`` and the clamped ``log sigma``, each (N, act_dim)."""
-        out: torch.Tensor = self.actor(_as_tensor(obs, "TanhGaussianPolicy", self._takes_dict))
+        net_obs = (
+            obs if isinstance(obs, torch.Tensor) else _as_tensor(obs, "TanhGaussianPolicy", self._takes_dict)
+        )
+        out: torch.Tensor = self.actor(net_obs)
         mu, log_std = torch.chunk(out, 2, dim=-1)
         return mu, log_std.clamp(LOG_STD_MIN, LOG_STD_MAX)
 

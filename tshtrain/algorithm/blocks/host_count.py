@@ -43,9 +43,13 @@ class HostCount:
             return self._value
         return self._adopt(buffer)
 
-    def add(self, buffer: torch.Tensor, amount: int) -> None:
-        """Advance the count in ``buffer`` by ``amount``."""
-        value = self.read(buffer) + amount
+    def add(self, buffer: torch.Tensor, amount: int) -> int:
+        """Advance the count in ``buffer`` by ``amount``; returns the count before."""
+        if buffer is self._tensor and buffer._version == self._version:
+            before = self._value
+        else:
+            before = self._adopt(buffer)
+        value = before + amount
         self._value = value
         view = self._view
         if view is not None:
@@ -53,6 +57,7 @@ class HostCount:
         else:
             buffer.fill_(value)
             self._version = buffer._version if self._tensor is not None else -1
+        return before
 
     def _adopt(self, buffer: torch.Tensor) -> int:
         self._value = int(buffer)

@@ -266,11 +266,9 @@ class QValuePolicy(Policy):
         """:attr:`eps`, then one explored env step counted (one read of the count for both)."""
         buffer = self._buffers["explored_env_steps"]
         assert buffer is not None  # registered in __init__
-        explored = self._explored
+        before = self._explored.add(buffer, 1)
         fixed = self.eps_training_fixed
-        eps = fixed if fixed is not None else self.eps_schedule.value(explored.read(buffer))
-        explored.add(buffer, 1)
-        return eps
+        return fixed if fixed is not None else self.eps_schedule.value(before)
 
     def _count_explored(self, num_env_steps: int) -> None:
         """Add to ``explored_env_steps`` (in place, through its Python mirror: no torch op per env step)."""
