@@ -48,7 +48,6 @@ def test_dump_and_read_back_in_every_format(tmp_path: Path, kind: str, name: str
     assert load_experiment(str(path)) == experiment
 
 
-
 def _without_none(value: object) -> object:
     if isinstance(value, dict):
         return {k: _without_none(v) for k, v in value.items() if v is not None}
@@ -83,6 +82,7 @@ def test_toml_quotes_the_keys_that_the_spec_does_not_allow_bare() -> None:
 def test_a_value_toml_cannot_hold_is_one_error() -> None:
     with pytest.raises(ExperimentError, match="cannot write the experiment as TOML"):
         dumps({"seed": object()}, "toml")
+
 
 def test_user_values_are_laid_over_the_algorithm_defaults(tmp_path: Path) -> None:
     path = tmp_path / "e.yaml"
@@ -378,18 +378,43 @@ def test_the_schema_comes_from_the_resolved_type_hints() -> None:
     assert value_fields(PPOParams)["lr"] == (PositiveFloat, 3e-4)
 
 
-def test_off_policy_lr_schedules_in_files_are_constant_or_refused() -> None:
+def test_off_policy_lr_schedules_in_files_decay_over_the_runs_gradient_steps() -> None:
+    """``lr_schedule: linear`` of an off-policy algorithm decays over the run's gradient steps:
+    max_epochs * ceil(epoch_num_steps / c) training steps of round(u * c) gradient steps, c the env steps
+    of a collection step; without env-step collection it is refused."""
     import gymnasium as gym
 
+    from tshtrain.algorithm.blocks.schedules import LinearSchedule
     from tshtrain.config.build import build_algorithm
 
     space = gym.spaces.Box(-1.0, 1.0, (4,))
     actions = gym.spaces.Discrete(2)
     constant = resolve_experiment({"algorithm": {"name": "dqn", "params": {"lr_schedule": "constant"}}})
     assert build_algorithm(constant, space, actions).params.lr_schedule is None  # type: ignore[attr-defined]
-    linear = resolve_experiment({"algorithm": {"name": "dqn", "params": {"lr_schedule": "linear"}}})
-    with pytest.raises(ExperimentError, match=r"a 'linear' schedule in an experiment file is for on-policy"):
-        build_algorithm(linear, space, actions)
+    trainer = {
+        "max_epochs": 15,
+        "epoch_num_steps": 10_000,
+        "collection_step_num_env_steps": 60,  # 8 envs: 64 env steps a collection step
+        "update_step_num_gradient_steps_per_sample": 0.25,
+    }
+    linear = resolve_experiment(
+        {
+            "algorithm": {"name": "dqn", "params": {"lr_schedule": "linear"}},
+            "env": {"num_training_envs": 8},
+            "trainer": trainer,
+        }
+    )
+    schedule = build_algorithm(linear, space, actions).params.lr_schedule  # type: ignore[attr-defined]
+    assert isinstance(schedule, LinearSchedule)
+    assert schedule.num_update_steps == 15 * 157 * 16  # 157 training steps of 64 env steps, 16 gradient steps
+    episodes = resolve_experiment(
+        {
+            "algorithm": {"name": "dqn", "params": {"lr_schedule": "linear"}},
+            "trainer": {"collection_step_num_episodes": 2, "collection_step_num_env_steps": None},
+        }
+    )
+    with pytest.raises(ExperimentError, match=r"a 'linear' schedule of dqn decays over the run's gradient"):
+        build_algorithm(episodes, space, actions)
 
 
 def test_td3_bc_normalises_observations_by_its_network_section() -> None:
@@ -415,7 +440,10 @@ def test_task_examples_resolve_and_state_their_data(stem: str) -> None:
 @pytest.mark.parametrize(
     ("text", "expected"),
     [
-        ("algorithm: {name: ppo}\nenv: {type: isaac}", r"env\.type: .*'gymnasium', 'envpool', 'vmas', 'torch_cartpole' or 'pettingzoo'"),
+        (
+            "algorithm: {name: ppo}\nenv: {type: isaac}",
+            r"env\.type: .*'gymnasium', 'envpool', 'vmas', 'torch_cartpole' or 'pettingzoo'",
+        ),
         (
             "algorithm: {name: ppo}\nenv: {type: vmas, id: navigation, wrappers: [{name: gymnasium.wrappers.ClipAction}]}",
             r"env: Value error, env\.wrappers apply to Gymnasium envs only, not to type 'vmas'",

@@ -104,20 +104,44 @@ def _no_noise(exploration: Section) -> Section:
     return exploration
 
 
+def off_policy_gradient_steps(experiment: Experiment, name: str, *, world_size: int = 1) -> int:
+    """Gradient steps of an off-policy run, which its ``"linear"`` learning-rate schedules decay over:
+    each training step collects ``c = ceil(n / N) * N`` env steps and takes ``round(u * c)`` gradient
+    steps, ``ceil(epoch_num_steps / c)`` training steps an epoch (a run stopped early ends before the
+    schedule does)."""
+    t = experiment.trainer
+    per_step = t.get("collection_step_num_env_steps")
+    if per_step is None or world_size != 1:
+        raise ExperimentError(
+            f"algorithm.params: a 'linear' schedule of {name} decays over the run's gradient steps, which "
+            f"are known in advance only for one process collecting env steps (trainer."
+            f"collection_step_num_env_steps set, no data-parallel ranks); use 'constant'."
+        )
+    num_envs = experiment.env.num_training_envs
+    ratio = float(t.get("update_step_num_gradient_steps_per_sample", 1.0))
+    if min(per_step, t["max_epochs"], t["epoch_num_steps"], num_envs) < 1:
+        return 1  # the trainer params name the bad value
+    collected: int = -(-int(per_step) // num_envs) * num_envs
+    training_steps = int(t["max_epochs"]) * -(-int(t["epoch_num_steps"]) // collected)
+    return max(1, training_steps * round(ratio * collected))
+
+
 def num_update_steps(experiment: Experiment, section: AlgorithmConfig, *, world_size: int = 1) -> int:
     """Update steps of the whole run, for the ``"linear"`` schedules of ``section`` (on-policy
-    algorithms). With ``world_size`` ranks each training step collects on every rank (each rank's
+    algorithms; off-policy ones decay over their gradient steps, :func:`off_policy_gradient_steps`).
+    With ``world_size`` ranks each training step collects on every rank (each rank's
     ``num_training_envs`` and ``collection_step_num_env_steps``), and the run's env steps count all
     ranks, so the run has ``1 / world_size`` as many update steps."""
     spec = get_spec(section.name)
     uses_schedule = "linear" in section.params.values()
+    if spec.family is Family.OFF_POLICY and uses_schedule:
+        return off_policy_gradient_steps(experiment, spec.name, world_size=world_size)
     if spec.family is not Family.ON_POLICY:
         if uses_schedule:
             raise ExperimentError(
-                f"algorithm.params: a 'linear' schedule in an experiment file is for on-policy algorithms "
-                f"(it decays over the run's update steps); {spec.name} schedules its learning rates over "
-                f"gradient steps: use 'constant' here, or LinearSchedule(num_update_steps=<gradient steps>) "
-                f"in Python."
+                f"algorithm.params: a 'linear' schedule in an experiment file is for online algorithms "
+                f"(it decays over the run's update or gradient steps); {spec.name} trains offline: use "
+                f"'constant' here, or LinearSchedule(num_update_steps=<gradient steps>) in Python."
             )
         return 1
     t = experiment.trainer
