@@ -4,6 +4,7 @@ through their command line (``main(argv)``), and build the learner layout they d
 from __future__ import annotations
 
 import importlib.util
+import sys
 from pathlib import Path
 from types import ModuleType
 
@@ -84,3 +85,66 @@ def test_two_ppo_agents_in_scopes_of_one_cartpole_env(update_mode: str) -> None:
         assert any(not torch.equal(a, b) for a, b in zip(fresh.policy.parameters(), trained, strict=True))
     assert info.train_step == 128
     assert module.main(["--env-steps", "64", "--quiet"]).train_step == 64
+
+
+@pytest.mark.integration
+def test_the_tictactoe_example_and_file_have_the_results_tables_settings() -> None:
+    """The shipped example and ``dqn_tictactoe.yaml`` train with the settings whose results
+    docs/multi_agent.md reports (tests/learning/test_tictactoe_learning.py's ``FULL``)."""
+    need("pettingzoo", "pettingzoo")
+    from tshtrain.algorithm.blocks.schedules import LinearSchedule
+    from tshtrain.config import load_experiment
+    from tshtrain.config.algorithms import off_policy_gradient_steps
+
+    path = Path(__file__).resolve().parents[1] / "learning" / "test_tictactoe_learning.py"
+    spec = importlib.util.spec_from_file_location("tictactoe_learning_settings", path)
+    assert spec is not None and spec.loader is not None
+    learning = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = learning  # (its dataclasses look their module up)
+    spec.loader.exec_module(learning)
+    full = learning.FULL
+    example = _load("independent_dqn_vs_random")
+    assert example.ENV_STEPS == full.num_env_steps
+    assert example.GRADIENT_STEPS_PER_ENV_STEP == full.gradient_steps_per_env_step
+    assert example.eps_decay_moves(full.num_env_steps) == full.eps_decay_env_steps
+    params = example.dqn_params(full.num_env_steps)
+    assert (params.lr, params.gamma, params.n_step, params.target_update_freq, params.is_double) == (
+        full.lr,
+        full.gamma,
+        full.n_step,
+        full.target_update_freq,
+        True,
+    )
+    num_gradient_steps = round(full.num_env_steps * full.gradient_steps_per_env_step)
+    assert params.lr_schedule == LinearSchedule(
+        num_update_steps=num_gradient_steps, end_factor=full.lr_end_factor
+    )
+    assert params.max_grad_norm is None and params.huber_loss
+
+    experiment = load_experiment(Path(__file__).resolve().parents[2] / "examples/configs/dqn_tictactoe.yaml")
+    file_params = experiment.algorithm.params
+    assert {k: file_params[k] for k in ("lr", "gamma", "n_step", "target_update_freq", "is_double")} == {
+        "lr": full.lr,
+        "gamma": full.gamma,
+        "n_step": full.n_step,
+        "target_update_freq": full.target_update_freq,
+        "is_double": True,
+    }
+    assert file_params["lr_schedule"] == "linear" and file_params["max_grad_norm"] is None
+    assert file_params["huber_loss"] is True
+    assert experiment.algorithm.exploration["eps_decay_env_steps"] == full.eps_decay_env_steps
+    assert experiment.algorithm.exploration["eps_end"] == full.eps_end
+    assert experiment.algorithm.network["hidden_sizes"] == list(full.hidden_sizes)
+    t = experiment.trainer
+    assert (t["collection_step_num_env_steps"], t["batch_size"]) == (
+        full.collection_step_num_env_steps,
+        full.batch_size,
+    )
+    assert t["update_step_num_gradient_steps_per_sample"] == full.gradient_steps_per_env_step
+    assert t["max_epochs"] * t["epoch_num_steps"] == full.num_env_steps
+    assert (
+        experiment.buffer.size == full.buffer_size
+        and experiment.buffer.prefill_env_steps == full.prefill_env_steps
+    )
+    # the file's lr decays over its run's gradient steps: 15 epochs of 157 collection steps of 64 moves
+    assert off_policy_gradient_steps(experiment, "dqn") == 15 * 157 * 16

@@ -197,9 +197,17 @@ _SIMPLE_SPREAD_TRAINER: dict[str, Any] = {
 DQN_TICTACTOE_EXAMPLE: dict[str, Any] = {
     "algorithm": {
         "name": "dqn",
-        "params": {"lr": 1e-3, "gamma": 0.9, "target_update_freq": 200, "n_step": 1, "max_grad_norm": 10.0},
-        "network": {"hidden_sizes": [128, 128]},
-        "exploration": {"eps_start": 1.0, "eps_end": 0.05, "eps_decay_env_steps": 20_000},
+        "params": {
+            "lr": 1e-3,
+            "lr_schedule": "linear",  # to 0 over the run's gradient steps
+            "gamma": 0.9,
+            "target_update_freq": 200,
+            "n_step": 3,
+            "is_double": True,
+            "max_grad_norm": None,
+        },
+        "network": {"hidden_sizes": [128, 128], "activation": "relu"},
+        "exploration": {"eps_start": 1.0, "eps_end": 0.05, "eps_decay_env_steps": 30_000},  # learner moves
     },
     "env": {
         "type": "pettingzoo",
@@ -213,8 +221,8 @@ DQN_TICTACTOE_EXAMPLE: dict[str, Any] = {
         "return_reduction": "agent:player_2",
     },
     "trainer": {
-        "max_epochs": 20,
-        "epoch_num_steps": 5000,
+        "max_epochs": 15,
+        "epoch_num_steps": 10_000,
         "collection_step_num_env_steps": 64,
         "update_step_num_gradient_steps_per_sample": 0.25,
         "batch_size": 64,
@@ -224,7 +232,8 @@ DQN_TICTACTOE_EXAMPLE: dict[str, Any] = {
     "buffer": {"size": 50_000, "prefill_env_steps": 1000},
 }
 """DQN (player_2, moving second) against a uniformly random player_1 in tic-tac-toe: turn-based (AEC),
-illegal moves masked; the test score is player_2's mean return (+1 win, -1 loss)"""
+illegal moves masked; the test score is player_2's mean return (+1 win, -1 loss). The settings of the
+results table in docs/multi_agent.md (tests/learning/test_tictactoe_learning.py's ``FULL``)"""
 
 TASK_EXAMPLES: dict[str, tuple[str, Mapping[str, Any]]] = {
     "dqn_tictactoe": (
