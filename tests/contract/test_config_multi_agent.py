@@ -519,3 +519,46 @@ def test_a_per_world_critic_from_the_experiment_file(tmp_path: Path) -> None:
     finally:
         run.close()
     assert info.gradient_step > 0
+
+
+@pytest.mark.integration
+def test_fixed_players_are_evaluated_not_trained(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 33 part 4: a layout in which every player is fixed is refused by ``train`` (nothing to
+    train; the message names the way to evaluate it) and played by ``tshtrain eval FILE`` and, in Python,
+    by ``MultiAgentPolicy`` + ``MultiAgentCollector``: a random first player beats a random second."""
+    need("pettingzoo", "pettingzoo")
+    from tshtrain.algorithm import MultiAgentPolicy, independent_learners
+    from tshtrain.env import make_pettingzoo_vector_env
+
+    data = {
+        "algorithm": {"name": "dqn"},
+        "env": {"type": "pettingzoo", "id": "pettingzoo.classic.tictactoe_v3", "num_test_envs": 4},
+        "agents": {
+            "layout": "independent",
+            "members": {p: {"policy": "random"} for p in ("player_1", "player_2")},
+        },
+    }
+    path = tmp_path / "random_vs_random.json"
+    path.write_text(json.dumps(data))
+    out = tmp_path / "results.json"
+    assert main(["eval", str(path), "-n", "400", "--json", str(out)]) == 0
+    results = json.loads(out.read_text())
+    assert results["episodes"] == 400 and set(results["agents"]) == {"player_1", "player_2"}
+    first, second = results["agents"]["player_1"]["mean"], results["agents"]["player_2"]["mean"]
+    assert first == pytest.approx(-second) and first > 0.1  # the first mover wins more often
+    assert "random_vs_random.json: 400 episodes" in capsys.readouterr().out
+
+    data["agents"]["members"]["player_2"] = {"algorithm": {"name": "dqn"}}  # type: ignore[index]
+    path.write_text(json.dumps(data))
+    assert main(["eval", str(path), "-n", "4"]) == 2
+    assert "agents.members: ['player_2'] would be trained" in capsys.readouterr().err
+
+    env = make_pettingzoo_vector_env("pettingzoo.classic.tictactoe_v3", 4)
+    space = env.single_action_space
+    learners = independent_learners(
+        env.columns, {p: RandomPolicy(space, seed=i) for i, p in enumerate(env.agents)}
+    )
+    with pytest.raises(ValueError, match=r"nothing would be trained\. To evaluate fixed players"):
+        MultiAgentOffPolicy(learners)
+    stats = MultiAgentCollector(MultiAgentPolicy(learners), env, seed=0).collect(n_episode=40)
+    assert stats.n_collected_episodes == 40 and stats.per_agent_returns is not None

@@ -317,7 +317,10 @@ def _check_tiling(learners: Sequence[Learner], num_units: int | None, owner: str
             f"{num_units}; learners: {list(learners)}."
         )
     if not any(learner.trainable for learner in learners):
-        raise ConfigurationError(f"{owner}: every learner has a fixed policy; nothing would be trained.")
+        raise ConfigurationError(
+            f"{owner}: every learner has a fixed policy; nothing would be trained. To evaluate fixed players "
+            f"against each other, collect with MultiAgentPolicy(learners) (tshtrain eval FILE for a file)."
+        )
     return expected
 
 

@@ -1,5 +1,6 @@
 """``tshtrain eval CHECKPOINT --episodes N [--video DIR] [--json FILE]``: test a trained agent (or the
-agents of a multi-agent run: their returns one by one, and the run's reduced score)."""
+agents of a multi-agent run: their returns one by one, and the run's reduced score); ``tshtrain eval
+FILE`` plays the fixed players of an experiment file against each other."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from tshtrain.errors import ConfigurationError
+from tshtrain.errors import ConfigurationError, ExperimentError
 
 CONFIG_FILE = "config.yaml"
 
@@ -24,10 +25,16 @@ def add_parser(subparsers: Any) -> None:
             "Load the algorithm of a checkpoint written by `tshtrain train` and run test episodes with its "
             "deterministic policy. CHECKPOINT is a checkpoint directory (e.g. RUN/checkpoints/best) or a run "
             "directory (then best/, else final/, else the newest periodic checkpoint). The experiment "
-            "is read from the run's config.yaml."
+            "is read from the run's config.yaml. CHECKPOINT may also be an experiment file whose agents "
+            "section fixes every player (policy: random or a checkpoint): its players are evaluated against "
+            "each other, with nothing trained."
         ),
     )
-    parser.add_argument("checkpoint", metavar="CHECKPOINT", help="a checkpoint directory or a run directory")
+    parser.add_argument(
+        "checkpoint",
+        metavar="CHECKPOINT",
+        help="a checkpoint directory, a run directory, or an experiment file of fixed players",
+    )
     parser.add_argument("--episodes", "-n", type=int, default=10, help="test episodes (default: 10)")
     parser.add_argument(
         "--seed", type=int, default=None, help="seed of the test envs (default: the run's test seed)"
@@ -81,6 +88,8 @@ def run(args: argparse.Namespace) -> int:
         return 2
     from tshtrain.config.agents import locate_checkpoint
 
+    if Path(args.checkpoint).suffix in EXPERIMENT_SUFFIXES and Path(args.checkpoint).is_file():
+        return _run_fixed_players(args)
     found = locate_checkpoint(Path(args.checkpoint))
     if isinstance(found, str):
         print(f"tshtrain eval: error: {found}", file=sys.stderr)
@@ -118,6 +127,62 @@ def run(args: argparse.Namespace) -> int:
         write_atomic(Path(args.json), json.dumps(results, indent=2) + "\n")
     if args.video is not None:
         print(f"videos in {args.video}")
+    return 0
+
+
+EXPERIMENT_SUFFIXES = (".yaml", ".yml", ".toml", ".json")
+"""a CHECKPOINT argument with one of these suffixes that names a file is an experiment file"""
+
+
+def _run_fixed_players(args: argparse.Namespace) -> int:
+    """``tshtrain eval FILE``: the fixed players of an experiment file against each other (no run, no
+    checkpoint of the file's own; frozen players load theirs)."""
+    from tshtrain.config import load_experiment, make_any_envs
+    from tshtrain.config.agents import build_fixed_players
+    from tshtrain.config.build import TEST_SEED_OFFSET
+    from tshtrain.config.envs import env_agents, make_collector
+
+    if args.video is not None:
+        print(
+            "tshtrain eval: error: --video records the envs of a run; not with an experiment file.",
+            file=sys.stderr,
+        )
+        return 2
+    path = Path(args.checkpoint)
+    try:
+        experiment = load_experiment(str(path))
+        if args.device is not None:
+            from tshtrain.devices import check_device_form
+
+            experiment = experiment.model_copy(update={"device": check_device_form(args.device)})
+        seed = experiment.seed + TEST_SEED_OFFSET if args.seed is None else args.seed
+        envs = make_any_envs(
+            experiment,
+            experiment.env.num_test_envs,
+            seed=seed,
+            test=True,
+            allowed_modules=args.allowed_modules,
+        )
+        try:
+            policy = build_fixed_players(
+                experiment, envs.single_observation_space, envs.single_action_space, env_agents(envs)
+            )
+            stats = make_collector(policy, envs, seed=seed).collect(
+                n_episode=args.episodes, deterministic=not args.stochastic
+            )
+        finally:
+            envs.close()
+    except (ExperimentError, ConfigurationError) as error:
+        print(f"tshtrain eval: error: {path}: {error}", file=sys.stderr)
+        return 2
+    results = _results(stats, experiment, path)
+    _print_results(results)
+    if args.json is not None:
+        import json
+
+        from tshtrain.config import write_atomic
+
+        write_atomic(Path(args.json), json.dumps(results, indent=2) + "\n")
     return 0
 
 

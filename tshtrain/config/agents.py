@@ -34,6 +34,7 @@ from tshtrain.algorithm.multi_agent import (
     Learner,
     MultiAgentOffPolicy,
     MultiAgentOnPolicy,
+    MultiAgentPolicy,
     RandomPolicy,
     independent_learners,
     scoped_learners,
@@ -83,18 +84,15 @@ def check_agent_names(agents: AgentsConfig, env_agents: tuple[str, ...], env_id:
         )
 
 
-def build_multi_agent_algorithm(
+def _build_learners(
     experiment: Experiment,
     observation_space: gym.Space[Any],
     action_space: gym.Space[Any],
     env_agents: tuple[str, ...],
-) -> MultiAgentAlgorithm:
-    """The learners of the experiment's ``agents`` section on one agent column's spaces, composed into
-    an on- or off-policy multi-agent algorithm (the top-level algorithm's family), on the experiment's
-    device. ``env_agents``: the env's agents (``()`` for scopes)."""
+) -> tuple[list[Learner], int]:
+    """The learners of the experiment's ``agents`` section (trained or fixed) and the units they tile."""
     agents = experiment.agents
     assert agents is not None
-    device = experiment_device(experiment)
     check_agent_names(agents, env_agents, experiment.env.id)
     names = learner_names(agents, env_agents)
     torch.manual_seed(experiment.seed)
@@ -117,19 +115,61 @@ def build_multi_agent_algorithm(
             members[name] = RandomPolicy(action_space, seed=seed)
         else:
             members[name] = load_frozen_policy(member, name, observation_space, action_space)
-    learners: list[Learner]
     if agents.layout == "independent":
-        learners = independent_learners(env_agents, members)
-        num_units = len(env_agents)
-    elif agents.layout == "shared":
+        return independent_learners(env_agents, members), len(env_agents)
+    if agents.layout == "shared":
         algorithm = members[SHARED_LEARNER]
         assert isinstance(algorithm, Algorithm)
-        learners = shared_learner(env_agents, algorithm, name=SHARED_LEARNER)
-        num_units = len(env_agents)
-    else:
-        assert agents.agents_scope is not None
-        learners = scoped_learners(agents.agents_scope, [members[name] for name in names], names=names)
-        num_units = sum(agents.agents_scope)
+        return shared_learner(env_agents, algorithm, name=SHARED_LEARNER), len(env_agents)
+    assert agents.agents_scope is not None
+    learners = scoped_learners(agents.agents_scope, [members[name] for name in names], names=names)
+    return learners, sum(agents.agents_scope)
+
+
+def build_fixed_players(
+    experiment: Experiment,
+    observation_space: gym.Space[Any],
+    action_space: gym.Space[Any],
+    env_agents: tuple[str, ...],
+) -> MultiAgentPolicy:
+    """The joint policy of an ``agents`` section in which every player is fixed (``policy: random`` or a
+    frozen checkpoint): nothing to train, something to evaluate (``tshtrain eval FILE``). ExperimentError
+    naming a player that would train."""
+    agents = experiment.agents
+    if agents is None:
+        raise ExperimentError(
+            "agents: evaluating an experiment file without a trained run needs an agents section whose "
+            "members are all fixed (policy: random, or a checkpoint)."
+        )
+    check_agent_names(agents, env_agents, experiment.env.id)
+    trained = [
+        name
+        for name in learner_names(agents, env_agents)
+        if (member := agents.members.get(name)) is None or member.algorithm is not None
+    ]
+    if trained:
+        raise ExperimentError(
+            f"agents.members: {sorted(trained)} would be trained (no fixed policy); to evaluate a file "
+            f"without a trained run give every player 'policy: random' or a checkpoint, or evaluate a run "
+            f"of it with tshtrain eval RUN_DIR."
+        )
+    learners, _ = _build_learners(experiment, observation_space, action_space, env_agents)
+    return MultiAgentPolicy(learners).to(experiment_device(experiment))
+
+
+def build_multi_agent_algorithm(
+    experiment: Experiment,
+    observation_space: gym.Space[Any],
+    action_space: gym.Space[Any],
+    env_agents: tuple[str, ...],
+) -> MultiAgentAlgorithm:
+    """The learners of the experiment's ``agents`` section on one agent column's spaces, composed into
+    an on- or off-policy multi-agent algorithm (the top-level algorithm's family), on the experiment's
+    device. ``env_agents``: the env's agents (``()`` for scopes)."""
+    agents = experiment.agents
+    assert agents is not None
+    device = experiment_device(experiment)
+    learners, num_units = _build_learners(experiment, observation_space, action_space, env_agents)
     family = get_spec(experiment.algorithm.name).family
     cls = MultiAgentOnPolicy if family is Family.ON_POLICY else MultiAgentOffPolicy
     try:
