@@ -31,8 +31,10 @@ ROLLOUT_LEN = 64
 """vector steps per rollout: each of the E worlds takes 64 steps, storing 64 * 4 transitions"""
 
 
-def make_env(num_envs: int, seed: int, *, global_state: bool = True) -> VmasEnv:
-    """``num_envs`` balance worlds as agent columns, with agent ids and (for MAPPO) the global state."""
+def make_env(num_envs: int, seed: int, *, global_state: bool = True, test: bool = False) -> VmasEnv:
+    """``num_envs`` balance worlds as agent columns, with agent ids and (for MAPPO) the global state.
+    ``test``: every episode starts at step 0 (training envs desynchronise their episode clocks, so that
+    the worlds do not all reset together; a test episode cut short by that would score half its return)."""
     return VmasEnv(
         "balance",
         num_envs=num_envs,
@@ -42,6 +44,7 @@ def make_env(num_envs: int, seed: int, *, global_state: bool = True) -> VmasEnv:
         agent_id=True,
         global_state=global_state,
         n_agents=NUM_AGENTS,
+        desync_episode_clocks=not test,
     )
 
 
@@ -57,7 +60,7 @@ def train(
     """Train for about ``env_steps`` env steps (an env step is one step of one world: 4 transitions)."""
     torch.manual_seed(seed)
     train_envs = make_env(num_envs, seed, global_state=centralised_critic)
-    test_envs = make_env(min(32, test_episodes), seed + 1000, global_state=centralised_critic)
+    test_envs = make_env(min(32, test_episodes), seed + 1000, global_state=centralised_critic, test=True)
     policy, critic = mappo_actor_critic(
         train_envs.single_observation_space,  # Dict(agent_id, obs, state); Box actions
         train_envs.single_action_space,

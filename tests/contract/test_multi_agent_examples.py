@@ -67,6 +67,9 @@ def test_mappo_on_vmas_balance() -> None:
     assert algorithm.learners[0].units == slice(0, 4)  # one learner shared by the 4 agents
     assert isinstance(algorithm.learners[0].algorithm, PPO)
     assert info.train_step == 32 and info.gradient_step > 0
+    # test episodes start at step 0 (full episodes, full returns); training envs desynchronise their clocks
+    assert module.make_env(2, 0, test=True)._desync is False
+    assert module.make_env(2, 0)._desync is True
 
 
 @pytest.mark.parametrize("update_mode", ["sequential"])
