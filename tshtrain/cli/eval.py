@@ -117,7 +117,14 @@ def run(args: argparse.Namespace) -> int:
     seed = experiment.seed + TEST_SEED_OFFSET if args.seed is None else args.seed
     with _windowless_sdl() if args.video is not None else contextlib.nullcontext():
         stats = _collect(experiment, args, checkpoint, seed)
-    results = _results(stats, experiment, checkpoint)
+    _report(_results(stats, experiment, checkpoint), args)
+    if args.video is not None:
+        print(f"videos in {args.video}")
+    return 0
+
+
+def _report(results: dict[str, Any], args: argparse.Namespace) -> None:
+    """Print the results, and write them to ``--json FILE`` if given."""
     _print_results(results)
     if args.json is not None:
         import json
@@ -125,9 +132,15 @@ def run(args: argparse.Namespace) -> int:
         from tshtrain.config import write_atomic
 
         write_atomic(Path(args.json), json.dumps(results, indent=2) + "\n")
-    if args.video is not None:
-        print(f"videos in {args.video}")
-    return 0
+
+
+def _test_envs(experiment: Any, args: argparse.Namespace, seed: int) -> Any:
+    """The experiment's test envs, seeded with ``seed``."""
+    from tshtrain.config import make_any_envs
+
+    return make_any_envs(
+        experiment, experiment.env.num_test_envs, seed=seed, test=True, allowed_modules=args.allowed_modules
+    )
 
 
 EXPERIMENT_SUFFIXES = (".yaml", ".yml", ".toml", ".json")
@@ -137,7 +150,7 @@ EXPERIMENT_SUFFIXES = (".yaml", ".yml", ".toml", ".json")
 def _run_fixed_players(args: argparse.Namespace) -> int:
     """``tshtrain eval FILE``: the fixed players of an experiment file against each other (no run, no
     checkpoint of the file's own; frozen players load theirs)."""
-    from tshtrain.config import load_experiment, make_any_envs
+    from tshtrain.config import load_experiment
     from tshtrain.config.agents import build_fixed_players
     from tshtrain.config.build import TEST_SEED_OFFSET
     from tshtrain.config.envs import env_agents, make_collector
@@ -156,13 +169,7 @@ def _run_fixed_players(args: argparse.Namespace) -> int:
 
             experiment = experiment.model_copy(update={"device": check_device_form(args.device)})
         seed = experiment.seed + TEST_SEED_OFFSET if args.seed is None else args.seed
-        envs = make_any_envs(
-            experiment,
-            experiment.env.num_test_envs,
-            seed=seed,
-            test=True,
-            allowed_modules=args.allowed_modules,
-        )
+        envs = _test_envs(experiment, args, seed)
         try:
             policy = build_fixed_players(
                 experiment, envs.single_observation_space, envs.single_action_space, env_agents(envs)
@@ -175,21 +182,14 @@ def _run_fixed_players(args: argparse.Namespace) -> int:
     except (ExperimentError, ConfigurationError) as error:
         print(f"tshtrain eval: error: {path}: {error}", file=sys.stderr)
         return 2
-    results = _results(stats, experiment, path)
-    _print_results(results)
-    if args.json is not None:
-        import json
-
-        from tshtrain.config import write_atomic
-
-        write_atomic(Path(args.json), json.dumps(results, indent=2) + "\n")
+    _report(_results(stats, experiment, path), args)
     return 0
 
 
 def _collect(experiment: Any, args: argparse.Namespace, checkpoint: Path, seed: int) -> Any:
     """Build the test envs (one recorded env with ``--video``), load the checkpoint, run the episodes."""
     from tshtrain.checkpoint import load_algorithm_checkpoint
-    from tshtrain.config import build_policy_algorithm, make_any_envs, make_envs
+    from tshtrain.config import build_policy_algorithm, make_envs
     from tshtrain.config.env_kinds import AnyVectorEnv
     from tshtrain.config.envs import make_collector
 
@@ -203,13 +203,7 @@ def _collect(experiment: Any, args: argparse.Namespace, checkpoint: Path, seed: 
             allowed_modules=args.allowed_modules,
         )
     else:
-        envs = make_any_envs(
-            experiment,
-            experiment.env.num_test_envs,
-            seed=seed,
-            test=True,
-            allowed_modules=args.allowed_modules,
-        )
+        envs = _test_envs(experiment, args, seed)
     try:
         algorithm = build_policy_algorithm(experiment, envs)
         load_algorithm_checkpoint(algorithm, checkpoint, trusted=args.trust)
