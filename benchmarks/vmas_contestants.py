@@ -177,6 +177,12 @@ def _tshtrain(env: TimedEnv, s: PPOSettings, seed: int, num_iterations: int, pha
     return _tshtrain_run(env, s, seed, num_iterations, phases, compile_loss=False)
 
 
+def _tshtrain_values(env: TimedEnv, s: PPOSettings, seed: int, num_iterations: int, phases: Phases) -> Run:
+    """tshtrain with the critic evaluated while collecting (``TensorCollector(values=...)``, rsl_rl's
+    phase split); otherwise the default path."""
+    return _tshtrain_run(env, s, seed, num_iterations, phases, compile_loss=False, collection_values=True)
+
+
 def _tshtrain_compiled(env: TimedEnv, s: PPOSettings, seed: int, num_iterations: int, phases: Phases) -> Run:
     """tshtrain with ``PPOParams(compile_loss=True)``: the opt-in compiled path (its compilation happens
     in the untimed warm-up round; later runs in the process reuse the compiled loss)."""
@@ -184,7 +190,14 @@ def _tshtrain_compiled(env: TimedEnv, s: PPOSettings, seed: int, num_iterations:
 
 
 def _tshtrain_run(
-    env: TimedEnv, s: PPOSettings, seed: int, num_iterations: int, phases: Phases, *, compile_loss: bool
+    env: TimedEnv,
+    s: PPOSettings,
+    seed: int,
+    num_iterations: int,
+    phases: Phases,
+    *,
+    compile_loss: bool,
+    collection_values: bool = False,
 ) -> Run:
     from tshtrain.algorithm import PPO, GaussianPolicy, PPOParams, mlp
     from tshtrain.trainer import OnPolicyTrainer, OnPolicyTrainerParams
@@ -208,7 +221,9 @@ def _tshtrain_run(
     )
     algorithm = PPO(policy=policy, critic=mlp(o_dim, 1, s.hidden_sizes), params=params, seed=seed)
     rollout = s.rollout_len * n
-    collector = TensorCollector(policy, env, TensorReplayBuffer(rollout, n, device=env.device), seed=seed)
+    values = algorithm.collection_values() if collection_values else None
+    buffer = TensorReplayBuffer(rollout, n, device=env.device)
+    collector = TensorCollector(policy, env, buffer, seed=seed, values=values)
     trainer = OnPolicyTrainer(
         algorithm,
         OnPolicyTrainerParams(
@@ -394,7 +409,8 @@ HAND_LOOP = "hand_ppo_vmas.HandPPO"
 CONTESTANTS: dict[str, Builder] = {
     "hand loop": _hand,
     "tshtrain": _tshtrain,
-    "tshtrain, compiled": _tshtrain_compiled,
+    "tshtrain (compiled)": _tshtrain_compiled,
+    "tshtrain (values in collection)": _tshtrain_values,
     "rsl_rl": _rsl_rl,
     "skrl": _skrl,
 }
