@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import pickle
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
 
 from tshtrain.env import ACTION_MASK_KEY, OBS_KEY, AgentColumns, AgentStep, MultiAgentVectorEnv
+from tshtrain.env.groups import AgentGroup, GroupView, group_obs_key, storage_action_space
 
 
 class TurnGame(MultiAgentVectorEnv):
@@ -124,6 +126,108 @@ class LeavingParallel(MultiAgentVectorEnv):
         final = self.obs
         self.t[done] = 0
         return AgentStep(rew, term, trunc, final, done)
+
+    def close(self) -> None:
+        pass
+
+
+class TwoTeams(MultiAgentVectorEnv):
+    """Agents of two groups with different spaces (:mod:`tshtrain.env.groups`): a ``scout`` that sees a
+    one-hot target among 3 (obs (3,)) and a team of two ``runner`` s that see one among 2 (obs (2,)).
+    Discrete: an agent is paid 1 when its action is its target (scout Discrete(3), runners
+    Discrete(2)); continuous: ``-|action - target|`` summed over its action's dimensions (scout Box(1),
+    runners Box(2), targets in [0, 1]). Targets are drawn anew every step; episodes last ``length``."""
+
+    def __init__(self, num_envs: int, *, continuous: bool = False, length: int = 4, seed: int = 0):
+        self.columns = AgentColumns(("scout_0", "runner_0", "runner_1"), num_envs)
+        self.turn_based = False
+        self.continuous, self.length = continuous, length
+        widths = {"scout": 3, "runner": 2}
+        if continuous:
+            acts: dict[str, gym.Space[Any]] = {
+                "scout": gym.spaces.Box(-1.0, 1.0, (1,), np.float32),
+                "runner": gym.spaces.Box(-1.0, 1.0, (2,), np.float32),
+            }
+        else:
+            acts = {"scout": gym.spaces.Discrete(3), "runner": gym.spaces.Discrete(2)}
+        members = {"scout": ("scout_0",), "runner": ("runner_0", "runner_1")}
+        first = {"scout": 0, "runner": 1}
+        self.groups = {
+            name: AgentGroup(
+                name,
+                members[name],
+                first[name],
+                gym.spaces.Box(0.0, 1.0, (widths[name],), np.float32),
+                acts[name],
+            )
+            for name in ("scout", "runner")
+        }
+        stored = storage_action_space(acts, "TwoTeams")
+        width = int(stored.shape[0]) if isinstance(stored, gym.spaces.Box) else None
+        self.group_views = {name: GroupView(g, stored_action_width=width) for name, g in self.groups.items()}
+        self.single_observation_space = gym.spaces.Dict(
+            {group_obs_key(name): self.groups[name].observation_space for name in ("runner", "scout")}
+        )
+        self.single_action_space = stored
+        self.rng = np.random.default_rng(seed)
+        self.t = np.zeros(num_envs, dtype=np.int64)
+        self.target_C = np.zeros(self.num_columns, dtype=np.int64)
+        self.value_C = np.zeros((self.num_columns, 2), dtype=np.float32)
+        self._draw(np.arange(num_envs))
+
+    def _draw(self, envs: np.ndarray) -> None:
+        e = self.num_envs
+        for env in envs:
+            for agent in range(3):
+                col = agent * e + int(env)
+                self.target_C[col] = self.rng.integers(3 if agent == 0 else 2)
+                self.value_C[col] = self.rng.uniform(0.0, 1.0, 2)
+
+    def reset(self, *, seed: int | None = None, env_ids: np.ndarray | None = None) -> None:
+        if seed is not None:
+            self.rng = np.random.default_rng(seed)
+        ids = np.arange(self.num_envs) if env_ids is None else np.asarray(env_ids)
+        self.t[ids] = 0
+        self._draw(ids)
+
+    @property
+    def obs(self) -> dict[str, np.ndarray]:
+        c, e = self.num_columns, self.num_envs
+        scout = np.zeros((c, 3), np.float32)
+        runner = np.zeros((c, 2), np.float32)
+        for col in range(c):
+            if self.continuous and col < e:
+                scout[col, 0] = self.value_C[col, 0]
+            elif self.continuous:
+                runner[col] = self.value_C[col]
+            elif col < e:
+                scout[col, self.target_C[col]] = 1.0
+            else:
+                runner[col, self.target_C[col]] = 1.0
+        return {group_obs_key("runner"): runner, group_obs_key("scout"): scout}
+
+    @property
+    def acting_C(self) -> np.ndarray:
+        return np.ones(self.num_columns, dtype=bool)
+
+    def step(self, act: np.ndarray, columns: np.ndarray) -> AgentStep:
+        c, e = self.num_columns, self.num_envs
+        assert len(columns) == c
+        rew = np.zeros(c, dtype=np.float32)
+        for col in range(c):
+            if self.continuous:
+                width = 1 if col < e else 2
+                assert not np.any(act[col, width:]), "padding reached the env"
+                rew[col] = -float(np.abs(act[col, :width] - self.value_C[col, :width]).sum())
+            else:
+                rew[col] = float(int(act[col]) == self.target_C[col])
+        self.t += 1
+        done = self.t == self.length
+        trunc = np.tile(done, 3)
+        final = self.obs
+        self.t[done] = 0
+        self._draw(np.arange(e))
+        return AgentStep(rew, np.zeros(c, dtype=bool), trunc, final, done)
 
     def close(self) -> None:
         pass

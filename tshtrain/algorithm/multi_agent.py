@@ -19,6 +19,9 @@ centralised critic (MAPPO)        a PPO learner whose critic reads the ``state``
                                   IPPO is the same without the ``state`` key
 agent scopes (skrl)               learners over slices of a single-agent vector env's sub-envs
                                   (:func:`scoped_learners`, ``agents_scope=[4, 4]``)
+agent groups (BenchMARL)          agents with different spaces in groups; one learner per group
+                                  (shared within it) or per agent (:func:`grouped_learners`),
+                                  each seeing its group's rows through a ``GroupView``
 ================================  ===========================================================
 
 :class:`MultiAgentOnPolicy` and :class:`MultiAgentOffPolicy` are ordinary on-/off-policy algorithms
@@ -60,8 +63,10 @@ from tshtrain.algorithm.multi_agent_parallel import ParallelParams, ParallelUpda
 from tshtrain.data.batch import AnyRolloutBatch, ObsArray, ObsTensor, TensorRolloutBatch
 from tshtrain.data.collector_base import AnyReplayBuffer
 from tshtrain.devices import resolve_device
-from tshtrain.env.multi_agent import ACTION_MASK_KEY, AgentColumns
+from tshtrain.env.groups import AgentGroup, GroupView
+from tshtrain.env.multi_agent import ACTION_MASK_KEY, AgentColumns, MultiAgentVectorEnv
 from tshtrain.env.spaces import sample_actions, sample_legal_actions
+from tshtrain.env.tensor_env import TensorVectorEnv
 from tshtrain.env.tensor_spaces import sample_actions_torch, sample_legal_actions_torch
 from tshtrain.errors import ConfigurationError
 
@@ -144,6 +149,7 @@ class Learner:
         *,
         algorithm: Algorithm[Any, Any] | None = None,
         policy: Policy | None = None,
+        view: GroupView | None = None,
     ):
         """Args:
         name: the learner's name (its key in checkpoints and its logger scope).
@@ -152,6 +158,8 @@ class Learner:
         algorithm: trains the learner's policy (``algorithm.policy``).
         policy: a fixed policy (random, scripted, a frozen one loaded from a checkpoint); give exactly
             one of ``algorithm`` and ``policy``.
+        view: in an env with agent groups, what the learner's group sees of the stored rows (see
+            :func:`grouped_learners`); its units must lie within the group.
         """
         if (algorithm is None) == (policy is None):
             raise ConfigurationError(
@@ -166,8 +174,15 @@ class Learner:
             raise ConfigurationError(
                 f"Learner {name!r}: units {units!r} are empty or negative; first < stop is needed."
             )
+        if view is not None and not view.group.first <= units.start < units.stop <= view.group.units.stop:
+            raise ConfigurationError(
+                f"Learner {name!r}: units {units!r} are not within its group {view.group.name!r} (agents "
+                f"{view.group.first}..{view.group.units.stop - 1})."
+            )
         self.name = name
         self.units = slice(int(units.start), int(units.stop))
+        self.view = view
+        """what the learner sees of a grouped env's rows (None: the rows as stored)"""
         self.algorithm = algorithm
         self.policy: Policy = algorithm.policy if algorithm is not None else policy  # type: ignore[assignment]
 
@@ -236,6 +251,49 @@ def shared_learner(
 ) -> list[Learner]:
     """One learner for every agent (parameter sharing)."""
     return [Learner(name, slice(0, len(_agent_names(agents))), algorithm=algorithm)]
+
+
+def grouped_learners(
+    env: MultiAgentVectorEnv | TensorVectorEnv,
+    members: Mapping[str, Algorithm[Any, Any] | Policy | Mapping[str, Algorithm[Any, Any] | Policy]],
+) -> list[Learner]:
+    """Learners for an env with agent groups (``env.groups``, :mod:`tshtrain.env.groups`), BenchMARL's
+    layout: ``members[group]`` is one algorithm (or fixed policy) for all the group's agents (parameters
+    shared within the group; the learner is named after the group), or a mapping {agent: algorithm or
+    policy} of one learner per agent of the group. Build each group's networks on
+    ``env.groups[group].observation_space`` and ``.action_space``: what its learners see."""
+    groups: Mapping[str, AgentGroup] | None = getattr(env, "groups", None)
+    if not groups:
+        raise ConfigurationError(
+            f"grouped_learners: {type(env).__name__} has no agent groups; build it with groups='auto' or "
+            f"{{group: [agents]}} (or use independent_learners / shared_learner)."
+        )
+    missing = [name for name in groups if name not in members]
+    unknown = [name for name in members if name not in groups]
+    if missing or unknown:
+        raise ConfigurationError(
+            f"grouped_learners: the env's groups are {list(groups)}; missing members for {missing}, members "
+            f"for unknown groups {unknown}."
+        )
+    views: Mapping[str, GroupView] = env.group_views  # type: ignore[union-attr]
+    learners: list[Learner] = []
+    for name, group in groups.items():
+        member = members[name]
+        if isinstance(member, Mapping):
+            per_agent = independent_learners(group.agents, member)
+            for learner in per_agent:
+                first = group.first + learner.units.start
+                span = slice(first, first + 1)
+                learners.append(
+                    Learner(learner.name, span, algorithm=learner.algorithm, view=views[name])
+                    if learner.algorithm is not None
+                    else Learner(learner.name, span, policy=learner.policy, view=views[name])
+                )
+        elif isinstance(member, Algorithm):
+            learners.append(Learner(name, group.units, algorithm=member, view=views[name]))
+        else:
+            learners.append(Learner(name, group.units, policy=member, view=views[name]))
+    return learners
 
 
 def scoped_learners(
@@ -346,6 +404,7 @@ class MultiAgentPolicy(Policy):
         """agents (or scope sub-envs) in all"""
         self._all_rows: dict[int, list[tuple[int, int, int]]] = {}
         self._routing: list[tuple[int, int, int]] = []
+        self._views = [learner.view for learner in learners]
 
     def _policies(self) -> list[Policy]:
         return [member for member in self.members if isinstance(member, Policy)]
@@ -385,11 +444,18 @@ class MultiAgentPolicy(Policy):
         ``columns`` (what :meth:`compute_actions_for` does before it computes)."""
         self._routing = self.routing(columns, num_rows, num_columns)
 
-    @staticmethod
-    def _rows(obs: Any, first: int, stop: int) -> Any:
+    def _rows(self, k: int, obs: Any, first: int, stop: int) -> Any:
+        """Learner ``k``'s observations: rows ``first:stop``, seen through its group's view."""
         if isinstance(obs, Mapping):
-            return {key: value[first:stop] for key, value in obs.items()}
+            rows = {key: value[first:stop] for key, value in obs.items()}
+            view = self._views[k]
+            return rows if view is None else view.obs(rows)
         return obs[first:stop]
+
+    def _stored(self, k: int, act: Any) -> Any:
+        """Learner ``k``'s actions as stored (padded for its group)."""
+        view = self._views[k]
+        return act if view is None else view.pad(act)
 
     def compute_actions_for(
         self,
@@ -405,7 +471,9 @@ class MultiAgentPolicy(Policy):
         self._routing = self.routing(columns, num_rows, num_columns)
         policies = self._policies()
         parts = [
-            policies[k].compute_actions(self._rows(obs, first, stop), deterministic=deterministic)
+            self._stored(
+                k, policies[k].compute_actions(self._rows(k, obs, first, stop), deterministic=deterministic)
+            )
             for k, first, stop in self._routing
         ]
         return parts[0] if len(parts) == 1 else np.concatenate(parts)
@@ -420,7 +488,7 @@ class MultiAgentPolicy(Policy):
         self._routing = self.routing(None, num_rows)
         policies = self._policies()
         parts = [
-            policies[k].actions(self._rows(obs, first, stop), deterministic=deterministic)
+            self._stored(k, policies[k].actions(self._rows(k, obs, first, stop), deterministic=deterministic))
             for k, first, stop in self._routing
         ]
         return parts[0] if len(parts) == 1 else torch.cat(parts)
@@ -431,7 +499,12 @@ class MultiAgentPolicy(Policy):
         self._routing = self.routing(None, num_rows)
         policies = self._policies()
         parts = [
-            policies[k].compute_actions_torch(self._rows(obs, first, stop), deterministic=deterministic)
+            self._stored(
+                k,
+                policies[k].compute_actions_torch(
+                    self._rows(k, obs, first, stop), deterministic=deterministic
+                ),
+            )
             for k, first, stop in self._routing
         ]
         return parts[0] if len(parts) == 1 else torch.cat(parts)
@@ -445,7 +518,13 @@ class MultiAgentPolicy(Policy):
 
     def _per_member(self, act: Any, fn: Callable[[Policy, Any], Any]) -> Any:
         policies = self._policies()
-        parts = [fn(policies[k], act[first:stop]) for k, first, stop in self._routing]
+        views = self._views
+        parts = [
+            fn(policies[k], act[first:stop])
+            if views[k] is None
+            else views[k].pad(fn(policies[k], views[k].act(act[first:stop])))  # type: ignore[union-attr]
+            for k, first, stop in self._routing
+        ]
         if len(parts) == 1:
             return parts[0]
         return torch.cat(parts) if isinstance(act, torch.Tensor) else np.concatenate(parts)
@@ -602,6 +681,11 @@ class MultiAgentOnPolicy(OnPolicyAlgorithm[MultiAgentPolicy, MultiAgentTrainingS
                     f"updates every learner from the latest rollout. Use MultiAgentOffPolicy for "
                     f"off-policy learners."
                 )
+        if update_mode == "parallel" and any(learner.view is not None for learner in learners):
+            raise ConfigurationError(
+                "MultiAgentOnPolicy: update_mode='parallel' does not support agent groups (learners with a "
+                "GroupView); use update_mode='sequential'."
+            )
         self.members = _Members(learners, num_units, "MultiAgentOnPolicy", update_mode)
         super().__init__(policy=MultiAgentPolicy(learners))
         self.parallel_params = parallel or ParallelParams()
@@ -682,6 +766,8 @@ class MultiAgentOnPolicy(OnPolicyAlgorithm[MultiAgentPolicy, MultiAgentTrainingS
             part = rollout.select_columns(learner.columns(scale))
             if part.num_steps == 0:
                 continue
+            if learner.view is not None:
+                part = learner.view.batch(part)
             per_learner[learner.name] = algorithm.update(
                 part, batch_size=batch_size, num_repetitions=num_repetitions, hooks=hooks
             )
@@ -753,7 +839,7 @@ class MultiAgentOffPolicy(OffPolicyAlgorithm[MultiAgentPolicy, MultiAgentTrainin
         for learner in self.members.trained():
             algorithm = learner.algorithm
             assert isinstance(algorithm, OffPolicyAlgorithm)
-            with buffer.column_scope(learner.columns(scale)):
+            with buffer.column_scope(learner.columns(scale), view=learner.view):
                 if buffer.scoped_len == 0:
                     continue
                 per_learner[learner.name] = algorithm.update(buffer, batch_size, hooks=hooks)

@@ -22,6 +22,7 @@ import torch
 from tshtrain.data.batch import ObsArray, RolloutBatch, TransitionBatch, obs_len
 from tshtrain.data.ring import BufferLayout, RingPositions
 from tshtrain.data.staging import StagedSample, StagingArrays
+from tshtrain.env.groups import GroupView
 from tshtrain.errors import ConfigurationError, require_positive
 from tshtrain.functional.targets import nstep_indices, nstep_returns
 
@@ -121,6 +122,7 @@ class BaseReplayBuffer(ABC):
         self._flat: dict[str, np.ndarray] = {}
         self._obs_keys: tuple[str, ...] | None = None  # None: array observations
         self._ring = RingPositions(column_capacity, num_columns)
+        self._view: GroupView | None = None  # what the active column_scope's learner sees
         self._staging: dict[tuple[int, torch.device], StagingArrays] = {}
         """the staging tensors of :meth:`sample_torch`, per batch size and device"""
         self.source: str | None = None
@@ -374,19 +376,22 @@ class BaseReplayBuffer(ABC):
         return rows * self.num_columns + cols + first
 
     @contextmanager
-    def column_scope(self, columns: slice | None) -> Iterator[None]:
+    def column_scope(self, columns: slice | None, *, view: GroupView | None = None) -> Iterator[None]:
         """Within the block, :meth:`sample` draws only from the contiguous ``columns`` (None: all), and
         :attr:`scoped_len` counts them: how a learner of a multi-agent algorithm samples its own
         agents' transitions from a buffer shared by every agent (``tshtrain.algorithm.multi_agent``).
         Indices stay flat indices of the whole buffer, so ``get``, ``next_index`` and n-step targets
-        work unchanged."""
+        work unchanged. With a ``view`` (a grouped env's learner, :mod:`tshtrain.env.groups`) the
+        observations and actions that ``get``, ``sample``, ``sample_torch`` and ``nstep_targets`` return
+        are the view's."""
         ring = self._ring
-        previous = ring.scope
+        previous, previous_view = ring.scope, self._view
         ring.set_scope(columns, owner=f"{type(self).__name__}.column_scope")
+        self._view = view
         try:
             yield
         finally:
-            ring.scope = previous
+            ring.scope, self._view = previous, previous_view
 
     @property
     def scoped_len(self) -> int:
@@ -426,19 +431,25 @@ class BaseReplayBuffer(ABC):
             returns, discounts = staging.to_device(targets.returns), staging.to_device(targets.discounts)
             obs_next = staging.obs_to_device(targets.obs_next)
         staging.end()
+        view = self._view
+        if view is not None:
+            obs, act = view.obs(obs), view.act(act)
+            if n_step == 1:  # n-step observations come through _obs_from, already seen by the view
+                obs_next = view.obs(obs_next)
         return StagedSample(obs, act, returns, discounts, obs_next, indices)
 
     def _obs_from(self, prefix: str, idx: np.ndarray) -> ObsArray:
         if self._obs_keys is None:
             return np.asarray(self._flat[prefix][idx])
-        return {key: self._flat[f"{prefix}/{key}"][idx] for key in self._obs_keys}
+        obs = {key: self._flat[f"{prefix}/{key}"][idx] for key in self._obs_keys}
+        return obs if self._view is None else self._view.obs(obs)
 
     def get(self, indices: np.ndarray) -> TransitionBatch:
         """The transitions at the given flat indices."""
         flat = self._flat
         return TransitionBatch(
             obs=self._obs_from("obs", indices),
-            act=flat["act"][indices],
+            act=flat["act"][indices] if self._view is None else self._view.act(flat["act"][indices]),
             rew=flat["rew"][indices],
             terminated=flat["terminated"][indices],
             truncated=flat["truncated"][indices],

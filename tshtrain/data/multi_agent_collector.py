@@ -29,8 +29,7 @@ from tshtrain.data.batch import ObsArray
 from tshtrain.data.buffer import BaseReplayBuffer
 from tshtrain.data.collector_base import BaseCollector, CollectedEpisodes, EpisodeQuota
 from tshtrain.data.stats import CollectStats
-from tshtrain.env.multi_agent import ACTION_MASK_KEY, MultiAgentVectorEnv
-from tshtrain.env.spaces import sample_actions, sample_legal_actions
+from tshtrain.env.multi_agent import MultiAgentVectorEnv
 from tshtrain.errors import ConfigurationError, EpisodeLimitError
 
 
@@ -183,11 +182,7 @@ class MultiAgentCollector(BaseCollector):
         """(stored actions, env actions) of the acting columns."""
         if random:
             num = len(columns) if columns is not None else self.env.num_columns
-            mask = None if isinstance(obs, np.ndarray) else obs.get(ACTION_MASK_KEY)
-            if mask is not None:
-                env_act = sample_legal_actions(np.asarray(mask), self.rng)
-            else:
-                env_act = sample_actions(self.env.single_action_space, num, self.rng)
+            env_act = self.env.sample_actions(columns, self.rng)
             self.policy.route(columns, num, self.env.num_columns)  # rows of map_action(_inverse)
             return self.policy.map_action_inverse(env_act)
         act = self.policy.compute_actions_for(

@@ -24,6 +24,7 @@ import torch
 from tshtrain.data.batch import ObsTensor, TensorRolloutBatch, TorchTransitionBatch
 from tshtrain.data.ring import BufferLayout, RingPositions
 from tshtrain.devices import component_device
+from tshtrain.env.groups import GroupView
 from tshtrain.errors import ConfigurationError, require_positive
 
 _LOGP = "logp"
@@ -92,6 +93,7 @@ class TensorReplayBuffer:
         self._flat: dict[str, torch.Tensor] = {}
         self._obs_keys: tuple[str, ...] | None = None
         self._ring = RingPositions(self.column_capacity, buffer_num)
+        self._view: GroupView | None = None  # what the active column_scope's learner sees
         self._complete: dict[str, bool] = dict.fromkeys(_POLICY_FIELDS, False)
         """per optional field (``logp``, ``value``): every stored row has the value the collecting
         policy gave (see :meth:`add`)"""
@@ -264,15 +266,16 @@ class TensorReplayBuffer:
         return rows * self.num_columns + cols + first
 
     @contextmanager
-    def column_scope(self, columns: slice | None) -> Iterator[None]:
+    def column_scope(self, columns: slice | None, *, view: GroupView | None = None) -> Iterator[None]:
         """See :meth:`tshtrain.data.buffer.BaseReplayBuffer.column_scope`."""
         ring = self._ring
-        previous = ring.scope
+        previous, previous_view = ring.scope, self._view
         ring.set_scope(columns, owner="TensorReplayBuffer.column_scope")
+        self._view = view
         try:
             yield
         finally:
-            ring.scope = previous
+            ring.scope, self._view = previous, previous_view
 
     @property
     def scoped_len(self) -> int:
@@ -286,14 +289,15 @@ class TensorReplayBuffer:
     def _obs_from(self, prefix: str, idx: torch.Tensor) -> ObsTensor:
         if self._obs_keys is None:
             return self._flat[prefix][idx]
-        return {key: self._flat[f"{prefix}/{key}"][idx] for key in self._obs_keys}
+        obs = {key: self._flat[f"{prefix}/{key}"][idx] for key in self._obs_keys}
+        return obs if self._view is None else self._view.obs(obs)
 
     def get(self, indices: torch.Tensor) -> TorchTransitionBatch:
         """The transitions at the given flat indices (a tensor on ``device``)."""
         flat = self._flat
         return TorchTransitionBatch(
             obs=self._obs_from("obs", indices),
-            act=flat["act"][indices],
+            act=flat["act"][indices] if self._view is None else self._view.act(flat["act"][indices]),
             rew=flat["rew"][indices],
             terminated=flat["terminated"][indices],
             truncated=flat["truncated"][indices],

@@ -1,5 +1,6 @@
 """Building and seeding vector environments; helpers for Gymnasium spaces."""
 
+from tshtrain.env.groups import AgentGroup, GroupView, group_obs_key
 from tshtrain.env.multi_agent import (
     ACTION_MASK_KEY,
     AGENT_ID_KEY,
@@ -41,9 +42,11 @@ __all__ = [
     "OBS_KEY",
     "STATE_KEY",
     "AgentColumns",
+    "AgentGroup",
     "AgentStep",
     "ArraySpec",
     "EnvFactory",
+    "GroupView",
     "MultiAgentVectorEnv",
     "PettingZooAECVectorEnv",
     "PettingZooParallelVectorEnv",
@@ -57,6 +60,7 @@ __all__ = [
     "array_spec",
     "autoreset_mode",
     "check_actions",
+    "group_obs_key",
     "make_pettingzoo_vector_env",
     "make_vector_env",
     "observation_specs",

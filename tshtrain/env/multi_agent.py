@@ -38,18 +38,13 @@ from typing import Any, NamedTuple, TypeAlias
 import gymnasium as gym
 import numpy as np
 
+from tshtrain.env.groups import AgentGroup, GroupView
+from tshtrain.env.keys import ACTION_MASK_KEY, AGENT_ID_KEY, OBS_KEY, STATE_KEY
+from tshtrain.env.spaces import sample_actions, sample_legal_actions
+
 ObsArray: TypeAlias = np.ndarray | Mapping[str, np.ndarray]
 """A batch of observations: one array, or one per key of a Dict space (as
 :data:`tshtrain.data.batch.ObsArray`)."""
-
-OBS_KEY = "obs"
-"""the agent's own observation in a Dict column observation"""
-ACTION_MASK_KEY = "action_mask"
-"""the legal actions (int8 / bool, shape (num_actions,), 1 = legal): policies never choose others"""
-STATE_KEY = "state"
-"""the env's global state (the same for every agent of an env): what a centralised critic sees"""
-AGENT_ID_KEY = "agent_id"
-"""the one-hot id of the agent (float32, shape (num_agents,)): what a shared network needs"""
 
 
 @dataclass(frozen=True)
@@ -117,6 +112,11 @@ class MultiAgentVectorEnv(ABC):
     """the action space of one column (every agent's)"""
     turn_based: bool
     """at most one agent per env acts in a step (AEC games)"""
+    groups: dict[str, AgentGroup] | None = None
+    """the agent groups of an env whose agents differ in their spaces (:mod:`tshtrain.env.groups`), by
+    name, in column order; None: one observation and one action space for all"""
+    group_views: Mapping[str, GroupView] = {}
+    """what each group's learners see of the stored rows (:class:`~tshtrain.env.groups.GroupView`)"""
 
     @property
     def num_envs(self) -> int:
@@ -155,6 +155,25 @@ class MultiAgentVectorEnv(ABC):
         ``columns`` are exactly the acting ones, ascending). Envs whose episode ends reset in the same
         call."""
 
+    def sample_actions(self, columns: np.ndarray | None, rng: np.random.Generator) -> np.ndarray:
+        """Uniformly random (legal) stored actions of the ``columns`` (ascending; None: all)."""
+        num = self.num_columns if columns is None else len(columns)
+        obs = self.obs
+        mask = obs.get(ACTION_MASK_KEY) if isinstance(obs, Mapping) else None
+        if mask is not None:
+            rows = np.asarray(mask) if columns is None else np.asarray(mask)[columns]
+            return sample_legal_actions(rows, rng)
+        if self.groups is None:
+            return sample_actions(self.single_action_space, num, rng)
+        act = np.zeros((num, *(self.single_action_space.shape or ())), self.single_action_space.dtype)
+        cols = np.arange(self.num_columns) if columns is None else np.asarray(columns)
+        agent_of_row = cols // self.num_envs
+        for name, group in self.groups.items():
+            rows = np.flatnonzero((agent_of_row >= group.first) & (agent_of_row < group.units.stop))
+            if len(rows):
+                act[rows] = self.group_views[name].pad(sample_actions(group.action_space, len(rows), rng))
+        return act
+
     def action_masks(self) -> np.ndarray | None:
         """The legal actions of every column (C, num_actions) for the current step, or None when the
         env has no masks (the same arrays as ``obs[ACTION_MASK_KEY]``)."""
@@ -175,3 +194,15 @@ class MultiAgentVectorEnv(ABC):
     @abstractmethod
     def close(self) -> None:
         """Close the envs."""
+
+
+__all__ = [
+    "ACTION_MASK_KEY",
+    "AGENT_ID_KEY",
+    "OBS_KEY",
+    "STATE_KEY",
+    "AgentColumns",
+    "AgentStep",
+    "MultiAgentVectorEnv",
+    "ObsArray",
+]

@@ -10,8 +10,9 @@ Both lay agent ``a`` of env ``e`` out as column ``a * E + e``
 array, or, when the env has action masks (a Dict observation of ``observation`` and ``action_mask``),
 appends agent ids (``agent_id=True``) or a global state (``global_state=True``: ``env.state()``), a
 flat Dict with the keys ``obs``, ``action_mask`` (int8), ``state`` and ``agent_id`` (float32 one-hot).
-All agents must share one observation space and one action space. Observations are written in place
-into arrays of ``C = A * E`` rows.
+All agents share one observation space and one action space, or, with ``groups``, the agents of each
+group do (:mod:`tshtrain.env.groups`: one observation key per group, actions padded to the widest).
+Observations are written in place into arrays of ``C = A * E`` rows.
 
 Episodes: an agent whose episode ends (terminated, truncated, or gone from ``env.agents`` without a
 flag, which counts as truncated) gets its terminal flag and its final observation in the step where it
@@ -40,6 +41,14 @@ import numpy as np
 from gymnasium.utils import EzPickle
 from typing_extensions import override
 
+from tshtrain.env.groups import (
+    AgentGroup,
+    GroupView,
+    group_obs_key,
+    group_observation_space,
+    resolve_groups,
+    storage_action_space,
+)
 from tshtrain.env.multi_agent import (
     ACTION_MASK_KEY,
     AGENT_ID_KEY,
@@ -64,25 +73,36 @@ _PZ_OBS, _PZ_MASK = "observation", "action_mask"
 
 @final
 class _Rows:
-    """A batch of ``C`` column observations: the agent observations and the optional extra keys."""
+    """A batch of ``C`` column observations: the agent observations (one array, or one per group) and
+    the optional extra keys."""
 
     __slots__ = ("agent_id", "mask", "obs", "state", "view")
 
     def __init__(
-        self, obs: np.ndarray, mask: np.ndarray | None, state: np.ndarray | None, agent_id: np.ndarray | None
+        self,
+        obs: dict[str, np.ndarray],
+        mask: np.ndarray | None,
+        state: np.ndarray | None,
+        agent_id: np.ndarray | None,
     ):
         self.obs, self.mask, self.state, self.agent_id = obs, mask, state, agent_id
-        self.view: ObsArray = obs
-        if mask is not None or state is not None or agent_id is not None:
-            keyed = {OBS_KEY: obs, ACTION_MASK_KEY: mask, STATE_KEY: state, AGENT_ID_KEY: agent_id}
-            self.view = {key: array for key, array in sorted(keyed.items()) if array is not None}
+        keyed = {**obs, ACTION_MASK_KEY: mask, STATE_KEY: state, AGENT_ID_KEY: agent_id}
+        arrays = {key: array for key, array in sorted(keyed.items()) if array is not None}
+        self.view: ObsArray = arrays if len(arrays) > 1 or OBS_KEY not in arrays else arrays[OBS_KEY]
 
 
 @final
 class _ColumnLayout:
     """How the agents' observations of ``E`` envs become the rows of the column observations."""
 
-    def __init__(self, envs: Sequence[Any], *, agent_id: bool, global_state: bool):
+    def __init__(
+        self,
+        envs: Sequence[Any],
+        *,
+        agent_id: bool,
+        global_state: bool,
+        groups: Mapping[str, Sequence[str]] | str | None = None,
+    ):
         first = envs[0]
         agents = tuple(first.possible_agents)
         if not agents:
@@ -95,27 +115,78 @@ class _ColumnLayout:
                     f"env {i} has the agents {list(env.possible_agents)}, env 0 has {list(agents)}; "
                     "all envs of a vector env must have the same possible_agents."
                 )
+        grouping = resolve_groups(agents, groups, f"groups of {first}")
+        if grouping is not None:
+            agents = tuple(agent for members in grouping.values() for agent in members)  # group-major
         self.columns = AgentColumns(agents=agents, num_envs=len(envs))
         self.agent_index = {name: i for i, name in enumerate(agents)}
-        obs_space, self.action_space = _shared_spaces(first, agents)
-        self.masked = isinstance(obs_space, gym.spaces.Dict)
-        inner = obs_space[_PZ_OBS] if isinstance(obs_space, gym.spaces.Dict) else obs_space
-        self._obs_spec = array_spec(inner, role=f"observation space of the agents of {first}")
         self.state_space = _state_space(first) if global_state else None
-        keys: dict[str, gym.Space[Any]] = {OBS_KEY: inner}
-        if isinstance(obs_space, gym.spaces.Dict):
-            keys[ACTION_MASK_KEY] = _mask_space(obs_space, self.action_space)
-        if self.state_space is not None:
-            keys[STATE_KEY] = self.state_space
         num_columns, num_agents = self.columns.num_columns, len(agents)
         self._agent_id_C: np.ndarray | None = None
         if agent_id:
-            keys[AGENT_ID_KEY] = gym.spaces.Box(0.0, 1.0, (num_agents,), np.float32)
             self._agent_id_C = np.repeat(np.eye(num_agents, dtype=np.float32), len(envs), axis=0)
             # shared by every batch of rows (read-only by convention: a non-writable array makes torch warn)
-        self.space: gym.Space[Any] = gym.spaces.Dict(keys) if len(keys) > 1 else inner
+        self.groups: dict[str, AgentGroup] | None = None
+        self.views: dict[str, GroupView] = {}
+        if grouping is None:
+            obs_space, self.action_space = _shared_spaces(first, agents)
+            self.masked = isinstance(obs_space, gym.spaces.Dict)
+            inner = obs_space[_PZ_OBS] if isinstance(obs_space, gym.spaces.Dict) else obs_space
+            obs_spaces = {OBS_KEY: inner}
+            self._key_of_agent = [OBS_KEY] * num_agents
+            self._width_of_agent: list[int] | None = None
+        else:
+            obs_spaces, self.action_space = self._group_spaces(first, grouping, agent_id)
+            self.masked = False
+        self._obs_specs = {
+            key: array_spec(space, role=f"observation space of the agents of {first}")
+            for key, space in obs_spaces.items()
+        }
+        keys: dict[str, gym.Space[Any]] = dict(obs_spaces)
+        if self.masked:
+            assert isinstance(obs_space, gym.spaces.Dict)
+            keys[ACTION_MASK_KEY] = _mask_space(obs_space, self.action_space)
+        if self.state_space is not None:
+            keys[STATE_KEY] = self.state_space
+        if agent_id:
+            keys[AGENT_ID_KEY] = gym.spaces.Box(0.0, 1.0, (num_agents,), np.float32)
+        self.space: gym.Space[Any] = gym.spaces.Dict(keys) if len(keys) > 1 else obs_spaces[OBS_KEY]
         self.discrete_actions = isinstance(self.action_space, gym.spaces.Discrete)
         self._num_columns = num_columns
+
+    def _group_spaces(
+        self, env: Any, grouping: Mapping[str, tuple[str, ...]], agent_id: bool
+    ) -> tuple[dict[str, gym.Space[Any]], gym.Space[Any]]:
+        """The stored observation keys and action space of a grouped env; fills :attr:`groups`,
+        :attr:`views` and the per-agent keys and action widths."""
+        obs_spaces: dict[str, gym.Space[Any]] = {}
+        actions: dict[str, gym.Space[Any]] = {}
+        groups: dict[str, AgentGroup] = {}
+        for name, members in grouping.items():
+            own, action = _shared_spaces(env, members, group=name)
+            if isinstance(own, gym.spaces.Dict):
+                raise UnsupportedSpaceError(
+                    f"group {name!r} of {env}: action masks (Dict observations) are not supported with "
+                    f"groups; its agents observe {own}."
+                )
+            obs_spaces[group_obs_key(name)] = own
+            actions[name] = action
+            view_space = group_observation_space(
+                own, state=self.state_space, num_group_agents=len(members), agent_id=agent_id
+            )
+            groups[name] = AgentGroup(name, members, self.agent_index[members[0]], view_space, action)
+        stored = storage_action_space(actions, f"groups of {env}")
+        width = int(stored.shape[0]) if isinstance(stored, gym.spaces.Box) else None
+        self.groups = groups
+        self.views = {name: GroupView(group, stored_action_width=width) for name, group in groups.items()}
+        group_of_agent = {agent: name for name, members in grouping.items() for agent in members}
+        self._key_of_agent = [group_obs_key(group_of_agent[agent]) for agent in self.columns.agents]
+        self._width_of_agent = (
+            None
+            if width is None
+            else [int(actions[group_of_agent[agent]].shape[0]) for agent in self.columns.agents]  # type: ignore[index]
+        )
+        return obs_spaces, stored
 
     def allocate(self) -> _Rows:
         """Zeroed rows for all ``C`` columns."""
@@ -125,9 +196,8 @@ class _ColumnLayout:
         if self.state_space is not None:
             assert self.state_space.shape is not None
             state = np.zeros((c, *self.state_space.shape), self.state_space.dtype)
-        return _Rows(
-            np.zeros((c, *self._obs_spec.shape), self._obs_spec.dtype), mask, state, self._agent_id_C
-        )
+        obs = {key: np.zeros((c, *spec.shape), spec.dtype) for key, spec in self._obs_specs.items()}
+        return _Rows(obs, mask, state, self._agent_id_C)
 
     @property
     def mask_size(self) -> int:
@@ -136,23 +206,40 @@ class _ColumnLayout:
 
     def write(self, rows: _Rows, col: int, agent_obs: Any) -> None:
         """Write one agent observation (as the PettingZoo env returns it) into row ``col``."""
+        target = rows.obs[self._key_of_agent[col // self.columns.num_envs]]
         if self.masked:
             mask = rows.mask
             assert mask is not None
-            rows.obs[col] = agent_obs[_PZ_OBS]
+            target[col] = agent_obs[_PZ_OBS]
             mask[col] = agent_obs[_PZ_MASK]
         else:
-            rows.obs[col] = agent_obs
+            target[col] = agent_obs
 
     def copy_row(self, target: _Rows, source: _Rows, col: int) -> None:
         """Copy row ``col`` of every key from ``source`` into ``target``."""
-        target.obs[col] = source.obs[col]
+        key = self._key_of_agent[col // self.columns.num_envs]
+        target.obs[key][col] = source.obs[key][col]
         for dst, src in ((target.mask, source.mask), (target.state, source.state)):
             if dst is not None and src is not None:
                 dst[col] = src[col]
 
+    def actions(self, act: np.ndarray, cols: Sequence[int]) -> Sequence[Any]:
+        """Actions as the envs take them: Python ints for Discrete spaces, array rows otherwise (a
+        grouped env's Box rows cut to each agent's group width)."""
+        if self.discrete_actions:
+            values: list[Any] = np.asarray(act).reshape(-1).tolist()
+            return values
+        rows = list(np.asarray(act))
+        widths = self._width_of_agent
+        if widths is None:
+            return rows
+        num_envs = self.columns.num_envs
+        return [row[: widths[col // num_envs]] for row, col in zip(rows, cols, strict=True)]
 
-def _shared_spaces(env: Any, agents: tuple[str, ...]) -> tuple[gym.Space[Any], gym.Space[Any]]:
+
+def _shared_spaces(
+    env: Any, agents: tuple[str, ...], *, group: str | None = None
+) -> tuple[gym.Space[Any], gym.Space[Any]]:
     """The observation and action space every agent shares (UnsupportedSpaceError naming them if not)."""
     result: list[gym.Space[Any]] = []
     for kind in ("observation", "action"):
@@ -160,9 +247,14 @@ def _shared_spaces(env: Any, agents: tuple[str, ...]) -> tuple[gym.Space[Any], g
         first = spaces[agents[0]]
         if any(space != first for space in spaces.values()):
             listed = "; ".join(f"{agent}: {space}" for agent, space in spaces.items())
+            if group is not None:
+                raise UnsupportedSpaceError(
+                    f"the agents of group {group!r} of {env} have different {kind} spaces ({listed}); the "
+                    f"agents of a group share one {kind} space: put them in different groups."
+                )
             raise UnsupportedSpaceError(
-                f"the agents of {env} have different {kind} spaces ({listed}); tshtrain's columns need one "
-                f"{kind} space shared by all agents (pad or wrap the env, e.g. with SuperSuit)."
+                f"the agents of {env} have different {kind} spaces ({listed}); put agents with different "
+                f"spaces in different groups (groups='auto' or {{group: [agents]}}) or pad them to one."
             )
         result.append(first)
     obs_space = result[0]
@@ -218,14 +310,6 @@ def _check_columns(columns: np.ndarray, acting_C: np.ndarray, num_rows: int) -> 
         )
     cols: list[int] = expected.tolist()
     return cols
-
-
-def _actions(act: np.ndarray, discrete: bool) -> Sequence[Any]:
-    """Actions as the envs take them: Python ints for Discrete spaces, array rows otherwise."""
-    if discrete:
-        values: list[Any] = np.asarray(act).reshape(-1).tolist()
-        return values
-    return list(np.asarray(act))
 
 
 @final
@@ -318,12 +402,20 @@ class _PettingZooVectorEnv(MultiAgentVectorEnv):
     """What both adapters share: the envs, the column layout, the rows and the episode flags."""
 
     def __init__(
-        self, env_fns: Sequence[Callable[[], Any]], *, owner: str, agent_id: bool, global_state: bool
+        self,
+        env_fns: Sequence[Callable[[], Any]],
+        *,
+        owner: str,
+        agent_id: bool,
+        global_state: bool,
+        groups: Mapping[str, Sequence[str]] | str | None,
     ):
         self._owner = owner
         self._envs = _build_envs(env_fns, owner)
-        self._layout = _ColumnLayout(self._envs, agent_id=agent_id, global_state=global_state)
+        self._layout = _ColumnLayout(self._envs, agent_id=agent_id, global_state=global_state, groups=groups)
         self.columns = self._layout.columns
+        self.groups = self._layout.groups
+        self.group_views = self._layout.views
         self.single_observation_space = self._layout.space
         self.single_action_space = self._layout.action_space
         self._rows = self._layout.allocate()
@@ -361,18 +453,30 @@ class PettingZooParallelVectorEnv(_PettingZooVectorEnv):
             same ``possible_agents`` (those of the first env are the columns' agents).
         agent_id: add each column's one-hot agent id (key ``agent_id``).
         global_state: add ``env.state()`` (key ``state``; ConfigurationError if the env has none).
+        groups: agents with different spaces in groups (:mod:`tshtrain.env.groups`): ``"auto"`` (by
+            name, ``adversary_0`` -> ``adversary``), ``{group: [agents]}``, or None (one space for all).
 
     Raises:
-        UnsupportedSpaceError: if the agents do not share one observation space and one action space.
+        UnsupportedSpaceError: if the agents (of a group) do not share one observation space and one
+            action space.
     """
 
     turn_based = False
 
     def __init__(
-        self, env_fns: Sequence[Callable[[], Any]], *, agent_id: bool = False, global_state: bool = False
+        self,
+        env_fns: Sequence[Callable[[], Any]],
+        *,
+        agent_id: bool = False,
+        global_state: bool = False,
+        groups: Mapping[str, Sequence[str]] | str | None = None,
     ):
         super().__init__(
-            env_fns, owner="PettingZooParallelVectorEnv", agent_id=agent_id, global_state=global_state
+            env_fns,
+            owner="PettingZooParallelVectorEnv",
+            agent_id=agent_id,
+            global_state=global_state,
+            groups=groups,
         )
 
     @override
@@ -398,7 +502,7 @@ class PettingZooParallelVectorEnv(_PettingZooVectorEnv):
         cols = self._acting_columns(act, columns)
         num_envs, agents, ep = self.num_envs, self.agents, self._ep
         actions_E: list[dict[str, Any]] = [{} for _ in range(num_envs)]
-        for col, action in zip(cols, _actions(act, self._layout.discrete_actions), strict=True):
+        for col, action in zip(cols, self._layout.actions(act, cols), strict=True):
             actions_E[col % num_envs][agents[col // num_envs]] = action
         ep.begin()
         for e, actions in enumerate(actions_E):
@@ -479,18 +583,30 @@ class PettingZooAECVectorEnv(_PettingZooVectorEnv):
             ``possible_agents``.
         agent_id: add each column's one-hot agent id (key ``agent_id``).
         global_state: add ``env.state()`` (key ``state``; ConfigurationError if the env has none).
+        groups: agents with different spaces in groups (:mod:`tshtrain.env.groups`): ``"auto"`` (by
+            name, ``adversary_0`` -> ``adversary``), ``{group: [agents]}``, or None (one space for all).
 
     Raises:
-        UnsupportedSpaceError: if the agents do not share one observation space and one action space.
+        UnsupportedSpaceError: if the agents (of a group) do not share one observation space and one
+            action space.
     """
 
     turn_based = True
 
     def __init__(
-        self, env_fns: Sequence[Callable[[], Any]], *, agent_id: bool = False, global_state: bool = False
+        self,
+        env_fns: Sequence[Callable[[], Any]],
+        *,
+        agent_id: bool = False,
+        global_state: bool = False,
+        groups: Mapping[str, Sequence[str]] | str | None = None,
     ):
         super().__init__(
-            env_fns, owner="PettingZooAECVectorEnv", agent_id=agent_id, global_state=global_state
+            env_fns,
+            owner="PettingZooAECVectorEnv",
+            agent_id=agent_id,
+            global_state=global_state,
+            groups=groups,
         )
         self._src_E = [_attribute_source(env) for env in self._envs]
         self._live_E: list[list[str]] = [[] for _ in range(self.num_envs)]
@@ -524,7 +640,7 @@ class PettingZooAECVectorEnv(_PettingZooVectorEnv):
         num_envs, ep = self.num_envs, self._ep
         ep.begin()
         envs, acting_C = self._envs, ep.acting_C
-        for col, action in zip(cols, _actions(act, self._layout.discrete_actions), strict=True):
+        for col, action in zip(cols, self._layout.actions(act, cols), strict=True):
             e = col % num_envs
             acting_C[col] = False
             envs[e].step(action)
@@ -677,6 +793,7 @@ def make_pettingzoo_vector_env(
     kind: Literal["parallel", "aec"] | None = None,
     agent_id: bool = False,
     global_state: bool = False,
+    groups: Mapping[str, Sequence[str]] | str | None = None,
 ) -> PettingZooParallelVectorEnv | PettingZooAECVectorEnv:
     """``num_envs`` copies of the PettingZoo env ``env_id`` as a multi-agent vector env.
 
@@ -689,11 +806,15 @@ def make_pettingzoo_vector_env(
             ``pettingzoo.classic.*``, else ``"parallel"``.
         agent_id: add the one-hot agent ids to the observations.
         global_state: add ``env.state()`` to the observations.
+        groups: agents with different observation or action spaces in groups (:mod:`tshtrain.env.groups`):
+            ``"auto"`` groups them by name (``adversary_0`` -> ``adversary``), or ``{group: [agents]}``.
     """
     if kind not in ("parallel", "aec", None):
         raise ConfigurationError(f"kind must be 'parallel', 'aec' or None, got {short_repr(kind)}.")
     parallel = _default_parallel(env_id) if kind is None else kind == "parallel"
     env_fns = pettingzoo_env_fns(env_id, num_envs, kwargs, parallel=parallel)
     if parallel:
-        return PettingZooParallelVectorEnv(env_fns, agent_id=agent_id, global_state=global_state)
-    return PettingZooAECVectorEnv(env_fns, agent_id=agent_id, global_state=global_state)
+        return PettingZooParallelVectorEnv(
+            env_fns, agent_id=agent_id, global_state=global_state, groups=groups
+        )
+    return PettingZooAECVectorEnv(env_fns, agent_id=agent_id, global_state=global_state, groups=groups)
