@@ -28,6 +28,7 @@ from tshtrain.env import (
     STATE_KEY,
     PettingZooAECVectorEnv,
     PettingZooParallelVectorEnv,
+    group_obs_key,
     make_pettingzoo_vector_env,
     pettingzoo_env_fns,
 )
@@ -428,6 +429,86 @@ def test_agents_with_different_spaces_are_refused_naming_them() -> None:
         UnsupportedSpaceError, match=r"different observation spaces.*c: Box\(-inf, inf, \(3,\)"
     ):
         PettingZooParallelVectorEnv([Mixed])
+
+
+# ------------------------------------------------------------------------------------- agent groups
+def test_speaker_listener_groups_have_their_own_spaces_and_match_the_raw_env() -> None:
+    """MPE2 simple_speaker_listener: the speaker (obs (3,), 3 words) and the listener (obs (11,), 5
+    moves) in their own groups; each column's observation is its group's key, and the raw envs given
+    the same actions (cut to each group's width) give the same observations and rewards."""
+    kwargs = {"max_cycles": 4, "continuous_actions": True}
+    env = make_pettingzoo_vector_env(
+        "mpe2.simple_speaker_listener_v4", 2, kwargs=kwargs, groups="auto", global_state=True
+    )
+    assert env.agents == ("speaker_0", "listener_0") and env.groups is not None
+    speaker, listener = env.groups["speaker"], env.groups["listener"]
+    assert speaker.units == slice(0, 1) and listener.units == slice(1, 2)
+    assert speaker.action_space.shape == (3,) and listener.action_space.shape == (5,)
+    assert env.single_action_space.shape == (5,)  # padded to the widest group
+    seen = listener.observation_space
+    assert isinstance(seen, gym.spaces.Dict) and seen[OBS_KEY].shape == (11,)
+    assert set(seen.spaces) == {OBS_KEY, STATE_KEY}
+    stored = env.single_observation_space
+    assert isinstance(stored, gym.spaces.Dict)
+    assert set(stored.spaces) == {group_obs_key("speaker"), group_obs_key("listener"), STATE_KEY}
+    from mpe2 import simple_speaker_listener_v4
+
+    raw = [simple_speaker_listener_v4.parallel_env(**kwargs) for _ in range(2)]
+    env.reset(seed=3)
+    raw_obs = [r.reset(seed=3 + i)[0] for i, r in enumerate(raw)]
+    rng = np.random.default_rng(0)
+    for _ in range(9):  # across two autoresets
+        obs = env.obs
+        assert isinstance(obs, dict)
+        for e in range(2):
+            np.testing.assert_array_equal(obs[group_obs_key("speaker")][e], raw_obs[e]["speaker_0"])
+            np.testing.assert_array_equal(obs[group_obs_key("listener")][2 + e], raw_obs[e]["listener_0"])
+            np.testing.assert_array_equal(obs[group_obs_key("listener")][e], 0.0)  # not the speaker's key
+        act = env.sample_actions(None, rng)
+        assert (act[:2, 3:] == 0).all()
+        step = env.step(act, np.arange(4))
+        for e, r in enumerate(raw):
+            raw_obs[e], rew, *_ = r.step({"speaker_0": act[e, :3], "listener_0": act[2 + e]})
+            assert step.rew_C[e] == np.float32(rew["speaker_0"])
+            assert step.rew_C[2 + e] == np.float32(rew["listener_0"])
+            if not r.agents:
+                raw_obs[e] = r.reset()[0]
+
+
+def test_simple_tag_groups_by_name_and_ids_count_within_the_group() -> None:
+    env = make_pettingzoo_vector_env(
+        "mpe2.simple_tag_v3", 2, kwargs={"max_cycles": 3}, groups="auto", agent_id=True
+    )
+    assert env.groups is not None and list(env.groups) == ["adversary", "agent"]
+    adversaries = env.groups["adversary"]
+    assert adversaries.agents == ("adversary_0", "adversary_1", "adversary_2")
+    assert adversaries.observation_space[AGENT_ID_KEY].shape == (3,)  # type: ignore[index]
+    env.reset(seed=0)
+    view = env.group_views["adversary"].obs(
+        {key: value[:6] for key, value in env.obs.items()}  # type: ignore[union-attr]
+    )
+    np.testing.assert_array_equal(view[AGENT_ID_KEY], np.repeat(np.eye(3, dtype=np.float32), 2, axis=0))
+    assert view[OBS_KEY].shape == (6, 16) and env.groups["agent"].observation_space[OBS_KEY].shape == (14,)  # type: ignore[index]
+
+
+class Wide(Mixed):
+    def _obs(self, agent: str) -> np.ndarray:
+        obs = super()._obs(agent)
+        return np.append(obs, 0.0).astype(np.float32) if agent == "c" else obs
+
+
+def test_groups_reorder_agents_group_major_and_refuse_what_cannot_be_grouped() -> None:
+    env = PettingZooParallelVectorEnv([Wide], groups={"wide": ["c"], "narrow": ["a", "b"]})
+    assert env.agents == ("c", "a", "b")  # group-major: each group's columns are contiguous
+    env.reset(seed=0)
+    obs = env.obs
+    assert isinstance(obs, dict)
+    np.testing.assert_array_equal(obs[group_obs_key("wide")][0], [0, 2, 0])  # c's (t, index, 0)
+    np.testing.assert_array_equal(obs[group_obs_key("narrow")][1:], [[0, 0], [0, 1]])
+    with pytest.raises(UnsupportedSpaceError, match=r"agents of group 'mixed' .* different observation"):
+        PettingZooParallelVectorEnv([Mixed], groups={"mixed": ["a", "b", "c"]})
+    with pytest.raises(UnsupportedSpaceError, match="not supported with groups"):
+        PettingZooAECVectorEnv([tictactoe_v3.env], groups="auto")
 
 
 def test_global_state_needs_a_state() -> None:
