@@ -18,11 +18,12 @@ from tests.extras import need
 pytestmark = pytest.mark.integration
 need("vmas", "vmas")
 
-from tshtrain.algorithm import PPO, PPOParams, obs_encoder
+from tshtrain.algorithm import PPO, MultiAgentOnPolicy, PPOParams, grouped_learners, obs_encoder
 from tshtrain.algorithm.blocks.agent_nets import SelectKeys, mappo_actor_critic
 from tshtrain.algorithm.blocks.encoders import accepts_dict_obs
 from tshtrain.data import TensorCollector, TensorReplayBuffer
 from tshtrain.data.batch import ObsTensor
+from tshtrain.env import OBS_KEY, STATE_KEY, group_obs_key
 from tshtrain.env.tensor_env import TensorVectorEnv
 from tshtrain.env.vmas import VmasEnv
 from tshtrain.errors import ConfigurationError, PolicyOutputError, UnsupportedSpaceError
@@ -349,3 +350,80 @@ def test_select_keys() -> None:
         single({"state": torch.zeros(1, 12)})
     with pytest.raises(UnsupportedSpaceError, match="array observation"):
         single(torch.zeros(1, 4))
+
+
+# ---------------------------------------------------------------------- agent groups
+def _tag(layout: str, **kwargs: Any) -> VmasEnv:
+    return VmasEnv("simple_tag", num_envs=E, agent_layout=layout, seed=3, max_episode_steps=4, **kwargs)  # type: ignore[arg-type]
+
+
+def test_groups_are_the_joint_view_rearranged_by_group() -> None:
+    """simple_tag: 3 adversaries (obs 16) and 1 good agent (obs 14); listing the good agent's group
+    first moves it to the first rows. Observations, state and summed rewards equal the joint view's
+    across a time limit."""
+    joint = _tag("joint", joint_reward="sum")
+    grouped = _tag(
+        "columns",
+        groups={"good": ["agent_0"], "bad": ["adversary_0", "adversary_1", "adversary_2"]},
+        global_state=True,
+    )
+    assert grouped.agents == ("agent_0", "adversary_0", "adversary_1", "adversary_2")
+    assert grouped.groups is not None and grouped.groups["bad"].units == slice(1, 4)
+    assert grouped.groups["good"].observation_space[OBS_KEY].shape == (14,)  # type: ignore[index]
+    obs_j, _ = joint.reset(seed=5)
+    obs_g, _ = grouped.reset(seed=5)
+    gen = torch.Generator().manual_seed(0)
+    for _ in range(6):
+        assert isinstance(obs_g, dict) and isinstance(obs_j, torch.Tensor)
+        adversaries = obs_j[:, :48].reshape(E, 3, 16).transpose(0, 1).reshape(3 * E, 16)
+        assert torch.equal(obs_g[group_obs_key("good")][:E], obs_j[:, 48:])
+        assert torch.equal(obs_g[group_obs_key("bad")][E:], adversaries)
+        assert not obs_g[group_obs_key("good")][E:].any() and not obs_g[group_obs_key("bad")][:E].any()
+        column_order = torch.cat([obs_j[:, 48:], obs_j[:, :48]], dim=1)
+        assert torch.equal(obs_g[STATE_KEY][:E], column_order) and torch.equal(
+            obs_g[STATE_KEY][E : 2 * E], column_order
+        )
+        act_g = grouped.sample_group_actions(gen)
+        per_agent = act_g.view(4, E, 2)
+        act_j = torch.cat([per_agent[1], per_agent[2], per_agent[3], per_agent[0]], dim=1)  # VMAS's order
+        step_j, step_g = joint.step(act_j), grouped.step(act_g)
+        rew_g = step_g.rew.view(4, E)
+        torch.testing.assert_close(rew_g.sum(0), step_j.rew)
+        obs_j, obs_g = step_j.obs, step_g.obs
+
+
+def test_grouped_speaker_listener_cuts_each_groups_actions_and_trains_per_group() -> None:
+    """Box actions of width 5 (speaker) and 2 (listener), stored as 5; random and policy actions reach
+    VMAS cut to each agent's width (VMAS refuses other shapes), and one PPO per group updates."""
+    env = VmasEnv(
+        "simple_speaker_listener",
+        num_envs=E,
+        agent_layout="columns",
+        groups="auto",
+        global_state=True,
+        agent_id=True,
+        seed=0,
+        max_episode_steps=5,
+    )
+    assert env.groups is not None and env.single_action_space.shape == (5,)
+    members = {}
+    for name, group in env.groups.items():
+        policy, critic = mappo_actor_critic(
+            group.observation_space, group.action_space, hidden_sizes=(8,), seed=0
+        )
+        members[name] = PPO(policy=policy, critic=critic, params=PPOParams(), seed=0)
+    algorithm = MultiAgentOnPolicy(grouped_learners(env, members))
+    buffer = TensorReplayBuffer(8 * 2 * E, 2 * E, device="cpu")
+    collector = TensorCollector(algorithm.policy, env, buffer, seed=0)
+    collector.collect(n_step=2 * E, random=True)
+    stored = buffer.rollout().act
+    assert stored.shape[-1] == 5 and not stored[:, E:, 2:].any()  # the listener's padding is zero
+    buffer.reset()
+    collector.collect(n_step=8 * E)
+    before = {name: [p.detach().clone() for p in ppo.policy.parameters()] for name, ppo in members.items()}
+    stats = algorithm.update(buffer.rollout(), batch_size=16, num_repetitions=1)
+    assert set(stats.per_learner) == {"speaker", "listener"}
+    for name, ppo in members.items():
+        assert any(not torch.equal(b, p) for b, p in zip(before[name], ppo.policy.parameters(), strict=True))
+    with pytest.raises(ConfigurationError, match="groups=.* needs agent_layout='columns'"):
+        VmasEnv("simple_speaker_listener", num_envs=2, groups="auto")

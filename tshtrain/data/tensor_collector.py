@@ -277,8 +277,14 @@ class TensorCollector(BaseCollector):
         if random:
             obs = self._obs
             mask = None if isinstance(obs, torch.Tensor) else obs.get(ACTION_MASK_KEY)
+            group_actions = getattr(self.env, "sample_group_actions", None)
             if mask is not None:  # action masks: uniform among the legal actions
                 env_act = sample_legal_actions_torch(mask, self.rng)
+            elif group_actions is not None and getattr(self.env, "groups", None):  # each group's own space
+                env_act = group_actions(self.rng)
+                route = getattr(self.policy, "route", None)
+                if route is not None:  # a joint policy splits map_action_inverse by its learners
+                    route(None, self.num_rows)
             else:
                 space = self.env.single_action_space
                 env_act = sample_actions_torch(space, self.num_rows, self.rng, self.device)

@@ -53,8 +53,17 @@ import numpy as np
 import torch
 
 from tshtrain.devices import component_device
+from tshtrain.env.groups import (
+    AgentGroup,
+    GroupView,
+    group_obs_key,
+    group_observation_space,
+    resolve_groups,
+    storage_action_space,
+)
 from tshtrain.env.multi_agent import AGENT_ID_KEY, OBS_KEY, STATE_KEY, AgentColumns
 from tshtrain.env.tensor_env import TensorObs, TensorStep
+from tshtrain.env.tensor_spaces import sample_actions_torch
 from tshtrain.errors import ConfigurationError, PolicyOutputError, UnsupportedSpaceError, require_positive
 
 VERIFIED_BATCHED_RESET_SCENARIOS: frozenset[str] = frozenset(
@@ -273,6 +282,11 @@ class VmasEnv:
             None: batched for :data:`VERIFIED_BATCHED_RESET_SCENARIOS`, the loop otherwise.
         clamp_actions: clamp continuous actions into the action space (VMAS's ``clamp_actions``);
             False makes VMAS raise on out-of-range actions.
+        groups: columns only: agents with different spaces in groups (:mod:`tshtrain.env.groups`):
+            ``"auto"`` (by name: ``adversary_0`` -> ``adversary``) or ``{group: [agents]}``; the agents
+            are laid out group-major, each group's observations under its own key (``obs@GROUP``), the
+            ``state`` is every agent's observation concatenated in that order, and actions are stored
+            as the widest group's (Box) or as integers (Discrete); see :attr:`groups`.
         **scenario_kwargs: passed to the scenario's ``make_world`` (e.g. ``n_agents=2``).
     """
 
@@ -292,6 +306,7 @@ class VmasEnv:
         joint_reward: Literal["mean", "sum"] = "mean",
         batched_reset: bool | None = None,
         clamp_actions: bool = True,
+        groups: Mapping[str, Sequence[str]] | str | None = None,
         **scenario_kwargs: Any,
     ) -> None:
         require_positive("VmasEnv", "num_envs", num_envs)
@@ -300,6 +315,10 @@ class VmasEnv:
         if agent_layout not in ("joint", "columns"):
             raise ConfigurationError(
                 f"VmasEnv.agent_layout must be 'joint' or 'columns', got {agent_layout!r}."
+            )
+        if agent_layout == "joint" and groups is not None:
+            raise ConfigurationError(
+                f"VmasEnv: groups={groups!r} needs agent_layout='columns' (the joint view is one agent)."
             )
         if agent_layout == "joint" and (agent_id or global_state):
             raise ConfigurationError(
@@ -342,7 +361,14 @@ class VmasEnv:
         self._global_state = global_state
         self._obs_space: gym.Space[Any]
         self._act_space: gym.Space[Any]
-        if self._columns:
+        self.groups: dict[str, AgentGroup] | None = None
+        """the agent groups (columns with ``groups``; :mod:`tshtrain.env.groups`), else None"""
+        self.group_views: dict[str, GroupView] = {}
+        """what each group's learners see of the rows"""
+        self._order: list[int] | None = None  # VMAS's agent index of each column agent (groups)
+        if self._columns and groups is not None:
+            self._build_groups(groups)
+        elif self._columns:
             self._build_columns()
         else:
             self._layout = AgentColumns(("joint",), num_envs)
@@ -372,6 +398,81 @@ class VmasEnv:
             .repeat_interleave(self._num_envs, dim=0)
             .contiguous()
         )
+
+    def _build_groups(self, groups: Mapping[str, Sequence[str]] | str) -> None:
+        """The columns layout of agents in groups: group-major agents, one observation key per group,
+        actions stored as the widest group's (see :mod:`tshtrain.env.groups`)."""
+        names = self._agent_names
+        grouping = resolve_groups(names, groups, f"VmasEnv({self._scenario_name!r}).groups")
+        assert grouping is not None
+        agents = tuple(agent for members in grouping.values() for agent in members)
+        self._order = [names.index(agent) for agent in agents]
+        self._layout = AgentColumns(agents, self._num_envs)
+        obs_all = list(self._env.observation_space.spaces)
+        act_all = list(self._env.action_space.spaces)
+        obs_keys: dict[str, gym.Space[Any]] = {}
+        actions: dict[str, gym.Space[Any]] = {}
+        found: dict[str, tuple[gym.Space[Any], tuple[str, ...]]] = {}
+        for name, members in grouping.items():
+            index = [names.index(agent) for agent in members]
+            own, act = _column_spaces(
+                f"{self._scenario_name}, group {name!r}",
+                members,
+                _Spaces([obs_all[i] for i in index]),
+                _Spaces([act_all[i] for i in index]),
+            )
+            obs_keys[group_obs_key(name)] = own
+            actions[name] = act
+            found[name] = (own, members)
+        state_size = sum(int(np.prod(own.shape or ())) * len(members) for own, members in found.values())
+        state = gym.spaces.Box(-np.inf, np.inf, (state_size,), np.float32) if self._global_state else None
+        keys = dict(obs_keys)
+        if state is not None:
+            keys[STATE_KEY] = state
+        if self._agent_id:
+            keys[AGENT_ID_KEY] = gym.spaces.Box(0.0, 1.0, (len(agents),), np.float32)
+        self._obs_space = gym.spaces.Dict(keys)
+        self._act_space = storage_action_space(actions, f"VmasEnv({self._scenario_name!r}).groups")
+        width = int(self._act_space.shape[0]) if isinstance(self._act_space, gym.spaces.Box) else None
+        self.groups = {
+            name: AgentGroup(
+                name,
+                members,
+                agents.index(members[0]),
+                group_observation_space(
+                    own, state=state, num_group_agents=len(members), agent_id=self._agent_id
+                ),
+                actions[name],
+            )
+            for name, (own, members) in found.items()
+        }
+        self.group_views = {name: GroupView(g, stored_action_width=width) for name, g in self.groups.items()}
+        self._group_rows = [
+            (group_obs_key(name), g.first * self._num_envs, g.units.stop * self._num_envs)
+            for name, g in self.groups.items()
+        ]
+        self._widths = [
+            int(actions[name].shape[0]) if width is not None else None  # type: ignore[index]
+            for name, g in self.groups.items()
+            for _ in g.agents
+        ]
+        self._agent_id_CA = (
+            torch.eye(len(agents), dtype=torch.float32, device=self._device)
+            .repeat_interleave(self._num_envs, dim=0)
+            .contiguous()
+        )
+
+    def sample_group_actions(self, generator: torch.Generator) -> torch.Tensor:
+        """Uniformly random stored actions of every row of a grouped env (each group's own space, Box
+        actions zero-padded); what a collector's random actions are for such an env."""
+        assert self.groups is not None
+        parts = [
+            self.group_views[name].pad(
+                sample_actions_torch(g.action_space, len(g.agents) * self._num_envs, generator, self._device)
+            )
+            for name, g in self.groups.items()
+        ]
+        return torch.cat(parts)
 
     @property
     def num_envs(self) -> int:
@@ -488,6 +589,9 @@ class VmasEnv:
                 for new, old in zip(new_list, obs_list, strict=True)
             ]
             obs = self._view(kept)
+        if self._order is not None:  # groups: VMAS's agent order -> the columns'
+            rew_list = [rew_list[i] for i in self._order]
+            infos = [infos[i] for i in self._order]
         rew_C = torch.cat(list(rew_list)).to(torch.float32)
         info = self._column_infos(infos)
         return TensorStep(
@@ -510,10 +614,28 @@ class VmasEnv:
         """VMAS's per-agent observations (A tensors (E, obs_dim)) in the env's layout."""
         if not self._columns:
             return torch.cat(list(obs_list), dim=1)
+        if self._order is not None:
+            return self._group_view([obs_list[i] for i in self._order])
         obs_C = torch.cat(list(obs_list), dim=0)
         if not self._keys:
             return obs_C
         out: dict[str, torch.Tensor] = {OBS_KEY: obs_C}
+        if self._global_state:
+            out[STATE_KEY] = torch.cat(list(obs_list), dim=1).repeat(len(obs_list), 1)
+        if self._agent_id:
+            out[AGENT_ID_KEY] = self._agent_id_CA
+        return out
+
+    def _group_view(self, obs_list: Sequence[torch.Tensor]) -> TensorObs:
+        """Grouped columns: one key per group (the other groups' rows zero), the state, the ids."""
+        out: dict[str, torch.Tensor] = {}
+        for key, first, stop in self._group_rows:
+            agents = obs_list[first // self._num_envs : stop // self._num_envs]
+            rows = torch.zeros(
+                (self.num_envs, agents[0].shape[1]), dtype=agents[0].dtype, device=self._device
+            )
+            rows[first:stop] = torch.cat(list(agents), dim=0)
+            out[key] = rows
         if self._global_state:
             out[STATE_KEY] = torch.cat(list(obs_list), dim=1).repeat(len(obs_list), 1)
         if self._agent_id:
@@ -570,6 +692,13 @@ class VmasEnv:
                 f"VmasEnv({self._scenario_name!r}).step: actions of shape {tuple(actions.shape)}, "
                 f"expected {shape}."
             )
+        if self._columns and self._order is not None:  # groups: cut to each agent's width, VMAS's order
+            per_agent = actions.reshape(len(self._agent_names), self._num_envs, -1).unbind(0)
+            ordered: list[torch.Tensor] = [per_agent[0]] * len(per_agent)
+            for column_agent, (vmas_agent, width) in enumerate(zip(self._order, self._widths, strict=True)):
+                own = per_agent[column_agent]
+                ordered[vmas_agent] = own if width is None else own[:, :width]
+            return ordered
         if self._columns:  # agent-major rows: agent a's actions are rows a * E .. (a + 1) * E - 1
             return list(actions.reshape(len(self._agent_names), self._num_envs, -1).unbind(0))
         if actions.dim() == 1:  # one agent, Discrete
@@ -598,6 +727,12 @@ class VmasEnv:
             return {}
         shared = [key for key in per_agent[0] if all(key in values for values in per_agent[1:])]
         return {key: torch.cat([values[key] for values in per_agent]) for key in shared}
+
+
+class _Spaces(NamedTuple):
+    """A group's VMAS spaces, shaped like VMAS's Tuple space (``.spaces``)."""
+
+    spaces: list[Any]
 
 
 def _column_spaces(
