@@ -11,7 +11,7 @@ well only if the speaker learns to name the goal and the listener to follow the 
 ``--silent-speaker`` replaces the speaker by a fixed policy that always says word 0: what the listener
 can reach without being told the goal (the reference for the docs' results).
 
-Run: python examples/multi_agent/groups_speaker_listener.py [--env-steps 1000000] [--seed 0]
+Run: python examples/multi_agent/groups_speaker_listener.py [--env-steps 320000] [--seed 0]
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ def _ppo(space: Any, action_space: Any, seed: int) -> PPO:
 def train(
     *,
     seed: int = 0,
-    env_steps: int = 1_000_000,
+    env_steps: int = 320_000,
     test_episodes: int = 16,
     silent_speaker: bool = False,
     verbose: bool = True,
@@ -79,8 +79,8 @@ def train(
         max_epochs=max(1, env_steps // epoch_num_steps),
         epoch_num_steps=epoch_num_steps,
         collection_step_num_env_steps=per_step,  # env steps, not agent transitions
-        batch_size=400,
-        update_step_num_repetitions=10,
+        batch_size=800,
+        update_step_num_repetitions=5,
         test_step_num_episodes=test_episodes,
         verbose=verbose,
         show_progress=False,
@@ -97,7 +97,7 @@ def main(argv: Sequence[str] | None = None) -> InfoStats:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--env-steps", type=int, default=1_000_000, help="training budget in env steps")
+    parser.add_argument("--env-steps", type=int, default=320_000, help="training budget in env steps")
     parser.add_argument("--test-episodes", type=int, default=16, help="episodes per test step")
     parser.add_argument("--silent-speaker", action="store_true", help="a speaker that always says word 0")
     parser.add_argument("--quiet", action="store_true")
