@@ -49,7 +49,22 @@ def _pz(agents: dict[str, Any], **algorithm: Any) -> dict[str, Any]:
 @pytest.mark.parametrize(
     ("data", "expected"),
     [
-        (_pz({"layout": "ring"}), r"agents\.layout: Input should be 'independent', 'shared' or 'scopes'"),
+        (
+            _pz({"layout": "ring"}),
+            r"agents\.layout: Input should be 'independent', 'shared', 'scopes' or 'groups'",
+        ),
+        (
+            _pz({"layout": "shared", "share_within_groups": False}),
+            r"share_within_groups applies to layout groups only, not to layout 'shared'",
+        ),
+        (
+            {"algorithm": {"name": "ppo"}, "env": {"groups": "auto"}},
+            r"env\.groups: true needs a multi-agent env",
+        ),
+        (
+            {**_pz({}), "env": {"kind": "pettingzoo", "id": "mpe2.simple_tag_v3", "groups": "by_name"}},
+            r"env\.groups",
+        ),
         (
             {**_pz({}), "env": {"type": "vmas", "kind": "pettingzoo"}},
             r"env\.type 'vmas' and env\.kind 'pettingzoo' differ; kind is an alias of type",
@@ -246,6 +261,7 @@ def _example(stem: str, **extra: Any) -> dict[str, Any]:
         ("dqn_tictactoe", {"num_training_envs": 2, "num_test_envs": 2}),
         ("ippo_simple_spread", {"num_training_envs": 2, "num_test_envs": 2}),
         ("mappo_simple_spread", {"num_training_envs": 2, "num_test_envs": 2}),
+        ("mappo_speaker_listener_groups", {"num_training_envs": 2, "num_test_envs": 2}),
         ("mappo_vmas_balance", {"num_training_envs": 2, "num_test_envs": 2}),
         ("ppo_cartpole_scopes", None),
     ],
@@ -257,7 +273,7 @@ def test_every_multi_agent_example_builds_and_trains_a_little(tmp_path: Path, st
         need("vmas", "vmas")
     elif "cartpole" not in stem:
         need("pettingzoo", "pettingzoo")
-    if "simple_spread" in stem:
+    if "simple_spread" in stem or "speaker_listener" in stem:
         need("mpe2", "pettingzoo")
     extra: dict[str, Any] = {"buffer": {"prefill_env_steps": 16}} if stem == "dqn_tictactoe" else {}
     if env is not None:
@@ -359,13 +375,14 @@ def _info(run_dir: Path) -> dict[str, Any]:
     [
         ("dqn_tictactoe", {"buffer": {"prefill_env_steps": 16}}),  # turn-based (AEC), off-policy
         ("ippo_simple_spread", {}),  # parallel, on-policy
+        ("mappo_speaker_listener_groups", {}),  # agent groups: one PPO per group
     ],
 )
 def test_a_stopped_multi_agent_run_resumes_bit_exactly(tmp_path: Path, stem: str, extra: Any) -> None:
     """A run stopped after epoch 1 and resumed with ``--resume`` ends like the whole run: the same
     weights, optimiser, buffers, counters and per-agent stats."""
     need("pettingzoo", "pettingzoo")
-    if "simple_spread" in stem:
+    if "simple_spread" in stem or "speaker_listener" in stem:
         need("mpe2", "pettingzoo")
     data = _example(stem, env={"num_training_envs": 2, "num_test_envs": 2}, **extra)
     data["trainer"]["max_epochs"] = 3
@@ -562,3 +579,45 @@ def test_fixed_players_are_evaluated_not_trained(tmp_path: Path, capsys: pytest.
         MultiAgentOffPolicy(learners)
     stats = MultiAgentCollector(MultiAgentPolicy(learners), env, seed=0).collect(n_episode=40)
     assert stats.n_collected_episodes == 40 and stats.per_agent_returns is not None
+
+
+@pytest.mark.integration
+def test_agent_groups_from_a_file_build_learners_on_each_groups_spaces() -> None:
+    """``env.groups: auto`` + ``agents.layout: groups``: one learner per group on its own spaces (or
+    one per agent with ``share_within_groups: false``); a mismatch of the two is refused by name."""
+    need("pettingzoo", "pettingzoo")
+    need("mpe2", "pettingzoo")
+    from tshtrain.config.build import build_policy_algorithm, make_any_envs
+
+    def build(agents: dict[str, Any], groups: Any = "auto") -> Any:
+        data = _example("mappo_speaker_listener_groups", env={"num_training_envs": 2, "groups": groups})
+        data["agents"] = agents
+        experiment = resolve_experiment(data)
+        envs = make_any_envs(experiment, 2, seed=0)
+        try:
+            return build_policy_algorithm(experiment, envs)
+        finally:
+            envs.close()
+
+    algorithm = build({"layout": "groups", "members": {"speaker": {"algorithm": {"params": {"lr": 1e-3}}}}})
+    speaker, listener = algorithm.learners
+    assert (speaker.name, listener.name) == ("speaker", "listener")
+    assert speaker.policy.action_space.n == 3 and listener.policy.action_space.n == 5
+    assert speaker.algorithm.params.lr == 1e-3 and listener.algorithm.params.lr == 3e-4
+    per_agent = build({"layout": "groups", "share_within_groups": False})
+    assert [learner.name for learner in per_agent.learners] == ["speaker_0", "listener_0"]
+    with pytest.raises(
+        ExperimentError, match=r"agents\.members\.talker: no group 'talker'.*\['speaker', 'listener'\]"
+    ):
+        build({"layout": "groups", "members": {"talker": {"policy": "random"}}})
+    with pytest.raises(ExperimentError, match=r"different observation spaces .* in different groups"):
+        build({"layout": "groups"}, groups=None)
+    spread = _example("mappo_simple_spread", env={"num_training_envs": 2})
+    spread["agents"] = {"layout": "groups"}
+    experiment = resolve_experiment(spread)
+    envs = make_any_envs(experiment, 2, seed=0)
+    with pytest.raises(ExperimentError, match=r"agents\.layout: groups needs an env whose agents are in"):
+        build_policy_algorithm(experiment, envs)
+    envs.close()
+    with pytest.raises(ExperimentError, match=r"agents\.layout: 'shared' with env\.groups"):
+        build({"layout": "shared"})

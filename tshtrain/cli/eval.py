@@ -172,7 +172,7 @@ def _run_fixed_players(args: argparse.Namespace) -> int:
         envs = _test_envs(experiment, args, seed)
         try:
             policy = build_fixed_players(
-                experiment, envs.single_observation_space, envs.single_action_space, env_agents(envs)
+                experiment, envs.single_observation_space, envs.single_action_space, env_agents(envs), envs
             )
             stats = make_collector(policy, envs, seed=seed).collect(
                 n_episode=args.episodes, deterministic=not args.stochastic

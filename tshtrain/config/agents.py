@@ -11,6 +11,9 @@ shared         one learner (``shared``) for every agent: parameter sharing (``en
                ``algorithm.network.centralised_critic: true`` and ``env.global_state: true``
 scopes         learners ``agent_0``, ``agent_1``, ... over slices of a single-agent env's sub-envs
                (``agents_scope``, skrl's agent scopes)
+groups         an env built with ``env.groups`` (agents with different spaces): one learner per group,
+               named after it and built on the group's spaces (``share_within_groups: false``: one
+               per agent of each group); ``members.NAME`` by group (or agent) name
 =============  ==================================================================================
 
 Every learner's algorithm is built by the algorithm builders on one agent column's spaces. A
@@ -22,6 +25,7 @@ after every file of the checkpoint was verified; it is never trained.
 from __future__ import annotations
 
 import functools
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +40,7 @@ from tshtrain.algorithm.multi_agent import (
     MultiAgentOnPolicy,
     MultiAgentPolicy,
     RandomPolicy,
+    grouped_learners,
     independent_learners,
     scoped_learners,
     shared_learner,
@@ -43,6 +48,7 @@ from tshtrain.algorithm.multi_agent import (
 from tshtrain.config.algorithms import build_section, experiment_device, num_update_steps
 from tshtrain.config.models import AgentsConfig, AlgorithmConfig, Experiment, MemberConfig, NoExploration
 from tshtrain.config.registry import Family, get_spec
+from tshtrain.env.groups import AgentGroup
 from tshtrain.errors import CheckpointError, ExperimentError
 
 CONFIG_FILE = "config.yaml"
@@ -54,26 +60,53 @@ MultiAgentAlgorithm = MultiAgentOnPolicy | MultiAgentOffPolicy
 """what :func:`build_multi_agent_algorithm` builds"""
 
 
-def learner_names(agents: AgentsConfig, env_agents: tuple[str, ...]) -> list[str]:
-    """The learners' names, in unit order: the env's agents (independent), ``shared``, or ``agent_K``
-    (scopes)."""
+def learner_names(
+    agents: AgentsConfig, env_agents: tuple[str, ...], groups: Mapping[str, AgentGroup] | None = None
+) -> list[str]:
+    """The learners' names, in unit order: the env's agents (independent; groups without sharing),
+    ``shared``, ``agent_K`` (scopes) or the groups' names (groups)."""
     if agents.layout == "scopes":
         assert agents.agents_scope is not None
         return [f"agent_{k}" for k in range(len(agents.agents_scope))]
     if agents.layout == "shared":
         return [SHARED_LEARNER]
+    if agents.layout == "groups" and agents.share_within_groups and groups:
+        return list(groups)
     return list(env_agents)
 
 
-def check_agent_names(agents: AgentsConfig, env_agents: tuple[str, ...], env_id: str) -> None:
-    """Members and ``return_reduction: agent:NAME`` must name agents of the env (known once it is
-    built)."""
-    if agents.layout == "independent":
-        unknown = [name for name in agents.members if name not in env_agents]
+def _check_groups(agents: AgentsConfig, groups: Mapping[str, AgentGroup] | None, env_id: str) -> None:
+    """``layout: groups`` and an env built with ``env.groups`` go together."""
+    if agents.layout == "groups" and not groups:
+        raise ExperimentError(
+            f"agents.layout: groups needs an env whose agents are in groups; add env.groups: auto (or "
+            f"{{group: [agents]}}) to env {env_id!r}."
+        )
+    if agents.layout != "groups" and groups:
+        raise ExperimentError(
+            f"agents.layout: {agents.layout!r} with env.groups: the agents of env {env_id!r} are in groups "
+            f"{list(groups)}; use agents.layout: groups (one learner per group, or per agent with "
+            f"share_within_groups: false)."
+        )
+
+
+def check_agent_names(
+    agents: AgentsConfig,
+    env_agents: tuple[str, ...],
+    env_id: str,
+    groups: Mapping[str, AgentGroup] | None = None,
+) -> None:
+    """Members and ``return_reduction: agent:NAME`` must name agents (or groups) of the env (known
+    once it is built)."""
+    _check_groups(agents, groups, env_id)
+    if agents.layout in ("independent", "groups"):
+        names = learner_names(agents, env_agents, groups)
+        what = "group" if agents.layout == "groups" and agents.share_within_groups else "agent"
+        unknown = [name for name in agents.members if name not in names]
         if unknown:
             raise ExperimentError(
-                f"agents.members.{unknown[0]}: no agent {unknown[0]!r} in env {env_id!r}; its agents are "
-                f"{list(env_agents)}."
+                f"agents.members.{unknown[0]}: no {what} {unknown[0]!r} in env {env_id!r}; its {what}s are "
+                f"{names}."
             )
     reduction = agents.return_reduction
     if reduction.startswith("agent:") and reduction.removeprefix("agent:") not in env_agents:
@@ -89,32 +122,50 @@ def _build_learners(
     observation_space: gym.Space[Any],
     action_space: gym.Space[Any],
     env_agents: tuple[str, ...],
+    env: Any = None,
 ) -> tuple[list[Learner], int]:
-    """The learners of the experiment's ``agents`` section (trained or fixed) and the units they tile."""
+    """The learners of the experiment's ``agents`` section (trained or fixed) and the units they tile;
+    ``env``: the env, whose ``groups`` (if any) give each group's learners their spaces."""
     agents = experiment.agents
     assert agents is not None
-    check_agent_names(agents, env_agents, experiment.env.id)
-    names = learner_names(agents, env_agents)
+    groups: Mapping[str, AgentGroup] | None = getattr(env, "groups", None)
+    check_agent_names(agents, env_agents, experiment.env.id, groups)
+    names = learner_names(agents, env_agents, groups)
+    spaces = {name: (observation_space, action_space) for name in names}
+    if groups:
+        for group in groups.values():
+            for name in (group.name, *group.agents):
+                spaces[name] = (group.observation_space, group.action_space)
     torch.manual_seed(experiment.seed)
     members: dict[str, Algorithm[Any] | Policy] = {}
     for index, name in enumerate(names):
         member = agents.members.get(name)
         seed = experiment.seed + index
+        obs_space, act_space = spaces[name]
         if member is None or member.algorithm is not None:
             section = experiment.algorithm if member is None else _section(member)
             members[name] = build_section(
                 section,
-                observation_space,
-                action_space,
+                obs_space,
+                act_space,
                 seed=seed,
                 num_update_steps=num_update_steps(experiment, section),
                 env_id=experiment.env.id,
                 where="" if member is None else f"agents.members.{name}.",
             )
         elif member.policy == "random":
-            members[name] = RandomPolicy(action_space, seed=seed)
+            members[name] = RandomPolicy(act_space, seed=seed)
         else:
-            members[name] = load_frozen_policy(member, name, observation_space, action_space)
+            members[name] = load_frozen_policy(member, name, obs_space, act_space)
+    if agents.layout == "groups":
+        assert groups is not None
+        by_group: dict[str, Any] = {
+            name: members[name]
+            if agents.share_within_groups
+            else {agent: members[agent] for agent in group.agents}
+            for name, group in groups.items()
+        }
+        return grouped_learners(env, by_group), len(env_agents)
     if agents.layout == "independent":
         return independent_learners(env_agents, members), len(env_agents)
     if agents.layout == "shared":
@@ -131,6 +182,7 @@ def build_fixed_players(
     observation_space: gym.Space[Any],
     action_space: gym.Space[Any],
     env_agents: tuple[str, ...],
+    env: Any = None,
 ) -> MultiAgentPolicy:
     """The joint policy of an ``agents`` section in which every player is fixed (``policy: random`` or a
     frozen checkpoint): nothing to train, something to evaluate (``tshtrain eval FILE``). ExperimentError
@@ -141,10 +193,11 @@ def build_fixed_players(
             "agents: evaluating an experiment file without a trained run needs an agents section whose "
             "members are all fixed (policy: random, or a checkpoint)."
         )
-    check_agent_names(agents, env_agents, experiment.env.id)
+    groups = getattr(env, "groups", None)
+    check_agent_names(agents, env_agents, experiment.env.id, groups)
     trained = [
         name
-        for name in learner_names(agents, env_agents)
+        for name in learner_names(agents, env_agents, groups)
         if (member := agents.members.get(name)) is None or member.algorithm is not None
     ]
     if trained:
@@ -153,7 +206,7 @@ def build_fixed_players(
             f"without a trained run give every player 'policy: random' or a checkpoint, or evaluate a run "
             f"of it with tshtrain eval RUN_DIR."
         )
-    learners, _ = _build_learners(experiment, observation_space, action_space, env_agents)
+    learners, _ = _build_learners(experiment, observation_space, action_space, env_agents, env)
     return MultiAgentPolicy(learners).to(experiment_device(experiment))
 
 
@@ -162,14 +215,16 @@ def build_multi_agent_algorithm(
     observation_space: gym.Space[Any],
     action_space: gym.Space[Any],
     env_agents: tuple[str, ...],
+    env: Any = None,
 ) -> MultiAgentAlgorithm:
-    """The learners of the experiment's ``agents`` section on one agent column's spaces, composed into
-    an on- or off-policy multi-agent algorithm (the top-level algorithm's family), on the experiment's
-    device. ``env_agents``: the env's agents (``()`` for scopes)."""
+    """The learners of the experiment's ``agents`` section on one agent column's spaces (with
+    ``layout: groups``, each group's spaces of ``env.groups``), composed into an on- or off-policy
+    multi-agent algorithm (the top-level algorithm's family), on the experiment's device.
+    ``env_agents``: the env's agents (``()`` for scopes)."""
     agents = experiment.agents
     assert agents is not None
     device = experiment_device(experiment)
-    learners, num_units = _build_learners(experiment, observation_space, action_space, env_agents)
+    learners, num_units = _build_learners(experiment, observation_space, action_space, env_agents, env)
     family = get_spec(experiment.algorithm.name).family
     cls = MultiAgentOnPolicy if family is Family.ON_POLICY else MultiAgentOffPolicy
     try:

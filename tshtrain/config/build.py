@@ -132,7 +132,7 @@ def build_policy_algorithm(
             experiment, env.single_observation_space, env.single_action_space, world_size=world_size
         )
     return build_multi_agent_algorithm(
-        experiment, env.single_observation_space, env.single_action_space, env_agents(env)
+        experiment, env.single_observation_space, env.single_action_space, env_agents(env), env
     )
 
 

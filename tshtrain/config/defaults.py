@@ -264,6 +264,32 @@ TASK_EXAMPLES: dict[str, tuple[str, Mapping[str, Any]]] = {
             "trainer": _SIMPLE_SPREAD_TRAINER,
         },
     ),
+    "mappo_speaker_listener_groups": (
+        "MAPPO per agent group on MPE simple_speaker_listener: the speaker (3 words) and the listener (5 "
+        "moves) see and do different things, each group has its own PPO (needs tshtrain[pettingzoo])",
+        {
+            "algorithm": {
+                **_SIMPLE_SPREAD_PPO,
+                "network": {"hidden_sizes": [64, 64], "centralised_critic": True},
+            },
+            "env": {
+                "type": "pettingzoo",
+                "id": "mpe2.simple_speaker_listener_v4",
+                "kwargs": {"max_cycles": 25, "continuous_actions": False},
+                "num_training_envs": 16,
+                "num_test_envs": 8,
+                "agent_id": True,
+                "global_state": True,
+                "groups": "auto",
+            },
+            "agents": {"layout": "groups"},
+            "trainer": {
+                **_SIMPLE_SPREAD_TRAINER,
+                "max_epochs": 20,
+                "update_step_num_repetitions": 5,
+            },
+        },
+    ),
     "mappo_vmas_balance": (
         "MAPPO on VMAS balance (4 agents, one row per agent): a shared PPO with a centralised critic, 256 "
         "batched torch worlds",

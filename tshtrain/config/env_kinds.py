@@ -65,6 +65,8 @@ class EnvSection(Protocol):
     @property
     def global_state(self) -> bool: ...
     @property
+    def groups(self) -> str | dict[str, list[str]] | None: ...
+    @property
     def pettingzoo_api(self) -> Literal["parallel", "aec"] | None: ...
     @property
     def agent_layout(self) -> Literal["joint", "columns"]: ...
@@ -224,6 +226,8 @@ def _build_vmas(env: EnvSection, request: EnvRequest) -> AnyVectorEnv:
         layout: dict[str, Any] = {}
         if env.agent_layout == "columns":  # the joint view takes none of these
             layout = {"agent_layout": "columns", "agent_id": env.agent_id, "global_state": env.global_state}
+            if env.groups is not None:
+                layout["groups"] = env.groups
         return VmasEnv(env.id, num_envs=request.num_envs, device=where, seed=request.seed, **layout, **kwargs)
     except (ConfigurationError, TypeError, ValueError) as error:
         raise _torch_env_error(env, kwargs, error) from None
@@ -272,6 +276,7 @@ def _build_pettingzoo(env: EnvSection, request: EnvRequest) -> AnyVectorEnv:
             kind=env.pettingzoo_api,
             agent_id=env.agent_id,
             global_state=env.global_state,
+            groups=env.groups,
         )
     except (ConfigurationError, ImportError, TypeError, ValueError) as error:
         raise ExperimentError(f"env (pettingzoo {env.id!r}, kwargs {env.kwargs}): {error}") from None

@@ -108,6 +108,10 @@ class EnvConfig(Section):
     """``vmas`` only: ``joint`` (the agents form one joint learner: concatenated observations and
     actions) or ``columns`` (one row per agent and env; what the ``agents`` section and parameter sharing
     need)"""
+    groups: Literal["auto"] | dict[str, list[str]] | None = None
+    """multi-agent envs: agents with different observation or action spaces in groups (docs/multi_agent.md,
+    agent groups): ``auto`` (by name: ``adversary_0`` -> ``adversary``) or ``{group: [agents]}``; train them
+    with ``agents.layout: groups``"""
 
     @model_validator(mode="before")
     @classmethod
@@ -175,7 +179,7 @@ class EnvConfig(Section):
     def _multi_agent_options(self) -> EnvConfig:
         kind = env_kind(self.type)
         layout = f", agent_layout {self.agent_layout!r})" if "agent_layout" in kind.options else ")"
-        for name in ("agent_id", "global_state"):
+        for name in ("agent_id", "global_state", "groups"):
             if getattr(self, name) and not self.multi_agent:
                 raise ValueError(
                     f"env.{name}: true needs a multi-agent env: {multi_agent_kinds(each='type ')} (got type "
@@ -582,11 +586,15 @@ class MemberConfig(Section):
 class AgentsConfig(Section):
     """Several learners in one run (see docs/multi_agent.md): who learns which agents' columns."""
 
-    layout: Literal["independent", "shared", "scopes"] = "independent"
+    layout: Literal["independent", "shared", "scopes", "groups"] = "independent"
     """``independent``: one learner per agent of a multi-agent env (``members`` by agent name);
     ``shared``: one learner for every agent (parameter sharing; add ``env.agent_id: true`` so the network
     tells the agents apart); ``scopes``: learners over slices of a single-agent Gymnasium env's sub-envs
-    (``agents_scope``; members ``agent_0``, ``agent_1``, ...)"""
+    (``agents_scope``; members ``agent_0``, ``agent_1``, ...); ``groups``: agents with different spaces
+    in the groups of ``env.groups``, one learner per group (``members`` by group name)"""
+    share_within_groups: bool = True
+    """groups only: one learner per group, shared by its agents (True), or one per agent of each group
+    (False; ``members`` by agent name)"""
     update_mode: Literal["sequential", "parallel"] = "sequential"
     """``sequential``: the learners update one after another; ``parallel``: each in its own process"""
     agents_scope: list[PositiveInt] | None = None
@@ -630,6 +638,10 @@ class AgentsConfig(Section):
         elif self.agents_scope is not None:
             raise ValueError(
                 f"agents_scope applies to layout scopes only, not to layout {self.layout!r}; remove it"
+            )
+        if not self.share_within_groups and self.layout != "groups":
+            raise ValueError(
+                f"share_within_groups applies to layout groups only, not to layout {self.layout!r}; remove it"
             )
         if self.layout == "shared" and self.members:
             raise ValueError(
