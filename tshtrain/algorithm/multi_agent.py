@@ -222,6 +222,15 @@ def _agent_names(agents: Sequence[str] | AgentColumns) -> tuple[str, ...]:
     return agents.agents if isinstance(agents, AgentColumns) else tuple(agents)
 
 
+def _learner(
+    name: str, units: slice, member: Algorithm[Any, Any] | Policy, view: GroupView | None = None
+) -> Learner:
+    """A learner trained by ``member`` (an algorithm) or acting with it (a fixed policy)."""
+    if isinstance(member, Algorithm):
+        return Learner(name, units, algorithm=member, view=view)
+    return Learner(name, units, policy=member, view=view)
+
+
 def independent_learners(
     agents: Sequence[str] | AgentColumns, members: Mapping[str, Algorithm[Any, Any] | Policy]
 ) -> list[Learner]:
@@ -235,15 +244,7 @@ def independent_learners(
             f"independent_learners: the env's agents are {list(names)}; missing members for "
             f"{missing}, members for unknown agents {unknown}."
         )
-    learners = []
-    for index, agent in enumerate(names):
-        member = members[agent]
-        span = slice(index, index + 1)
-        if isinstance(member, Algorithm):
-            learners.append(Learner(agent, span, algorithm=member))
-        else:
-            learners.append(Learner(agent, span, policy=member))
-    return learners
+    return [_learner(agent, slice(index, index + 1), members[agent]) for index, agent in enumerate(names)]
 
 
 def shared_learner(
@@ -280,19 +281,12 @@ def grouped_learners(
     for name, group in groups.items():
         member = members[name]
         if isinstance(member, Mapping):
-            per_agent = independent_learners(group.agents, member)
-            for learner in per_agent:
+            for learner in independent_learners(group.agents, member):
                 first = group.first + learner.units.start
-                span = slice(first, first + 1)
-                learners.append(
-                    Learner(learner.name, span, algorithm=learner.algorithm, view=views[name])
-                    if learner.algorithm is not None
-                    else Learner(learner.name, span, policy=learner.policy, view=views[name])
-                )
-        elif isinstance(member, Algorithm):
-            learners.append(Learner(name, group.units, algorithm=member, view=views[name]))
+                fixed = learner.algorithm if learner.algorithm is not None else learner.policy
+                learners.append(_learner(learner.name, slice(first, first + 1), fixed, views[name]))
         else:
-            learners.append(Learner(name, group.units, policy=member, view=views[name]))
+            learners.append(_learner(name, group.units, member, views[name]))
     return learners
 
 
@@ -325,12 +319,8 @@ def scoped_learners(
     names = list(names) if names is not None else [f"agent_{k}" for k in range(len(members))]
     learners, first = [], 0
     for name, size, member in zip(names, agents_scope, members, strict=True):
-        span = slice(first, first + int(size))
+        learners.append(_learner(name, slice(first, first + int(size)), member))
         first += int(size)
-        if isinstance(member, Algorithm):
-            learners.append(Learner(name, span, algorithm=member))
-        else:
-            learners.append(Learner(name, span, policy=member))
     return learners
 
 
