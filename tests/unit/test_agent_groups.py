@@ -76,9 +76,9 @@ def test_the_stored_action_space_holds_every_groups_actions() -> None:
     assert storage_action_space({"a": gym.spaces.Discrete(3), "b": gym.spaces.Discrete(5)}, "t") == (
         gym.spaces.Discrete(5)
     )
-    stored = storage_action_space({"a": BOX(-2.0, 1.0, (1,)), "b": BOX(0.0, 3.0, (3,))}, "t")
+    stored = storage_action_space({"a": BOX(-2.0, 1.0, (1,)), "b": BOX(0.5, 3.0, (3,))}, "t")
     assert isinstance(stored, BOX) and stored.shape == (3,)
-    np.testing.assert_array_equal(stored.low, [-2.0, 0.0, 0.0])
+    np.testing.assert_array_equal(stored.low, [-2.0, 0.0, 0.0])  # the zero padding of a's rows lies inside
     np.testing.assert_array_equal(stored.high, [3.0, 3.0, 3.0])
     with pytest.raises(UnsupportedSpaceError, match="all be Discrete or all be flat Boxes"):
         storage_action_space({"a": gym.spaces.Discrete(3), "b": BOX(0.0, 1.0, (2,))}, "t")

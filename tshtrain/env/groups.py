@@ -92,8 +92,9 @@ def storage_action_space(groups: Mapping[str, gym.Space[Any]], owner: str) -> gy
             d = int(box.shape[0])
             low[:d] = np.minimum(low[:d], box.low)
             high[:d] = np.maximum(high[:d], box.high)
-        low[~np.isfinite(low)] = -1.0  # padding nobody acts in
-        high[~np.isfinite(high)] = 1.0
+        padded = slice(min(int(s.shape[0]) for s in boxes), width)  # some group pads these with zeros
+        low[padded] = np.minimum(low[padded], 0.0)
+        high[padded] = np.maximum(high[padded], 0.0)
         return gym.spaces.Box(low, high, (width,), np.float32)
     listed = "; ".join(f"{name}: {space}" for name, space in groups.items())
     raise UnsupportedSpaceError(
