@@ -59,7 +59,7 @@ def _pz(agents: dict[str, Any], **algorithm: Any) -> dict[str, Any]:
         ),
         (
             {"algorithm": {"name": "ppo"}, "env": {"groups": "auto"}},
-            r"env\.groups: true needs a multi-agent env",
+            r"env\.groups: 'auto' needs a multi-agent env",
         ),
         (
             {**_pz({}), "env": {"kind": "pettingzoo", "id": "mpe2.simple_tag_v3", "groups": "by_name"}},
@@ -611,13 +611,12 @@ def test_agent_groups_from_a_file_build_learners_on_each_groups_spaces() -> None
     ):
         build({"layout": "groups", "members": {"talker": {"policy": "random"}}})
     with pytest.raises(ExperimentError, match=r"different observation spaces .* in different groups"):
+        build({"layout": "independent"}, groups=None)
+    with pytest.raises(ExperimentError, match=r"agents\.layout: groups needs env\.groups: auto"):
         build({"layout": "groups"}, groups=None)
-    spread = _example("mappo_simple_spread", env={"num_training_envs": 2})
-    spread["agents"] = {"layout": "groups"}
-    experiment = resolve_experiment(spread)
-    envs = make_any_envs(experiment, 2, seed=0)
-    with pytest.raises(ExperimentError, match=r"agents\.layout: groups needs an env whose agents are in"):
-        build_policy_algorithm(experiment, envs)
-    envs.close()
-    with pytest.raises(ExperimentError, match=r"agents\.layout: 'shared' with env\.groups"):
+    with pytest.raises(
+        ExperimentError, match=r"env\.groups: 'auto' goes with agents\.layout: groups.*'shared'"
+    ):
         build({"layout": "shared"})
+    with pytest.raises(ExperimentError, match=r"every group needs a list of one or more agents"):
+        build({"layout": "groups"}, groups={"speaker": [], "listener": ["speaker_0", "listener_0"]})

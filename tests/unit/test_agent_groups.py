@@ -70,6 +70,12 @@ def test_groups_by_name_by_mapping_and_refused_mappings() -> None:
         resolve_groups(agents, {"x@y": agents}, "t")
     with pytest.raises(ConfigurationError, match="'auto'"):
         resolve_groups(agents, "by_name", "t")
+    with pytest.raises(ConfigurationError, match=r"a list of one or more agents, got \{'x': \[\]\}"):
+        resolve_groups(agents, {"x": [], "y": agents}, "t")
+    with pytest.raises(ConfigurationError, match="a list of one or more agents"):
+        resolve_groups(("agent_0",), {"x": "agent_0"}, "t")
+    with pytest.raises(ConfigurationError, match=r"without '@' or '/', got \['team/a'\]"):
+        resolve_groups(("team/a_0",), "auto", "t")
 
 
 def test_the_stored_action_space_holds_every_groups_actions() -> None:

@@ -509,6 +509,13 @@ def test_groups_reorder_agents_group_major_and_refuse_what_cannot_be_grouped() -
         PettingZooParallelVectorEnv([Mixed], groups={"mixed": ["a", "b", "c"]})
     with pytest.raises(UnsupportedSpaceError, match="not supported with groups"):
         PettingZooAECVectorEnv([tictactoe_v3.env], groups="auto")
+    snapshot = env.state_snapshot()
+    assert snapshot is not None
+    regrouped = PettingZooParallelVectorEnv([Wide], groups={"narrow": ["a", "b"], "wide": ["c"]})
+    assert not regrouped.restore_snapshot(snapshot)  # another layout's rows: reset instead
+    assert PettingZooParallelVectorEnv([Wide], groups={"wide": ["c"], "narrow": ["a", "b"]}).restore_snapshot(
+        snapshot
+    )
 
 
 def test_global_state_needs_a_state() -> None:
@@ -555,3 +562,29 @@ def test_snapshot_restores_games_in_progress(kind: str) -> None:
             np.testing.assert_array_equal(o1[OBS_KEY][cols], o2[OBS_KEY][cols])
         else:
             np.testing.assert_array_equal(o1, o2)
+
+
+def test_a_snapshot_from_before_agent_groups_still_restores() -> None:
+    """Rows pickled before agent groups held one ``obs`` array and no agent names; they are read as
+    ``{"obs": array}`` and restored into an ungrouped env of the same shapes (your own older run
+    resumes exactly), and refused by a grouped one."""
+    import pickle
+
+    from tshtrain.env.pettingzoo import _dumps, _Rows
+
+    env = _spread(2)
+    env.reset(seed=0)
+    old = _Rows.__new__(_Rows)
+    obs = env._rows.obs[OBS_KEY].copy()
+    for key, value in {"obs": obs, "mask": None, "state": None, "agent_id": None, "view": obs}.items():
+        object.__setattr__(old, key, value)  # the slots of the earlier _Rows
+    snapshot = _dumps((env._envs, old, env._ep.acting_C, env._ep.ended_C, True))
+    assert snapshot is not None and pickle.loads(snapshot)[1].agents is None
+    again = _spread(2)
+    assert again.restore_snapshot(snapshot)
+    np.testing.assert_array_equal(again.obs, obs)
+    again.step(np.ones(6, dtype=np.int64), np.arange(6))
+    grouped = PettingZooParallelVectorEnv(
+        [functools.partial(simple_spread_v3.parallel_env, max_cycles=5)] * 2, groups="auto"
+    )
+    assert not grouped.restore_snapshot(snapshot)

@@ -18,7 +18,14 @@ from tests.extras import need
 pytestmark = pytest.mark.integration
 need("vmas", "vmas")
 
-from tshtrain.algorithm import PPO, MultiAgentOnPolicy, PPOParams, grouped_learners, obs_encoder
+from tshtrain.algorithm import (
+    PPO,
+    MultiAgentOnPolicy,
+    PPOParams,
+    grouped_learners,
+    independent_learners,
+    obs_encoder,
+)
 from tshtrain.algorithm.blocks.agent_nets import SelectKeys, mappo_actor_critic
 from tshtrain.algorithm.blocks.encoders import accepts_dict_obs
 from tshtrain.data import TensorCollector, TensorReplayBuffer
@@ -427,3 +434,19 @@ def test_grouped_speaker_listener_cuts_each_groups_actions_and_trains_per_group(
         assert any(not torch.equal(b, p) for b, p in zip(before[name], ppo.policy.parameters(), strict=True))
     with pytest.raises(ConfigurationError, match="groups=.* needs agent_layout='columns'"):
         VmasEnv("simple_speaker_listener", num_envs=2, groups="auto")
+
+
+def test_random_actions_of_a_joint_policy_without_groups() -> None:
+    """Buffer prefill (random actions) through a multi-agent joint policy on VMAS columns: the policy's
+    rows are routed before its map_action_inverse (a fresh policy has no routing of its own)."""
+    env = make(agent_id=True, global_state=True)
+    members = {}
+    for k, name in enumerate(env.agents):
+        policy, critic = mappo_actor_critic(
+            env.single_observation_space, env.single_action_space, hidden_sizes=(8,), seed=k
+        )
+        members[name] = PPO(policy=policy, critic=critic, params=PPOParams(), seed=k)
+    algorithm = MultiAgentOnPolicy(independent_learners(env.columns, members))
+    buffer = TensorReplayBuffer(4 * A * E, A * E, device="cpu")
+    TensorCollector(algorithm.policy, env, buffer, seed=0).collect(n_step=2 * E, random=True)
+    assert len(buffer) == 2 * A * E

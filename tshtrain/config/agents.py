@@ -132,10 +132,12 @@ def _build_learners(
     check_agent_names(agents, env_agents, experiment.env.id, groups)
     names = learner_names(agents, env_agents, groups)
     spaces = {name: (observation_space, action_space) for name in names}
-    if groups:
-        for group in groups.values():
-            for name in (group.name, *group.agents):
-                spaces[name] = (group.observation_space, group.action_space)
+    if groups:  # each learner on its group's spaces: by group name (shared) or by agent
+        spaces = {
+            name: (group.observation_space, group.action_space)
+            for group in groups.values()
+            for name in ((group.name,) if agents.share_within_groups else group.agents)
+        }
     torch.manual_seed(experiment.seed)
     members: dict[str, Algorithm[Any] | Policy] = {}
     for index, name in enumerate(names):

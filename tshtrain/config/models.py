@@ -181,9 +181,10 @@ class EnvConfig(Section):
         layout = f", agent_layout {self.agent_layout!r})" if "agent_layout" in kind.options else ")"
         for name in ("agent_id", "global_state", "groups"):
             if getattr(self, name) and not self.multi_agent:
+                value = "true" if name != "groups" else repr(self.groups)
                 raise ValueError(
-                    f"env.{name}: true needs a multi-agent env: {multi_agent_kinds(each='type ')} (got type "
-                    f"{self.type!r}{layout}"
+                    f"env.{name}: {value} needs a multi-agent env: {multi_agent_kinds(each='type ')} (got "
+                    f"type {self.type!r}{layout}"
                 )
         if kind.check_id is not None:
             kind.check_id(self.id)
@@ -695,6 +696,15 @@ class Experiment(Section):
             raise ValueError(
                 f"env.type {env.type}: a multi-agent env needs an agents section, e.g. agents: {{layout: "
                 "independent} (one learner per agent) or {layout: shared} (parameter sharing)"
+            )
+        grouped = env.groups is not None
+        if grouped != (agents is not None and agents.layout == "groups"):
+            raise ValueError(
+                f"env.groups: {env.groups!r} goes with agents.layout: groups (one learner per agent group), "
+                f"got agents.layout: {agents.layout if agents is not None else None!r}"
+                if grouped
+                else "agents.layout: groups needs env.groups: auto (or {group: [agents]}), the env's agent "
+                "groups"
             )
         if agents is None:
             return self

@@ -282,12 +282,12 @@ class TensorCollector(BaseCollector):
                 env_act = sample_legal_actions_torch(mask, self.rng)
             elif group_actions is not None and getattr(self.env, "groups", None):  # each group's own space
                 env_act = group_actions(self.rng)
-                route = getattr(self.policy, "route", None)
-                if route is not None:  # a joint policy splits map_action_inverse by its learners
-                    route(None, self.num_rows)
             else:
                 space = self.env.single_action_space
                 env_act = sample_actions_torch(space, self.num_rows, self.rng, self.device)
+            route = getattr(self.policy, "route", None)
+            if route is not None:  # a joint policy splits map_action_inverse by its learners' rows
+                route(None, self.num_rows)
             return self.policy.map_action_inverse_torch(env_act), env_act, None
         # the policy may live on another device than the env: its actions come back to the env's
         logp: torch.Tensor | None = None

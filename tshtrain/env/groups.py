@@ -207,7 +207,15 @@ def resolve_groups(
         found: dict[str, list[str]] = {}
         for agent in agents:
             found.setdefault(group_of(agent), []).append(agent)
+        _check_group_names(list(found), owner)
         return {name: tuple(members) for name, members in found.items()}
+    bad_members = {
+        name: members for name, members in groups.items() if isinstance(members, str) or not members
+    }
+    if bad_members:
+        raise ConfigurationError(
+            f"{owner}: every group needs a list of one or more agents, got {bad_members}."
+        )
     listed = [agent for members in groups.values() for agent in members]
     missing = [agent for agent in agents if agent not in listed]
     unknown = sorted({agent for agent in listed if agent not in agents})
@@ -217,12 +225,18 @@ def resolve_groups(
             f"{owner}: groups must list every agent of {list(agents)} exactly once; missing {missing}, "
             f"unknown {unknown}, repeated {repeated}."
         )
-    bad = [name for name in groups if not name or GROUP_KEY_SEPARATOR in name or "/" in name]
+    _check_group_names([str(name) for name in groups], owner)
+    return {str(name): tuple(members) for name, members in groups.items()}
+
+
+def _check_group_names(names: Sequence[str], owner: str) -> None:
+    """Group names become observation keys (``obs@NAME``, stored as ``obs/obs@NAME``)."""
+    bad = [name for name in names if not name or GROUP_KEY_SEPARATOR in name or "/" in name]
     if bad:
         raise ConfigurationError(
-            f"{owner}: group names must be non-empty without '{GROUP_KEY_SEPARATOR}' or '/', got {bad}."
+            f"{owner}: group names must be non-empty without '{GROUP_KEY_SEPARATOR}' or '/', got {bad}; "
+            f"name the groups yourself ({{group: [agents]}})."
         )
-    return {str(name): tuple(members) for name, members in groups.items()}
 
 
 __all__ = [

@@ -76,7 +76,7 @@ class _Rows:
     """A batch of ``C`` column observations: the agent observations (one array, or one per group) and
     the optional extra keys."""
 
-    __slots__ = ("agent_id", "mask", "obs", "state", "view")
+    __slots__ = ("agent_id", "agents", "mask", "obs", "state", "view")
 
     def __init__(
         self,
@@ -84,11 +84,25 @@ class _Rows:
         mask: np.ndarray | None,
         state: np.ndarray | None,
         agent_id: np.ndarray | None,
+        agents: tuple[str, ...],
     ):
         self.obs, self.mask, self.state, self.agent_id = obs, mask, state, agent_id
+        self.agents = agents
+        """the column agents, in order (what a snapshot's rows must match)"""
         keyed = {**obs, ACTION_MASK_KEY: mask, STATE_KEY: state, AGENT_ID_KEY: agent_id}
         arrays = {key: array for key, array in sorted(keyed.items()) if array is not None}
         self.view: ObsArray = arrays if len(arrays) > 1 or OBS_KEY not in arrays else arrays[OBS_KEY]
+
+    def __setstate__(self, state: Any) -> None:
+        """Unpickle; rows pickled before agent groups (one ``obs`` array, no ``agents``) are read as
+        ``{"obs": array}`` with unknown agents."""
+        slots = state[1] if isinstance(state, tuple) else state
+        for key, value in slots.items():
+            object.__setattr__(self, key, value)
+        if isinstance(self.obs, np.ndarray):
+            self.obs = {OBS_KEY: self.obs}
+        if not hasattr(self, "agents"):
+            self.agents = None  # type: ignore[assignment]
 
 
 @final
@@ -197,7 +211,7 @@ class _ColumnLayout:
             assert self.state_space.shape is not None
             state = np.zeros((c, *self.state_space.shape), self.state_space.dtype)
         obs = {key: np.zeros((c, *spec.shape), spec.dtype) for key, spec in self._obs_specs.items()}
-        return _Rows(obs, mask, state, self._agent_id_C)
+        return _Rows(obs, mask, state, self._agent_id_C, self.columns.agents)
 
     @property
     def mask_size(self) -> int:
@@ -438,6 +452,21 @@ class _PettingZooVectorEnv(MultiAgentVectorEnv):
             raise RuntimeError(f"{self._owner}.step before reset(): call reset() first.")
         return _check_columns(np.asarray(columns), self._ep.acting_C, len(act))
 
+    def _fits(self, rows: Any, acting_C: np.ndarray) -> bool:
+        """A snapshot's rows and flags have this env's layout (the same observation keys and shapes: a
+        snapshot of another grouping, or of an older layout, is not restored)."""
+        if acting_C.shape != self._ep.acting_C.shape or not isinstance(rows, _Rows):
+            return False
+        if rows.agents is not None and rows.agents != self.agents:  # None: pickled before agent groups
+            return False
+        mine = self._rows.obs
+        theirs = getattr(rows, "obs", None)
+        return (
+            isinstance(theirs, dict)
+            and theirs.keys() == mine.keys()
+            and all(getattr(theirs[key], "shape", None) == mine[key].shape for key in mine)
+        )
+
     @override
     def close(self) -> None:
         for env in self._envs:
@@ -560,7 +589,7 @@ class PettingZooParallelVectorEnv(_PettingZooVectorEnv):
     @override
     def restore_snapshot(self, data: bytes) -> bool:
         envs, rows, acting_C, ended_C, was_reset = pickle.loads(data)
-        if len(envs) != self.num_envs or acting_C.shape != self._ep.acting_C.shape:
+        if len(envs) != self.num_envs or not self._fits(rows, acting_C):
             return False
         self._envs, self._rows, self._was_reset = envs, rows, was_reset
         self._ep.acting_C[:], self._ep.ended_C[:] = acting_C, ended_C
@@ -702,7 +731,7 @@ class PettingZooAECVectorEnv(_PettingZooVectorEnv):
     @override
     def restore_snapshot(self, data: bytes) -> bool:
         envs, rows, acting_C, ended_C, live_E, was_reset = pickle.loads(data)
-        if len(envs) != self.num_envs or acting_C.shape != self._ep.acting_C.shape:
+        if len(envs) != self.num_envs or not self._fits(rows, acting_C):
             return False
         self._envs, self._rows, self._live_E, self._was_reset = envs, rows, live_E, was_reset
         self._src_E = [_attribute_source(env) for env in envs]

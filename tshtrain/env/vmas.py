@@ -416,7 +416,7 @@ class VmasEnv:
         for name, members in grouping.items():
             index = [names.index(agent) for agent in members]
             own, act = _column_spaces(
-                f"{self._scenario_name}, group {name!r}",
+                f"{self._scenario_name}: group {name}",
                 members,
                 _Spaces([obs_all[i] for i in index]),
                 _Spaces([act_all[i] for i in index]),
@@ -753,8 +753,8 @@ def _column_spaces(
             listed = ", ".join(f"{name}: {space}" for name, space in zip(names, spaces, strict=True))
             raise UnsupportedSpaceError(
                 f"VmasEnv({scenario!r}, agent_layout='columns'): the agents' {what} spaces differ "
-                f"({listed}); the columns layout needs one space shared by all agents (use the joint "
-                "view, or one env per agent group)."
+                f"({listed}); the columns layout needs one space shared by all agents: put agents with "
+                "different spaces in groups (groups='auto' or {group: [agents]}), or use the joint view."
             )
     obs_space, act_space = obs[0], act[0]
     assert obs_space is not None and act_space is not None
