@@ -164,7 +164,9 @@ class _ColumnLayout:
             keys[STATE_KEY] = self.state_space
         if agent_id:
             keys[AGENT_ID_KEY] = gym.spaces.Box(0.0, 1.0, (num_agents,), np.float32)
-        self.space: gym.Space[Any] = gym.spaces.Dict(keys) if len(keys) > 1 else obs_spaces[OBS_KEY]
+        self.space: gym.Space[Any] = (
+            gym.spaces.Dict(keys) if len(keys) > 1 or OBS_KEY not in keys else keys[OBS_KEY]
+        )
         self.discrete_actions = isinstance(self.action_space, gym.spaces.Discrete)
         self._num_columns = num_columns
 
