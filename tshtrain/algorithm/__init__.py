@@ -360,6 +360,7 @@ __all__ += [
 
 from tshtrain.algorithm.blocks.mixers import Mixer, QMixer, SumMixer  # noqa: E402
 from tshtrain.algorithm.value_decomposition import (  # noqa: E402
+    TeamReward,
     ValueDecomposition,
     ValueDecompositionParams,
     ValueDecompositionTrainingStats,
@@ -369,6 +370,7 @@ __all__ += [
     "Mixer",
     "QMixer",
     "SumMixer",
+    "TeamReward",
     "ValueDecomposition",
     "ValueDecompositionParams",
     "ValueDecompositionTrainingStats",

@@ -22,7 +22,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, final
+from enum import StrEnum
+from typing import Any, final
 
 import numpy as np
 import torch
@@ -45,7 +46,14 @@ from tshtrain.data.prioritized import BasePrioritizedBuffer
 from tshtrain.env.multi_agent import AgentColumns
 from tshtrain.errors import ConfigurationError
 
-TEAM_REWARDS = ("mean", "sum")
+
+class TeamReward(StrEnum):
+    """How the team's reward ``R_team`` is made from the agents' n-step returns."""
+
+    MEAN = "mean"
+    """their mean (a reward shared by every agent stays itself)"""
+    SUM = "sum"
+    """their sum"""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -66,9 +74,9 @@ class ValueDecompositionParams:
     """clip the gradient norm to this value (None: no clipping)"""
     n_step: PositiveInt = 1
     """transitions summed in the TD target before bootstrapping (stops early at episode ends)"""
-    team_reward: Literal["mean", "sum"] = "mean"
+    team_reward: TeamReward = TeamReward.MEAN
     """the team's reward from the agents' rewards: their ``mean`` (a shared reward stays itself) or
-    their ``sum``"""
+    their ``sum`` (the strings are accepted too)"""
     lr_schedule: Schedule | None = None
     """multiplies the learning rate by schedule.factor(k) in the gradient step after k gradient steps;
     None: constant"""
@@ -76,11 +84,12 @@ class ValueDecompositionParams:
     def __post_init__(self) -> None:
         validate_fields(self)
         check_schedule(self, "lr_schedule", self.lr_schedule)
-        if self.team_reward not in TEAM_REWARDS:
+        allowed = [reward.value for reward in TeamReward]
+        if self.team_reward not in allowed:
             raise ConfigurationError(
-                f"ValueDecompositionParams: team_reward must be one of {list(TEAM_REWARDS)}, got "
-                f"{self.team_reward!r}."
+                f"ValueDecompositionParams: team_reward must be one of {allowed}, got {self.team_reward!r}."
             )
+        object.__setattr__(self, "team_reward", TeamReward(self.team_reward))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -317,7 +326,7 @@ class ValueDecomposition(OffPolicyAlgorithm[MultiAgentPolicy, ValueDecomposition
         target_nets = self.learner.target.net
         assert isinstance(target_nets, _AgentNets)
         mixed: torch.Tensor = target_nets.mixer(q_next_NA, self._state(sample.obs_next, n))
-        returns = sample.returns_AN.mean(0) if p.team_reward == "mean" else sample.returns_AN.sum(0)
+        returns = sample.returns_AN.mean(0) if p.team_reward is TeamReward.MEAN else sample.returns_AN.sum(0)
         return returns + sample.discount_N * mixed
 
     def td_loss(self, sample: JointSample) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -364,6 +373,7 @@ class ValueDecomposition(OffPolicyAlgorithm[MultiAgentPolicy, ValueDecomposition
 
 __all__ = [
     "JointSample",
+    "TeamReward",
     "ValueDecomposition",
     "ValueDecompositionParams",
     "ValueDecompositionTrainingStats",
