@@ -95,6 +95,12 @@ SECTIONS = (
     Section(title="", intro="", module="tshtrain/algorithm/algos/gail.py", classes=("GAILParams",)),
     Section(title="", intro="", module="tshtrain/algorithm/algos/icm.py", classes=("ICMParams",)),
     Section(
+        title="",
+        intro="",
+        module="tshtrain/algorithm/value_decomposition.py",
+        classes=("ValueDecompositionParams",),
+    ),
+    Section(
         title="Checkpoint parameters",
         intro="`TrainerParams.checkpoint`: automatic checkpoints (see checkpoints.md).",
         module="tshtrain/checkpoint/params.py",

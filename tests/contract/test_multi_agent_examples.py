@@ -16,7 +16,14 @@ from tests.extras import need
 from tshtrain.algorithm import DQN, PPO, MultiAgentOffPolicy, MultiAgentOnPolicy
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "multi_agent"
-SCRIPTS = ("agent_scopes", "independent_dqn_vs_random", "mappo_vmas", "shared_ippo_spread")
+SCRIPTS = (
+    "agent_scopes",
+    "groups_speaker_listener",
+    "independent_dqn_vs_random",
+    "mappo_vmas",
+    "qmix_spread",
+    "shared_ippo_spread",
+)
 
 
 def _load(stem: str) -> ModuleType:
@@ -56,6 +63,105 @@ def test_shared_ippo_on_simple_spread() -> None:
     info = module.main(["--env-steps", "160", "--test-episodes", "1", "--quiet"])
     assert info.train_step == 160  # env steps (of one env each), not the 3 * 160 agent transitions
     assert info.gradient_step > 0
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("silent", [False, True])
+def test_mappo_per_agent_group_on_speaker_listener(silent: bool) -> None:
+    need("mpe2", "pettingzoo")
+    module = _load("groups_speaker_listener")
+    args = ["--env-steps", "160", "--test-episodes", "1", "--quiet"] + (
+        ["--silent-speaker"] if silent else []
+    )
+    info = module.main(args)
+    assert info.train_step == 160 and info.gradient_step > 0
+    algorithm, _ = module.train(env_steps=160, test_episodes=1, silent_speaker=silent, verbose=False)
+    assert [learner.name for learner in algorithm.learners] == ["speaker", "listener"]
+    assert algorithm.learners[0].trainable is not silent
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("mixer", ["qmix", "vdn"])
+def test_value_decomposition_on_simple_spread(mixer: str) -> None:
+    need("mpe2", "pettingzoo")
+    from tshtrain.algorithm import QMixer, SumMixer, ValueDecomposition
+
+    module = _load("qmix_spread")
+    assert (
+        module.main(["--mixer", mixer, "--env-steps", "160", "--test-episodes", "1", "--quiet"]).train_step
+        == 160
+    )
+    algorithm, info = module.train(mixer=mixer, env_steps=160, test_episodes=1, verbose=False)
+    assert isinstance(algorithm, ValueDecomposition) and algorithm.num_agents == 3
+    assert isinstance(algorithm.mixer, QMixer if mixer == "qmix" else SumMixer)
+    assert len(algorithm.q_policies) == 1  # one network shared by the 3 agents
+    assert info.train_step == 160 and info.gradient_step == 20  # 2 training steps of 80 env steps
+
+
+@pytest.mark.integration
+def test_the_value_decomposition_example_file_and_learning_test_share_their_settings() -> None:
+    """The script, ``examples/configs/{vdn,qmix}_simple_spread.yaml`` (the specs' default experiments)
+    and the learning test (whose results docs/multi_agent.md reports) train with the same settings."""
+    need("mpe2", "pettingzoo")
+    from tshtrain.config import default_experiment
+
+    path = Path(__file__).resolve().parents[1] / "learning" / "test_value_decomposition_spread_learning.py"
+    spec = importlib.util.spec_from_file_location("vd_spread_learning_settings", path)
+    assert spec is not None and spec.loader is not None
+    learning = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = learning  # (its dataclasses look their module up)
+    spec.loader.exec_module(learning)
+    setup = learning.SETUP
+    example = _load("qmix_spread")
+    p = example.PARAMS
+    assert (p.lr, p.gamma, p.n_step, p.target_update_freq, p.team_reward) == (
+        setup.lr,
+        setup.gamma,
+        setup.n_step,
+        setup.target_update_freq,
+        setup.team_reward,
+    )
+    assert (example.ENV_STEPS, example.EPOCH_NUM_STEPS, example.BATCH_SIZE) == (
+        setup.num_env_steps,
+        setup.epoch_num_env_steps,
+        setup.batch_size,
+    )
+    assert example.COLLECTION_STEP_NUM_ENV_STEPS == setup.collection_step_num_env_steps
+    assert example.GRADIENT_STEPS_PER_ENV_STEP == setup.gradient_steps_per_env_step
+    assert example.EPS_DECAY_ENV_STEPS == setup.eps_decay_env_steps
+    assert example.NUM_TRAINING_ENVS == setup.num_envs
+    for name in ("vdn", "qmix"):
+        experiment = default_experiment(name)
+        params = experiment.algorithm.params
+        assert {k: params[k] for k in ("lr", "gamma", "n_step", "target_update_freq", "team_reward")} == {
+            "lr": setup.lr,
+            "gamma": setup.gamma,
+            "n_step": setup.n_step,
+            "target_update_freq": setup.target_update_freq,
+            "team_reward": setup.team_reward.value,
+        }
+        assert params["is_double"] is p.is_double and params["max_grad_norm"] == p.max_grad_norm
+        exploration = experiment.algorithm.exploration
+        assert (exploration["eps_start"], exploration["eps_end"], exploration["eps_decay_env_steps"]) == (
+            setup.eps_start,
+            setup.eps_end,
+            setup.eps_decay_env_steps,
+        )
+        network = experiment.algorithm.network
+        assert network["hidden_sizes"] == list(setup.hidden_sizes) and network["activation"] == "relu"
+        if name == "qmix":
+            assert network["mixer_embed_dim"] == setup.qmix_embed_dim
+            assert network["mixer_hypernet_hidden_dim"] == setup.qmix_hypernet_hidden_dim
+        t = experiment.trainer
+        assert t["max_epochs"] * t["epoch_num_steps"] == setup.num_env_steps
+        assert t["epoch_num_steps"] == setup.epoch_num_env_steps
+        assert t["collection_step_num_env_steps"] == setup.collection_step_num_env_steps
+        assert t["update_step_num_gradient_steps_per_sample"] == setup.gradient_steps_per_env_step
+        assert (t["batch_size"], t["test_step_num_episodes"]) == (setup.batch_size, setup.num_test_episodes)
+        assert experiment.env.num_training_envs == setup.num_envs
+        assert (
+            experiment.buffer.size == setup.buffer_env_steps * 3 and experiment.buffer.prefill_env_steps == 0
+        )
 
 
 @pytest.mark.integration

@@ -14,12 +14,12 @@ import pytest
 
 from tshtrain.algorithm.base import Algorithm
 from tshtrain.config import SPECS, Family, build_algorithm, default_experiment, get_spec, resolve_experiment
-from tshtrain.config.algos import actor_critic, offline, on_policy, q_learning
+from tshtrain.config.algos import actor_critic, offline, on_policy, q_learning, value_decomposition
 from tshtrain.config.builders import BuildContext
 from tshtrain.config.registry import offline_names
 from tshtrain.errors import ExperimentError
 
-FAMILY_MODULES = (on_policy, q_learning, actor_critic, offline)
+FAMILY_MODULES = (on_policy, q_learning, actor_critic, value_decomposition, offline)
 
 
 def test_every_algorithm_is_one_entry_of_one_family_module() -> None:
@@ -35,7 +35,9 @@ def test_every_algorithm_is_one_entry_of_one_family_module() -> None:
 
 def test_each_family_module_holds_one_trainer_family() -> None:
     assert {spec.family for spec in on_policy.SPECS} == {Family.ON_POLICY}
-    assert {spec.family for spec in (*q_learning.SPECS, *actor_critic.SPECS)} == {Family.OFF_POLICY}
+    off_policy = (*q_learning.SPECS, *actor_critic.SPECS, *value_decomposition.SPECS)
+    assert {spec.family for spec in off_policy} == {Family.OFF_POLICY}
+    assert [spec.name for spec in SPECS.values() if spec.team] == [s.name for s in value_decomposition.SPECS]
     assert {spec.family for spec in offline.SPECS} == {Family.OFFLINE}
     assert offline_names() == [spec.name for spec in offline.SPECS]
 

@@ -359,3 +359,21 @@ __all__ += [
     "OffPolicyActorCriticParams",
     "TwinDelayedParams",
 ]
+
+from tshtrain.algorithm.blocks.mixers import Mixer, QMixer, SumMixer  # noqa: E402
+from tshtrain.algorithm.value_decomposition import (  # noqa: E402
+    TeamReward,
+    ValueDecomposition,
+    ValueDecompositionParams,
+    ValueDecompositionTrainingStats,
+)
+
+__all__ += [
+    "Mixer",
+    "QMixer",
+    "SumMixer",
+    "TeamReward",
+    "ValueDecomposition",
+    "ValueDecompositionParams",
+    "ValueDecompositionTrainingStats",
+]

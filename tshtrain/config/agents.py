@@ -16,7 +16,9 @@ groups         an env built with ``env.groups`` (agents with different spaces): 
                per agent of each group); ``members.NAME`` by group (or agent) name
 =============  ==================================================================================
 
-Every learner's algorithm is built by the algorithm builders on one agent column's spaces. A
+Every learner's algorithm is built by the algorithm builders on one agent column's spaces. A team
+algorithm (``AlgorithmSpec.team``: ``vdn``, ``qmix``) is not composed of learners: with ``layout:
+shared`` it is built once over every agent (it needs the env's agent names) and is the run's algorithm. A
 ``frozen`` member's policy is built as the run that trained it describes it (its ``config.yaml``) and
 takes that learner's policy weights from the checkpoint, read with ``torch.load(weights_only=True)``
 after every file of the checkpoint was verified; it is never trained.
@@ -45,6 +47,7 @@ from tshtrain.algorithm.multi_agent import (
     scoped_learners,
     shared_learner,
 )
+from tshtrain.algorithm.value_decomposition import ValueDecomposition
 from tshtrain.config.algorithms import build_section, experiment_device, num_update_steps
 from tshtrain.config.models import AgentsConfig, AlgorithmConfig, Experiment, MemberConfig, NoExploration
 from tshtrain.config.registry import Family, get_spec
@@ -56,7 +59,7 @@ CONFIG_FILE = "config.yaml"
 SHARED_LEARNER = "shared"
 """the name of the one learner of ``layout: shared``"""
 
-MultiAgentAlgorithm = MultiAgentOnPolicy | MultiAgentOffPolicy
+MultiAgentAlgorithm = MultiAgentOnPolicy | MultiAgentOffPolicy | ValueDecomposition
 """what :func:`build_multi_agent_algorithm` builds"""
 
 
@@ -226,6 +229,8 @@ def build_multi_agent_algorithm(
     agents = experiment.agents
     assert agents is not None
     device = experiment_device(experiment)
+    if get_spec(experiment.algorithm.name).team:
+        return _build_team(experiment, observation_space, action_space, env_agents).to(device)
     learners, num_units = _build_learners(experiment, observation_space, action_space, env_agents, env)
     family = get_spec(experiment.algorithm.name).family
     cls = MultiAgentOnPolicy if family is Family.ON_POLICY else MultiAgentOffPolicy
@@ -234,6 +239,46 @@ def build_multi_agent_algorithm(
     except ValueError as error:  # ConfigurationError: every learner fixed, ...
         raise ExperimentError(f"agents: {error}") from None
     return built.to(device)
+
+
+def _build_team(
+    experiment: Experiment,
+    observation_space: gym.Space[Any],
+    action_space: gym.Space[Any],
+    env_agents: tuple[str, ...],
+) -> ValueDecomposition:
+    """A team algorithm (``AlgorithmSpec.team``: VDN, QMIX): one algorithm over every agent, which
+    samples joint transitions of the agents' columns from a numpy replay buffer."""
+    agents = experiment.agents
+    assert agents is not None
+    name = experiment.algorithm.name
+    if agents.layout != "shared":
+        raise ExperimentError(
+            f"agents.layout: {name} trains every agent as one team (one network shared by the agents, one "
+            f"mixer); use layout shared, got {agents.layout!r}."
+        )
+    if experiment.env.type == "vmas" or experiment.buffer.prioritized:
+        field, value = (
+            ("env.type", "vmas") if experiment.env.type == "vmas" else ("buffer.prioritized", "true")
+        )
+        raise ExperimentError(
+            f"{field}: {value!r} is not supported by {name}, which samples joint transitions from a numpy "
+            f"VectorReplayBuffer (a PettingZoo parallel env such as mpe2.simple_spread_v3, "
+            f"buffer.prioritized: false)."
+        )
+    check_agent_names(agents, env_agents, experiment.env.id)
+    torch.manual_seed(experiment.seed)
+    built = build_section(
+        experiment.algorithm,
+        observation_space,
+        action_space,
+        seed=experiment.seed,
+        num_update_steps=num_update_steps(experiment, experiment.algorithm),
+        env_id=experiment.env.id,
+        agents=env_agents,
+    )
+    assert isinstance(built, ValueDecomposition)
+    return built
 
 
 def _section(member: MemberConfig) -> AlgorithmConfig:

@@ -64,6 +64,7 @@ def build_section(
     env_id: str = "",
     where: str = "",
     explore: bool = True,
+    agents: tuple[str, ...] = (),
 ) -> Algorithm[Any]:
     """The algorithm of a resolved algorithm section on the CPU (the caller seeds torch).
 
@@ -76,6 +77,7 @@ def build_section(
         env_id: named in errors.
         where: where the section is in the file (``agents.members.NAME.``), named in errors.
         explore: False builds the policy without exploration noise (a frozen policy).
+        agents: the multi-agent env's agents, for a team algorithm (``AlgorithmSpec.team``).
     """
     spec = get_spec(section.name)
     params = build_params(spec, section.params, num_update_steps=num_update_steps)
@@ -87,6 +89,7 @@ def build_section(
         network=spec.network_model.model_validate(section.network),
         exploration=exploration if explore else _no_noise(exploration),
         seed=seed,
+        agents=agents,
     )
     try:
         return spec.build(context)

@@ -69,6 +69,9 @@ class BuildContext:
     network: Section
     exploration: Section
     seed: int
+    agents: tuple[str, ...] = ()
+    """the multi-agent env's agents, in column order, for team algorithms (``AlgorithmSpec.team``); ()
+    otherwise"""
 
     @property
     def obs_dim(self) -> int:

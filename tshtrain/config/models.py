@@ -432,6 +432,23 @@ class DiscreteCRRNetwork(MlpNetwork):
     """hidden widths of the critic; None: the actor's"""
 
 
+class TeamQNetwork(MlpNetwork):
+    """The agents' Q-network of VDN: one MLP shared by every agent, on its ``obs`` and (when the env
+    adds it, ``env.agent_id: true``) ``agent_id``."""
+
+    activation: Literal["tanh", "relu", "elu", "gelu", "silu"] = "relu"
+
+
+class QMixNetwork(TeamQNetwork):
+    """QMIX: the agents' Q-network and the mixing network over the global state (``env.global_state:
+    true``)."""
+
+    mixer_embed_dim: PositiveInt = 32
+    """width of the mixing layer"""
+    mixer_hypernet_hidden_dim: PositiveInt | None = 64
+    """a hidden ReLU layer of this width in the hypernetworks of the mixing weights; None: linear"""
+
+
 class NoExploration(Section):
     """The algorithm explores by itself (a stochastic policy) or not at all (offline)."""
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import difflib
 from typing import Any
 
-from tshtrain.config.algos import actor_critic, offline, on_policy, q_learning
+from tshtrain.config.algos import actor_critic, offline, on_policy, q_learning, value_decomposition
 from tshtrain.config.spec import AlgorithmSpec, Family
 from tshtrain.errors import ExperimentError
 
@@ -25,12 +25,18 @@ __all__ = [
 ]
 
 SPECS: dict[str, AlgorithmSpec] = {
-    spec.name: spec for spec in (*on_policy.SPECS, *q_learning.SPECS, *actor_critic.SPECS, *offline.SPECS)
+    spec.name: spec
+    for spec in (
+        *on_policy.SPECS,
+        *q_learning.SPECS,
+        *actor_critic.SPECS,
+        *value_decomposition.SPECS,
+        *offline.SPECS,
+    )
 }
 """every algorithm by its experiment-file name"""
-assert len(SPECS) == sum(map(len, (on_policy.SPECS, q_learning.SPECS, actor_critic.SPECS, offline.SPECS))), (
-    "two specs share a name"
-)
+_MODULES = (on_policy, q_learning, actor_critic, value_decomposition, offline)
+assert len(SPECS) == sum(len(module.SPECS) for module in _MODULES), "two specs share a name"
 
 DEFAULT_ALGORITHM = "ppo"
 """what ``tshtrain train`` runs without an experiment file"""

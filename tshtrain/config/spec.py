@@ -53,6 +53,9 @@ class AlgorithmSpec:
     the same run in Python)"""
     example_config: str
     """the example experiment file generated from ``defaults`` (plus ``example_extras``)"""
+    team: bool = False
+    """one algorithm over every agent of a multi-agent env (value decomposition): the builder reads
+    :attr:`~tshtrain.config.builders.BuildContext.agents`, and a file needs ``agents.layout: shared``"""
     example_extras: Mapping[str, Any] = dataclasses.field(default_factory=dict)
     """what the example experiment file sets beyond the default experiment: the online examples whose
     replay buffers are the offline examples' datasets set ``output_dir`` and ``buffer.save_on_exit``"""

@@ -4,7 +4,8 @@ A column observation is the agent's observation array, or a flat Dict with ``obs
 observation), ``state`` (the env's global state), ``agent_id`` (one-hot) and ``action_mask``. The
 actor of a shared policy sees ``obs`` and ``agent_id``; MAPPO's centralised critic sees ``state`` and
 ``agent_id``, IPPO's critic what the actor sees. :class:`SelectKeys` hands each network its keys, and
-:func:`mappo_actor_critic` builds the pair for :class:`~tshtrain.algorithm.PPO` (or A2C). Parameter
+:func:`mappo_actor_critic` builds the pair for :class:`~tshtrain.algorithm.PPO` (or A2C), and
+:func:`agent_q_network` an agent's Q-network for value decomposition (VDN, QMIX). Parameter
 sharing is then one PPO over all columns: its rollout holds every agent's transitions. With
 ``critic_per_world=True`` MAPPO's critic is a :class:`~tshtrain.algorithm.blocks.world_critic.PerWorldCritic`
 (``state`` only, one row per world, one output per agent; importable from here too).
@@ -242,6 +243,40 @@ def mappo_actor_critic(
         return policy, PerWorldCritic(world_net, world_agents).to(device)
     critic = _keyed_network(observation_space, critic_keys, 1, critic_hidden, activation).to(device)
     return policy, critic
+
+
+def agent_q_network(
+    observation_space: gym.Space[Any],
+    action_space: gym.Space[Any],
+    *,
+    hidden_sizes: Sequence[int] = (64, 64),
+    activation: type[nn.Module] = nn.ReLU,
+    use_agent_id: bool = True,
+    device: str | torch.device = "cpu",
+) -> nn.Module:
+    """An agent's Q-network for value decomposition (VDN, QMIX): an MLP from ``obs`` (+ ``agent_id`` if
+    the space has it and ``use_agent_id``) to one value per action. For an array observation space it
+    reads the array. ``state`` and ``action_mask`` are not inputs (the mixer reads the state). Give it
+    to a :class:`~tshtrain.algorithm.QValuePolicy`; one policy for every agent shares the network.
+
+    Raises:
+        UnsupportedSpaceError: a Dict space without ``obs``; an action space that is not Discrete.
+    """
+    owner = "agent_q_network"
+    if not isinstance(action_space, gym.spaces.Discrete):
+        raise UnsupportedSpaceError(
+            f"{owner}: value decomposition needs a Discrete action space, got {action_space!r}."
+        )
+    keys: list[str] | None = None
+    if isinstance(observation_space, gym.spaces.Dict):
+        if OBS_KEY not in observation_space.spaces:
+            raise UnsupportedSpaceError(
+                f"{owner}: the observation space {observation_space} has no {OBS_KEY!r} key (the agent's "
+                "own observation)."
+            )
+        keys = _input_keys(observation_space, [OBS_KEY, *([AGENT_ID_KEY] if use_agent_id else [])], owner)
+    net = _keyed_network(observation_space, keys, int(action_space.n), hidden_sizes, activation)
+    return net.to(device)
 
 
 def _world_agents(space: gym.Space[Any], centralised_critic: bool, num_agents: int | None) -> int:

@@ -90,11 +90,16 @@ class HardTargetQLearner:
         count = state["num_gradient_steps"] if required else state.get("num_gradient_steps", 0)
         self.num_gradient_steps = int(count)
 
+    def begin_gradient_step(self) -> None:
+        """Set this gradient step's learning rate (for algorithms that sample otherwise than
+        :meth:`begin_update`: value decomposition's joint transitions)."""
+        self.lrs.begin_update()
+
     def begin_update(
         self, buffer: AnyReplayBuffer, batch_size: int, hooks: UpdateHooks, device: torch.device
     ) -> ReplaySample:
         """Set this update's learning rate, then sample a batch with n-step returns from ``buffer``."""
-        self.lrs.begin_update()
+        self.begin_gradient_step()
         p = self.params
         return sample_replay(buffer, batch_size, gamma=p.gamma, n_step=p.n_step, device=device, hooks=hooks)
 
