@@ -15,8 +15,10 @@ episodes) first reaches 35 after 90,000 / 108,000 / 90,000 env steps (seeds 0 / 
 48.6); seed 0, run to the end, scores 51-54 from 126k on (BenchMARL's MAPPO: 114-138k; a hand IPPO:
 141-179k).
 
-The experiment file ``examples/configs/mappo_vmas_balance.yaml`` is the same layout with the earlier,
-less sample-efficient settings (many more worlds, fewer gradient steps per env step).
+The experiment file ``examples/configs/mappo_vmas_balance.yaml`` trains with the same settings through
+the command line (``tshtrain train``); both are the ``SAMPLE_EFFICIENT`` settings of
+tests/learning/test_vmas_multi_agent_learning.py, whose results docs/multi_agent.md reports (a contract
+test checks all three agree).
 
 Run: python examples/multi_agent/mappo_vmas.py [--env-steps 198000] [--num-envs 60] [--seed 0]
 """
@@ -45,6 +47,10 @@ MINIBATCH_ENV_STEPS = 400
 """env steps (worlds' steps; 4 agent transitions each) per mini-batch"""
 NUM_PASSES = 45
 """passes over each rollout"""
+NUM_WORLDS = 60
+"""VMAS worlds stepped together in training (4 agent rows each)"""
+TEST_EPISODES = 32
+"""test episodes per test step (one per test world)"""
 
 
 def make_env(num_envs: int, seed: int, *, global_state: bool = True, test: bool = False) -> VmasEnv:
@@ -68,8 +74,8 @@ def train(
     *,
     seed: int = 0,
     env_steps: int = ENV_STEPS,
-    num_envs: int = 60,
-    test_episodes: int = 32,
+    num_envs: int = NUM_WORLDS,
+    test_episodes: int = TEST_EPISODES,
     centralised_critic: bool = True,
     verbose: bool = True,
 ) -> tuple[MultiAgentOnPolicy, InfoStats]:
@@ -119,8 +125,8 @@ def main(argv: Sequence[str] | None = None) -> InfoStats:
     )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--env-steps", type=int, default=ENV_STEPS, help="training budget in env steps")
-    parser.add_argument("--num-envs", type=int, default=60, help="VMAS worlds E (4 * E agent rows)")
-    parser.add_argument("--test-episodes", type=int, default=32)
+    parser.add_argument("--num-envs", type=int, default=NUM_WORLDS, help="VMAS worlds E (4 * E agent rows)")
+    parser.add_argument("--test-episodes", type=int, default=TEST_EPISODES)
     parser.add_argument("--ippo", action="store_true", help="no centralised critic (IPPO)")
     parser.add_argument("--quiet", action="store_true")
     args = parser.parse_args(argv)

@@ -7,15 +7,18 @@ import importlib.util
 import sys
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 import numpy as np
 import pytest
 import torch
+from torch import nn
 
 from tests.extras import need
 from tshtrain.algorithm import DQN, PPO, MultiAgentOffPolicy, MultiAgentOnPolicy
 
-EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "multi_agent"
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLES = ROOT / "examples" / "multi_agent"
 SCRIPTS = (
     "agent_scopes",
     "groups_speaker_listener",
@@ -32,6 +35,17 @@ def _load(stem: str) -> ModuleType:
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+def _load_learning(stem: str) -> ModuleType:
+    """The learning test tests/learning/``stem``.py, whose settings records the results tables cite."""
+    path = ROOT / "tests" / "learning" / f"{stem}.py"
+    spec = importlib.util.spec_from_file_location(f"{stem}_settings", path)
+    assert spec is not None and spec.loader is not None
+    learning = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = learning  # (its dataclasses look their module up)
+    spec.loader.exec_module(learning)
+    return learning
 
 
 def test_every_multi_agent_example_is_covered() -> None:
@@ -121,15 +135,15 @@ def test_the_value_decomposition_example_file_and_learning_test_share_their_sett
         setup.target_update_freq,
         setup.team_reward,
     )
-    assert (example.ENV_STEPS, example.EPOCH_NUM_STEPS, example.BATCH_SIZE) == (
+    assert (
         setup.num_env_steps,
         setup.epoch_num_env_steps,
         setup.batch_size,
-    )
-    assert example.COLLECTION_STEP_NUM_ENV_STEPS == setup.collection_step_num_env_steps
-    assert example.GRADIENT_STEPS_PER_ENV_STEP == setup.gradient_steps_per_env_step
-    assert example.EPS_DECAY_ENV_STEPS == setup.eps_decay_env_steps
-    assert example.NUM_TRAINING_ENVS == setup.num_envs
+    ) == (example.ENV_STEPS, example.EPOCH_NUM_STEPS, example.BATCH_SIZE)
+    assert setup.collection_step_num_env_steps == example.COLLECTION_STEP_NUM_ENV_STEPS
+    assert setup.gradient_steps_per_env_step == example.GRADIENT_STEPS_PER_ENV_STEP
+    assert setup.eps_decay_env_steps == example.EPS_DECAY_ENV_STEPS
+    assert setup.num_envs == example.NUM_TRAINING_ENVS
     for name in ("vdn", "qmix"):
         experiment = default_experiment(name)
         params = experiment.algorithm.params
@@ -205,16 +219,10 @@ def test_the_tictactoe_example_and_file_have_the_results_tables_settings() -> No
     from tshtrain.config import load_experiment
     from tshtrain.config.algorithms import off_policy_gradient_steps
 
-    path = Path(__file__).resolve().parents[1] / "learning" / "test_tictactoe_learning.py"
-    spec = importlib.util.spec_from_file_location("tictactoe_learning_settings", path)
-    assert spec is not None and spec.loader is not None
-    learning = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = learning  # (its dataclasses look their module up)
-    spec.loader.exec_module(learning)
-    full = learning.FULL
+    full = _load_learning("test_tictactoe_learning").FULL
     example = _load("independent_dqn_vs_random")
-    assert example.ENV_STEPS == full.num_env_steps
-    assert example.GRADIENT_STEPS_PER_ENV_STEP == full.gradient_steps_per_env_step
+    assert full.num_env_steps == example.ENV_STEPS
+    assert full.gradient_steps_per_env_step == example.GRADIENT_STEPS_PER_ENV_STEP
     assert example.eps_decay_moves(full.num_env_steps) == full.eps_decay_env_steps
     params = example.dqn_params(full.num_env_steps)
     assert (params.lr, params.gamma, params.n_step, params.target_update_freq, params.is_double) == (
@@ -230,7 +238,7 @@ def test_the_tictactoe_example_and_file_have_the_results_tables_settings() -> No
     )
     assert params.max_grad_norm is None and params.huber_loss
 
-    experiment = load_experiment(Path(__file__).resolve().parents[2] / "examples/configs/dqn_tictactoe.yaml")
+    experiment = load_experiment(str(ROOT / "examples/configs/dqn_tictactoe.yaml"))
     file_params = experiment.algorithm.params
     assert {k: file_params[k] for k in ("lr", "gamma", "n_step", "target_update_freq", "is_double")} == {
         "lr": full.lr,
@@ -257,3 +265,84 @@ def test_the_tictactoe_example_and_file_have_the_results_tables_settings() -> No
     )
     # the file's lr decays over its run's gradient steps: 15 epochs of 157 collection steps of 64 moves
     assert off_policy_gradient_steps(experiment, "dqn") == 15 * 157 * 16
+
+
+@pytest.mark.integration
+def test_the_vmas_example_and_file_have_the_results_settings(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The shipped example (its defaults) and ``mappo_vmas_balance.yaml`` (through the command line's
+    build) train with the settings whose results docs/multi_agent.md reports
+    (tests/learning/test_vmas_multi_agent_learning.py's ``SAMPLE_EFFICIENT``), and their test envs run
+    full episodes. Both are built, not trained: the example's trainer is replaced by a recorder."""
+    need("vmas", "vmas")
+    from tshtrain.config import build_run, load_experiment
+
+    learning = _load_learning("test_vmas_multi_agent_learning")
+    setup = learning.SAMPLE_EFFICIENT
+    assert setup.num_env_steps <= learning.BAR_ENV_STEPS
+
+    example = _load("mappo_vmas")
+    built: list[tuple[Any, Any]] = []
+
+    class Recorder:
+        def __init__(self, algorithm: Any, params: Any) -> None:
+            built.append((algorithm, params))
+
+        def run(self) -> None:
+            return None
+
+    monkeypatch.setattr(example, "OnPolicyTrainer", Recorder)
+    example.train(verbose=False)  # the defaults of main() (its argument defaults are these constants)
+    assert setup.num_env_steps == example.ENV_STEPS
+    assert (setup.num_worlds, setup.test_episodes) == (example.NUM_WORLDS, example.TEST_EPISODES)
+    ((algorithm, params),) = built
+    _check_mappo_settings(learning, algorithm, params)
+
+    experiment = load_experiment(str(ROOT / "examples/configs/mappo_vmas_balance.yaml"), ["loggers=[]"])
+    run = build_run(experiment, tmp_path / "run")
+    try:
+        _check_mappo_settings(learning, run.algorithm, run.trainer.params)
+    finally:
+        run.close()
+
+
+def _check_mappo_settings(learning: ModuleType, algorithm: Any, params: Any) -> None:
+    """``algorithm`` and the trainer ``params`` are MAPPO on balance with ``learning.SAMPLE_EFFICIENT``."""
+    setup = learning.SAMPLE_EFFICIENT
+    assert isinstance(algorithm, MultiAgentOnPolicy) and len(algorithm.learners) == 1
+    (learner,) = algorithm.learners
+    ppo = learner.algorithm
+    assert isinstance(ppo, PPO) and learner.units == slice(0, learning.NUM_AGENTS)
+    assert ppo.params == setup.ppo_params()  # constant lr and clip range, Adam eps, ...
+    assert all(group["eps"] == setup.adam_eps for group in ppo.ac.optim.param_groups)
+    for net in (ppo.policy, ppo.critic):
+        linears = [m for m in net.modules() if isinstance(m, nn.Linear)]
+        assert [m.out_features for m in linears[:-1]] == list(setup.hidden_sizes)
+        assert sum(isinstance(m, nn.Tanh) for m in net.modules()) == len(setup.hidden_sizes)
+    assert torch.all(ppo.policy.log_std == setup.init_log_std)
+    envs, test_envs = params.training_collector.env, params.test_collector.env
+    state_size = envs.single_observation_space["state"].shape[0]  # the centralised critic reads it
+    critic_inputs = next(m for m in ppo.critic.modules() if isinstance(m, nn.Linear)).in_features
+    assert critic_inputs == state_size + learning.NUM_AGENTS  # state + agent id
+    assert (envs.num_worlds, test_envs.num_worlds) == (setup.num_worlds, setup.test_worlds)
+    assert envs.num_agents == test_envs.num_agents == learning.NUM_AGENTS
+    assert envs._max_episode_steps == test_envs._max_episode_steps == learning.EPISODE_STEPS
+    assert envs._desync and not test_envs._desync  # test episodes run their full 100 steps
+    assert params.training_collector.buffer.capacity == setup.collection_transitions
+    assert (
+        params.max_epochs,
+        params.epoch_num_steps,
+        params.collection_step_num_env_steps,
+        params.batch_size,
+        params.update_step_num_repetitions,
+        params.test_step_num_episodes,
+    ) == (
+        setup.max_epochs,
+        setup.epoch_env_steps,
+        setup.collection_env_steps,
+        setup.batch_size,
+        setup.num_passes,
+        setup.test_episodes,
+    )
+    assert params.stop_fn is None  # the whole budget runs (the results report the whole curve)

@@ -291,25 +291,27 @@ TASK_EXAMPLES: dict[str, tuple[str, Mapping[str, Any]]] = {
         },
     ),
     "mappo_vmas_balance": (
-        "MAPPO on VMAS balance (4 agents, one row per agent): a shared PPO with a centralised critic, 256 "
-        "batched torch worlds",
+        "MAPPO on VMAS balance (4 agents, one row per agent): a shared PPO with a centralised critic, 60 "
+        "batched torch worlds, settings close to BenchMARL's MAPPO (examples/multi_agent/mappo_vmas.py)",
         {
             "algorithm": {
                 "name": "ppo",
                 "params": {
-                    "lr": 3e-4,
+                    "lr": 5e-5,
                     "lr_schedule": "constant",
                     "clip_schedule": "constant",
                     "gamma": 0.99,
-                    "gae_lambda": 0.95,
+                    "gae_lambda": 0.9,
                     "clip_range": 0.2,
+                    "vf_coef": 1.0,
                     "ent_coef": 0.0,
-                    "max_grad_norm": 1.0,
+                    "max_grad_norm": 5.0,
+                    "adam_eps": 1e-6,
                 },
                 "network": {
-                    "hidden_sizes": [64, 64],
+                    "hidden_sizes": [256, 256],
                     "activation": "tanh",
-                    "init_log_std": -0.5,
+                    "init_log_std": 0.0,
                     "centralised_critic": True,
                 },
             },
@@ -317,7 +319,7 @@ TASK_EXAMPLES: dict[str, tuple[str, Mapping[str, Any]]] = {
                 "type": "vmas",
                 "id": "balance",
                 "kwargs": {"n_agents": 4, "max_episode_steps": 100},
-                "num_training_envs": 256,
+                "num_training_envs": 60,
                 "num_test_envs": 32,
                 "agent_layout": "columns",
                 "agent_id": True,
@@ -325,13 +327,15 @@ TASK_EXAMPLES: dict[str, tuple[str, Mapping[str, Any]]] = {
             },
             "agents": {"layout": "shared"},
             "trainer": {
-                "max_epochs": 10,
-                # env steps count worlds (4 agent transitions each): 32 steps of the 256 worlds per
-                # collection step (32768 transitions per update), 4 updates per epoch
-                "epoch_num_steps": 32_768,
-                "collection_step_num_env_steps": 8192,
-                "batch_size": 4096,
-                "update_step_num_repetitions": 5,
+                # env steps count worlds (4 agent transitions each): one 100-step episode of the 60 worlds
+                # per collection step (24,000 transitions), 45 passes over it in mini-batches of 1,600
+                # transitions (400 env steps): 675 gradient steps; 3 collection steps per epoch, 11 epochs
+                # (198,000 env steps); the test envs run full 100-step episodes
+                "max_epochs": 11,
+                "epoch_num_steps": 18_000,
+                "collection_step_num_env_steps": 6000,
+                "batch_size": 1600,
+                "update_step_num_repetitions": 45,
                 "test_step_num_episodes": 32,
                 "stop_score": None,
             },
