@@ -23,6 +23,8 @@ from tshtrain.algorithm import (
     DeterministicActorPolicy,
     MADDPGParams,
     MASACParams,
+    MultiAgentActorCriticParams,
+    OffPolicyActorCriticParams,
     QEnsemble,
     TanhGaussianPolicy,
     centralised_critic,
@@ -31,6 +33,7 @@ from tshtrain.algorithm import (
 from tshtrain.algorithm.blocks.agent_nets import SelectKeys
 from tshtrain.algorithm.blocks.continuous import EnsembleLinear
 from tshtrain.algorithm.joint_actor_critic import own_action_joint
+from tshtrain.constraints import field_checks
 from tshtrain.data import MultiAgentCollector, VectorReplayBuffer
 from tshtrain.errors import ConfigurationError
 from tshtrain.trainer import OffPolicyTrainer, OffPolicyTrainerParams
@@ -202,6 +205,25 @@ def test_params_and_constructor_errors_name_field_value_and_allowed() -> None:
     gaussian = TanhGaussianPolicy(nn.Linear(1, 2), BOX)
     with pytest.raises(ConfigurationError, match="MADDPG needs DeterministicActorPolicy"):
         MADDPG(("a", "b"), gaussian, linear_critic([[1.0, 1.0, 1.0, 0.0]]))  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("cls", [MADDPGParams, MASACParams])
+def test_params_check_every_number_field_and_share_the_off_policy_base(cls: type) -> None:
+    assert isinstance(cls(), OffPolicyActorCriticParams) and isinstance(cls(), MultiAgentActorCriticParams)
+    floats = [check.name for check in field_checks(cls) if check.kind is float]
+    assert "tau" in floats and "actor_lr" in floats
+    for name in floats:
+        for bad in (math.nan, math.inf):
+            with pytest.raises(
+                ConfigurationError, match=rf"^{cls.__name__}\.{name} must be .*, got {bad}\.$"
+            ):
+                cls(**{name: bad})
+    for check in field_checks(cls):
+        if check.kind is not bool:
+            with pytest.raises(ConfigurationError, match=rf"^{cls.__name__}\.{check.name} must be "):
+                cls(**{check.name: True})
+    with pytest.raises(TypeError, match="abstract"):
+        MultiAgentActorCriticParams()  # type: ignore[abstract]
 
 
 # ---------------------------------------------------------------------- through the trainer
