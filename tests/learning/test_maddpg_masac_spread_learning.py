@@ -179,15 +179,17 @@ def train_spread(
 
 
 BUDGET_ENV_STEPS = 50_000
-"""the slow tier's budget: 12,500 gradient steps of 256 joint transitions, about 3 CPU minutes a run"""
-THRESHOLD = -20.0
-"""slow tier: the score must reach it (see docs/multi_agent.md for the per-seed results); a uniform random
-policy's 64-episode mean is -25.9 (sd 1.0), tshtrain's IPPO with continuous actions at the same budget
-is in the table next to it"""
+"""the slow tier's budget: 12,500 gradient steps of 256 joint transitions, 2-3 CPU minutes a run"""
+THRESHOLD = -18.5
+"""slow tier: the score must reach it. At this budget (per-seed tables in docs/multi_agent.md) MASAC scores
+-14.1 / -15.2 / -15.0 and MADDPG -17.1 / -16.2 / -16.8 (seeds 0 / 1 / 2); tshtrain's IPPO with continuous
+actions (the settings of test_multi_agent_spread_learning.py) -19.1 / -18.9 / -19.2 at 52k env steps, and a
+uniform random policy -25.9 (64-episode mean: sd 1.0). So the bar asks for at least IPPO's level at the
+same env steps, 1.4 below MADDPG's worst seed"""
 CI_BUDGET_ENV_STEPS = 20_000
 """the CI tier's budget: MASAC seed 0, tests after 10k and 20k env steps, about 70 CPU seconds"""
 CI_THRESHOLD = -22.0
-"""the CI tier's bar: 3.8 sd of a 64-episode mean above a random policy (-25.9)"""
+"""the CI tier's bar, 3.8 sd of a 64-episode mean above a random policy (-25.9); seed 0 scores -18.8"""
 
 
 @pytest.mark.learning
