@@ -163,6 +163,27 @@ def test_a_shared_critic_reads_the_agent_id_and_joint_obs_side_by_side() -> None
     torch.testing.assert_close(q, torch.tensor([[[4.0], [4.0]]]))
 
 
+def test_a_critic_shared_by_agents_that_are_not_neighbours_values_each_in_agent_order() -> None:
+    # agents a and c share critic 1 (it reads their ids), b has critic 2 (no id): Q = w . input
+    class Weighted(nn.Module):
+        def __init__(self, weight: list[float]) -> None:
+            super().__init__()
+            self.weight = nn.Parameter(torch.tensor(weight))
+
+        def forward(self, x: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
+            return (torch.cat([x, u], dim=1) @ self.weight)[None]
+
+    shared, own = Weighted([1.0, 10.0, 20.0, 30.0, 0.0, 0.0, 0.0]), Weighted([1.0, 0.0, 0.0, 100.0])
+    maddpg = MADDPG(("a", "b", "c"), linear_actor(0.5), {"a": shared, "b": own, "c": shared})
+    assert maddpg.joint.critic_agents == [[0, 2], [1]]
+    obs = {"obs": torch.zeros(3, 1), "state": torch.full((3, 1), 2.0)}  # one joint transition, s = 2
+    joint = torch.tensor([[[0.0, 0.0, 0.0]], [[0.0, 0.0, 1.0]], [[0.0, 0.0, 0.0]]])  # agent b's: u_c = 1
+    # a: 2 + 10 (id a) = 12; b: 2 + 100 * 1 = 102; c: 2 + 30 (id c) = 32
+    torch.testing.assert_close(
+        maddpg.joint.q_values(maddpg.joint.critics, obs, joint), torch.tensor([[[12.0], [102.0], [32.0]]])
+    )
+
+
 def test_own_action_joint_replaces_only_each_agents_own_action() -> None:
     act_AND = torch.tensor([[[1.0]], [[2.0]], [[3.0]]])
     own_AND = torch.tensor([[[10.0]], [[20.0]], [[30.0]]], requires_grad=True)
