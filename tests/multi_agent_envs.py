@@ -231,3 +231,56 @@ class TwoTeams(MultiAgentVectorEnv):
 
     def close(self) -> None:
         pass
+
+
+class CoopReach(MultiAgentVectorEnv):
+    """Parallel cooperative env of 2 agents with continuous actions in [-1, 1]: for 3 steps both get the
+    shared reward ``-|u_a + u_b - g_t|`` with goal ``g_t = 0.5`` on even steps, ``-0.5`` on odd ones;
+    both terminate after the third step. Observation: ``obs`` = (t / 3, agent index), ``state`` =
+    (t / 3, g_t)."""
+
+    def __init__(self, num_envs: int):
+        self.columns = AgentColumns(("a", "b"), num_envs)
+        self.single_observation_space = gym.spaces.Dict(
+            {
+                OBS_KEY: gym.spaces.Box(-np.inf, np.inf, (2,), np.float32),
+                "state": gym.spaces.Box(-np.inf, np.inf, (2,), np.float32),
+            }
+        )
+        self.single_action_space = gym.spaces.Box(-1.0, 1.0, (1,), np.float32)
+        self.turn_based = False
+        self.t = np.zeros(num_envs, dtype=np.int64)
+
+    def reset(self, *, seed: int | None = None, env_ids: np.ndarray | None = None) -> None:
+        del seed
+        ids = np.arange(self.num_envs) if env_ids is None else env_ids
+        self.t[ids] = 0
+
+    def _goal(self) -> np.ndarray:
+        return np.where(self.t % 2 == 0, 0.5, -0.5).astype(np.float32)
+
+    @property
+    def obs(self) -> dict[str, np.ndarray]:
+        e = self.num_envs
+        agent = np.repeat(np.arange(2), e).astype(np.float32)
+        t = np.tile(self.t / 3.0, 2).astype(np.float32)
+        state = np.stack([self.t / 3.0, self._goal()], axis=1).astype(np.float32)
+        return {OBS_KEY: np.stack([t, agent], axis=1), "state": np.tile(state, (2, 1))}
+
+    @property
+    def acting_C(self) -> np.ndarray:
+        return np.ones(self.num_columns, dtype=bool)
+
+    def step(self, act: np.ndarray, columns: np.ndarray) -> AgentStep:
+        e, c = self.num_envs, self.num_columns
+        assert len(columns) == c
+        u = np.asarray(act, dtype=np.float32).reshape(c)
+        rew = np.tile(-np.abs(u[:e] + u[e:] - self._goal()), 2)
+        self.t += 1
+        done = self.t == 3
+        final = self.obs
+        self.t[done] = 0
+        return AgentStep(rew, np.tile(done, 2), np.zeros(c, dtype=bool), final, done)
+
+    def close(self) -> None:
+        pass

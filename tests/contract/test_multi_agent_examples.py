@@ -24,6 +24,7 @@ SCRIPTS = (
     "groups_speaker_listener",
     "independent_dqn_vs_random",
     "mappo_vmas",
+    "masac_spread",
     "qmix_spread",
     "shared_ippo_spread",
 )
@@ -346,3 +347,59 @@ def _check_mappo_settings(learning: ModuleType, algorithm: Any, params: Any) -> 
         setup.test_episodes,
     )
     assert params.stop_fn is None  # the whole budget runs (the results report the whole curve)
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("algorithm", ["masac", "maddpg"])
+def test_masac_and_maddpg_on_continuous_simple_spread(algorithm: str) -> None:
+    need("mpe2", "pettingzoo")
+    from tshtrain.algorithm import MADDPG, MASAC
+
+    module = _load("masac_spread")
+    argv = [
+        "--algorithm",
+        algorithm,
+        "--env-steps",
+        "160",
+        "--test-episodes",
+        "1",
+        "--prefill",
+        "64",
+        "--quiet",
+    ]
+    info = module.main(argv)
+    assert info.train_step == 160 and info.gradient_step == 40  # 0.25 gradient steps per env step
+    learner, _ = module.train(algorithm=algorithm, env_steps=80, test_episodes=1, prefill=64, verbose=False)
+    assert isinstance(learner, MASAC if algorithm == "masac" else MADDPG)
+    assert len(learner.joint.actors) == 1 and len(learner.joint.critics) == 1  # shared by the 3 agents
+
+
+@pytest.mark.integration
+def test_the_masac_example_has_the_results_tables_settings() -> None:
+    """The example trains with the settings whose results docs/multi_agent.md reports
+    (tests/learning/test_maddpg_masac_spread_learning.py's ``SETTINGS``)."""
+    need("mpe2", "pettingzoo")
+    path = Path(__file__).resolve().parents[1] / "learning" / "test_maddpg_masac_spread_learning.py"
+    spec = importlib.util.spec_from_file_location("maddpg_masac_learning_settings", path)
+    assert spec is not None and spec.loader is not None
+    learning = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = learning  # (its dataclasses look their module up)
+    spec.loader.exec_module(learning)
+    s, example = learning.SETTINGS, _load("masac_spread")
+    assert (
+        s.num_envs,
+        s.collection_step_num_env_steps,
+        s.batch_size,
+    ) == (example.NUM_TRAINING_ENVS, example.COLLECTION_STEP_NUM_ENV_STEPS, example.BATCH_SIZE)
+    assert s.gradient_steps_per_env_step == example.GRADIENT_STEPS_PER_ENV_STEP
+    assert (
+        s.buffer_num_env_steps,
+        s.prefill_num_env_steps,
+    ) == (example.BUFFER_NUM_ENV_STEPS, example.PREFILL_NUM_ENV_STEPS)
+    assert (s.actor_lr, s.critic_lr, s.gamma, s.tau) == (example.LR, example.LR, example.GAMMA, example.TAU)
+    assert (
+        s.hidden_sizes,
+        s.noise_std,
+        s.epoch_num_env_steps,
+    ) == (example.HIDDEN_SIZES, example.NOISE_STD, example.EPOCH_NUM_STEPS)
+    assert example.ENV_KWARGS == learning.ENV_KWARGS

@@ -377,3 +377,21 @@ __all__ += [
     "ValueDecompositionParams",
     "ValueDecompositionTrainingStats",
 ]
+
+from tshtrain.algorithm.joint_actor_critic import (  # noqa: E402
+    MultiAgentActorCriticParams,
+    centralised_critic,
+)
+from tshtrain.algorithm.maddpg import MADDPG, MADDPGParams, MADDPGTrainingStats  # noqa: E402
+from tshtrain.algorithm.masac import MASAC, MASACParams, MASACTrainingStats  # noqa: E402
+
+__all__ += [
+    "MADDPG",
+    "MASAC",
+    "MADDPGParams",
+    "MADDPGTrainingStats",
+    "MASACParams",
+    "MASACTrainingStats",
+    "MultiAgentActorCriticParams",
+    "centralised_critic",
+]

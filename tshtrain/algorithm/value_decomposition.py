@@ -124,26 +124,29 @@ class JointSample:
     """o_{t+m} of every agent, A * N rows"""
 
 
-def joint_indices(buffer: BaseReplayBuffer, batch_size: int, num_agents: int) -> np.ndarray:
+def joint_indices(
+    buffer: BaseReplayBuffer, batch_size: int, num_agents: int, owner: str = "ValueDecomposition"
+) -> np.ndarray:
     """Flat indices, shape (A, N), of ``batch_size`` joint transitions drawn uniformly from ``buffer``'s
-    (row, env) pairs with its generator; column ``a * E + e`` is agent ``a`` of env ``e``."""
+    (row, env) pairs with its generator; column ``a * E + e`` is agent ``a`` of env ``e``. ``owner``
+    names the algorithm in errors."""
     lengths = buffer.column_lengths
     if buffer.num_columns % num_agents:
         raise ConfigurationError(
-            f"ValueDecomposition: the buffer has {buffer.num_columns} columns, not a multiple of the "
+            f"{owner}: the buffer has {buffer.num_columns} columns, not a multiple of the "
             f"{num_agents} agents; build it with buffer_num=env.num_columns."
         )
     if len(lengths) and not (lengths == lengths[0]).all():
         raise ConfigurationError(
-            f"ValueDecomposition: the buffer's columns hold different numbers of transitions "
-            f"({lengths.tolist()}); value decomposition needs every agent to act in every vector step and "
+            f"{owner}: the buffer's columns hold different numbers of transitions "
+            f"({lengths.tolist()}); joint transitions need every agent to act in every vector step and "
             f"the agents' episodes to end together (a parallel cooperative env), so that one row of the "
             f"A columns of an env is one joint transition."
         )
     num_envs = buffer.num_columns // num_agents
     num_rows = int(lengths[0])
     if num_rows == 0:
-        raise ConfigurationError("ValueDecomposition.update: the buffer is empty; collect data first.")
+        raise ConfigurationError(f"{owner}.update: the buffer is empty; collect data first.")
     draws = buffer.rng.integers(0, num_rows * num_envs, size=batch_size)
     rows, envs = np.divmod(draws, num_envs)
     agent_cols = np.arange(num_agents)[:, None] * num_envs + envs[None, :]
@@ -160,16 +163,18 @@ def sample_joint(
     n_step: int,
     device: torch.device,
     hooks: UpdateHooks = NO_UPDATE_HOOKS,
+    owner: str = "ValueDecomposition",
 ) -> JointSample:
     """``batch_size`` joint transitions (:func:`joint_indices`) with each agent's n-step returns; the
-    agents' transitions pass through ``hooks.on_sampled_batch`` as one batch of A * N rows."""
+    agents' transitions pass through ``hooks.on_sampled_batch`` as one batch of A * N rows. ``owner``
+    names the algorithm in errors."""
     if not isinstance(buffer, BaseReplayBuffer) or isinstance(buffer, BasePrioritizedBuffer):
         raise ConfigurationError(
-            f"ValueDecomposition: the replay buffer is a {type(buffer).__name__}; value decomposition "
+            f"{owner}: the replay buffer is a {type(buffer).__name__}; {owner} "
             f"samples joint transitions from a numpy VectorReplayBuffer (prioritized and tensor buffers "
             f"are not supported yet)."
         )
-    indices_AN = joint_indices(buffer, batch_size, num_agents)
+    indices_AN = joint_indices(buffer, batch_size, num_agents, owner)
     flat = indices_AN.reshape(-1)
     batch = hooks.on_sampled_batch(buffer.get(flat))
     if n_step == 1:
@@ -192,7 +197,7 @@ def sample_joint(
     )
 
 
-def _rows(obs: ObsTensor, first: int, stop: int) -> ObsTensor:
+def agent_rows(obs: ObsTensor, first: int, stop: int) -> ObsTensor:
     if isinstance(obs, Mapping):
         return {key: value[first:stop] for key, value in obs.items()}
     return obs[first:stop]
@@ -209,7 +214,7 @@ class _AgentNets(nn.Module):
         self.mixer = mixer
 
 
-def _distinct(modules: Sequence[nn.Module]) -> tuple[list[nn.Module], list[int]]:
+def distinct_modules(modules: Sequence[nn.Module]) -> tuple[list[nn.Module], list[int]]:
     """The distinct modules (by identity) and, for each given one, its index among them."""
     found: list[nn.Module] = []
     where: list[int] = []
@@ -267,7 +272,7 @@ class ValueDecomposition(OffPolicyAlgorithm[MultiAgentPolicy, ValueDecomposition
         self.mixer = mixer or SumMixer()
         self.q_policies: list[QValuePolicy] = [learner.policy for learner in learners]  # type: ignore[misc]
         self._spans = [(learner.units.start, learner.units.stop) for learner in learners]
-        nets, self._net_index = _distinct([p.q_net for p in self.q_policies])
+        nets, self._net_index = distinct_modules([p.q_net for p in self.q_policies])
         self.nets = _AgentNets(nets, self.mixer)
         """the distinct agent networks and the mixer (the policies hold the same network objects)"""
         self.learner = HardTargetQLearner(self.nets, self.params)
@@ -289,7 +294,7 @@ class ValueDecomposition(OffPolicyAlgorithm[MultiAgentPolicy, ValueDecomposition
         n = num // self.num_agents
         parts: list[torch.Tensor] = []
         for k, (first, stop) in enumerate(self._spans):
-            rows = _rows(obs, first * n, stop * n)
+            rows = agent_rows(obs, first * n, stop * n)
             if target:
                 net = self.learner.target.net
                 assert isinstance(net, _AgentNets)
