@@ -480,3 +480,21 @@ def test_linear_schedules_of_a_data_parallel_run_count_every_ranks_update_steps(
     assert one == 5 * 4  # 4 collection steps of 1024 env steps per epoch
     assert num_update_steps(experiment, experiment.algorithm, world_size=2) == 5 * 2  # 2048 per step
     assert num_update_steps(experiment, experiment.algorithm, world_size=4) == 5 * 1
+
+
+def test_editing_a_default_experiments_data_leaves_the_registered_defaults_alone() -> None:
+    """``default_experiment_data`` (and ``merge_data``) return data that shares nothing mutable with the
+    algorithm's registered defaults: a caller's edit once leaked into every later default experiment."""
+    from tshtrain.config.files import merge_data
+    from tshtrain.config.resolve import default_experiment_data
+
+    data = default_experiment_data("ppo")
+    data["algorithm"]["params"]["desired_kl"] = 0.01
+    data["trainer"]["max_epochs"] = 1
+    fresh = default_experiment_data("ppo")
+    assert "desired_kl" not in fresh["algorithm"]["params"] and fresh["trainer"]["max_epochs"] != 1
+    base = {"a": {"b": [1, {"c": 2}]}}
+    merged = merge_data(base, {"d": {"e": [3]}})
+    merged["a"]["b"][1]["c"] = 9
+    merged["d"]["e"].append(4)
+    assert base == {"a": {"b": [1, {"c": 2}]}}

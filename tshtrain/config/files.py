@@ -6,6 +6,7 @@ business. Errors are :class:`ExperimentError` and name the file.
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 import tomllib
@@ -208,13 +209,14 @@ def apply_overrides(data: dict[str, Any], overrides: Iterable[str]) -> dict[str,
 
 def merge_data(base: Mapping[str, Any], override: Mapping[str, Any]) -> dict[str, Any]:
     """``override`` laid over ``base``: mappings merge key by key, anything else replaces (new keys come
-    after ``base``'s); neither argument is changed."""
-    merged = dict(base)
+    after ``base``'s); neither argument is changed, and the result shares no mutable part with them (a
+    caller may edit it without editing, say, an algorithm's registered defaults)."""
+    merged = {key: copy.deepcopy(value) for key, value in base.items()}
     for key, value in override.items():
         if isinstance(value, Mapping) and isinstance(merged.get(key), Mapping):
             merged[key] = merge_data(merged[key], value)
         else:
-            merged[key] = value
+            merged[key] = copy.deepcopy(value)
     return merged
 
 
