@@ -173,6 +173,13 @@ def _hand(env: TimedEnv, s: PPOSettings, seed: int, num_iterations: int, phases:
     return lambda: train(num_iterations)
 
 
+def _hand_in_place(env: TimedEnv, s: PPOSettings, seed: int, num_iterations: int, phases: Phases) -> Run:
+    """The hand loop with its tanh written in place, as tshtrain's ``mlp`` does (the honest baseline
+    for that trick: the same numbers, less allocation)."""
+    train = hand_ppo_vmas.build(env, s, seed=seed, phases=phases, in_place_tanh=True)
+    return lambda: train(num_iterations)
+
+
 def _tshtrain(env: TimedEnv, s: PPOSettings, seed: int, num_iterations: int, phases: Phases) -> Run:
     return _tshtrain_run(env, s, seed, num_iterations, phases, compile_loss=False)
 
@@ -408,6 +415,7 @@ HAND_LOOP = "hand_ppo_vmas.HandPPO"
 
 CONTESTANTS: dict[str, Builder] = {
     "hand loop": _hand,
+    "hand loop (in-place tanh)": _hand_in_place,
     "tshtrain": _tshtrain,
     "tshtrain (compiled)": _tshtrain_compiled,
     "tshtrain (values in collection)": _tshtrain_values,

@@ -19,6 +19,7 @@ from tshtrain.algorithm.base import (
     TrainingStats,
     UpdateHooks,
 )
+from tshtrain.algorithm.blocks.nets import activation_layer
 from tshtrain.algorithm.blocks.normalization import ObsNormalization, RunningObsNormalizer
 from tshtrain.algorithm.blocks.offpolicy import (
     ReplaySample,
@@ -105,7 +106,7 @@ def _layers(sizes: Sequence[int], activation: type[nn.Module], *, last_activatio
     for i in range(len(sizes) - 1):
         layers.append(nn.Linear(sizes[i], sizes[i + 1]))
         if last_activation or i < len(sizes) - 2:
-            layers.append(activation())
+            layers.append(activation_layer(activation))
     return layers
 
 

@@ -25,6 +25,7 @@ from typing_extensions import override
 
 from tshtrain.algorithm.base import Policy, module_device
 from tshtrain.algorithm.blocks.encoders import accepts_dict_obs
+from tshtrain.algorithm.blocks.nets import activation_layer
 from tshtrain.data.batch import ObsTensor
 from tshtrain.errors import ConfigurationError, UnsupportedSpaceError
 
@@ -95,7 +96,7 @@ def ensemble_mlp(
     for i in range(len(sizes) - 1):
         layers.append(EnsembleLinear(num_members, sizes[i], sizes[i + 1]))
         if i < len(sizes) - 2:
-            layers.append(activation())
+            layers.append(activation_layer(activation))
     return nn.Sequential(*layers)
 
 

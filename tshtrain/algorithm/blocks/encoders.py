@@ -33,7 +33,7 @@ import torch
 from torch import nn
 from typing_extensions import override
 
-from tshtrain.algorithm.blocks.nets import mlp
+from tshtrain.algorithm.blocks.nets import activation_layer, mlp
 from tshtrain.constraints import PositiveInt, validate_fields
 from tshtrain.data.batch import ObsTensor
 from tshtrain.errors import ConfigurationError, UnsupportedSpaceError
@@ -81,7 +81,7 @@ class FlatEncoder(Encoder):
         layers: list[nn.Module] = []
         last = input_dim
         for size in hidden_sizes:
-            layers += [nn.Linear(last, size), activation()]
+            layers += [nn.Linear(last, size), activation_layer(activation)]
             last = size
         self.net = nn.Sequential(*layers)
         self.output_dim = last
