@@ -78,21 +78,6 @@ def learner_names(
     return list(env_agents)
 
 
-def _check_groups(agents: AgentsConfig, groups: Mapping[str, AgentGroup] | None, env_id: str) -> None:
-    """``layout: groups`` and an env built with ``env.groups`` go together."""
-    if agents.layout == "groups" and not groups:
-        raise ExperimentError(
-            f"agents.layout: groups needs an env whose agents are in groups; add env.groups: auto (or "
-            f"{{group: [agents]}}) to env {env_id!r}."
-        )
-    if agents.layout != "groups" and groups:
-        raise ExperimentError(
-            f"agents.layout: {agents.layout!r} with env.groups: the agents of env {env_id!r} are in groups "
-            f"{list(groups)}; use agents.layout: groups (one learner per group, or per agent with "
-            f"share_within_groups: false)."
-        )
-
-
 def check_agent_names(
     agents: AgentsConfig,
     env_agents: tuple[str, ...],
@@ -100,8 +85,7 @@ def check_agent_names(
     groups: Mapping[str, AgentGroup] | None = None,
 ) -> None:
     """Members and ``return_reduction: agent:NAME`` must name agents (or groups) of the env (known
-    once it is built)."""
-    _check_groups(agents, groups, env_id)
+    once it is built; ``env.groups`` and ``layout: groups`` go together, checked when the file is read)."""
     if agents.layout in ("independent", "groups"):
         names = learner_names(agents, env_agents, groups)
         what = "group" if agents.layout == "groups" and agents.share_within_groups else "agent"
