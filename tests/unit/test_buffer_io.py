@@ -113,6 +113,49 @@ def test_empty_buffer_round_trip(tmp_path: Path) -> None:
     assert len(loaded) == 2
 
 
+def test_only_filled_rows_are_written_and_load_back_at_full_capacity(tmp_path: Path) -> None:
+    buf = VectorReplayBuffer(2_000, 2, seed=0)  # 1,000 rows per column
+    fill(buf, 3, [0, 1])
+    fill(buf, 2, [1], start=3)  # column 1 is two rows ahead
+    path = save_buffer(buf, tmp_path / "partial")
+    manifest = json.loads((path / "manifest.json").read_text())
+    assert manifest["version"] == 2
+    assert manifest["fields"]["obs"]["shape"] == [5, 2, 3]
+    assert np.load(path / "obs.npy").shape == (5, 2, 3)
+    assert (path / "obs.npy").stat().st_size < 1_000  # not 1,000 rows x 2 x 3 float32
+    loaded = load_buffer(path, seed=0)
+    assert loaded.field_arrays()["obs"].shape == (1_000, 2, 3)
+    assert_same_contents(buf, loaded)
+    fill(buf, 4, [0, 1], start=10)  # both continue identically
+    fill(loaded, 4, [0, 1], start=10)
+    assert_same_contents(buf, loaded)
+
+
+def test_a_version_1_buffer_with_every_row_still_loads(tmp_path: Path) -> None:
+    buf = VectorReplayBuffer(8, 2, seed=0)
+    fill(buf, 3, [0, 1])
+    path = tmp_path / "v1"
+    path.mkdir()
+    fields = {}
+    for name, arr in buf.field_arrays().items():  # what version 1 wrote: all rows
+        file = name.replace("/", "__") + ".npy"
+        np.save(path / file, arr)
+        fields[name] = {"file": file, "shape": list(arr.shape), "dtype": arr.dtype.str}
+    layout = buf.layout()
+    manifest = {
+        "format": "tshtrain-buffer",
+        "version": 1,
+        "class": "VectorReplayBuffer",
+        "column_capacity": 4,
+        "num_columns": 2,
+        "ptr": list(layout.ptr),
+        "length": list(layout.length),
+        "fields": fields,
+    }
+    (path / "manifest.json").write_text(json.dumps(manifest))
+    assert_same_contents(buf, load_buffer(path, seed=0))
+
+
 @pytest.mark.parametrize("vector", [False, True])
 def test_prioritized_round_trip_keeps_priorities_and_exponents(tmp_path: Path, vector: bool) -> None:
     buf: BasePrioritizedBuffer
@@ -196,7 +239,7 @@ def test_other_format_version(tmp_path: Path) -> None:
     (path / "manifest.json").write_text(json.dumps(manifest))
     with pytest.raises(
         BufferFormatError,
-        match=r"buf/manifest\.json: buffer format version 99; this tshtrain reads version 1",
+        match=r"buf/manifest\.json: buffer format version 99; this tshtrain reads versions 1, 2",
     ):
         load_buffer(path)
 
@@ -265,9 +308,9 @@ def test_missing_field_file(tmp_path: Path) -> None:
 
 def test_field_file_disagreeing_with_manifest(tmp_path: Path) -> None:
     path = saved(tmp_path)
-    np.save(path / "act.npy", np.zeros((3, 2), dtype=np.int32))
+    np.save(path / "act.npy", np.zeros((2, 2), dtype=np.int32))
     with pytest.raises(
-        BufferFormatError, match=r"act\.npy: holds <i4\[3, 2\], the manifest says <i8\[3, 2\]"
+        BufferFormatError, match=r"act\.npy: holds <i4\[2, 2\], the manifest says <i8\[2, 2\]"
     ):
         load_buffer(path)
 

@@ -185,9 +185,11 @@ def test_bad_sizes_and_env_ids_are_rejected() -> None:
         tensor_buf.add(**step, env_ids=np.array([1, 1]))  # type: ignore[arg-type]
 
 
-def test_save_and_load_round_trip_between_numpy_and_tensor_buffers(tmp_path: Path) -> None:
-    numpy_buf, tensor_buf = _fill(_steps(10), size=8 * E)
+@pytest.mark.parametrize("num_steps", [3, 10])  # partly filled (3 rows written) and wrapped
+def test_save_and_load_round_trip_between_numpy_and_tensor_buffers(tmp_path: Path, num_steps: int) -> None:
+    numpy_buf, tensor_buf = _fill(_steps(num_steps), size=8 * E)
     save_buffer(tensor_buf, tmp_path / "t")
+    assert np.load(tmp_path / "t" / "act.npy").shape[0] == min(num_steps, 8)
     restored = load_buffer_into(TensorReplayBuffer(8 * E, E, device=CPU), tmp_path / "t")
     _same_storage(numpy_buf, restored)
     as_numpy = load_buffer_into(VectorReplayBuffer(8 * E, E), tmp_path / "t")

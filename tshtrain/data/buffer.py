@@ -81,8 +81,8 @@ class SavableBuffer(Protocol):
         """Sizes and write positions."""
         ...
 
-    def field_arrays(self) -> dict[str, np.ndarray]:
-        """The storage as numpy arrays by field name."""
+    def field_arrays(self, *, rows: int | None = None) -> dict[str, np.ndarray]:
+        """The storage as numpy arrays by field name; with ``rows``, only the first rows of each."""
         ...
 
     def restore(self, arrays: Mapping[str, np.ndarray], layout: BufferLayout) -> None:
@@ -559,9 +559,12 @@ class BaseReplayBuffer(ABC):
         return self.get(self.new_indices(before, n_collected))
 
     # ------------------------------------------------------------------ raw access (save / load)
-    def field_arrays(self) -> dict[str, np.ndarray]:
-        """The storage arrays by field name (``obs/key`` for dict observations). Not copies."""
-        return dict(self._arrays)
+    def field_arrays(self, *, rows: int | None = None) -> dict[str, np.ndarray]:
+        """The storage arrays by field name (``obs/key`` for dict observations); with ``rows``, only
+        the first rows of each (what :func:`tshtrain.data.save_buffer` writes). Not copies."""
+        if rows is None:
+            return dict(self._arrays)
+        return {name: arr[:rows] for name, arr in self._arrays.items()}
 
     def sampler_state(self) -> Any:
         """The sampling generator's state (``rng.bit_generator.state``), for checkpoints."""

@@ -1,5 +1,10 @@
 """Saving and loading replay buffers: one ``.npy`` file per field plus a JSON manifest.
 
+Only the rows that hold transitions are written: a field file has ``max(length)`` rows (all
+``column_capacity`` rows once a column has wrapped), so a checkpoint of a 1M-transition buffer after a
+thousand steps takes a thousand rows on disk; loading puts them back into arrays of the full capacity.
+(Format version 1 wrote every row; it still loads.)
+
 The format streams: arrays are written straight from the buffer's storage and read back through a
 memory map into freshly allocated arrays, so neither direction needs twice the buffer's RAM. A save
 goes through :func:`tshtrain.atomic.atomic_directory`: a temporary directory that is renamed into place
@@ -37,7 +42,8 @@ from tshtrain.data.buffer import (
 from tshtrain.errors import BufferFormatError, short_repr
 
 BUFFER_FORMAT = "tshtrain-buffer"
-BUFFER_FORMAT_VERSION = 1
+BUFFER_FORMAT_VERSION = 2
+_READABLE_VERSIONS = (1, 2)  # version 1 stored every row, version 2 only the filled ones
 _MANIFEST = "manifest.json"
 _PRIORITIES = "priorities"  # manifest key and file stem (field files never clash: see _field_file)
 _CORE_FIELDS = ("act", "rew", "terminated", "truncated")
@@ -66,11 +72,11 @@ def save_buffer(buffer: SavableBuffer, path: str | os.PathLike[str]) -> Path:
     Prioritized buffers also store their priorities, ``alpha``, ``beta`` and max priority.
     """
     target = Path(path)
+    layout = buffer.layout()
     with atomic_directory(target) as tmp:
         fields: dict[str, Any] = {}
-        for name, arr in buffer.field_arrays().items():
+        for name, arr in buffer.field_arrays(rows=_stored_rows(layout)).items():
             fields[name] = _write_array(tmp, _field_file(name), arr)
-        layout = buffer.layout()
         manifest = {
             "format": BUFFER_FORMAT,
             "version": BUFFER_FORMAT_VERSION,
@@ -92,6 +98,12 @@ def save_buffer(buffer: SavableBuffer, path: str | os.PathLike[str]) -> Path:
     return target
 
 
+def _stored_rows(layout: BufferLayout) -> int:
+    """Rows a field file holds: every row written so far (a column fills rows 0..length-1 until it
+    wraps, then all of them)."""
+    return max(layout.length, default=0)
+
+
 def read_manifest(path: str | os.PathLike[str]) -> dict[str, Any]:
     """The manifest of a saved buffer, checked for format and version."""
     manifest_path = Path(path) / _MANIFEST
@@ -103,10 +115,11 @@ def read_manifest(path: str | os.PathLike[str]) -> dict[str, Any]:
         raise BufferFormatError(f"{manifest_path}: corrupt manifest ({exc}).") from None
     if not isinstance(manifest, dict) or manifest.get("format") != BUFFER_FORMAT:
         raise BufferFormatError(f"{manifest_path}: not a tshtrain buffer manifest.")
-    if manifest.get("version") != BUFFER_FORMAT_VERSION:
+    if manifest.get("version") not in _READABLE_VERSIONS:
         raise BufferFormatError(
-            f"{manifest_path}: buffer format version {manifest.get('version')!r}; this tshtrain reads "
-            f"version {BUFFER_FORMAT_VERSION}. Re-save the buffer with a matching tshtrain version."
+            f"{manifest_path}: buffer format version {short_repr(manifest.get('version'))}; this tshtrain "
+            f"reads versions {', '.join(map(str, _READABLE_VERSIONS))}. Re-save the buffer with a matching "
+            f"tshtrain version."
         )
     return manifest
 
@@ -141,9 +154,9 @@ def _is_int(value: object) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-def _field_spec(directory: Path, name: Any, spec: Any, layout: BufferLayout) -> dict[str, Any]:
+def _field_spec(directory: Path, name: Any, spec: Any, layout: BufferLayout, rows: int) -> dict[str, Any]:
     """The manifest entry of field ``name``, checked: a known field name, its own file, and a shape of
-    (column_capacity, num_columns, ...)."""
+    (rows, num_columns, ...)."""
     where = directory / _MANIFEST
     if not isinstance(name, str) or not _FIELD_NAME.match(name):
         raise BufferFormatError(f"{where}: unknown field {short_repr(name)}; a buffer stores {_FIELD_NAMES}.")
@@ -157,10 +170,10 @@ def _field_spec(directory: Path, name: Any, spec: Any, layout: BufferLayout) -> 
     shape = spec.get("shape")
     if not (isinstance(shape, list) and len(shape) >= 2 and all(_is_int(n) and n >= 0 for n in shape)):
         raise BufferFormatError(f"{where}: field {name!r} has the invalid shape {short_repr(shape)}.")
-    if tuple(shape[:2]) != (layout.column_capacity, layout.num_columns):
+    if tuple(shape[:2]) != (rows, layout.num_columns):
         raise BufferFormatError(
-            f"{where}: field {name!r} has shape {shape}, the buffer is {layout.column_capacity} rows x "
-            f"{layout.num_columns} columns."
+            f"{where}: field {name!r} has shape {shape}; a buffer of {layout.num_columns} columns with "
+            f"{rows} filled rows (of {layout.column_capacity}) stores ({rows}, {layout.num_columns}, ...)."
         )
     return spec
 
@@ -184,8 +197,9 @@ def _checked_manifest(path: str | os.PathLike[str]) -> tuple[dict[str, Any], Buf
     manifest = read_manifest(path)
     directory = Path(path)
     layout = _checked_layout(manifest, directory / _MANIFEST)
+    rows = layout.column_capacity if manifest["version"] == 1 else _stored_rows(layout)
     for name, spec in manifest["fields"].items():
-        _field_spec(directory, name, spec, layout)
+        _field_spec(directory, name, spec, layout, rows)
     missing = [name for name in _CORE_FIELDS if name not in manifest["fields"]]
     if manifest["fields"] and missing:  # an empty buffer has no fields at all
         raise BufferFormatError(f"{directory / _MANIFEST}: the fields {missing} are missing.")
@@ -215,7 +229,13 @@ def load_buffer_into(buffer: _TBuffer, path: str | os.PathLike[str]) -> _TBuffer
             f"the target has {buffer.num_columns} of {buffer.column_capacity}. Build the target with "
             f"the saved sizes, or use load_buffer({str(path)!r})."
         )
-    arrays = {name: _read_array(Path(path), spec) for name, spec in manifest["fields"].items()}
+    for spec in manifest["fields"].values():  # every file as its manifest entry says, read or not
+        _check_file(Path(path), spec)
+    _check_memory(Path(path), manifest["fields"], layout.column_capacity)
+    arrays = {
+        name: _read_array(Path(path), spec, layout.column_capacity)
+        for name, spec in manifest["fields"].items()
+    }
     saved_per = manifest.get(_PRIORITIES)
     per_state: tuple[np.ndarray, float, float] | None = None
     if isinstance(buffer, prioritized.BasePrioritizedBuffer) and saved_per is not None:
@@ -232,8 +252,32 @@ def load_buffer_into(buffer: _TBuffer, path: str | os.PathLike[str]) -> _TBuffer
     return buffer
 
 
-def _read_array(directory: Path, spec: dict[str, Any]) -> np.ndarray:
-    """Read one array file described by a (checked) manifest entry, checked against it.
+def _check_memory(directory: Path, fields: dict[str, Any], rows: int) -> None:
+    """Refuse a buffer whose empty rows would not fit in this machine's memory. A field file holds
+    only the filled rows (their size is checked against the file when it is read), so the manifest's
+    ``column_capacity`` alone sets how many zeroed rows loading adds."""
+    total = 0
+    for spec in fields.values():
+        itemsize = np.dtype(spec["dtype"]).itemsize  # the file's own dtype (checked against it)
+        total += (rows - spec["shape"][0]) * math.prod(spec["shape"][1:]) * itemsize
+    memory = _physical_memory()
+    if memory is not None and total > memory:
+        raise BufferFormatError(
+            f"{directory / _MANIFEST}: column_capacity {rows} needs {total} bytes for the empty rows; "
+            f"this machine has {memory} bytes of memory. Save the buffer with a smaller size."
+        )
+
+
+def _physical_memory() -> int | None:
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):  # not on every platform
+        return None
+
+
+def _read_array(directory: Path, spec: dict[str, Any], rows: int | None = None) -> np.ndarray:
+    """Read one array file described by a (checked) manifest entry, checked against it; with ``rows``,
+    into the first rows of a zeroed array of ``rows`` rows (a field file holds only the filled rows).
 
     The header is parsed without unpickling; object arrays are refused, and the file must hold
     exactly the bytes its header promises before the array is allocated.
@@ -241,35 +285,57 @@ def _read_array(directory: Path, spec: dict[str, Any]) -> np.ndarray:
     file = directory / spec["file"]
     try:
         with open(file, "rb") as fh:
-            version = np.lib.format.read_magic(fh)
-            if version == (1, 0):
-                shape, fortran, dtype = np.lib.format.read_array_header_1_0(fh)
+            shape, dtype = _checked_header(fh, file, spec)
+            if rows is None or rows == shape[0]:
+                arr = np.empty(shape, dtype=dtype)
+                _read_into(fh, arr, file)
             else:
-                shape, fortran, dtype = np.lib.format.read_array_header_2_0(fh)
-            if dtype.hasobject:
-                raise BufferFormatError(
-                    f"{file}: holds Python objects (dtype {dtype}), which only unpickling could read; "
-                    f"tshtrain never unpickles a buffer. Save numeric arrays."
-                )
-            if list(shape) != spec["shape"] or dtype.str != spec.get("dtype") or fortran:
-                raise BufferFormatError(
-                    f"{file}: holds {dtype.str}{list(shape)}, the manifest says "
-                    f"{spec['dtype']}{spec['shape']}."
-                )
-            num_bytes = math.prod(shape) * dtype.itemsize
-            present = os.fstat(fh.fileno()).st_size - fh.tell()
-            if present != num_bytes:
-                raise BufferFormatError(
-                    f"{file}: unreadable or truncated field file ({present} data bytes, the header "
-                    f"promises {num_bytes})."
-                )
-            arr = np.empty(shape, dtype=dtype)
-            _read_into(fh, arr, file)
+                arr = np.zeros((rows, *shape[1:]), dtype=dtype)
+                _read_into(fh, arr[: shape[0]], file)
     except (OSError, ValueError, EOFError) as exc:
         if isinstance(exc, BufferFormatError):
             raise
         raise BufferFormatError(f"{file}: unreadable or truncated field file ({exc}).") from None
     return arr
+
+
+def _check_file(directory: Path, spec: dict[str, Any]) -> None:
+    """Check one array file's header and size against its manifest entry, reading no data."""
+    file = directory / spec["file"]
+    try:
+        with open(file, "rb") as fh:
+            _checked_header(fh, file, spec)
+    except (OSError, ValueError, EOFError) as exc:
+        if isinstance(exc, BufferFormatError):
+            raise
+        raise BufferFormatError(f"{file}: unreadable or truncated field file ({exc}).") from None
+
+
+def _checked_header(fh: Any, file: Path, spec: dict[str, Any]) -> tuple[tuple[int, ...], np.dtype[Any]]:
+    """The shape and dtype of the open ``.npy`` file ``fh`` (left at its data), checked against the
+    manifest entry and the file's size."""
+    version = np.lib.format.read_magic(fh)
+    if version == (1, 0):
+        shape, fortran, dtype = np.lib.format.read_array_header_1_0(fh)
+    else:
+        shape, fortran, dtype = np.lib.format.read_array_header_2_0(fh)
+    if dtype.hasobject:
+        raise BufferFormatError(
+            f"{file}: holds Python objects (dtype {dtype}), which only unpickling could read; "
+            f"tshtrain never unpickles a buffer. Save numeric arrays."
+        )
+    if list(shape) != spec["shape"] or dtype.str != spec.get("dtype") or fortran:
+        raise BufferFormatError(
+            f"{file}: holds {dtype.str}{list(shape)}, the manifest says {spec['dtype']}{spec['shape']}."
+        )
+    num_bytes = math.prod(shape) * dtype.itemsize
+    present = os.fstat(fh.fileno()).st_size - fh.tell()
+    if present != num_bytes:
+        raise BufferFormatError(
+            f"{file}: unreadable or truncated field file ({present} data bytes, the header "
+            f"promises {num_bytes})."
+        )
+    return tuple(shape), dtype
 
 
 def _read_into(fh: Any, arr: np.ndarray, file: Path, chunk: int = 1 << 24) -> None:

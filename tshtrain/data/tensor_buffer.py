@@ -395,12 +395,13 @@ class TensorReplayBuffer:
         return self.get(torch.from_numpy(self.new_indices(before, n_collected)).to(self.device))
 
     # ------------------------------------------------------------------ save / load
-    def field_arrays(self) -> dict[str, np.ndarray]:
+    def field_arrays(self, *, rows: int | None = None) -> dict[str, np.ndarray]:
         """The storage as numpy arrays by field name (views on the CPU, host copies elsewhere), for
-        :func:`tshtrain.data.save_buffer`; without the collecting policy's log-probabilities, which
-        a loaded buffer does not use."""
+        :func:`tshtrain.data.save_buffer`; with ``rows``, only the first rows of each (only those are
+        copied off a device); without the collecting policy's log-probabilities, which a loaded
+        buffer does not use."""
         return {
-            name: arr.detach().cpu().numpy()
+            name: (arr if rows is None else arr[:rows]).detach().cpu().numpy()
             for name, arr in self._arrays.items()
             if name not in _POLICY_FIELDS
         }
