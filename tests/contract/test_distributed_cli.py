@@ -55,6 +55,12 @@ def _tshtrain(*args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+def _collector_obs(checkpoint: Path) -> torch.Tensor:
+    state = torch.load(checkpoint / "state.pt", weights_only=True)
+    obs: torch.Tensor = state["collectors"]["training"]["obs"]
+    return obs
+
+
 def _policy_weights(checkpoint: Path) -> dict[str, np.ndarray]:
     _, state = read_algorithm_state(checkpoint)
     policy: dict[str, torch.Tensor] = state["policy"]
@@ -98,13 +104,16 @@ def test_nproc_2_writes_rank_0_outputs_once_and_a_checkpoint_per_rank(tmp_path: 
         manifest = _manifest(checkpoint)
         assert manifest["world_size"] == 2 and manifest["rank"] == rank
         assert manifest["counters"] == {"epoch": 2, "env_step": 512, "gradient_step": 4, "update_step": 2}
-    # replicated weights, per-rank data: rank 1's envs were seeded differently, so its buffer differs
+    # replicated weights, per-rank data: rank 1's envs were seeded differently, so its collector stands
+    # at other observations (each rank's on-policy buffer is empty after its update: nothing stored)
     w0, w1 = _policy_weights(checkpoints / "final"), _policy_weights(rank1 / "final")
     for name, weight in w0.items():
         np.testing.assert_array_equal(weight, w1[name])
-    obs0 = np.load(checkpoints / "final" / "buffers" / "training" / "obs.npy")
-    obs1 = np.load(rank1 / "final" / "buffers" / "training" / "obs.npy")
-    assert obs0.shape == obs1.shape and not np.array_equal(obs0, obs1)
+    obs0, obs1 = (_collector_obs(checkpoint) for checkpoint in (checkpoints / "final", rank1 / "final"))
+    assert obs0.shape == obs1.shape == (2, 4) and not torch.equal(obs0, obs1)
+    for checkpoint in (checkpoints / "final", rank1 / "final"):
+        buffer_manifest = json.loads((checkpoint / "buffers" / "training" / "manifest.json").read_text())
+        assert buffer_manifest["length"] == [0, 0]
 
     # resume with the same number of ranks continues both ranks' checkpoints
     resumed = _tshtrain("--resume", str(run_dir), "--extend", "1")
