@@ -84,14 +84,15 @@ class HandPPO:
         seed: int,
         phases: Phases | None = None,
         in_place_tanh: bool = False,
+        fast_tanh: bool = False,
     ):
         torch.manual_seed(seed)
         self.env, self.s, self.phases = env, s, phases or Phases()
         n, t_len, o_dim = env.num_envs, s.rollout_len, obs_dim(env)
         self.low_A, self.high_A = box_bounds(env)
         a_dim = len(self.low_A)
-        self.actor = mlp_tanh([o_dim, *s.hidden_sizes, a_dim], in_place=in_place_tanh)
-        self.critic = mlp_tanh([o_dim, *s.hidden_sizes, 1], in_place=in_place_tanh)
+        self.actor = mlp_tanh([o_dim, *s.hidden_sizes, a_dim], in_place=in_place_tanh, fast=fast_tanh)
+        self.critic = mlp_tanh([o_dim, *s.hidden_sizes, 1], in_place=in_place_tanh, fast=fast_tanh)
         self.log_std = nn.Parameter(torch.full((a_dim,), s.init_log_std))
         self.params = [*self.actor.parameters(), self.log_std, *self.critic.parameters()]
         self.optimizer = torch.optim.Adam(self.params, lr=s.lr, fused=True)  # tshtrain's too
@@ -185,10 +186,18 @@ class HandPPO:
 
 
 def build(
-    env: TensorVectorEnv, settings: PPOSettings, *, seed: int, phases: Phases, in_place_tanh: bool = False
+    env: TensorVectorEnv,
+    settings: PPOSettings,
+    *,
+    seed: int,
+    phases: Phases,
+    in_place_tanh: bool = False,
+    fast_tanh: bool = False,
 ) -> Callable[[int], None]:
     """The benchmark's entry point: builds the hand loop (untimed), returns ``train(num_iterations)``."""
-    return HandPPO(env, settings, seed=seed, phases=phases, in_place_tanh=in_place_tanh).train
+    return HandPPO(
+        env, settings, seed=seed, phases=phases, in_place_tanh=in_place_tanh, fast_tanh=fast_tanh
+    ).train
 
 
 # ============================================================================ the learning check

@@ -180,6 +180,13 @@ def _hand_in_place(env: TimedEnv, s: PPOSettings, seed: int, num_iterations: int
     return lambda: train(num_iterations)
 
 
+def _hand_fast(env: TimedEnv, s: PPOSettings, seed: int, num_iterations: int, phases: Phases) -> Run:
+    """The hand loop with tshtrain's ``FastTanh`` (tanh from expm1, within 1.7e-7 of torch's, half its
+    CPU cost) in place of ``nn.Tanh``: the honest baseline for that trick."""
+    train = hand_ppo_vmas.build(env, s, seed=seed, phases=phases, fast_tanh=True)
+    return lambda: train(num_iterations)
+
+
 def _tshtrain(env: TimedEnv, s: PPOSettings, seed: int, num_iterations: int, phases: Phases) -> Run:
     return _tshtrain_run(env, s, seed, num_iterations, phases, compile_loss=False)
 
@@ -416,6 +423,7 @@ HAND_LOOP = "hand_ppo_vmas.HandPPO"
 CONTESTANTS: dict[str, Builder] = {
     "hand loop": _hand,
     "hand loop (in-place tanh)": _hand_in_place,
+    "hand loop (fast tanh)": _hand_fast,
     "tshtrain": _tshtrain,
     "tshtrain (compiled)": _tshtrain_compiled,
     "tshtrain (values in collection)": _tshtrain_values,

@@ -218,12 +218,19 @@ class TanhInPlace(nn.Module):
         return x.tanh_()
 
 
-def mlp_tanh(sizes: list[int], *, in_place: bool = False) -> nn.Sequential:
+def mlp_tanh(sizes: list[int], *, in_place: bool = False, fast: bool = False) -> nn.Sequential:
     """Linear layers of the given sizes with tanh between them (the actor and critic of every
-    contestant but tshtrain, whose ``mlp`` builds the same, with the tanh in place)."""
+    contestant but tshtrain, whose ``mlp`` builds the same with its ``FastTanh``); ``in_place``: torch's
+    tanh written over the layer's output; ``fast``: tshtrain's ``FastTanh`` itself (the honest baseline
+    for that trick, as the hand loop gets fused Adam)."""
     layers: list[nn.Module] = []
     for i, (n_in, n_out) in enumerate(itertools.pairwise(sizes)):
         layers.append(nn.Linear(n_in, n_out))
         if i < len(sizes) - 2:
-            layers.append(TanhInPlace() if in_place else nn.Tanh())
+            if fast:
+                from tshtrain.algorithm.blocks.nets import FastTanh
+
+                layers.append(FastTanh())
+            else:
+                layers.append(TanhInPlace() if in_place else nn.Tanh())
     return nn.Sequential(*layers)
