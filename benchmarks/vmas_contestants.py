@@ -197,6 +197,12 @@ def _tshtrain_values(env: TimedEnv, s: PPOSettings, seed: int, num_iterations: i
     return _tshtrain_run(env, s, seed, num_iterations, phases, compile_loss=False, collection_values=True)
 
 
+def _tshtrain_fast_tanh(env: TimedEnv, s: PPOSettings, seed: int, num_iterations: int, phases: Phases) -> Run:
+    """tshtrain with ``mlp(..., activation=FastTanh)``: the opt-in eager tanh for large CPU batches
+    (compare with ``hand loop (fast tanh)``, the hand loop given the same activation)."""
+    return _tshtrain_run(env, s, seed, num_iterations, phases, compile_loss=False, fast_tanh=True)
+
+
 def _tshtrain_compiled(env: TimedEnv, s: PPOSettings, seed: int, num_iterations: int, phases: Phases) -> Run:
     """tshtrain with ``PPOParams(compile_loss=True)``: the opt-in compiled path (its compilation happens
     in the untimed warm-up round; later runs in the process reuse the compiled loss)."""
@@ -212,16 +218,21 @@ def _tshtrain_run(
     *,
     compile_loss: bool,
     collection_values: bool = False,
+    fast_tanh: bool = False,
 ) -> Run:
-    from tshtrain.algorithm import PPO, GaussianPolicy, PPOParams, mlp
+    from tshtrain.algorithm import PPO, FastTanh, GaussianPolicy, PPOParams, mlp
     from tshtrain.trainer import OnPolicyTrainer, OnPolicyTrainerParams
 
     TensorCollector, TensorReplayBuffer = tshtrain_torch_data()
 
     torch.manual_seed(seed)
     o_dim, a_dim, n = obs_dim(env), len(box_bounds(env)[0]), env.num_envs
+    activation = FastTanh if fast_tanh else nn.Tanh
     policy = GaussianPolicy(
-        mlp(o_dim, a_dim, s.hidden_sizes), env.single_action_space, init_log_std=s.init_log_std, seed=seed
+        mlp(o_dim, a_dim, s.hidden_sizes, activation),
+        env.single_action_space,
+        init_log_std=s.init_log_std,
+        seed=seed,
     )
     params = PPOParams(
         lr=s.lr,
@@ -233,7 +244,7 @@ def _tshtrain_run(
         max_grad_norm=s.max_grad_norm,
         compile_loss=compile_loss,
     )
-    algorithm = PPO(policy=policy, critic=mlp(o_dim, 1, s.hidden_sizes), params=params, seed=seed)
+    algorithm = PPO(policy=policy, critic=mlp(o_dim, 1, s.hidden_sizes, activation), params=params, seed=seed)
     rollout = s.rollout_len * n
     values = algorithm.collection_values() if collection_values else None
     buffer = TensorReplayBuffer(rollout, n, device=env.device)
@@ -425,6 +436,7 @@ CONTESTANTS: dict[str, Builder] = {
     "hand loop (in-place tanh)": _hand_in_place,
     "hand loop (fast tanh)": _hand_fast,
     "tshtrain": _tshtrain,
+    "tshtrain (fast tanh)": _tshtrain_fast_tanh,
     "tshtrain (compiled)": _tshtrain_compiled,
     "tshtrain (values in collection)": _tshtrain_values,
     "rsl_rl": _rsl_rl,

@@ -111,7 +111,7 @@ def _run(algo: Algo, env_id: str, seed: int, budget: int, threshold: float) -> t
 @pytest.mark.parametrize("algo", ["npg", "trpo"])
 def test_solves_cartpole_on_2_of_seeds_0_to_2(algo: Algo) -> None:
     """One seed's pass or fail flips with last-bit changes of the arithmetic (seeds 0-9, one thread:
-    TRPO 9/10 with torch's tanh, 7/10 with FastTanh; NPG 8/10 and 10/10), so CI asks for 2 of 3."""
+    TRPO 9/10 with torch's tanh, 7/10 with tshtrain.algorithm.FastTanh; NPG 8/10 and 10/10), so CI asks for 2 of 3."""
     results = {seed: _run(algo, "CartPole-v1", seed, 100_000, 475.0) for seed in range(3)}
     num_solved = sum(solved for _, solved in results.values())
     assert num_solved >= 2, {seed: (info.best_reward, info.train_step) for seed, (info, _) in results.items()}

@@ -1,5 +1,5 @@
-"""Activations in tshtrain's network builders (issue 37): tanh as FastTanh (from expm1, within 1.7e-7 of
-the exact tanh), ReLU in place (bit for bit), InplaceTanh (torch's tanh in place, bit for bit)."""
+"""Activations in tshtrain's network builders (issue 37): tanh and ReLU in place (bit for bit), and the
+opt-in FastTanh (from expm1, within 1.7e-7 of the exact tanh)."""
 
 from __future__ import annotations
 
@@ -21,9 +21,9 @@ def _values_and_derivatives(
     return out.detach(), [g.detach() for g in grads], list(second)
 
 
-def test_builders_map_tanh_to_fast_tanh_relu_in_place_and_other_classes_as_given() -> None:
-    assert type(activation_layer(nn.Tanh)) is FastTanh and isinstance(activation_layer(nn.Tanh), nn.Tanh)
-    assert type(activation_layer(InplaceTanh)) is InplaceTanh  # the opt-out for torch's exact values
+def test_builders_write_tanh_and_relu_in_place_and_take_other_classes_as_given() -> None:
+    assert type(activation_layer(nn.Tanh)) is InplaceTanh and isinstance(activation_layer(nn.Tanh), nn.Tanh)
+    assert type(activation_layer(FastTanh)) is FastTanh  # opt-in
     relu = activation_layer(nn.ReLU)
     assert isinstance(relu, nn.ReLU) and relu.inplace
     elu = activation_layer(nn.ELU)
@@ -36,7 +36,8 @@ def test_in_place_modules_give_the_same_numbers_and_derivatives_bit_for_bit(
 ) -> None:
     plain, in_place = plain_and_in_place
     x = torch.randn(64, 5, generator=torch.Generator().manual_seed(0))
-    fast = in_place() if in_place is InplaceTanh else activation_layer(in_place)
+    fast = activation_layer(plain)
+    assert type(fast) is in_place
     (o1, g1, s1), (o2, g2, s2) = _values_and_derivatives(plain(), x), _values_and_derivatives(fast, x)
     assert torch.equal(o1, o2)
     assert all(torch.equal(a, b) for a, b in zip(g1, g2, strict=True))
@@ -85,3 +86,11 @@ def test_fast_tanh_derivatives_are_tanhs() -> None:
     torch.testing.assert_close(o1, o2, rtol=1e-6, atol=1e-6)
     for a, b in zip([*g1, *s1], [*g2, *s2], strict=True):
         torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)
+
+
+def test_an_experiment_file_asks_for_fast_tanh_by_name() -> None:
+    from tshtrain.algorithm import mlp
+    from tshtrain.config.builders import ACTIVATIONS
+
+    net = mlp(4, 2, (8, 8), ACTIVATIONS["fast_tanh"])
+    assert [type(m) for m in net if not isinstance(m, nn.Linear)] == [FastTanh, FastTanh]

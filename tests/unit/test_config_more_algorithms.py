@@ -275,8 +275,8 @@ def test_trust_region_networks_are_orthogonal_unless_turned_off() -> None:
 def test_default_experiment_solves_cartpole_on_2_of_seeds_0_to_2(name: str, tmp_path: Path) -> None:
     """``tshtrain train examples/configs/{npg,trpo}_cartpole.yaml`` (seconds on a CPU per seed). One
     seed's pass or fail flips with last-bit changes of the arithmetic (measured over seeds 0-9 of
-    tests/learning/test_learning_npg_trpo.py: TRPO 9/10 with torch's tanh, 7/10 with FastTanh; NPG 8/10
-    and 10/10), so CI asks for 2 of 3 seeds. With orthogonal_init: false NPG's best on seed 0 was 470.3
+    tests/learning/test_learning_npg_trpo.py: TRPO 9/10 with torch's tanh, 7/10 with FastTanh;
+    NPG 8/10 and 10/10), so CI asks for 2 of 3 seeds. With orthogonal_init: false NPG's best on seed 0 was 470.3
     in 92,160 env steps."""
     config = Path(__file__).resolve().parents[2] / SPECS[name].example_config
     results = {}

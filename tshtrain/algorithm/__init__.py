@@ -50,7 +50,7 @@ from tshtrain.algorithm.blocks.encoders import (
 from tshtrain.algorithm.blocks.gaussian import GaussianPolicy
 from tshtrain.algorithm.blocks.masking import MASKED_VALUE, ActionMasked, has_action_mask, without_action_mask
 from tshtrain.algorithm.blocks.multi_policies import BernoulliPolicy, MultiCategoricalPolicy
-from tshtrain.algorithm.blocks.nets import flat_dim, mlp, num_actions
+from tshtrain.algorithm.blocks.nets import FastTanh, flat_dim, mlp, num_actions
 from tshtrain.algorithm.blocks.normalization import RunningObsNormalizer
 from tshtrain.algorithm.blocks.offpolicy import ReplaySample, sample_replay
 from tshtrain.algorithm.blocks.onpolicy import ActorCriticParams
@@ -117,6 +117,7 @@ __all__ = [
     "Encoder",
     "EntropyTemperature",
     "EpsilonSchedule",
+    "FastTanh",
     "FlatEncoder",
     "GaussianPolicy",
     "Learner",

@@ -36,6 +36,7 @@ from tshtrain.algorithm.blocks.continuous import box_dim
 from tshtrain.algorithm.blocks.encoders import CnnSpec, Encoder, is_image_space, obs_encoder
 from tshtrain.algorithm.blocks.masking import ActionMasked, has_action_mask, without_action_mask
 from tshtrain.algorithm.blocks.multi_policies import BernoulliPolicy, MultiCategoricalPolicy
+from tshtrain.algorithm.blocks.nets import FastTanh
 from tshtrain.algorithm.blocks.onpolicy import ActorPolicy
 from tshtrain.config.models import (
     ActorCriticNetwork,
@@ -51,6 +52,7 @@ from tshtrain.errors import ConfigurationError, UnsupportedSpaceError
 
 ACTIVATIONS: dict[str, type[nn.Module]] = {
     "tanh": nn.Tanh,
+    "fast_tanh": FastTanh,
     "relu": nn.ReLU,
     "elu": nn.ELU,
     "gelu": nn.GELU,

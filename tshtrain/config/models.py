@@ -61,6 +61,10 @@ def _batched_kinds() -> str:
     return f"env.type {kinds_where(lambda kind: kind.batched and kind.interface is EnvInterface.GYMNASIUM)}"
 
 
+Activation = Literal["tanh", "fast_tanh", "relu", "elu", "gelu", "silu"]
+"""hidden activations by name (``fast_tanh``: :class:`tshtrain.algorithm.FastTanh`, for large CPU batches)"""
+
+
 class EnvConfig(Section):
     """The environments: training and test vector envs of the same Gymnasium id."""
 
@@ -267,7 +271,7 @@ class MlpNetwork(Section):
 
     hidden_sizes: list[PositiveInt] = Field(default_factory=lambda: [64, 64])
     """hidden layer widths"""
-    activation: Literal["tanh", "relu", "elu", "gelu", "silu"] = "tanh"
+    activation: Activation = "tanh"
     """activation after each hidden layer"""
     encoder: EncoderConfig = "auto"
     """how observations become the MLP's input. ``auto``: flat Box observations go to the MLP as they
@@ -301,7 +305,7 @@ class ActorCriticNetwork(MlpNetwork):
 class QNetwork(MlpNetwork):
     """The Q network of DQN and discrete CQL."""
 
-    activation: Literal["tanh", "relu", "elu", "gelu", "silu"] = "relu"
+    activation: Activation = "relu"
     dueling: bool = False
     """a dueling head (value + advantage) on the trunk of hidden_sizes"""
 
@@ -368,7 +372,7 @@ class ImplicitQuantileQNetwork(DistributionalQNetwork):
 class ActorCriticsNetwork(MlpNetwork):
     """Actor and Q critics of DDPG, TD3, SAC, discrete SAC, CQL and TD3+BC."""
 
-    activation: Literal["tanh", "relu", "elu", "gelu", "silu"] = "relu"
+    activation: Activation = "relu"
     critic_hidden_sizes: list[PositiveInt] | None = None
     """hidden widths of each critic; None: the actor's"""
     num_critics: PositiveInt = 2
@@ -427,7 +431,7 @@ class BCQNetwork(ActorCriticsNetwork):
 class DiscreteCRRNetwork(MlpNetwork):
     """Actor (logits) and critic (Q values of every action) of discrete CRR, two separate MLPs."""
 
-    activation: Literal["tanh", "relu", "elu", "gelu", "silu"] = "relu"
+    activation: Activation = "relu"
     critic_hidden_sizes: list[PositiveInt] | None = None
     """hidden widths of the critic; None: the actor's"""
 
@@ -436,7 +440,7 @@ class TeamQNetwork(MlpNetwork):
     """The agents' Q-network of VDN: one MLP shared by every agent, on its ``obs`` and (when the env
     adds it, ``env.agent_id: true``) ``agent_id``."""
 
-    activation: Literal["tanh", "relu", "elu", "gelu", "silu"] = "relu"
+    activation: Activation = "relu"
 
 
 class QMixNetwork(TeamQNetwork):
