@@ -179,7 +179,7 @@ def test_linear_schedules_become_linear_schedule_objects() -> None:
         ),
         (
             "algorithm: {name: dqn, network: {activation: sigmoid}}",
-            r"algorithm\.network\.activation: Input should be 'tanh', 'relu'",
+            r"algorithm\.network\.activation: Input should be 'tanh', 'fast_tanh', 'relu'",
         ),
         (
             "algorithm: {name: ppo}\ntrainer: {update_step_num_gradient_steps_per_sample: 1}",
