@@ -34,7 +34,7 @@ from tshtrain.algorithm.base import (
     UpdateHooks,
 )
 from tshtrain.algorithm.blocks.actor_critic_targets import ActorCriticTargets
-from tshtrain.algorithm.blocks.continuous import QEnsemble, TanhGaussianPolicy, box_dim, ensemble_mlp
+from tshtrain.algorithm.blocks.continuous import QEnsemble, TanhGaussianPolicy, box_dim
 from tshtrain.algorithm.blocks.encoders import (
     CnnEncoder,
     CnnSpec,
@@ -47,6 +47,7 @@ from tshtrain.algorithm.blocks.encoders import (
     mlp_encoder,
     obs_encoder,
 )
+from tshtrain.algorithm.blocks.ensemble import ensemble_mlp
 from tshtrain.algorithm.blocks.gaussian import GaussianPolicy
 from tshtrain.algorithm.blocks.masking import MASKED_VALUE, ActionMasked, has_action_mask, without_action_mask
 from tshtrain.algorithm.blocks.multi_policies import BernoulliPolicy, MultiCategoricalPolicy

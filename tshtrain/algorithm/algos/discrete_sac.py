@@ -18,7 +18,7 @@ from tshtrain.algorithm.base import (
     TrainingStats,
     UpdateHooks,
 )
-from tshtrain.algorithm.blocks.continuous import ensemble_mlp
+from tshtrain.algorithm.blocks.ensemble import ensemble_mlp
 from tshtrain.algorithm.blocks.normalization import RunningObsNormalizer
 from tshtrain.algorithm.blocks.offpolicy import (
     sample_replay,

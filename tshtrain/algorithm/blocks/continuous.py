@@ -25,7 +25,10 @@ from typing_extensions import override
 
 from tshtrain.algorithm.base import Policy, module_device
 from tshtrain.algorithm.blocks.encoders import accepts_dict_obs
-from tshtrain.algorithm.blocks.nets import activation_layer
+
+# their home before blocks/ensemble.py: ``X as X`` re-exports them (PEP 484, mypy's explicit re-export)
+from tshtrain.algorithm.blocks.ensemble import EnsembleLinear as EnsembleLinear  # noqa: PLC0414
+from tshtrain.algorithm.blocks.ensemble import ensemble_mlp as ensemble_mlp  # noqa: PLC0414
 from tshtrain.data.batch import ObsTensor
 from tshtrain.errors import ConfigurationError, UnsupportedSpaceError
 
@@ -56,48 +59,6 @@ def _as_tensor(obs: ObsTensor, owner: str, takes_dict: bool = False) -> ObsTenso
         f"space). Build the actor on a DictEncoder (tshtrain.algorithm.obs_encoder(space)), or give your "
         f"own module an attribute accepts_dict_obs = True."
     )
-
-
-@final
-class EnsembleLinear(nn.Module):
-    """``num_members`` independent linear layers applied to a (members, N, in) batch with one bmm."""
-
-    def __init__(
-        self, num_members: int, in_features: int, out_features: int, *, device: torch.device | None = None
-    ):
-        """``device``: where the weights are made (None: torch's default device, like ``nn.Linear``)."""
-        super().__init__()
-        bound = 1.0 / math.sqrt(in_features)  # nn.Linear's default initialisation, per member
-        self.weight = nn.Parameter(
-            torch.empty(num_members, in_features, out_features, device=device).uniform_(-bound, bound)
-        )
-        self.bias = nn.Parameter(
-            torch.empty(num_members, 1, out_features, device=device).uniform_(-bound, bound)
-        )
-
-    @override
-    def forward(self, x_MNI: torch.Tensor) -> torch.Tensor:
-        return torch.baddbmm(self.bias, x_MNI, self.weight)
-
-
-def ensemble_mlp(
-    num_members: int,
-    input_dim: int,
-    output_dim: int,
-    hidden_sizes: Sequence[int],
-    activation: type[nn.Module] = nn.ReLU,
-) -> nn.Sequential:
-    """``num_members`` independent MLPs as one network, (members, N, input_dim) -> (members, N, output_dim)
-    (the input may be expanded from (N, input_dim))."""
-    if num_members < 1:
-        raise ConfigurationError(f"ensemble_mlp: num_members must be >= 1, got {num_members!r}.")
-    sizes = [input_dim, *hidden_sizes, output_dim]
-    layers: list[nn.Module] = []
-    for i in range(len(sizes) - 1):
-        layers.append(EnsembleLinear(num_members, sizes[i], sizes[i + 1]))
-        if i < len(sizes) - 2:
-            layers.append(activation_layer(activation))
-    return nn.Sequential(*layers)
 
 
 @final
