@@ -397,3 +397,17 @@ __all__ += [
     "MultiAgentActorCriticParams",
     "centralised_critic",
 ]
+
+from tshtrain.algorithm.blocks.ensemble import (  # noqa: E402
+    EnsembleLinear,
+    clip_grad_norm_per_member_,
+    stack_mlps,
+    unstack_mlp,
+)
+
+__all__ += [
+    "EnsembleLinear",
+    "clip_grad_norm_per_member_",
+    "stack_mlps",
+    "unstack_mlp",
+]
