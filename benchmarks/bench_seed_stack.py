@@ -5,6 +5,7 @@ Run from the repository root::
 
     python benchmarks/bench_seed_stack.py            # K = 1, 4, 10, 32; writes results/seed_stack.json
     python benchmarks/bench_seed_stack.py --quick    # smoke run (results/seed_stack_quick.json)
+    python benchmarks/bench_seed_stack.py --fast-tanh  # hidden FastTanh (results/seed_stack_fast_tanh.json)
 
 One gradient step of one member: an actor 4-64-64-2 (tanh, categorical logits) and a critic 4-64-64-1
 on a mini-batch of 256 rows, PPO's clipped surrogate + 0.5 x value loss - 0.01 x entropy with
@@ -40,12 +41,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from harness import Contestant, RowResult, pin_torch_threads, run_interleaved
 from report import load_average, run_header, write_json
 
-from tshtrain.algorithm import clip_grad_norm_per_member_, mlp, stack_mlps
+from tshtrain.algorithm import FastTanh, clip_grad_norm_per_member_, mlp, stack_mlps
 
 PACKAGES = ("tshtrain", "torch")
 MEMBERS = (1, 4, 10, 32)
 OBS_DIM, NUM_ACTIONS, HIDDEN, ROWS = 4, 2, (64, 64), 256
 MAX_GRAD_NORM, LR = 0.5, 3e-4
+ACTIVATION: list[type[nn.Module]] = [nn.Tanh]
+"""the hidden activation (``--fast-tanh``: tshtrain.algorithm.FastTanh)"""
 
 
 class Batch(NamedTuple):
@@ -88,8 +91,8 @@ def member_nets(num: int) -> tuple[list[nn.Sequential], list[nn.Sequential]]:
     actors, critics = [], []
     for k in range(num):
         torch.manual_seed(k)
-        actors.append(mlp(OBS_DIM, NUM_ACTIONS, HIDDEN))
-        critics.append(mlp(OBS_DIM, 1, HIDDEN))
+        actors.append(mlp(OBS_DIM, NUM_ACTIONS, HIDDEN, ACTIVATION[0]))
+        critics.append(mlp(OBS_DIM, 1, HIDDEN, ACTIVATION[0]))
     return actors, critics
 
 
@@ -179,7 +182,12 @@ def main() -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--quick", action="store_true", help="smoke run: 2 steps per run, 2 repetitions")
+    parser.add_argument(
+        "--fast-tanh", action="store_true", help="hidden activation FastTanh (writes seed_stack_fast_tanh)"
+    )
     args = parser.parse_args()
+    if args.fast_tanh:
+        ACTIVATION[0] = FastTanh
     pin_torch_threads()
     header = run_header(PACKAGES)
     steps, reps = (2, 2) if args.quick else (20, 9)
@@ -192,9 +200,10 @@ def main() -> None:
     rows = summary(results, steps)
     print_rows(rows, reps, (header["load_before"], load_average()))
     path = write_json(
-        "seed_stack_quick" if args.quick else "seed_stack",
+        "seed_stack" + ("_fast_tanh" if args.fast_tanh else "") + ("_quick" if args.quick else ""),
         {
             **header,
+            "activation": ACTIVATION[0].__name__,
             "steps_per_run": steps,
             "reps": reps,
             "rows": rows,
