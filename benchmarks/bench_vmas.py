@@ -41,7 +41,9 @@ from __future__ import annotations
 
 import argparse
 import gc
+import json
 import statistics
+import subprocess
 import sys
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field, replace
@@ -56,11 +58,14 @@ import vmas_task as vt
 from harness import (
     Contestant,
     Goal,
+    RowResult,
     TableResult,
     format_rate,
     markdown_table,
+    measure,
     pin_torch_threads,
     print_table,
+    rotated,
     run_interleaved,
 )
 from report import run_header, write_json, write_report
@@ -76,10 +81,12 @@ GOALS = (
     ("tshtrain (compiled)", HAND, 1 / 0.80),
     ("tshtrain (fast tanh)", HAND, 1 / 0.95),
     ("tshtrain (fast tanh)", "hand loop (fast tanh)", 1.0),
+    ("tshtrain", "hand loop (kept memory)", 1.0),
 )
 """(numerator, denominator, lowest ratio of env steps/s): the default path at most 0.95x the hand loop's
 time and ahead of rsl_rl and skrl, the compiled path at most 0.80x the hand loop's time (issue 37); the
-opt-in FastTanh path against both hand loops (the second: the library's cost at equal arithmetic)"""
+opt-in FastTanh path against both hand loops (the second: the library's cost at equal arithmetic); the
+default path against the hand loop given the allocator setting tshtrain's trainer makes (equal settings)"""
 EnvFactory = Callable[[int, int], TensorVectorEnv]
 """(num_envs, seed) -> a fresh env"""
 
@@ -143,8 +150,9 @@ def _contestant(
     settings: vt.PPOSettings,
     iterations: int,
     probe: Probe,
+    first_seed: int = 0,
 ) -> Contestant:
-    seeds: Iterator[int] = iter(range(10**6))
+    seeds: Iterator[int] = iter(range(first_seed, first_seed + 10**6))
 
     def setup() -> vc.Run:
         seed = next(seeds)  # rep r of every contestant uses seed r
@@ -307,6 +315,110 @@ def collection_ratio(phases: dict[str, Any]) -> str | None:
     )
 
 
+# ============================================================================ one process per run
+CHILD_PREFIX = "BENCH-VMAS-CHILD "
+
+
+def child_main(args: argparse.Namespace) -> None:
+    """``--child NAME``: in this fresh process, one untimed warm-up iteration (another seed), then the
+    timed run of ``--iterations`` with seed ``--child-seed``; print its measurements as one JSON line."""
+    pin_torch_threads()
+    settings = replace(vt.PPOSettings(), rollout_len=args.rollout_len)
+    make_env = env_factory(args.env, args.max_episode_steps)
+    num_envs = args.envs[0]
+    common = {"builder": vc.CONTESTANTS[args.child], "make_env": make_env, "num_envs": num_envs}
+    warm = Probe()
+    _contestant(args.child, **common, settings=settings, iterations=1, probe=warm, first_seed=10**6).setup()()
+    for env in warm.envs:
+        env.close()
+    probe = Probe()
+    contestant = _contestant(
+        args.child,
+        **common,
+        settings=settings,
+        iterations=args.iterations,
+        probe=probe,
+        first_seed=args.child_seed,
+    )
+    wall, cpu = measure(contestant.setup())
+    payload = {"wall": wall, "cpu": cpu, "work": contestant.work, "probe": asdict(probe.reps[0])}
+    print(CHILD_PREFIX + json.dumps(payload), flush=True)
+
+
+def run_in_process(
+    names: list[str], args: argparse.Namespace, num_envs: int
+) -> tuple[list[RowResult], dict[str, Probe], dict[str, str]]:
+    """``--in-process``: one warm-up iteration of each contestant, then ``run_interleaved`` here."""
+    settings = replace(vt.PPOSettings(), rollout_len=args.rollout_len)
+    make_env = env_factory(args.env, args.max_episode_steps)
+    ok, failed = _preflight(names, make_env, num_envs, settings)
+    probes = {name: Probe() for name in ok}
+    contestants = [
+        _contestant(
+            n,
+            builder=vc.CONTESTANTS[n],
+            make_env=make_env,
+            num_envs=num_envs,
+            settings=settings,
+            iterations=args.iterations,
+            probe=probes[n],
+        )
+        for n in ok
+    ]
+    rows = run_interleaved(
+        contestants, reps=args.repeats, unit="env steps/s", warmup=False, label=f"{num_envs} envs"
+    )
+    return rows, probes, failed
+
+
+def run_isolated(
+    names: list[str], args: argparse.Namespace, num_envs: int
+) -> tuple[list[RowResult], dict[str, Probe], dict[str, str]]:
+    """Every (contestant, repetition) in its own fresh process (``child_main``), rotated as
+    ``run_interleaved`` does: no contestant inherits another's heap or process-wide settings (glibc's
+    allocator thresholds, which tshtrain's trainer sets, cannot be undone). Rep r runs seed r."""
+    rows = {n: RowResult(name=n, unit="env steps/s", work=0.0, seconds=[], cpu_seconds=[]) for n in names}
+    probes = {n: Probe() for n in names}
+    failed: dict[str, str] = {}
+    for rep in range(args.repeats):
+        for name in rotated([n for n in names if n not in failed], rep):
+            command = [
+                sys.executable,
+                str(Path(__file__).resolve()),
+                "--child",
+                name,
+                "--child-seed",
+                str(rep),
+                "--envs",
+                str(num_envs),
+                "--env",
+                args.env,
+                "--iterations",
+                str(args.iterations),
+                "--rollout-len",
+                str(args.rollout_len),
+                "--max-episode-steps",
+                str(args.max_episode_steps),
+            ]
+            done = subprocess.run(command, capture_output=True, text=True, check=False)
+            lines = [x for x in done.stdout.splitlines() if x.startswith(CHILD_PREFIX)]
+            if done.returncode != 0 or not lines:
+                tail = (done.stderr.strip().splitlines() or ["no output"])[-1]
+                failed[name] = f"exit {done.returncode}: {tail}"
+                print(f"  {name}: failed, left out ({failed[name]})", flush=True)
+                continue
+            payload = json.loads(lines[-1].removeprefix(CHILD_PREFIX))
+            row = rows[name]
+            row.work = payload["work"]
+            row.seconds.append(payload["wall"])
+            row.cpu_seconds.append(payload["cpu"])
+            probes[name].reps.append(RepProbe(**payload["probe"]))
+        progress = "  ".join(f"{r.name}={r.rates()[-1]:,.0f}" for r in rows.values() if r.seconds)
+        print(f"  [{num_envs} envs rep {rep + 1}/{args.repeats}, one process per run] {progress}", flush=True)
+    kept = [rows[n] for n in names if n not in failed]
+    return kept, {n: probes[n] for n in names if n not in failed}, failed
+
+
 # ============================================================================ main
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
@@ -331,6 +443,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--only", default=None, help=f"comma-separated contestants of: {', '.join(vc.CONTESTANTS)}"
     )
     parser.add_argument("--quick", action="store_true", help="tiny settings for a smoke run (< 2 min)")
+    parser.add_argument(
+        "--in-process",
+        action="store_true",
+        help="run every contestant in this process (faster; the default runs each timed run in its own "
+        "process, since glibc's allocator thresholds that tshtrain's trainer sets are process-wide: in this "
+        "mode they are set for every contestant from the start)",
+    )
+    parser.add_argument("--child", default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--child-seed", type=int, default=0, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     quick = args.quick
     args.env = args.env or ("stub" if quick else "vmas:navigation")
@@ -348,12 +469,20 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
+    if args.child is not None:
+        child_main(args)
+        return
     pin_torch_threads()
+    notes: list[str] = []
+    if not args.in_process:
+        notes.append("each timed run in its own fresh process (after one untimed warm-up iteration there)")
+    if args.in_process:  # the same allocator setting for every contestant (tshtrain's trainer sets it)
+        from tshtrain.cpu_memory import keep_freed_memory
+
+        notes.append(f"one process for every run; allocator: {keep_freed_memory().reason}")
     header = run_header(PACKAGES)
     settings = replace(vt.PPOSettings(), rollout_len=args.rollout_len)
-    make_env = env_factory(args.env, args.max_episode_steps)
     names: list[str] = list(args.names)
-    notes: list[str] = []
     missing = vc.tshtrain_available()
     if "tshtrain" in names and missing is not None:
         print(f"tshtrain: not available yet ({missing})")
@@ -370,31 +499,18 @@ def main(argv: list[str] | None = None) -> None:
     summary: list[tuple[str, ...]] = []
     markdown_parts: list[str] = []
     for num_envs in args.envs:
-        print(f"\n-- {num_envs} envs: warm-up (one iteration each)", flush=True)
-        ok, failed = _preflight(names, make_env, num_envs, settings)
+        if args.in_process:
+            print(f"\n-- {num_envs} envs: warm-up (one iteration each)", flush=True)
+            rows, probes, failed = run_in_process(names, args, num_envs)
+        else:
+            print(f"\n-- {num_envs} envs: one fresh process per run", flush=True)
+            rows, probes, failed = run_isolated(names, args, num_envs)
         notes += [f"{num_envs} envs: {n} failed, left out ({why})" for n, why in failed.items()]
+        ok = [r.name for r in rows]
         if not ok:
             continue
-        probes = {name: Probe() for name in ok}
-        contestants = [
-            _contestant(
-                n,
-                builder=vc.CONTESTANTS[n],
-                make_env=make_env,
-                num_envs=num_envs,
-                settings=settings,
-                iterations=args.iterations,
-                probe=probes[n],
-            )
-            for n in ok
-        ]
-        rows = run_interleaved(
-            contestants, reps=args.repeats, unit="env steps/s", warmup=False, label=f"{num_envs} envs"
-        )
         goals = [  # issue 37, on rates: CPU time <= 0.95x the hand loop's is a rate >= 1 / 0.95
-            Goal(numerator=n, denominator=d, target=t)
-            for n, d, t in GOALS
-            if n in ok and d in ok
+            Goal(numerator=n, denominator=d, target=t) for n, d, t in GOALS if n in ok and d in ok
         ]
         table = TableResult(
             title=f"PPO, {args.env}, {num_envs} envs, {args.iterations} iterations of "

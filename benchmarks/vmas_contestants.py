@@ -187,6 +187,16 @@ def _hand_fast(env: TimedEnv, s: PPOSettings, seed: int, num_iterations: int, ph
     return lambda: train(num_iterations)
 
 
+def _hand_kept_memory(env: TimedEnv, s: PPOSettings, seed: int, num_iterations: int, phases: Phases) -> Run:
+    """The hand loop in a process where glibc keeps freed memory for reuse
+    (``tshtrain.cpu_memory.keep_freed_memory``, what tshtrain's trainer does by default): the honest
+    baseline for that setting. Only meaningful with ``--isolate`` (the setting is process-wide)."""
+    from tshtrain.cpu_memory import keep_freed_memory
+
+    keep_freed_memory()
+    return _hand(env, s, seed, num_iterations, phases)
+
+
 def _tshtrain(env: TimedEnv, s: PPOSettings, seed: int, num_iterations: int, phases: Phases) -> Run:
     return _tshtrain_run(env, s, seed, num_iterations, phases, compile_loss=False)
 
@@ -435,6 +445,7 @@ CONTESTANTS: dict[str, Builder] = {
     "hand loop": _hand,
     "hand loop (in-place tanh)": _hand_in_place,
     "hand loop (fast tanh)": _hand_fast,
+    "hand loop (kept memory)": _hand_kept_memory,
     "tshtrain": _tshtrain,
     "tshtrain (fast tanh)": _tshtrain_fast_tanh,
     "tshtrain (compiled)": _tshtrain_compiled,

@@ -23,6 +23,7 @@ from tshtrain.checkpoint import Backend, CheckpointManager, load_checkpoint, sav
 from tshtrain.checkpoint.store import check_saved_world_size, for_rank, rank_path
 from tshtrain.checkpoint.trainer_state import TrainerState
 from tshtrain.counters import Counters
+from tshtrain.cpu_memory import keep_freed_memory
 from tshtrain.data.listeners import CollectorEvents
 from tshtrain.data.stats import CollectStats, merge_collect_stats
 from tshtrain.devices import resolve_device
@@ -162,6 +163,7 @@ class Trainer(ABC, Generic[TAlgorithm, TParams]):
                 self.state.last_logged.update(point.last_logged)
         self.state.is_reset = True
         self._set_flush_denormal(True)  # before the initial test step
+        self._keep_freed_memory()
         self._start(resumed=False)  # on_run_start; before the envs are reset
         if reset_collectors:
             self._strategy.reset_collectors(reset_collector_buffers)
@@ -247,6 +249,7 @@ class Trainer(ABC, Generic[TAlgorithm, TParams]):
         if not self._started:  # a run resumed from a checkpoint starts here
             self._start(resumed=True)
         self._set_flush_denormal(True)  # every step: the flag is per thread
+        self._keep_freed_memory()  # once per process (a resumed run starts here)
         if self.state.epoch is None:
             self._open_epoch()
         self.callbacks.step_sink.scalars.clear()
@@ -552,6 +555,10 @@ class Trainer(ABC, Generic[TAlgorithm, TParams]):
     def _set_flush_denormal(self, on: bool) -> None:
         if self.options.flush_denormal:
             torch.set_flush_denormal(on)
+
+    def _keep_freed_memory(self) -> None:
+        if self.options.retain_freed_memory:
+            keep_freed_memory()
 
     def _verbose(self) -> bool:
         return self.params.verbose and self._strategy.is_main

@@ -32,6 +32,13 @@ class TrainerOptions:
     Adam's state and small gradients drift into the denormal range, where CPU arithmetic is many times
     slower (docs/benchmarks.md); values below 1.2e-38 become 0, which changes no result worth keeping.
     False: the trainer leaves the flag alone (e.g. when you set it yourself)"""
+    retain_freed_memory: bool = True
+    """keep freed CPU memory in the process for the next tensors of the same size instead of giving it
+    back to the kernel (:func:`tshtrain.cpu_memory.keep_freed_memory`, glibc only): set once when the run
+    starts, for the rest of the process. Large-batch CPU updates otherwise pay the kernel's page faults
+    and zeroing for every batch-sized tensor (about a tenth of a PPO update's CPU time at 4,096 VMAS
+    envs, docs/gpu.md). Skipped when the environment sets the allocator (``MALLOC_*``, ``glibc.malloc``
+    tunables, a preloaded jemalloc/tcmalloc/mimalloc). False: the trainer leaves the allocator alone"""
     device: str | None = None
     """move the algorithm there when the trainer is built (``Algorithm.to``): ``auto`` (CUDA when
     available, else CPU), ``cpu``, ``cuda``, ``cuda:N`` or ``mps``; None: leave the algorithm where it
