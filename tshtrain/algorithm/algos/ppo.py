@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Annotated, Any, final
 
@@ -31,7 +31,9 @@ from tshtrain.algorithm.blocks.onpolicy_update import (
     KLRule,
     LossTerms,
     UpdateOptions,
+    UpdateResult,
     actor_critic_update,
+    stacked_actor_critic_update,
 )
 from tshtrain.algorithm.blocks.return_scaling import ReturnScale
 from tshtrain.algorithm.blocks.schedules import Schedule, check_schedule, schedule_factor
@@ -260,17 +262,9 @@ class PPO(ActorCriticAlgorithm[PPOParams, PPOTrainingStats]):
         hooks: UpdateHooks = NO_UPDATE_HOOKS,
     ) -> PPOTrainingStats:
         params = self.params
-        clip = params.clip_range * schedule_factor(params.clip_schedule, self.ac.num_update_steps)
+        clip = self.current_clip_range()
         # compiled: the clip range as a tensor, so that a clip schedule does not recompile the loss
         clip_arg = torch.tensor(clip, device=self.policy.device) if params.compile_loss else clip
-        options = UpdateOptions(
-            recompute_advantage=params.recompute_advantage,
-            return_scale=self.return_scale,
-            kl_rule=params.kl_rule(),
-            normalize_rollout_advantages=params.advantage_normalization
-            and params.advantage_normalization_scope is AdvantageScope.ROLLOUT,
-            timeout_bootstrap=params.timeout_bootstrap,
-        )
         loss = self.minibatch_loss if self._compiled_loss is None else self._compiled_loss
         r = actor_critic_update(
             self.ac,
@@ -280,22 +274,75 @@ class PPO(ActorCriticAlgorithm[PPOParams, PPOTrainingStats]):
             batch_size=batch_size,
             num_repetitions=num_repetitions,
             hooks=hooks,
-            options=options,
+            options=self.update_options(),
         )
-        assert r.clip_fraction is not None  # reported by _loss
-        return PPOTrainingStats(
-            num_gradient_steps=r.num_gradient_steps,
-            loss=r.loss,
-            policy_loss=r.policy_loss,
-            value_loss=r.value_loss,
-            entropy=r.entropy,
-            approx_kl=r.approx_kl,
-            clip_fraction=r.clip_fraction,
-            explained_variance=r.explained_variance,
-            grad_norm=r.grad_norm,
-            lr=r.lr,
-            clip_range=clip,
+        return _ppo_stats(r, clip)
+
+    def current_clip_range(self) -> float:
+        """The clip range of the next update (``clip_range`` times its schedule's factor)."""
+        return self.params.clip_range * schedule_factor(self.params.clip_schedule, self.ac.num_update_steps)
+
+    def update_options(self) -> UpdateOptions:
+        """The options of :func:`actor_critic_update` that these params ask for."""
+        params = self.params
+        return UpdateOptions(
+            recompute_advantage=params.recompute_advantage,
+            return_scale=self.return_scale,
+            kl_rule=params.kl_rule(),
+            normalize_rollout_advantages=params.advantage_normalization
+            and params.advantage_normalization_scope is AdvantageScope.ROLLOUT,
+            timeout_bootstrap=params.timeout_bootstrap,
         )
+
+    @staticmethod
+    def stacked_update(
+        members: Sequence[PPO],
+        rollouts: Sequence[AnyRolloutBatch],
+        *,
+        batch_size: int | None,
+        num_repetitions: int,
+    ) -> list[PPOTrainingStats]:
+        """One update of K independent PPO runs (seeds) at once: member k on ``rollouts[k]``, with its
+        networks stacked with the others' for the gradient steps (see
+        :func:`~tshtrain.algorithm.blocks.onpolicy_update.stacked_actor_critic_update`); the same
+        learning as ``members[k].update(rollouts[k], ...)`` to float rounding. The members must share
+        their params (``PPOParams``), architecture and update counts.
+
+        Raises:
+            ConfigurationError: members that differ, or an option a stacked update does not take
+                (``compile_loss``, ``recompute_advantage``, ``return_scaling``, ``desired_kl``,
+                ``grad_clip_scope=per_network``).
+        """
+        if not members:
+            return []
+        first = members[0]
+        for k, member in enumerate(members[1:], start=1):
+            if member.params != first.params:
+                raise ConfigurationError(
+                    f"PPO.stacked_update: member {k}'s PPOParams differ from member 0's; stacked seeds share "
+                    f"their hyper-parameters."
+                )
+        if first.params.compile_loss:
+            raise ConfigurationError(
+                "PPO.stacked_update: compile_loss=True is not available for stacked seeds; set it to False."
+            )
+        clips = {m.current_clip_range() for m in members}
+        if len(clips) > 1:
+            raise ConfigurationError(
+                f"PPO.stacked_update: the members' clip ranges differ ({sorted(clips)}): their update counts "
+                f"differ; stacked seeds update in lockstep."
+            )
+        clip = clips.pop()
+        results = stacked_actor_critic_update(
+            [m.ac for m in members],
+            first.params,
+            rollouts,
+            lambda batch: first.minibatch_loss(batch, clip),
+            batch_size=batch_size,
+            num_repetitions=num_repetitions,
+            options=first.update_options(),
+        )
+        return [_ppo_stats(r, clip) for r in results]
 
     def minibatch_loss(self, batch: RolloutTensors, clip: float | torch.Tensor) -> LossTerms:
         """The clipped surrogate loss of a mini-batch, with the value loss and entropy bonus (the
@@ -328,6 +375,23 @@ class PPO(ActorCriticAlgorithm[PPOParams, PPOTrainingStats]):
             approx_kl=approx_kl,
             clip_fraction=clip_fraction,
         )
+
+
+def _ppo_stats(r: UpdateResult, clip: float) -> PPOTrainingStats:
+    assert r.clip_fraction is not None  # reported by minibatch_loss
+    return PPOTrainingStats(
+        num_gradient_steps=r.num_gradient_steps,
+        loss=r.loss,
+        policy_loss=r.policy_loss,
+        value_loss=r.value_loss,
+        entropy=r.entropy,
+        approx_kl=r.approx_kl,
+        clip_fraction=r.clip_fraction,
+        explained_variance=r.explained_variance,
+        grad_norm=r.grad_norm,
+        lr=r.lr,
+        clip_range=clip,
+    )
 
 
 def clipped_surrogate_loss(

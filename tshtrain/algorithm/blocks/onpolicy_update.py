@@ -21,8 +21,8 @@ the learning rate to each mini-batch's KL estimate before its gradient step (:fu
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Iterator
-from typing import NamedTuple
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any, NamedTuple
 
 import torch
 
@@ -39,12 +39,14 @@ from tshtrain.algorithm.blocks.onpolicy import (
 )
 from tshtrain.algorithm.blocks.onpolicy_world import prepare_world_rollout
 from tshtrain.algorithm.blocks.return_scaling import ReturnScale
+from tshtrain.algorithm.blocks.stacked_update import StackedMembers
 from tshtrain.algorithm.blocks.world_critic import (
     PerWorldCritic,
     check_world_batch_size,
     world_minibatches,
 )
 from tshtrain.data.batch import AnyRolloutBatch, TensorRolloutBatch
+from tshtrain.errors import ConfigurationError
 
 
 class LossTerms(NamedTuple):
@@ -271,3 +273,129 @@ def _column_names(num_columns: int) -> list[str]:
     """The names of the columns of :func:`_gradient_step`'s rows, plus explained_variance."""
     terms = [name for name in LossTerms._fields if name != "clip_fraction" or num_columns == 8]
     return [*terms, "grad_norm", "explained_variance"]
+
+
+StackedLoss = Callable[[RolloutTensors], LossTerms]
+"""the loss of one member's mini-batch, written for member 0's networks (evaluated for every member
+at once by :meth:`StackedMembers.vmap`)"""
+
+
+def stacked_actor_critic_update(
+    acs: Sequence[ActorCritic],
+    params: ActorCriticParams,
+    rollouts: Sequence[AnyRolloutBatch],
+    loss_fn: StackedLoss,
+    *,
+    batch_size: int | None,
+    num_repetitions: int,
+    options: UpdateOptions = UpdateOptions(),
+) -> list[UpdateResult]:
+    """:func:`actor_critic_update` for K members in one pass (issue 35): member k's ``acs[k]`` on
+    ``rollouts[k]``, with the same ``params`` and options. Each member prepares its own rollout and
+    draws its own mini-batch order from its own generator, exactly as its own update would; the
+    gradient steps run on the stacked networks (:class:`StackedMembers`), then the members get their
+    parameters and Adam state back. One result per member.
+
+    Raises:
+        ConfigurationError: an option a stacked update does not take (``recompute_advantage``,
+            ``return_scale``, ``kl_rule``, a per-world critic, per-network clipping), rollouts of
+            different sizes, or members that cannot be stacked (see ``StackedMembers``).
+    """
+    owner = acs[0].owner if acs else "stacked update"
+    unsupported = [
+        name
+        for name, on in (
+            ("recompute_advantage", options.recompute_advantage),
+            ("return_scaling", options.return_scale is not None),
+            ("desired_kl (KL-adaptive learning rate)", options.kl_rule is not None),
+            ("a PerWorldCritic", any(isinstance(ac.critic, PerWorldCritic) for ac in acs)),
+            ("grad_clip_scope=per_network", any(ac.clip_groups is not None for ac in acs)),
+        )
+        if on
+    ]
+    if unsupported:
+        raise ConfigurationError(
+            f"{owner}: a stacked (seed-batched) update does not take {', '.join(unsupported)}; run these "
+            f"seeds as separate runs, or turn the option off."
+        )
+    if len(acs) != len(rollouts):
+        raise ConfigurationError(f"{owner}: {len(acs)} members but {len(rollouts)} rollouts.")
+    stack = StackedMembers(
+        [{"policy": ac.policy, "critic": ac.critic} for ac in acs], [ac.optim for ac in acs], owner=owner
+    )
+    lrs = [params.lr * ac.lrs.apply(ac.num_update_steps) for ac in acs]
+    firsts = [
+        _prepare(ac, params, rollout, options, merge=True) for ac, rollout in zip(acs, rollouts, strict=True)
+    ]
+    sizes = {len(data) for data in firsts}
+    if len(sizes) > 1:
+        raise ConfigurationError(
+            f"{owner}: the members' rollouts hold different numbers of steps ({sorted(sizes)}); stacked "
+            f"members collect the same number of env steps per collection step."
+        )
+    orders = [
+        list(_minibatches(ac, len(data), batch_size, num_repetitions))
+        for ac, data in zip(acs, firsts, strict=True)
+    ]
+    rows: list[torch.Tensor] = []
+    reports_clip: list[bool] = []
+
+    def member_loss(fields: tuple[Any, ...]) -> LossTerms:
+        obs, act, logp, value, adv, ret = fields
+        terms = loss_fn(
+            RolloutTensors(obs=obs, act=act, logp_old=logp, value_old=value, advantages=adv, returns=ret)
+        )
+        reports_clip.append(terms.clip_fraction is not None)
+        if terms.clip_fraction is None:  # A2C: a column of zeros, dropped below
+            return terms._replace(clip_fraction=torch.zeros_like(terms.loss))
+        return terms
+
+    for step in range(len(orders[0])):
+        batches = [data.select(order[step]) for data, order in zip(firsts, orders, strict=True)]
+        stacked = _stack_rollout_tensors(batches)
+        terms: LossTerms = stack.vmap(member_loss, stacked)
+        grad_norm = stack.step(terms.loss, params.max_grad_norm)
+        assert terms.clip_fraction is not None
+        columns = [terms.loss, terms.policy_loss, terms.value_loss, terms.entropy, terms.approx_kl]
+        rows.append(torch.stack([*columns, terms.clip_fraction, grad_norm], dim=1).detach())
+    stack.write_back()
+    results = []
+    means_KC = torch.stack(rows).mean(dim=0) if rows else None
+    for k, (ac, first) in enumerate(zip(acs, firsts, strict=True)):
+        assert means_KC is not None, "an update takes at least one mini-batch"
+        means = means_KC[k]
+        check_finite_loss(ac.owner, "policy loss", means[1])
+        check_finite_loss(ac.owner, "value loss", means[2])
+        ac.finish_update(first.obs)
+        ev = explained_variance(first.value_old, first.returns)
+        if not reports_clip[0]:
+            means = torch.cat([means[:5], means[6:]])
+        values: list[float] = torch.cat([means, ev.reshape(1)]).tolist()
+        named = dict(zip(_column_names(len(values)), values, strict=True))
+        results.append(
+            UpdateResult(
+                num_gradient_steps=len(rows),
+                lr=lrs[k],
+                clip_fraction=named.pop("clip_fraction", None),
+                **named,
+            )
+        )
+    return results
+
+
+def _stack_rollout_tensors(batches: Sequence[RolloutTensors]) -> tuple[Any, ...]:
+    """The members' mini-batches as (obs, act, logp_old, value_old, advantages, returns), each with the
+    member axis first (Dict observations: one stacked tensor per key)."""
+    first = batches[0]
+    if isinstance(first.obs, torch.Tensor):
+        obs: Any = torch.stack([b.obs for b in batches])  # type: ignore[misc]
+    else:
+        obs = {key: torch.stack([b.obs[key] for b in batches]) for key in first.obs}  # type: ignore[index]
+    return (
+        obs,
+        torch.stack([b.act for b in batches]),
+        torch.stack([b.logp_old for b in batches]),
+        torch.stack([b.value_old for b in batches]),
+        torch.stack([b.advantages for b in batches]),
+        torch.stack([b.returns for b in batches]),
+    )

@@ -1,0 +1,251 @@
+"""One update for K independent copies of an algorithm: their networks stacked along a member axis.
+
+K runs of the same algorithm with different seeds (issue 35: "many seeds at the cost of a few") have
+networks of one architecture. For the length of one update, :class:`StackedMembers` copies the K
+members' parameters and buffers into tensors with a leading member axis (``torch.func``'s
+``stack_module_state``), evaluates a loss written for one member on all K at once
+(``torch.func.vmap`` over ``functional_call``: every layer one batched kernel instead of K small
+ones), backpropagates the sum of the K losses (member k's parameters only receive member k's
+gradient), clips each member's gradient norm on its own (:func:`clip_grad_norm_per_member_`, the
+formula of ``torch.nn.utils.clip_grad_norm_`` per member) and takes one fused Adam step over the
+stacked tensors with the members' own Adam moments (Adam is element-wise: this is each member's Adam,
+the same arithmetic as on its own tensors). :meth:`StackedMembers.write_back` copies parameters,
+buffers and Adam state back into the members, which stay ordinary algorithms (checkpoints, evaluation
+and resumption per member are unchanged).
+
+No number crosses members: each member's loss, gradient, norm and Adam step depend on its own data
+and state only (a test changes one member's data and checks the others bit for bit). Against K
+separate updates the results agree to float rounding: batched matrix products sum in another order.
+
+Layer 2: torch, :mod:`tshtrain.algorithm.blocks.ensemble` and :mod:`tshtrain.errors`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import torch
+from torch import nn
+from torch.func import functional_call, stack_module_state, vmap
+from torch.optim.adam import adam as functional_adam
+
+from tshtrain.algorithm.blocks.ensemble import clip_grad_norm_per_member_
+from tshtrain.errors import ConfigurationError
+
+_ADAM_KEYS = ("betas", "eps", "weight_decay", "amsgrad", "maximize")
+"""the Adam hyper-parameters every member must share (the learning rate may differ per update only
+if every member has the same one: it is checked at each step)"""
+
+
+class _Call(nn.Module):
+    """Calls ``fn`` with the networks registered as submodules, so that ``functional_call`` swaps their
+    parameters and buffers for one member's slice."""
+
+    def __init__(self, nets: Mapping[str, nn.Module], fn: Callable[..., Any]):
+        super().__init__()
+        self.nets = nn.ModuleDict(dict(nets))
+        self._fn = fn
+
+    def forward(self, *args: Any) -> Any:
+        return self._fn(*args)
+
+
+def _signature(module: nn.Module) -> list[tuple[str, tuple[int, ...], torch.dtype, torch.device]]:
+    tensors = [*module.named_parameters(), *module.named_buffers()]
+    return [(name, tuple(t.shape), t.dtype, t.device) for name, t in tensors]
+
+
+class StackedMembers:
+    """The networks of K members stacked for one update (see the module docstring).
+
+    Args:
+        nets: per member, its networks by name (the same names, architectures, shapes, dtypes and
+            devices for every member), e.g. ``{"policy": policy, "critic": critic}``.
+        optimizers: per member, the ``torch.optim.Adam`` over exactly those networks' parameters.
+        owner: names the algorithm in errors.
+
+    Raises:
+        ConfigurationError: fewer than one member, networks that differ between members, an optimizer
+            that is not Adam, holds other parameters, or whose hyper-parameters or step counts differ
+            between members.
+    """
+
+    def __init__(
+        self,
+        nets: Sequence[Mapping[str, nn.Module]],
+        optimizers: Sequence[torch.optim.Optimizer],
+        *,
+        owner: str,
+    ):
+        if not nets or len(nets) != len(optimizers):
+            raise ConfigurationError(
+                f"{owner}: a stacked update needs at least one member and one optimizer per member; got "
+                f"{len(nets)} members and {len(optimizers)} optimizers."
+            )
+        self.owner = owner
+        self.num_members = len(nets)
+        self._members = [_Call(n, _unused) for n in nets]
+        reference = _signature(self._members[0])
+        for k, member in enumerate(self._members[1:], start=1):
+            if _signature(member) != reference:
+                raise ConfigurationError(
+                    f"{owner}: member {k}'s networks differ from member 0's (parameter names, shapes, dtypes "
+                    f"or devices); stacked members must share one architecture."
+                )
+        self._optimizers = list(optimizers)
+        stacked_params, stacked_buffers = stack_module_state(self._members)
+        self.params: dict[str, torch.Tensor] = stacked_params
+        """name -> (K, ...) leaf tensors that require gradients"""
+        self.buffers: dict[str, torch.Tensor] = stacked_buffers
+        """name -> (K, ...) tensors"""
+        self._member_params = [dict(m.named_parameters()) for m in self._members]
+        self._adam = self._stack_adam_state()
+
+    # ------------------------------------------------------------------ Adam state
+    def _stack_adam_state(self) -> dict[str, Any]:
+        groups = []
+        for k, optimizer in enumerate(self._optimizers):
+            if not isinstance(optimizer, torch.optim.Adam) or len(optimizer.param_groups) != 1:
+                raise ConfigurationError(
+                    f"{self.owner}: member {k}'s optimizer is {type(optimizer).__name__} with "
+                    f"{len(optimizer.param_groups)} parameter group(s); a stacked update takes one Adam with "
+                    f"one group per member."
+                )
+            group = optimizer.param_groups[0]
+            if {id(p) for p in group["params"]} != {id(p) for p in self._member_params[k].values()}:
+                raise ConfigurationError(
+                    f"{self.owner}: member {k}'s Adam holds other parameters than its networks; a stacked "
+                    f"update steps exactly the stacked networks."
+                )
+            groups.append(group)
+        for key in _ADAM_KEYS:
+            values = {repr(g[key]) for g in groups}
+            if len(values) > 1:
+                raise ConfigurationError(
+                    f"{self.owner}: the members' Adam {key} differ ({sorted(values)}); stacked members "
+                    f"share their optimizer settings."
+                )
+        if groups[0]["amsgrad"] or groups[0]["maximize"] or groups[0]["weight_decay"]:
+            raise ConfigurationError(
+                f"{self.owner}: a stacked update runs plain Adam; the members' Adam has amsgrad="
+                f"{groups[0]['amsgrad']}, maximize={groups[0]['maximize']}, weight_decay="
+                f"{groups[0]['weight_decay']} (allowed: False, False, 0)."
+            )
+        exp_avg, exp_avg_sq, steps = {}, {}, []
+        for name, stacked in self.params.items():
+            states = [
+                self._optimizers[k].state.get(self._member_params[k][name], {})
+                for k in range(self.num_members)
+            ]
+            started = [bool(s) for s in states]
+            if any(started) and not all(started):
+                raise ConfigurationError(
+                    f"{self.owner}: some members' Adam has stepped and some has not; stacked members "
+                    f"update in lockstep."
+                )
+            if all(started):
+                exp_avg[name] = torch.stack([s["exp_avg"] for s in states])
+                exp_avg_sq[name] = torch.stack([s["exp_avg_sq"] for s in states])
+                steps.append({float(s["step"]) for s in states})
+            else:
+                exp_avg[name] = torch.zeros_like(stacked, memory_format=torch.preserve_format)
+                exp_avg_sq[name] = torch.zeros_like(stacked, memory_format=torch.preserve_format)
+                steps.append({0.0})
+        counts = set().union(*steps) if steps else {0.0}
+        if len(counts) > 1:
+            raise ConfigurationError(
+                f"{self.owner}: the members' Adam step counts differ ({sorted(counts)}); stacked members "
+                f"update in lockstep."
+            )
+        step = counts.pop() if counts else 0.0
+        device = next(iter(self.params.values())).device if self.params else torch.device("cpu")
+        fused = all(p.device.type in ("cpu", "cuda") for p in self.params.values())
+        return {
+            "exp_avg": exp_avg,
+            "exp_avg_sq": exp_avg_sq,
+            "steps": {n: torch.tensor(step, dtype=torch.float32, device=device) for n in self.params},
+            "group": groups[0],
+            "fused": fused,
+        }
+
+    # ------------------------------------------------------------------ computing
+    def vmap(self, fn: Callable[..., Any], *args: Any, in_dims: Sequence[int | None] | None = None) -> Any:
+        """``fn(*args)`` evaluated for every member at once: ``fn`` is written for one member and uses
+        member 0's networks (as passed to the constructor); each member's call sees its own
+        parameters and buffers and its slice of the ``args`` whose ``in_dims`` is 0 (default: all).
+        Outputs gain the member axis first."""
+        base = _Call(dict(self._members[0].nets.items()), fn)
+        dims = tuple(in_dims) if in_dims is not None else (0,) * len(args)
+
+        def one(params: dict[str, torch.Tensor], buffers: dict[str, torch.Tensor], *member_args: Any) -> Any:
+            return functional_call(base, (params, buffers), member_args, strict=True)
+
+        return vmap(one, in_dims=(0, 0, *dims))(self.params, self.buffers, *args)
+
+    def step(self, loss_K: torch.Tensor, max_grad_norm: float | None) -> torch.Tensor:
+        """Backpropagate ``loss_K.sum()`` (one loss per member), clip each member's gradient norm to
+        ``max_grad_norm`` (None: no clipping) and take one Adam step; returns the (K,) gradient norms
+        before clipping."""
+        params = list(self.params.values())
+        for p in params:
+            p.grad = None
+        loss_K.sum().backward()  # type: ignore[no-untyped-call]
+        clip = float("inf") if max_grad_norm is None else max_grad_norm
+        norms_K = clip_grad_norm_per_member_(params, clip, self.num_members)
+        self._adam_step()
+        return norms_K
+
+    def _adam_step(self) -> None:
+        adam, lrs = self._adam, {float(o.param_groups[0]["lr"]) for o in self._optimizers}
+        if len(lrs) > 1:
+            raise ConfigurationError(
+                f"{self.owner}: the members' learning rates differ ({sorted(lrs)}); a stacked Adam step "
+                f"takes one learning rate."
+            )
+        group = adam["group"]
+        names = [n for n, p in self.params.items() if p.grad is not None]
+        if not names:
+            return
+        with torch.no_grad():
+            functional_adam(  # the functional Adam of torch.optim.Adam, with the members' moments
+                [self.params[n] for n in names],
+                [self.params[n].grad for n in names],  # type: ignore[misc]
+                [adam["exp_avg"][n] for n in names],
+                [adam["exp_avg_sq"][n] for n in names],
+                [],
+                [adam["steps"][n] for n in names],
+                fused=adam["fused"],
+                amsgrad=False,
+                beta1=group["betas"][0],
+                beta2=group["betas"][1],
+                lr=lrs.pop(),
+                weight_decay=0.0,
+                eps=group["eps"],
+                maximize=False,
+            )
+
+    def write_back(self) -> None:
+        """Copy the stacked parameters, buffers and Adam state back into the members (the members'
+        tensors keep their identity: views of them stay valid)."""
+        adam = self._adam
+        with torch.no_grad():
+            for k, member in enumerate(self._members):
+                for name, p in self._member_params[k].items():
+                    p.copy_(self.params[name][k])
+                    if adam["steps"][name].item() > 0:
+                        state = self._optimizers[k].state[p]
+                        if state:
+                            state["exp_avg"].copy_(adam["exp_avg"][name][k])
+                            state["exp_avg_sq"].copy_(adam["exp_avg_sq"][name][k])
+                            state["step"].copy_(adam["steps"][name])
+                        else:  # the member's first step: Adam's lazily made state
+                            state["step"] = adam["steps"][name].clone()
+                            state["exp_avg"] = adam["exp_avg"][name][k].clone()
+                            state["exp_avg_sq"] = adam["exp_avg_sq"][name][k].clone()
+                for name, b in member.named_buffers():
+                    b.copy_(self.buffers[name][k])
+
+
+def _unused(*args: Any) -> Any:
+    raise AssertionError("StackedMembers: member modules are containers; call vmap(fn, ...)")
