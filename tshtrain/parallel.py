@@ -34,15 +34,13 @@ import torch
 from typing_extensions import override
 
 from tshtrain.algorithm.base import Algorithm
-from tshtrain.data.collector_base import AnyReplayBuffer, BaseCollector
 from tshtrain.data.stats import CollectStats, merge_collect_stats
 from tshtrain.distributed import DistributedContext
 from tshtrain.errors import ConfigurationError
 from tshtrain.trainer.callbacks import CollectedBatch
-from tshtrain.trainer.dispatch import CallbackSet
 from tshtrain.trainer.run_state import BestResult, RunState
 from tshtrain.trainer.stats import StopReason
-from tshtrain.trainer.steps import CollectedSteps, StepStrategy, UpdatePart
+from tshtrain.trainer.steps import CollectedSteps, DelegatingStep, StepStrategy
 
 
 @final
@@ -65,52 +63,15 @@ class DataParallel:
 
 
 @final
-class DataParallelStep(StepStrategy):
+class DataParallelStep(DelegatingStep):
     """``inner`` as one rank of a data-parallel run (see the module docstring)."""
 
     def __init__(self, inner: StepStrategy, context: DistributedContext, algorithm: Algorithm[Any]):
-        super().__init__(inner.params)
-        self.inner = inner
+        super().__init__(inner)
         self.context = context
-        self.online = inner.online
         self.is_main = context.is_main
         self._remove_hooks: list[Any] = []
         self._attach(algorithm)
-
-    # ------------------------------------------------------------------ the inner strategy's parts
-    @override
-    def collectors(self) -> dict[str, BaseCollector]:
-        return self.inner.collectors()
-
-    @override
-    def buffers(self) -> dict[str, AnyReplayBuffer]:
-        return self.inner.buffers()
-
-    @override
-    def prepare(self) -> None:
-        self.inner.prepare()
-
-    @override
-    def reset_collectors(self, reset_buffers: bool) -> None:
-        self.inner.reset_collectors(reset_buffers)
-
-    @override
-    def samples_per_step(self) -> int:
-        return self.inner.samples_per_step()
-
-    @override
-    def settle(self) -> None:
-        self.inner.settle()
-
-    @override
-    def discard_staged(self) -> None:
-        self.inner.discard_staged()
-
-    @override
-    def update(
-        self, batch: CollectedBatch | None, callbacks: CallbackSet, show_bar: bool
-    ) -> list[UpdatePart]:
-        return self.inner.update(batch, callbacks, show_bar)
 
     # ------------------------------------------------------------------ what a rank does differently
     @override

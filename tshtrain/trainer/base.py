@@ -44,7 +44,7 @@ from tshtrain.trainer.params import OnPolicyTrainerParams, TrainerParams
 from tshtrain.trainer.recorder import RunRecorder, format_info_table, format_run_summary, format_test_line
 from tshtrain.trainer.run_state import BestResult, OpenEpoch, RunState
 from tshtrain.trainer.stats import EpochStats, InfoStats, StopReason, TrainingStepResult
-from tshtrain.trainer.steps import CollectedSteps, StepStrategy
+from tshtrain.trainer.steps import CollectedSteps, StepStrategy, StrategyWrapper
 
 log = logging.getLogger(__name__)
 summary_log = logging.getLogger("tshtrain.trainer")
@@ -108,6 +108,18 @@ class Trainer(ABC, Generic[TAlgorithm, TParams]):
         self._bar: ProgressBar | None = None
         self._run_clock = RunClock()
         self._started = self._resumed = self._closed = self._step_open = False
+
+    def wrap_strategy(self, wrapper: StrategyWrapper) -> None:
+        """Wrap the family's step strategy (what ``TrainerOptions.distributed`` does when the trainer
+        is built): for drivers that change a few parts of the training step, such as
+        :class:`tshtrain.seeds.SeedBatch`. Only before the run starts (after ``load_checkpoint`` is fine).
+
+        Raises:
+            RuntimeError: the run has started.
+        """
+        if self._started:
+            raise RuntimeError(f"{type(self).__name__}.wrap_strategy: the run has started; wrap before it.")
+        self._strategy = wrapper.wrap(self._strategy, self.algorithm)
 
     @abstractmethod
     def _make_strategy(self) -> StepStrategy:

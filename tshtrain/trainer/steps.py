@@ -146,6 +146,79 @@ class StepStrategy(ABC):
         """The run fails with ``error`` (data-parallel: tell the other ranks)."""
 
 
+class DelegatingStep(StepStrategy):
+    """A wrapper of another strategy, ``inner``, that passes every part on to it: the base of the
+    strategies that change a few parts (a data-parallel rank, a member of a seed batch)."""
+
+    def __init__(self, inner: StepStrategy):
+        super().__init__(inner.params)
+        self.inner = inner
+        self.online = inner.online
+        self.is_main = inner.is_main
+
+    @override
+    def collectors(self) -> dict[str, BaseCollector]:
+        return self.inner.collectors()
+
+    @override
+    def buffers(self) -> dict[str, AnyReplayBuffer]:
+        return self.inner.buffers()
+
+    @override
+    def prepare(self) -> None:
+        self.inner.prepare()
+
+    @override
+    def reset_collectors(self, reset_buffers: bool) -> None:
+        self.inner.reset_collectors(reset_buffers)
+
+    @override
+    def collect(self, collected: CollectedSteps | None, env_steps_left: int | None = None) -> CollectedBatch:
+        return self.inner.collect(collected, env_steps_left)
+
+    @override
+    def update(
+        self, batch: CollectedBatch | None, callbacks: CallbackSet, show_bar: bool
+    ) -> list[UpdatePart]:
+        return self.inner.update(batch, callbacks, show_bar)
+
+    @override
+    def samples_per_step(self) -> int:
+        return self.inner.samples_per_step()
+
+    @override
+    def reduce_returns(self, stat: CollectStats) -> CollectStats:
+        return self.inner.reduce_returns(stat)
+
+    @override
+    def test(self, run: Callable[[], CollectStats], state: RunState) -> CollectStats:
+        return self.inner.test(run, state)
+
+    @override
+    def agree_on_stop(self, state: RunState) -> None:
+        self.inner.agree_on_stop(state)
+
+    @override
+    def settle(self) -> None:
+        self.inner.settle()
+
+    @override
+    def discard_staged(self) -> None:
+        self.inner.discard_staged()
+
+    @override
+    def describe(self) -> dict[str, int] | None:
+        return self.inner.describe()
+
+    @override
+    def close(self) -> None:
+        self.inner.close()
+
+    @override
+    def report_failure(self, error: BaseException) -> None:
+        self.inner.report_failure(error)
+
+
 class _OnlineStrategy(StepStrategy):
     online = True
 

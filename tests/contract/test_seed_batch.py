@@ -1,0 +1,167 @@
+"""``tshtrain.seeds.SeedBatch`` (issue 35): K PPO trainers, one per seed, trained side by side with
+stacked updates. Each seed learns what its own run learns (to float rounding), no number crosses seeds
+(bit for bit), a seed that stops leaves the stacked updates, a seed batch resumes bit-exact from its
+seeds' checkpoints, failures stop every seed, and what cannot be batched is refused."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+
+from tshtrain.algorithm import A2C, PPO, CategoricalPolicy, PPOParams, mlp
+from tshtrain.checkpoint import CheckpointParams
+from tshtrain.data import TensorCollector, TensorReplayBuffer
+from tshtrain.env import TorchCartPole
+from tshtrain.errors import ConfigurationError
+from tshtrain.seeds import SeedBatch, SeedBatchAbortedError
+from tshtrain.trainer import Callback, OnPolicyTrainer, OnPolicyTrainerParams
+
+CPU = torch.device("cpu")
+STEPS = 64
+
+
+def ppo_trainer(
+    seed: int, *, env_seed: int | None = None, max_epochs: int = 3, **kwargs: Any
+) -> OnPolicyTrainer:
+    torch.manual_seed(seed)
+    env_seed = seed if env_seed is None else env_seed
+    train_env = TorchCartPole(4, CPU, seed=env_seed)
+    test_env = TorchCartPole(2, CPU, seed=env_seed + 1000)
+    policy = CategoricalPolicy(mlp(4, 2, (32, 32)), train_env.single_action_space, seed=seed)
+    params = kwargs.pop("ppo", PPOParams(lr=1e-3, max_grad_norm=0.5))
+    algorithm = PPO(policy=policy, critic=mlp(4, 1, (32, 32)), params=params, seed=seed)
+    trainer_params = OnPolicyTrainerParams(
+        training_collector=TensorCollector(
+            policy, train_env, TensorReplayBuffer(STEPS, 4, device=CPU, seed=seed), seed=env_seed
+        ),
+        test_collector=TensorCollector(policy, test_env, seed=seed + 1),
+        max_epochs=max_epochs,
+        epoch_num_steps=128,
+        collection_step_num_env_steps=STEPS,
+        batch_size=32,
+        verbose=False,
+        show_progress=False,
+        **{"update_step_num_repetitions": 2, "test_step_num_episodes": 2, **kwargs},
+    )
+    return OnPolicyTrainer(algorithm, trainer_params)
+
+
+def weights(trainer: OnPolicyTrainer) -> list[torch.Tensor]:
+    algorithm = trainer.algorithm
+    assert isinstance(algorithm, PPO)
+    return [p.detach().clone() for p in algorithm.ac.parameters]
+
+
+def test_each_seed_learns_what_its_own_run_learns() -> None:
+    solo = [ppo_trainer(seed) for seed in range(3)]
+    solo_info = [t.run() for t in solo]
+    batch = SeedBatch([ppo_trainer(seed) for seed in range(3)])
+    infos = batch.run()
+    assert batch.stacked_sizes == [3] * 6  # 3 epochs x 2 collection steps
+    for own, batched, own_info, info in zip(solo, batch.trainers, solo_info, infos, strict=True):
+        for a, b in zip(weights(own), weights(batched), strict=True):
+            torch.testing.assert_close(b, a, rtol=1e-4, atol=1e-5)
+        assert info.train_step == own_info.train_step == 3 * 128
+        assert info.gradient_step == own_info.gradient_step
+
+
+def test_no_number_crosses_seeds() -> None:
+    """Seed 1's envs start elsewhere; seeds 0 and 2 end bit for bit where they end without the change."""
+    runs = []
+    for env_seed in (1, 77):
+        batch = SeedBatch([ppo_trainer(0), ppo_trainer(1, env_seed=env_seed), ppo_trainer(2)])
+        batch.run()
+        runs.append([weights(t) for t in batch.trainers])
+    plain, changed = runs
+    for k in (0, 2):
+        assert all(torch.equal(a, b) for a, b in zip(plain[k], changed[k], strict=True))
+    assert any(not torch.equal(a, b) for a, b in zip(plain[1], changed[1], strict=True))
+
+
+def test_a_seed_that_stops_leaves_the_stacked_updates() -> None:
+    early = ppo_trainer(1, stop_fn=lambda score: True)  # stops at the first test step after training
+    batch = SeedBatch([ppo_trainer(0), early, ppo_trainer(2)])
+    infos = batch.run()
+    assert infos[1].train_step < infos[0].train_step == infos[2].train_step == 3 * 128
+    assert batch.stacked_sizes[0] == 3 and batch.stacked_sizes[-1] == 2
+    assert len(batch.stacked_sizes) == 6
+
+
+def test_a_seed_batch_resumes_bit_exact(tmp_path: Path) -> None:
+    def make(seed: int, directory: Path | None) -> OnPolicyTrainer:
+        checkpoint = None if directory is None else CheckpointParams(directory=directory, every_num_epochs=1)
+        return ppo_trainer(seed, max_epochs=4, checkpoint=checkpoint)
+
+    straight = SeedBatch([make(seed, tmp_path / f"seed-{seed}") for seed in range(2)])
+    straight.run()
+    resumed_trainers = []
+    for seed in range(2):
+        trainer = make(seed, None)
+        (periodic,) = sorted((tmp_path / f"seed-{seed}").glob("periodic-000002-*"))
+        trainer.load_checkpoint(periodic)
+        resumed_trainers.append(trainer)
+    resumed = SeedBatch(resumed_trainers)
+    resumed.run()
+    assert resumed.stacked_sizes == [2] * 4
+    for a_trainer, b_trainer in zip(straight.trainers, resumed.trainers, strict=True):
+        assert all(torch.equal(a, b) for a, b in zip(weights(a_trainer), weights(b_trainer), strict=True))
+
+
+class Boom(Callback):
+    def on_epoch_end(self, *args: Any, **kwargs: Any) -> None:
+        raise KeyError("boom")
+
+
+def test_a_failing_seed_stops_every_seed() -> None:
+    failing = ppo_trainer(1)
+    failing.add_callback(Boom())
+    batch = SeedBatch([ppo_trainer(0), failing, ppo_trainer(2)])
+    with pytest.raises(KeyError, match="boom"):
+        batch.run()
+    for trainer in batch.trainers:  # every seed stopped before its end
+        assert trainer.counters.env_step < 3 * 128
+
+
+def test_what_cannot_be_batched_is_refused() -> None:
+    with pytest.raises(ConfigurationError, match="trainers is empty"):
+        SeedBatch([])
+    with pytest.raises(ConfigurationError, match="PPOParams differ"):
+        SeedBatch([ppo_trainer(0), ppo_trainer(1, ppo=PPOParams(lr=3e-4))])
+    with pytest.raises(ConfigurationError, match="update_step_num_repetitions"):
+        SeedBatch([ppo_trainer(0), ppo_trainer(1, update_step_num_repetitions=3)])
+    torch.manual_seed(0)
+    env = TorchCartPole(4, CPU, seed=0)
+    policy = CategoricalPolicy(mlp(4, 2, (8,)), env.single_action_space, seed=0)
+    a2c = OnPolicyTrainer(
+        A2C(policy=policy, critic=mlp(4, 1, (8,))),
+        OnPolicyTrainerParams(
+            training_collector=TensorCollector(policy, env, TensorReplayBuffer(16, 4, device=CPU), seed=0),
+            max_epochs=1,
+            epoch_num_steps=16,
+            collection_step_num_env_steps=16,
+        ),
+    )
+    with pytest.raises(ConfigurationError, match="OnPolicyTrainer of PPO"):
+        SeedBatch([ppo_trainer(0), a2c])
+
+
+def test_callbacks_inside_the_update_are_refused() -> None:
+    class OnLoss(Callback):
+        def on_loss(self, *args: Any, **kwargs: Any) -> None:
+            pass
+
+    trainer = ppo_trainer(1)
+    trainer.add_callback(OnLoss())
+    with pytest.raises(ConfigurationError, match="act inside the update"):
+        SeedBatch([ppo_trainer(0), trainer]).run()
+
+
+def test_the_batch_runs_once_and_errors_stop_it(tmp_path: Path) -> None:
+    batch = SeedBatch([ppo_trainer(0, max_epochs=1)])
+    batch.run()
+    with pytest.raises(RuntimeError, match="runs once"):
+        batch.run()
+    assert issubclass(SeedBatchAbortedError, RuntimeError)

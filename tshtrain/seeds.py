@@ -1,0 +1,285 @@
+"""Many seeds at the cost of a few: K independent runs of one experiment trained side by side in one
+process, their updates computed in one pass over stacked networks (issue 35).
+
+Each seed is an ordinary trainer that you build as for a run of its own: its own algorithm, envs,
+collectors, buffers, generators, callbacks, logger, run directory and checkpoints. :class:`SeedBatch`
+runs them together. Each trainer runs in a thread of its own, but never two at once: the batch hands
+control from one to the next, so every seed's steps happen in the order its own run would take them,
+and the run is as deterministic as a single one. When a seed reaches its update it pauses; once every
+seed still training has paused there, the batch computes all their updates at once
+(:meth:`tshtrain.algorithm.PPO.stacked_update`: the networks stacked along a member axis, one batched
+forward and backward, each member's gradient clipped and Adam-stepped on its own) and the seeds go on.
+A seed that stops (its ``stop_fn``, ``max_epochs``, ``max_env_steps``) leaves the batch: the next
+stacked updates are computed without it.
+
+Nothing crosses seeds: member k's update reads member k's rollout, parameters and Adam state only;
+its result equals ``algorithm.update(rollout)`` of a run of its own to float rounding (batched matrix
+products sum in another order).
+
+What a seed batch takes: on-policy trainers of :class:`~tshtrain.algorithm.PPO` with the same
+``PPOParams``, architecture, ``batch_size`` and ``update_step_num_repetitions``; options that act
+inside an update (callbacks with update hooks, ``compile_loss``, ``recompute_advantage``,
+``return_scaling``, ``desired_kl``, per-network clipping) are refused with a one-line error.
+
+Layer 5: the trainers and the algorithms.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, final
+
+import torch
+from typing_extensions import override
+
+from tshtrain.algorithm import PPO
+from tshtrain.algorithm.base import Algorithm, TrainingStats
+from tshtrain.data.batch import AnyRolloutBatch
+from tshtrain.errors import ConfigurationError
+from tshtrain.trainer import OnPolicyTrainer
+from tshtrain.trainer.callbacks import CollectedBatch
+from tshtrain.trainer.dispatch import CallbackSet
+from tshtrain.trainer.params import OnPolicyTrainerParams
+from tshtrain.trainer.stats import InfoStats
+from tshtrain.trainer.steps import DelegatingStep, StepStrategy, UpdatePart
+
+
+class SeedBatchAbortedError(RuntimeError):
+    """Raised inside a seed's run when another seed of its batch failed (the batch stops every seed)."""
+
+
+@dataclass
+class _Member:
+    """One seed's trainer and where its thread stands."""
+
+    index: int
+    trainer: OnPolicyTrainer
+    algorithm: PPO
+    turn: threading.Event = field(default_factory=threading.Event)
+    """set by the batch: the seed's thread may run"""
+    paused: threading.Event = field(default_factory=threading.Event)
+    """set by the seed's thread: it waits for the batch (at its update, or finished)"""
+    rollout: AnyRolloutBatch | None = None
+    """the rollout of the update it waits at; None: it is not at an update"""
+    result: TrainingStats | BaseException | None = None
+    """what its update returns (or raises)"""
+    done: bool = False
+    info: InfoStats | None = None
+    error: BaseException | None = None
+
+    def take_result(self) -> TrainingStats | BaseException | None:
+        """The result the batch left for the update this seed waits at (cleared)."""
+        result, self.result = self.result, None
+        return result
+
+
+@final
+class _MemberStep(DelegatingStep):
+    """A seed's step strategy: its update waits for the batch's stacked update."""
+
+    def __init__(self, inner: StepStrategy, batch: SeedBatch, member: _Member):
+        super().__init__(inner)
+        self._batch, self._member = batch, member
+
+    @override
+    def update(
+        self, batch: CollectedBatch | None, callbacks: CallbackSet, show_bar: bool
+    ) -> list[UpdatePart]:
+        assert batch is not None and batch.rollout is not None  # on-policy: collected just now
+        if callbacks.update_hooks() is not None:
+            raise ConfigurationError(
+                f"SeedBatch: seed {self._member.index} has callbacks that act inside the update (update "
+                f"hooks: on_loss, on_optimizer_step, a stop during the update); a stacked update runs every "
+                f"seed's gradient steps at once. Act at training-step level (after_update) instead."
+            )
+        try:
+            stat = self._batch._await_update(self._member, batch.rollout)
+        finally:
+            batch.buffer.reset(keep_statistics=True)
+        return [UpdatePart(stat, {})]
+
+
+@final
+@dataclass(frozen=True)
+class _Wrapper:
+    batch: SeedBatch
+    member: _Member
+
+    def wrap(self, strategy: StepStrategy, algorithm: Algorithm[Any]) -> StepStrategy:
+        del algorithm
+        return _MemberStep(strategy, self.batch, self.member)
+
+
+class SeedBatch:
+    """K on-policy trainers (one per seed) trained side by side, their updates stacked (see the
+    module docstring).
+
+    Args:
+        trainers: one :class:`~tshtrain.trainer.OnPolicyTrainer` of a :class:`~tshtrain.algorithm.PPO`
+            per seed, built as for runs of their own and not run yet (a trainer into which a checkpoint
+            was loaded continues from it: the way to resume a seed batch).
+
+    Raises:
+        ConfigurationError: no trainers, a trainer of another kind, or trainers whose algorithms or
+            update settings differ (checked now; architectures at the first update).
+    """
+
+    def __init__(self, trainers: Sequence[OnPolicyTrainer]):
+        if not trainers:
+            raise ConfigurationError("SeedBatch: trainers is empty; give one OnPolicyTrainer per seed.")
+        for k, trainer in enumerate(trainers):
+            if not isinstance(trainer, OnPolicyTrainer) or not isinstance(trainer.algorithm, PPO):
+                raise ConfigurationError(
+                    f"SeedBatch: trainers[{k}] is a {type(trainer).__name__} of "
+                    f"{type(getattr(trainer, 'algorithm', None)).__name__}; a seed batch takes "
+                    f"OnPolicyTrainer of PPO (other algorithms: run the seeds separately)."
+                )
+        algorithms = [t.algorithm for t in trainers if isinstance(t.algorithm, PPO)]
+        first = trainers[0]
+        for k, trainer in enumerate(trainers[1:], start=1):
+            if algorithms[k].params != algorithms[0].params:
+                raise ConfigurationError(
+                    f"SeedBatch: trainers[{k}]'s PPOParams differ from trainers[0]'s; the seeds of a batch "
+                    f"share their hyper-parameters."
+                )
+            for name in ("batch_size", "update_step_num_repetitions"):
+                mine, theirs = getattr(trainer.params, name), getattr(first.params, name)
+                if mine != theirs:
+                    raise ConfigurationError(
+                        f"SeedBatch: trainers[{k}].params.{name}={mine!r}, trainers[0]'s is {theirs!r}; the "
+                        f"seeds of a batch share their update settings."
+                    )
+        self._members = [_Member(k, t, a) for k, (t, a) in enumerate(zip(trainers, algorithms, strict=True))]
+        self._lock = threading.Lock()
+        self._aborted: BaseException | None = None
+        self._ran = False
+        for member in self._members:
+            member.trainer.wrap_strategy(_Wrapper(self, member))
+        self.num_stacked_updates = 0
+        """stacked updates computed so far"""
+        self.stacked_sizes: list[int] = []
+        """the number of seeds in each stacked update, in order (fewer once seeds stop)"""
+
+    @property
+    def trainers(self) -> list[OnPolicyTrainer]:
+        return [m.trainer for m in self._members]
+
+    def run(self) -> list[InfoStats]:
+        """Run every seed to its end; the seeds' final :class:`InfoStats`, in order.
+
+        Raises:
+            the first error of any seed (the others are stopped with :class:`SeedBatchAbortedError`, their
+            final checkpoints written as a failing run writes them).
+        """
+        if self._ran:
+            raise RuntimeError("SeedBatch.run(): a seed batch runs once; build new trainers to train again.")
+        self._ran = True
+        threads = [
+            threading.Thread(target=self._member_main, args=(m,), name=f"seed-batch-{m.index}", daemon=True)
+            for m in self._members
+        ]
+        for thread in threads:
+            thread.start()
+        flush = all(m.trainer.options.flush_denormal for m in self._members)
+        try:
+            while not all(m.done for m in self._members):
+                for member in self._members:
+                    if not member.done:
+                        self._give_turn(member)
+                waiting = [m for m in self._members if m.rollout is not None]
+                if waiting:
+                    self._stacked_update(waiting, flush)
+        except BaseException as error:  # KeyboardInterrupt included: every seed stops
+            self._abort(error)
+            raise
+        finally:
+            for thread in threads:
+                thread.join()
+        failed = next((m.error for m in self._members if m.error is not None), None)
+        if failed is not None:
+            raise failed
+        return [m.info for m in self._members if m.info is not None]
+
+    # ------------------------------------------------------------------ the seeds' threads
+    def _member_main(self, member: _Member) -> None:
+        member.turn.wait()
+        member.turn.clear()
+        try:
+            if self._aborted is not None:
+                raise SeedBatchAbortedError(f"seed {member.index}: the batch stopped ({self._aborted!r})")
+            member.info = member.trainer.run()
+        except BaseException as error:  # handed to the batch, which re-raises the first
+            member.error = error
+        finally:
+            member.done = True
+            member.rollout = None
+            member.paused.set()
+
+    def _await_update(self, member: _Member, rollout: AnyRolloutBatch) -> TrainingStats:
+        """In a seed's thread: pause at the update until the batch has computed it."""
+        member.rollout, member.result = rollout, None
+        member.paused.set()
+        member.turn.wait()
+        member.turn.clear()
+        result = member.take_result()
+        if isinstance(result, BaseException):
+            raise result
+        assert result is not None, "the batch resumes a seed at its update with its result"
+        return result
+
+    # ------------------------------------------------------------------ the batch
+    def _give_turn(self, member: _Member) -> None:
+        """Let ``member`` run until it pauses (at its next update, or finished)."""
+        member.paused.clear()
+        member.turn.set()
+        member.paused.wait()
+        if member.error is not None and not isinstance(member.error, SeedBatchAbortedError):
+            raise member.error
+
+    def _stacked_update(self, waiting: list[_Member], flush: bool) -> None:
+        params: OnPolicyTrainerParams = waiting[0].trainer.params
+        rollouts = []
+        for member in waiting:
+            assert member.rollout is not None
+            rollouts.append(member.rollout)
+            member.rollout = None
+        if flush:
+            torch.set_flush_denormal(True)
+        try:
+            stats = PPO.stacked_update(
+                [m.algorithm for m in waiting],
+                rollouts,
+                batch_size=params.batch_size,
+                num_repetitions=params.update_step_num_repetitions,
+            )
+        except BaseException as error:
+            for member in waiting:
+                member.result = error
+            raise
+        finally:
+            if flush:
+                torch.set_flush_denormal(False)
+        self.num_stacked_updates += 1
+        self.stacked_sizes.append(len(waiting))
+        for member, stat in zip(waiting, stats, strict=True):
+            member.result = stat
+
+    def _abort(self, error: BaseException) -> None:
+        """Stop every seed: those paused at an update get :class:`SeedBatchAbortedError` (or the update's
+        error) and unwind through their trainer's failure path."""
+        self._aborted = error
+        for member in self._members:
+            if member.done:
+                continue
+            if not isinstance(member.result, BaseException):
+                member.result = SeedBatchAbortedError(f"seed {member.index}: another seed failed ({error!r})")
+            member.rollout = None
+            member.paused.clear()
+            member.turn.set()
+            member.paused.wait()
+
+    @override
+    def __repr__(self) -> str:
+        return f"SeedBatch({len(self._members)} seeds)"
