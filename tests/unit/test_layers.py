@@ -22,6 +22,7 @@ LAYER_RANKS: dict[str, int] = {
     "rundir": 0,  # run directories: marker, lock, cleanup of interrupted writes (stdlib + errors only)
     "signing": 0,  # tshtrain/signing.py: the per-user key and HMAC signatures of manifests (stdlib only)
     "devices": 0,
+    "cpu_memory": 0,  # tshtrain/cpu_memory.py: glibc's allocator thresholds (standard library only)
     "distributed": 0,  # tshtrain/distributed.py: the process group and its collectives (torch + errors only)  # tshtrain/devices.py: resolving the device setting, moving generators (torch + errors only)
     "functional": 1,
     "env": 1,
@@ -32,6 +33,7 @@ LAYER_RANKS: dict[str, int] = {
     "trainer": 5,
     "parallel": 6,  # tshtrain/parallel.py: data-parallel learners, a wrapper of the step strategy
     "adapters": 6,  # other libraries' vocabularies (TorchRL hook stages, EmbodiChain events) onto Callback
+    "seeds": 6,  # tshtrain/seeds.py: seed batches, a driver of several trainers with stacked updates
     "callbacks": 6,  # ready-made callbacks (early stopping, reward normalisation, ...)
     "config": 7,
     "cli": 7,

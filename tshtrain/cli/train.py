@@ -15,10 +15,15 @@ if TYPE_CHECKING:
     from tshtrain.config import Experiment, Run
 
 from tshtrain.cli.failure import EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_USAGE, report_failure
-
-CONFIG_FILE = "config.yaml"
-INFO_FILE = "info_stats.json"
-_MAX_KEY_CHARS = 200
+from tshtrain.cli.train_parts import (
+    CONFIG_FILE,
+    INFO_FILE,
+    _announce,
+    _build,
+    _check_override_keys,
+    _default_output_dir,
+    _write_config,
+)
 
 
 def add_parser(subparsers: Any) -> None:
@@ -90,6 +95,15 @@ def add_parser(subparsers: Any) -> None:
         "checkpoint not signed with your key (a run from another machine or user), which makes the resumed "
         "run bit-exact. Not needed for your own runs: their checkpoints are signed with your key "
         "(docs/security.md). Without it nothing from a stranger's DIR is unpickled; the envs are reset",
+    )
+    parser.add_argument(
+        "--seeds",
+        metavar="SEEDS",
+        default=None,
+        help="train one run per seed side by side in this process, e.g. --seeds 0-9 or 0,3,7: each in "
+        "OUTPUT_DIR/seed-N/ (a run directory of its own; `tshtrain plot OUTPUT_DIR/seed-*` draws them "
+        "together; `--resume OUTPUT_DIR` continues them). PPO's seeds update their stacked networks in one "
+        "pass (docs/seeds.md); other algorithms train the seeds one after another",
     )
     parser.add_argument(
         "--nproc",
@@ -164,6 +178,17 @@ def _launch(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
+    if args.seeds is not None:
+        if args.resume is not None or args.extend is not None or args.distributed is not None:
+            print(
+                "tshtrain train: error: --seeds starts a new batch of seeds; drop --resume/--extend/--nproc "
+                "(tshtrain train --resume OUTPUT_DIR continues a batch).",
+                file=sys.stderr,
+            )
+            return EXIT_USAGE
+        from tshtrain.cli.seeds import train_seeds
+
+        return train_seeds(args)
     if args.resume is not None:
         if args.config is not None or args.output_dir is not None:
             print(
@@ -228,6 +253,12 @@ def _resume(directory: Path, args: argparse.Namespace) -> int:
     from tshtrain.rundir import RunDirectory
 
     _check_override_keys(overrides)
+    if not (directory / CONFIG_FILE).is_file() and args.distributed is None:
+        from tshtrain.cli.seeds import resume_seeds, seed_directories
+
+        seed_dirs = seed_directories(directory)
+        if seed_dirs:  # the output directory of `tshtrain train --seeds`
+            return resume_seeds(directory, seed_dirs, args)
     main = args.distributed is None or args.distributed.is_main
     run_dir, cleaned = RunDirectory.open_existing(directory) if main else (contextlib.nullcontext(), [])
     with run_dir:
@@ -371,35 +402,6 @@ def _reopen(built: Run, extension: _Extension) -> None:
         )
 
 
-def _build(
-    source: str, experiment: Experiment, output_dir: Path, *, prefill: bool, args: argparse.Namespace
-) -> Run:
-    """Build the run (this checks everything before anything is written), naming ``source`` in errors."""
-    from tshtrain.config import ExperimentError, build_run
-
-    try:
-        return build_run(
-            experiment,
-            output_dir,
-            prefill=prefill,
-            allowed_modules=args.allowed_modules,
-            check_finite=args.check_finite,
-            distributed=args.distributed,
-        )
-    except ExperimentError as error:
-        raise ExperimentError(f"{source}: {error}") from None
-
-
-def _announce(experiment: Experiment, output_dir: Path, resumed_from: Path | None) -> None:
-    """The run's first line (docs/cli.md promises it first): printed before the run is built, since
-    building it starts the loggers and W&B prints its own banner then."""
-    print(
-        f"tshtrain: {experiment.algorithm.name} on {experiment.env.id}, writing to {output_dir}"
-        + (f" (resumed from {resumed_from.name})" if resumed_from else ""),
-        flush=True,
-    )
-
-
 def _train(built: Run, *, debug: bool, main: bool = True) -> int:
     import dataclasses
     import json
@@ -440,22 +442,6 @@ def _train(built: Run, *, debug: bool, main: bool = True) -> int:
     return 0
 
 
-def _check_override_keys(overrides: list[str]) -> None:
-    """Refuse ``--set`` keys that cannot name a setting, before the value is parsed (short messages
-    for huge or binary arguments)."""
-    import re
-
-    from tshtrain.errors import ConfigurationError, short_repr
-
-    for text in overrides:
-        key = text.partition("=")[0].strip()
-        if len(key) > _MAX_KEY_CHARS or not re.fullmatch(r"[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*", key):
-            raise ConfigurationError(
-                f"--set {short_repr(text)}: expected KEY.PATH=VALUE with a dotted key of at most "
-                f"{_MAX_KEY_CHARS} characters, e.g. --set trainer.max_epochs=5."
-            )
-
-
 def _interrupted_message(built: Run) -> str:
     """Where the run stopped and the command that continues it."""
     from tshtrain.checkpoint import CheckpointManager
@@ -482,19 +468,3 @@ def _unsigned_pickles(checkpoint: Path) -> str:
     if manifest.provenance.own or not pickles:
         return ""
     return read_key().problem or manifest.provenance.reason  # the key's problem is the one to fix
-
-
-def _write_config(experiment: Experiment, output_dir: Path) -> None:
-    from tshtrain.config import dumps, experiment_data, write_atomic
-
-    header = "# the resolved experiment of this run; `tshtrain train config.yaml -o NEW_DIR` runs it again\n"
-    write_atomic(output_dir / CONFIG_FILE, header + dumps(experiment_data(experiment)))
-
-
-def _default_output_dir(experiment: Experiment) -> str:
-    import time
-
-    stamp = time.strftime("%Y%m%d-%H%M%S")
-    # "tshtrain.env.atari:ALE/Breakout-v5" -> "ale-breakout-v5": no module prefix, one directory level
-    env_name = experiment.env.id.rpartition(":")[2].replace("/", "-").lower()
-    return f"runs/{experiment.algorithm.name}-{env_name}-{stamp}"
