@@ -170,3 +170,24 @@ def test_members_that_differ_are_refused() -> None:
             batch_size=None,
             num_repetitions=1,
         )
+
+
+def test_members_with_a_trunk_shared_by_actor_and_critic() -> None:
+    """A layer in both the actor and the critic is one tensor per member: stacked once, tied in both."""
+
+    def make(seed: int) -> PPO:
+        torch.manual_seed(seed)
+        trunk = nn.Sequential(nn.Linear(OBS, 16), nn.Tanh())
+        actor, critic = nn.Sequential(trunk, nn.Linear(16, 2)), nn.Sequential(trunk, nn.Linear(16, 1))
+        policy = CategoricalPolicy(actor, gym.spaces.Discrete(2), seed=seed)
+        return PPO(policy=policy, critic=critic, params=PPOParams(lr=1e-3), seed=seed)
+
+    solo, stacked = [make(s) for s in range(2)], [make(s) for s in range(2)]
+    data = [rollout(s, False) for s in range(2)]
+    for m, d in zip(solo, data, strict=True):
+        m.update(d, batch_size=16, num_repetitions=2)
+    PPO.stacked_update(stacked, data, batch_size=16, num_repetitions=2)
+    for s, m in zip(solo, stacked, strict=True):
+        assert len(weights(m)) == 6  # the trunk counted once
+        for a, b in zip(weights(s), weights(m), strict=True):
+            torch.testing.assert_close(b, a, rtol=1e-5, atol=1e-6)

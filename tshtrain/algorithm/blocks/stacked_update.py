@@ -100,6 +100,11 @@ class StackedMembers:
         self.buffers: dict[str, torch.Tensor] = stacked_buffers
         """name -> (K, ...) tensors"""
         self._member_params = [dict(m.named_parameters()) for m in self._members]
+        all_names = [n for n, _ in self._members[0].named_parameters(remove_duplicate=False)]
+        all_names += [n for n, _ in self._members[0].named_buffers(remove_duplicate=False)]
+        self._tied = len(all_names) != len(self.params) + len(self.buffers)
+        """whether a tensor appears under two names (e.g. a trunk shared by actor and critic):
+        ``functional_call`` must then tie them (slower per call)"""
         self._adam = self._stack_adam_state()
 
     # ------------------------------------------------------------------ Adam state
@@ -177,9 +182,10 @@ class StackedMembers:
         Outputs gain the member axis first."""
         base = _Call(dict(self._members[0].nets.items()), fn)
         dims = tuple(in_dims) if in_dims is not None else (0,) * len(args)
+        tied = self._tied
 
         def one(params: dict[str, torch.Tensor], buffers: dict[str, torch.Tensor], *member_args: Any) -> Any:
-            return functional_call(base, (params, buffers), member_args, strict=True)
+            return functional_call(base, (params, buffers), member_args, tie_weights=tied, strict=True)
 
         return vmap(one, in_dims=(0, 0, *dims))(self.params, self.buffers, *args)
 
