@@ -181,6 +181,11 @@ def _spawn(members: int, env_steps: int, first_seed: int = 0) -> dict[str, Any]:
     return result
 
 
+def _steps(env_step: int | None) -> str:
+    """Env steps to the threshold (0: the initial test step already reached it), "—" if never."""
+    return "—" if env_step is None else str(env_step)
+
+
 def _name(members: int) -> str:
     return "1 run" if members == 0 else f"batch of {members}"
 
@@ -319,7 +324,7 @@ def _report(
             "| ---: | ---: | ---: | ---: | ---: |",
         ]
         lines += [
-            f"| {x['seed']} | {x['alone_reach'] or '—'} | {x['batched_reach'] or '—'} | "
+            f"| {x['seed']} | {_steps(x['alone_reach'])} | {_steps(x['batched_reach'])} | "
             f"{x['alone_best']:.1f} | {x['batched_best']:.1f} |"
             for x in learning
         ]

@@ -7,8 +7,9 @@ runs them together. Each trainer runs in a thread of its own, but never two at o
 control from one to the next, so every seed's steps happen in the order its own run would take them,
 and the run is as deterministic as a single one. When a seed reaches its update it pauses; once every
 seed still training has paused there, the batch computes all their updates at once
-(:meth:`tshtrain.algorithm.PPO.stacked_update`: the networks stacked along a member axis, one batched
-forward and backward, each member's gradient clipped and Adam-stepped on its own) and the seeds go on.
+(:meth:`tshtrain.algorithm.PPO.stacked_update`, :meth:`tshtrain.algorithm.DQN.stacked_update`: the
+networks stacked along a member axis, one batched forward and backward, each member's gradient clipped
+and Adam-stepped on its own) and the seeds go on.
 A seed that stops (its ``stop_fn``, ``max_epochs``, ``max_env_steps``) leaves the batch: the next
 stacked updates are computed without it.
 
@@ -17,9 +18,12 @@ its result equals ``algorithm.update(rollout)`` of a run of its own to float rou
 products sum in another order).
 
 What a seed batch takes: on-policy trainers of :class:`~tshtrain.algorithm.PPO` with the same
-``PPOParams``, architecture, ``batch_size`` and ``update_step_num_repetitions``; options that act
-inside an update (callbacks with update hooks, ``compile_loss``, ``recompute_advantage``,
-``return_scaling``, ``desired_kl``, per-network clipping) are refused with a one-line error.
+``PPOParams``, architecture, ``batch_size`` and ``update_step_num_repetitions``, or off-policy trainers
+of :class:`~tshtrain.algorithm.DQN` with the same ``DQNParams``, architecture, ``batch_size``,
+``update_step_num_gradient_steps_per_sample`` and ``collection_step_num_env_steps``. Refused with a
+one-line error: callbacks with update hooks, ``overlap_collection``, PPO's ``compile_loss``,
+``recompute_advantage``, ``return_scaling``, ``desired_kl`` and per-network clipping, DQN's
+``obs_normalizer``.
 
 Layer 5: the trainers and the algorithms.
 """
@@ -34,14 +38,15 @@ from typing import Any, final
 import torch
 from typing_extensions import override
 
-from tshtrain.algorithm import PPO
+from tshtrain.algorithm import DQN, PPO
 from tshtrain.algorithm.base import Algorithm, TrainingStats
 from tshtrain.data.batch import AnyRolloutBatch
+from tshtrain.data.collector_base import AnyReplayBuffer
 from tshtrain.errors import ConfigurationError
-from tshtrain.trainer import OnPolicyTrainer
+from tshtrain.trainer import OffPolicyTrainer, OnPolicyTrainer
 from tshtrain.trainer.callbacks import CollectedBatch
 from tshtrain.trainer.dispatch import CallbackSet
-from tshtrain.trainer.params import OnPolicyTrainerParams
+from tshtrain.trainer.params import OffPolicyTrainerParams, OnPolicyTrainerParams
 from tshtrain.trainer.stats import InfoStats
 from tshtrain.trainer.steps import DelegatingStep, StepStrategy, UpdatePart
 
@@ -55,21 +60,22 @@ class _Member:
     """One seed's trainer and where its thread stands."""
 
     index: int
-    trainer: OnPolicyTrainer
-    algorithm: PPO
+    trainer: OnPolicyTrainer | OffPolicyTrainer
+    algorithm: PPO | DQN
     turn: threading.Event = field(default_factory=threading.Event)
     """set by the batch: the seed's thread may run"""
     paused: threading.Event = field(default_factory=threading.Event)
     """set by the seed's thread: it waits for the batch (at its update, or finished)"""
-    rollout: AnyRolloutBatch | None = None
-    """the rollout of the update it waits at; None: it is not at an update"""
-    result: TrainingStats | BaseException | None = None
-    """what its update returns (or raises)"""
+    pending: AnyRolloutBatch | tuple[AnyReplayBuffer, int] | None = None
+    """what the update it waits at works on: PPO's rollout, or DQN's (buffer, number of gradient
+    steps); None: it is not at an update"""
+    result: list[TrainingStats] | BaseException | None = None
+    """what its update returns (one record per gradient step for DQN) or raises"""
     done: bool = False
     info: InfoStats | None = None
     error: BaseException | None = None
 
-    def take_result(self) -> TrainingStats | BaseException | None:
+    def take_result(self) -> list[TrainingStats] | BaseException | None:
         """The result the batch left for the update this seed waits at (cleared)."""
         result, self.result = self.result, None
         return result
@@ -87,18 +93,25 @@ class _MemberStep(DelegatingStep):
     def update(
         self, batch: CollectedBatch | None, callbacks: CallbackSet, show_bar: bool
     ) -> list[UpdatePart]:
-        assert batch is not None and batch.rollout is not None  # on-policy: collected just now
+        assert batch is not None  # online: collected just now
         if callbacks.update_hooks() is not None:
             raise ConfigurationError(
                 f"SeedBatch: seed {self._member.index} has callbacks that act inside the update (update "
                 f"hooks: on_loss, on_optimizer_step, a stop during the update); a stacked update runs every "
                 f"seed's gradient steps at once. Act at training-step level (after_update) instead."
             )
-        try:
-            stat = self._batch._await_update(self._member, batch.rollout)
-        finally:
-            batch.buffer.reset(keep_statistics=True)
-        return [UpdatePart(stat, {})]
+        if batch.rollout is not None:  # on-policy: the rollout, then the buffer is cleared
+            try:
+                stats = self._batch.await_update(self._member, batch.rollout)
+            finally:
+                batch.buffer.reset(keep_statistics=True)
+        else:  # off-policy: as many gradient steps as OffPolicyStep.update would take
+            params = self._member.trainer.params
+            assert isinstance(params, OffPolicyTrainerParams)
+            u = params.update_step_num_gradient_steps_per_sample
+            num_steps = round(u * batch.collect_stat.n_collected_steps) if len(batch.buffer) else 0
+            stats = self._batch.await_update(self._member, (batch.buffer, num_steps))
+        return [UpdatePart(stat, {}) for stat in stats]
 
 
 @final
@@ -113,44 +126,60 @@ class _Wrapper:
 
 
 class SeedBatch:
-    """K on-policy trainers (one per seed) trained side by side, their updates stacked (see the
-    module docstring).
+    """K trainers (one per seed) trained side by side, their updates stacked (see the module
+    docstring).
 
     Args:
         trainers: one :class:`~tshtrain.trainer.OnPolicyTrainer` of a :class:`~tshtrain.algorithm.PPO`
-            per seed, built as for runs of their own and not run yet (a trainer into which a checkpoint
-            was loaded continues from it: the way to resume a seed batch).
+            per seed, or one :class:`~tshtrain.trainer.OffPolicyTrainer` of a
+            :class:`~tshtrain.algorithm.DQN` per seed, built as for runs of their own and not run yet (a
+            trainer into which a checkpoint was loaded continues from it: the way to resume a batch).
 
     Raises:
         ConfigurationError: no trainers, a trainer of another kind, or trainers whose algorithms or
             update settings differ (checked now; architectures at the first update).
     """
 
-    def __init__(self, trainers: Sequence[OnPolicyTrainer]):
+    def __init__(self, trainers: Sequence[OnPolicyTrainer | OffPolicyTrainer]):
         if not trainers:
             raise ConfigurationError("SeedBatch: trainers is empty; give one OnPolicyTrainer per seed.")
+        on_policy = isinstance(trainers[0], OnPolicyTrainer)
+        kind, family = (PPO, OnPolicyTrainer) if on_policy else (DQN, OffPolicyTrainer)
+        algorithms: list[PPO | DQN] = []
         for k, trainer in enumerate(trainers):
-            if not isinstance(trainer, OnPolicyTrainer) or not isinstance(trainer.algorithm, PPO):
+            algorithm = getattr(trainer, "algorithm", None)
+            if not isinstance(trainer, family) or not isinstance(algorithm, kind):
                 raise ConfigurationError(
-                    f"SeedBatch: trainers[{k}] is a {type(trainer).__name__} of "
-                    f"{type(getattr(trainer, 'algorithm', None)).__name__}; a seed batch takes "
-                    f"OnPolicyTrainer of PPO (other algorithms: run the seeds separately)."
+                    f"SeedBatch: trainers[{k}] is a {type(trainer).__name__} of {type(algorithm).__name__}; "
+                    f"a seed batch takes OnPolicyTrainer of PPO or OffPolicyTrainer of DQN, all of one kind "
+                    f"(other algorithms: run the seeds separately)."
                 )
-        algorithms = [t.algorithm for t in trainers if isinstance(t.algorithm, PPO)]
+            algorithms.append(algorithm)
         first = trainers[0]
+        settings = (
+            ("batch_size", "update_step_num_repetitions")
+            if on_policy
+            else ("batch_size", "update_step_num_gradient_steps_per_sample", "collection_step_num_env_steps")
+        )
         for k, trainer in enumerate(trainers[1:], start=1):
             if algorithms[k].params != algorithms[0].params:
                 raise ConfigurationError(
-                    f"SeedBatch: trainers[{k}]'s PPOParams differ from trainers[0]'s; the seeds of a batch "
-                    f"share their hyper-parameters."
+                    f"SeedBatch: trainers[{k}]'s {type(algorithms[k].params).__name__} differ from "
+                    f"trainers[0]'s; the seeds of a batch share their hyper-parameters."
                 )
-            for name in ("batch_size", "update_step_num_repetitions"):
+            for name in settings:
                 mine, theirs = getattr(trainer.params, name), getattr(first.params, name)
                 if mine != theirs:
                     raise ConfigurationError(
                         f"SeedBatch: trainers[{k}].params.{name}={mine!r}, trainers[0]'s is {theirs!r}; the "
                         f"seeds of a batch share their update settings."
                     )
+        for k, trainer in enumerate(trainers):
+            if getattr(trainer.params, "overlap_collection", False):
+                raise ConfigurationError(
+                    f"SeedBatch: trainers[{k}].params.overlap_collection=True collects in a background "
+                    f"thread during the update; a seed batch runs the seeds' steps in turn. Set it to False."
+                )
         self._members = [_Member(k, t, a) for k, (t, a) in enumerate(zip(trainers, algorithms, strict=True))]
         self._lock = threading.Lock()
         self._aborted: BaseException | None = None
@@ -163,7 +192,7 @@ class SeedBatch:
         """the number of seeds in each stacked update, in order (fewer once seeds stop)"""
 
     @property
-    def trainers(self) -> list[OnPolicyTrainer]:
+    def trainers(self) -> list[OnPolicyTrainer | OffPolicyTrainer]:
         return [m.trainer for m in self._members]
 
     def run(self) -> list[InfoStats]:
@@ -188,7 +217,7 @@ class SeedBatch:
                 for member in self._members:
                     if not member.done:
                         self._give_turn(member)
-                waiting = [m for m in self._members if m.rollout is not None]
+                waiting = [m for m in self._members if m.pending is not None]
                 if waiting:
                     self._stacked_update(waiting, flush)
         except BaseException as error:  # KeyboardInterrupt included: every seed stops
@@ -214,12 +243,15 @@ class SeedBatch:
             member.error = error
         finally:
             member.done = True
-            member.rollout = None
+            member.pending = None
             member.paused.set()
 
-    def _await_update(self, member: _Member, rollout: AnyRolloutBatch) -> TrainingStats:
-        """In a seed's thread: pause at the update until the batch has computed it."""
-        member.rollout, member.result = rollout, None
+    def await_update(
+        self, member: _Member, pending: AnyRolloutBatch | tuple[AnyReplayBuffer, int]
+    ) -> list[TrainingStats]:
+        """In a seed's thread: pause at the update until the batch has computed it (called by the
+        seed's step strategy)."""
+        member.pending, member.result = pending, None
         member.paused.set()
         member.turn.wait()
         member.turn.clear()
@@ -239,21 +271,15 @@ class SeedBatch:
             raise member.error
 
     def _stacked_update(self, waiting: list[_Member], flush: bool) -> None:
-        params: OnPolicyTrainerParams = waiting[0].trainer.params
-        rollouts = []
+        pending = []
         for member in waiting:
-            assert member.rollout is not None
-            rollouts.append(member.rollout)
-            member.rollout = None
+            assert member.pending is not None
+            pending.append(member.pending)
+            member.pending = None
         if flush:
             torch.set_flush_denormal(True)
         try:
-            stats = PPO.stacked_update(
-                [m.algorithm for m in waiting],
-                rollouts,
-                batch_size=params.batch_size,
-                num_repetitions=params.update_step_num_repetitions,
-            )
+            stats = self._compute(waiting, pending)
         except BaseException as error:
             for member in waiting:
                 member.result = error
@@ -266,6 +292,48 @@ class SeedBatch:
         for member, stat in zip(waiting, stats, strict=True):
             member.result = stat
 
+    @staticmethod
+    def _compute(
+        waiting: list[_Member], pending: list[AnyRolloutBatch | tuple[AnyReplayBuffer, int]]
+    ) -> list[list[TrainingStats]]:
+        """The updates of the seeds at ``waiting``: stacked, or the last seed's own update."""
+        params = waiting[0].trainer.params
+        ppo = [m.algorithm for m in waiting if isinstance(m.algorithm, PPO)]
+        if ppo:
+            assert isinstance(params, OnPolicyTrainerParams) and len(ppo) == len(waiting)
+            rollouts = [x for x in pending if not isinstance(x, tuple)]
+            if len(ppo) == 1:  # the last seed training: its own update (bit for bit its own run's)
+                return [
+                    [
+                        ppo[0].update(
+                            rollouts[0],
+                            batch_size=params.batch_size,
+                            num_repetitions=params.update_step_num_repetitions,
+                        )
+                    ]
+                ]
+            ppo_stats = PPO.stacked_update(
+                ppo,
+                rollouts,
+                batch_size=params.batch_size,
+                num_repetitions=params.update_step_num_repetitions,
+            )
+            return [[stat] for stat in ppo_stats]
+        dqn = [m.algorithm for m in waiting if isinstance(m.algorithm, DQN)]
+        assert isinstance(params, OffPolicyTrainerParams) and len(dqn) == len(waiting)
+        jobs = [x for x in pending if isinstance(x, tuple)]
+        counts = {n for _, n in jobs}
+        if len(counts) > 1:
+            raise ConfigurationError(
+                f"SeedBatch: the seeds' training steps ask for different numbers of gradient steps "
+                f"({sorted(counts)}); seeds of a batch collect the same env steps per collection step."
+            )
+        num_steps = counts.pop()
+        buffers = [b for b, _ in jobs]
+        if len(dqn) == 1:
+            return [[dqn[0].update(buffers[0], params.batch_size) for _ in range(num_steps)]]
+        return [list(s) for s in DQN.stacked_update(dqn, buffers, params.batch_size, num_steps)]
+
     def _abort(self, error: BaseException) -> None:
         """Stop every seed: those paused at an update get :class:`SeedBatchAbortedError` (or the update's
         error) and unwind through their trainer's failure path."""
@@ -275,7 +343,7 @@ class SeedBatch:
                 continue
             if not isinstance(member.result, BaseException):
                 member.result = SeedBatchAbortedError(f"seed {member.index}: another seed failed ({error!r})")
-            member.rollout = None
+            member.pending = None
             member.paused.clear()
             member.turn.set()
             member.paused.wait()

@@ -11,13 +11,20 @@ from typing import Any
 import pytest
 import torch
 
-from tshtrain.algorithm import A2C, PPO, CategoricalPolicy, PPOParams, mlp
+from tshtrain.algorithm import A2C, DQN, PPO, CategoricalPolicy, DQNParams, PPOParams, QValuePolicy, mlp
+from tshtrain.algorithm.blocks.policies import EpsilonSchedule
 from tshtrain.checkpoint import CheckpointParams
 from tshtrain.data import TensorCollector, TensorReplayBuffer
 from tshtrain.env import TorchCartPole
 from tshtrain.errors import ConfigurationError
 from tshtrain.seeds import SeedBatch, SeedBatchAbortedError
-from tshtrain.trainer import Callback, OnPolicyTrainer, OnPolicyTrainerParams
+from tshtrain.trainer import (
+    Callback,
+    OffPolicyTrainer,
+    OffPolicyTrainerParams,
+    OnPolicyTrainer,
+    OnPolicyTrainerParams,
+)
 
 CPU = torch.device("cpu")
 STEPS = 64
@@ -66,6 +73,16 @@ def test_each_seed_learns_what_its_own_run_learns() -> None:
             torch.testing.assert_close(b, a, rtol=1e-4, atol=1e-5)
         assert info.train_step == own_info.train_step == 3 * 128
         assert info.gradient_step == own_info.gradient_step
+
+
+def test_a_batch_of_one_is_its_own_run_bit_for_bit() -> None:
+    """The last seed training (here the only one) takes its own update: exactly its own run."""
+    solo = ppo_trainer(4)
+    solo.run()
+    batch = SeedBatch([ppo_trainer(4)])
+    batch.run()
+    assert batch.stacked_sizes == [1] * 6
+    assert all(torch.equal(a, b) for a, b in zip(weights(solo), weights(batch.trainers[0]), strict=True))
 
 
 def test_no_number_crosses_seeds() -> None:
@@ -165,3 +182,61 @@ def test_the_batch_runs_once_and_errors_stop_it(tmp_path: Path) -> None:
     with pytest.raises(RuntimeError, match="runs once"):
         batch.run()
     assert issubclass(SeedBatchAbortedError, RuntimeError)
+
+
+def dqn_trainer(seed: int, *, max_epochs: int = 2, **kwargs: Any) -> OffPolicyTrainer:
+    torch.manual_seed(seed)
+    train_env = TorchCartPole(4, CPU, seed=seed)
+    policy = QValuePolicy(
+        mlp(4, 2, (32,)),
+        train_env.single_action_space,
+        eps_schedule=EpsilonSchedule(num_env_steps=200),
+        seed=seed,
+    )
+    algorithm = DQN(policy=policy, params=DQNParams(lr=1e-3, n_step=3, target_update_freq=20))
+    params = OffPolicyTrainerParams(
+        training_collector=TensorCollector(
+            policy,
+            train_env,
+            TensorReplayBuffer(2000, 4, device=CPU, seed=seed),
+            exploration_noise=True,
+            seed=seed,
+        ),
+        test_collector=TensorCollector(policy, TorchCartPole(2, CPU, seed=seed + 1000), seed=seed + 1),
+        max_epochs=max_epochs,
+        epoch_num_steps=100,
+        collection_step_num_env_steps=20,
+        batch_size=32,
+        test_step_num_episodes=2,
+        verbose=False,
+        show_progress=False,
+        **kwargs,
+    )
+    return OffPolicyTrainer(algorithm, params)
+
+
+def dqn_weights(trainer: OffPolicyTrainer) -> list[torch.Tensor]:
+    algorithm = trainer.algorithm
+    assert isinstance(algorithm, DQN)
+    return [p.detach().clone() for p in algorithm.policy.q_net.parameters()]
+
+
+def test_dqn_seeds_learn_what_their_own_runs_learn() -> None:
+    solo = [dqn_trainer(seed) for seed in range(3)]
+    for trainer in solo:
+        trainer.run()
+    batch = SeedBatch([dqn_trainer(seed) for seed in range(3)])
+    infos = batch.run()
+    assert batch.stacked_sizes == [3] * 10  # 2 epochs x 5 collection steps of 20 env steps
+    for own, batched, info in zip(solo, batch.trainers, infos, strict=True):
+        assert isinstance(batched, OffPolicyTrainer)
+        for a, b in zip(dqn_weights(own), dqn_weights(batched), strict=True):
+            torch.testing.assert_close(b, a, rtol=1e-4, atol=1e-5)
+        assert info.gradient_step == own.info_stats().gradient_step == 200
+
+
+def test_a_mixed_or_overlapping_batch_is_refused() -> None:
+    with pytest.raises(ConfigurationError, match="all of one kind"):
+        SeedBatch([ppo_trainer(0), dqn_trainer(1)])  # type: ignore[list-item]
+    with pytest.raises(ConfigurationError, match="update_step_num_gradient_steps_per_sample"):
+        SeedBatch([dqn_trainer(0), dqn_trainer(1, update_step_num_gradient_steps_per_sample=0.5)])

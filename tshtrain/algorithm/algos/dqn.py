@@ -30,7 +30,8 @@ from tshtrain.algorithm.blocks.policies import QValuePolicy
 from tshtrain.algorithm.blocks.polyak import TargetNetwork
 from tshtrain.algorithm.blocks.q_learning import HardTargetQLearner, weighted_mean
 from tshtrain.algorithm.blocks.schedules import Schedule, check_schedule
-from tshtrain.algorithm.pending_stats import gradient_step_stats
+from tshtrain.algorithm.blocks.stacked_update import StackedMembers
+from tshtrain.algorithm.pending_stats import gradient_step_stats, resolve_stats
 from tshtrain.constraints import PositiveFloat, PositiveInt, UnitFloat, validate_fields
 from tshtrain.data.collector_base import AnyReplayBuffer
 from tshtrain.errors import ConfigurationError
@@ -200,3 +201,120 @@ class DQN(OffPolicyAlgorithm[QValuePolicy, DQNTrainingStats]):
             update_priorities(buffer, batch.indices, (q - target).detach().unsqueeze(0))
         self.obs_normalization.update(batch.obs)
         return stats
+
+    @staticmethod
+    def stacked_update(
+        members: Sequence[DQN], buffers: Sequence[AnyReplayBuffer], batch_size: int, num_steps: int
+    ) -> list[list[DQNTrainingStats]]:
+        """``num_steps`` gradient steps of K independent DQN runs (seeds) at once: member k samples
+        from ``buffers[k]`` with its own generator, as its own :meth:`update` would, and the TD losses
+        of all members are evaluated and stepped on their stacked online and target networks
+        (:class:`~tshtrain.algorithm.blocks.stacked_update.StackedMembers`); target copies, priorities
+        and step counts per member as in :meth:`update`. Per member, the statistics of each step. The
+        same learning as ``num_steps`` calls of ``members[k].update`` to float rounding.
+
+        Raises:
+            ConfigurationError: members whose params or gradient-step counts differ, or with an
+                ``obs_normalizer`` (not stacked yet).
+        """
+        if not members or num_steps == 0:
+            return [[] for _ in members]
+        first = members[0]
+        _check_stackable(members)
+        p, device = first.params, first.policy.device
+        stack = StackedMembers(
+            [{"q_net": m.policy.q_net, "target": m.target_q_net.net} for m in members],
+            [m.optim for m in members],
+            owner="DQN",
+        )
+
+        def member_loss(fields: tuple[Any, ...]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+            obs, act, returns, discounts, obs_next, *rest = fields
+            weight = rest[0] if rest else None  # importance weights of prioritized buffers
+            sample = ReplaySample(
+                obs=obs,
+                act=act,
+                returns=returns,
+                discounts=discounts,
+                obs_next=obs_next,
+                weight=weight,
+                indices=act,  # unused by the target (priorities are updated outside, per member)
+            )
+            q = first.policy.q_values(obs).gather(1, act.long().unsqueeze(-1)).squeeze(-1)
+            target = q_learning_target(first.policy, first.target_q_net, sample, is_double=p.is_double)
+            if p.huber_loss and weight is None:
+                loss = F.smooth_l1_loss(q, target)
+            else:
+                per_sample = (
+                    F.smooth_l1_loss(q, target, reduction="none") if p.huber_loss else (q - target).pow(2)
+                )
+                loss = weighted_mean(per_sample, weight)
+            return loss, q.detach().mean(), (q - target).detach()
+
+        stats: list[list[DQNTrainingStats]] = [[] for _ in members]
+        for _ in range(num_steps):
+            samples = [
+                m.learner.begin_update(b, batch_size, NO_UPDATE_HOOKS, device)
+                for m, b in zip(members, buffers, strict=True)
+            ]
+            weighted = {s.weight is not None for s in samples}
+            if len(weighted) > 1:
+                raise ConfigurationError(
+                    "DQN.stacked_update: some members' buffers are prioritized and some are not; stacked "
+                    "seeds share their buffer kind."
+                )
+            fields: tuple[torch.Tensor, ...] = (
+                torch.stack([s.obs for s in samples]),  # type: ignore[misc]
+                torch.stack([s.act for s in samples]),
+                torch.stack([s.returns for s in samples]),
+                torch.stack([s.discounts for s in samples]),
+                torch.stack([s.obs_next for s in samples]),  # type: ignore[misc]
+            )
+            if True in weighted:
+                fields += (torch.stack([s.weight for s in samples]),)  # type: ignore[misc]
+            loss_K, q_mean_K, td_KN = stack.vmap(member_loss, fields)
+            norms_K = stack.step(loss_K, p.max_grad_norm)
+            if p.max_grad_norm is None:  # as update(): not computed, reported as 0
+                norms_K = torch.zeros_like(norms_K)
+            for member in members:
+                member.learner.num_gradient_steps += 1
+            if first.learner.num_gradient_steps % p.target_update_freq == 0:
+                stack.copy_stacked("q_net", "target")
+            for k, (member, buffer) in enumerate(zip(members, buffers, strict=True)):
+                if takes_priorities(buffer):
+                    update_priorities(buffer, samples[k].indices, td_KN[k].unsqueeze(0))
+                stats[k].append(
+                    gradient_step_stats(
+                        DQNTrainingStats,
+                        "DQN",
+                        {"loss": loss_K[k], "q_mean": q_mean_K[k], "grad_norm": norms_K[k]},
+                        losses={"loss": "TD loss"},
+                        deferred=True,
+                        epsilon=member.policy.eps,
+                    )
+                )
+        stack.write_back()
+        resolve_stats([stat for member_stats in stats for stat in member_stats])
+        return stats
+
+
+def _check_stackable(members: Sequence[DQN]) -> None:
+    """Refuse DQN members that cannot update in one stacked pass (see ``DQN.stacked_update``)."""
+    first = members[0]
+    for k, member in enumerate(members):
+        if member.params != first.params:
+            raise ConfigurationError(
+                f"DQN.stacked_update: member {k}'s DQNParams differ from member 0's; stacked seeds share "
+                f"their hyper-parameters."
+            )
+        if member.obs_normalization.normalizer is not None:
+            raise ConfigurationError(
+                "DQN.stacked_update: an obs_normalizer is not available for stacked seeds; drop it or "
+                "run the seeds separately."
+            )
+        if member.learner.num_gradient_steps != first.learner.num_gradient_steps:
+            raise ConfigurationError(
+                f"DQN.stacked_update: the members' gradient-step counts differ (member {k}: "
+                f"{member.learner.num_gradient_steps}, member 0: {first.learner.num_gradient_steps}); "
+                f"stacked seeds update in lockstep."
+            )

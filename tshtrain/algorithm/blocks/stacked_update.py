@@ -99,7 +99,14 @@ class StackedMembers:
         """name -> (K, ...) leaf tensors that require gradients"""
         self.buffers: dict[str, torch.Tensor] = stacked_buffers
         """name -> (K, ...) tensors"""
-        self._member_params = [dict(m.named_parameters()) for m in self._members]
+        self._member_params = [
+            {n: p for n, p in m.named_parameters() if p.requires_grad} for m in self._members
+        ]
+        """per member: name -> its trainable parameters (frozen ones, e.g. a target network's, are
+        stacked too but neither stepped nor given gradients)"""
+        self._member_frozen = [
+            {n: p for n, p in m.named_parameters() if not p.requires_grad} for m in self._members
+        ]
         all_names = [n for n, _ in self._members[0].named_parameters(remove_duplicate=False)]
         all_names += [n for n, _ in self._members[0].named_buffers(remove_duplicate=False)]
         self._tied = len(all_names) != len(self.params) + len(self.buffers)
@@ -138,7 +145,8 @@ class StackedMembers:
                 f"{groups[0]['weight_decay']} (allowed: False, False, 0)."
             )
         exp_avg, exp_avg_sq, steps = {}, {}, []
-        for name, stacked in self.params.items():
+        for name in self._member_params[0]:
+            stacked = self.params[name]
             states = [
                 self._optimizers[k].state.get(self._member_params[k][name], {})
                 for k in range(self.num_members)
@@ -169,7 +177,9 @@ class StackedMembers:
         return {
             "exp_avg": exp_avg,
             "exp_avg_sq": exp_avg_sq,
-            "steps": {n: torch.tensor(step, dtype=torch.float32, device=device) for n in self.params},
+            "steps": {
+                n: torch.tensor(step, dtype=torch.float32, device=device) for n in self._member_params[0]
+            },
             "group": groups[0],
             "fused": fused,
         }
@@ -193,7 +203,7 @@ class StackedMembers:
         """Backpropagate ``loss_K.sum()`` (one loss per member), clip each member's gradient norm to
         ``max_grad_norm`` (None: no clipping) and take one Adam step; returns the (K,) gradient norms
         before clipping."""
-        params = list(self.params.values())
+        params = [self.params[n] for n in self._member_params[0]]
         for p in params:
             p.grad = None
         loss_K.sum().backward()  # type: ignore[no-untyped-call]
@@ -210,7 +220,7 @@ class StackedMembers:
                 f"takes one learning rate."
             )
         group = adam["group"]
-        names = [n for n, p in self.params.items() if p.grad is not None]
+        names = [n for n in self._member_params[0] if self.params[n].grad is not None]
         if not names:
             return
         with torch.no_grad():
@@ -231,6 +241,16 @@ class StackedMembers:
                 maximize=False,
             )
 
+    def copy_stacked(self, source: str, target: str) -> None:
+        """Copy every member's tensors under the net named ``source`` into those under ``target``
+        (the same architecture), e.g. a hard target-network update of all members at once."""
+        with torch.no_grad():
+            for store in (self.params, self.buffers):
+                for name, tensor in store.items():
+                    prefix = f"nets.{target}."
+                    if name.startswith(prefix):
+                        tensor.copy_(store[f"nets.{source}." + name.removeprefix(prefix)])
+
     def write_back(self) -> None:
         """Copy the stacked parameters, buffers and Adam state back into the members (the members'
         tensors keep their identity: views of them stay valid)."""
@@ -239,7 +259,7 @@ class StackedMembers:
             for k, member in enumerate(self._members):
                 for name, p in self._member_params[k].items():
                     p.copy_(self.params[name][k])
-                    if adam["steps"][name].item() > 0:
+                    if adam["steps"][name].item() > 0:  # trainable parameters only
                         state = self._optimizers[k].state[p]
                         if state:
                             state["exp_avg"].copy_(adam["exp_avg"][name][k])
@@ -249,6 +269,8 @@ class StackedMembers:
                             state["step"] = adam["steps"][name].clone()
                             state["exp_avg"] = adam["exp_avg"][name][k].clone()
                             state["exp_avg_sq"] = adam["exp_avg_sq"][name][k].clone()
+                for name, p in self._member_frozen[k].items():
+                    p.copy_(self.params[name][k])
                 for name, b in member.named_buffers():
                     b.copy_(self.buffers[name][k])
 
