@@ -1,4 +1,4 @@
-"""Seed batches (issue 35): the wall and CPU time of K seeds of PPO on CartPole trained together
+"""Seed batches (issue 35): the wall and CPU time of K seeds of PPO (or DQN) on CartPole trained together
 (``tshtrain.seeds.SeedBatch``) against one seed's run, and (``--learning``) each seed's learning in a
 batch against the same seed's run of its own.
 
@@ -21,6 +21,8 @@ compares each seed's steps to 475 and best return with its batched twin.
     python benchmarks/bench_seeds.py                       # K = 4, 10; 3 repetitions
     python benchmarks/bench_seeds.py --members 4 10 32 --repeats 3 --learning
     python benchmarks/bench_seeds.py --quick               # smoke run (tiny budget)
+    python benchmarks/bench_seeds.py --algorithm dqn --env-steps 50000 --members 4 10   # DQN's default
+                                                           # experiment (the issue's DQN budget)
 """
 
 from __future__ import annotations
@@ -44,14 +46,16 @@ PACKAGES = ("tshtrain", "torch", "gymnasium", "numpy")
 CHILD_PREFIX = "BENCH-SEEDS-CHILD "
 THRESHOLD = 475.0
 GOAL_K, GOAL_RATIO = 10, 2.5
-"""issue 35: 10 seeds of PPO CartPole in at most 2.5x the wall time of one seed's run"""
+"""issue 35: 10 seeds of PPO CartPole (100k env steps) and of DQN CartPole (50k) in at most 2.5x the
+wall time of one seed's run"""
 
 
-def _overrides(env_steps: int) -> list[str]:
-    epochs = max(1, env_steps // 4096)
+def _overrides(env_steps: int, algorithm: str) -> list[str]:
     return [
+        f"algorithm.name={algorithm}",
         "trainer.stop_score=null",
-        f"trainer.max_epochs={epochs}",
+        "trainer.max_epochs=1000000",
+        f"trainer.max_env_steps={env_steps}",
         "trainer.verbose=false",
         "trainer.show_progress=false",
         "loggers=[]",
@@ -78,7 +82,7 @@ def child_main(args: argparse.Namespace) -> None:
     runs, reach = [], []
     with tempfile.TemporaryDirectory() as tmp:
         for seed in seeds:
-            experiment = load_experiment(None, [*_overrides(args.env_steps), f"seed={seed}"])
+            experiment = load_experiment(None, [*_overrides(args.env_steps, args.algorithm), f"seed={seed}"])
             run = build_run(experiment, Path(tmp) / f"seed-{seed}")
             probe = FirstReach()
             run.trainer.add_callback(probe)
@@ -161,10 +165,12 @@ def update_times(members: list[int], repeats: int) -> list[dict[str, Any]]:
     return rows
 
 
-def _spawn(members: int, env_steps: int, first_seed: int = 0) -> dict[str, Any]:
+def _spawn(members: int, env_steps: int, algorithm: str, first_seed: int = 0) -> dict[str, Any]:
     command = [
         sys.executable,
         str(Path(__file__).resolve()),
+        "--algorithm",
+        algorithm,
         "--child-members",
         str(members),
         "--first-seed",
@@ -215,7 +221,11 @@ def main(argv: list[str] | None = None) -> None:
     if args.quick:
         args.members, args.repeats, args.env_steps = [2], 1, 4096
     header = run_header(PACKAGES)
-    updates = update_times(sorted({1, *args.members}), repeats=3 if args.quick else 7)
+    updates = (
+        update_times(sorted({1, *args.members}), repeats=3 if args.quick else 7)
+        if args.algorithm == "ppo"
+        else []
+    )
     if args.update_only:
         return
     contestants = [0, *args.members]
@@ -225,7 +235,7 @@ def main(argv: list[str] | None = None) -> None:
     )
     for rep in range(args.repeats):
         for members in rotated(contestants, rep):
-            results[members].append(_spawn(members, args.env_steps))
+            results[members].append(_spawn(members, args.env_steps, args.algorithm))
         line = "  ".join(f"{_name(k)}={results[k][-1]['wall']:.1f}s" for k in contestants)
         print(f"  [rep {rep + 1}/{args.repeats}] {line}", flush=True)
     solo_walls = [r["wall"] for r in results[0]]
@@ -253,7 +263,7 @@ def main(argv: list[str] | None = None) -> None:
         top = max(args.members)
         batched = results[top][0]
         for seed in range(top):
-            alone = _spawn(0, args.env_steps, first_seed=seed)
+            alone = _spawn(0, args.env_steps, args.algorithm, first_seed=seed)
             learning.append(
                 {
                     "seed": seed,
@@ -280,7 +290,7 @@ def _report(
         "| K | K updates one by one (ms) | stacked (ms) | speed-up | stacked ÷ one seed's update |",
         "| ---: | ---: | ---: | ---: | ---: |",
     ]
-    one = updates[0]["one_by_one_ms"]
+    one = updates[0]["one_by_one_ms"] if updates else 1.0
     update_lines += [
         f"| {u['members']} | {u['one_by_one_ms']:.1f} | {u['stacked_ms']:.1f} | "
         f"{u['one_by_one_ms'] / u['stacked_ms']:.2f}x | {u['stacked_ms'] / one:.2f} |"
@@ -338,17 +348,20 @@ def _report(
         "learning": learning,
         "updates": updates,
     }
-    name = "bench_seeds_quick" if args.quick else "bench_seeds"
+    name = ("bench_seeds_quick" if args.quick else "bench_seeds") + (
+        "" if args.algorithm == "ppo" else "_dqn"
+    )
     json_path = write_json(name, payload)
     if args.quick:
         print(f"wrote {json_path}")
         return
     md = write_report(
         name,
-        "Seed batches: K seeds of PPO CartPole in one process against one seed's run",
+        f"Seed batches: K seeds of {args.algorithm.upper()} CartPole in one process against one seed's run",
         payload,
         [
-            f"- PPO on CartPole-v1, `tshtrain train`'s default experiment, {args.env_steps:,} env steps per "
+            f"- {args.algorithm.upper()} on CartPole-v1, the default experiment of `--set "
+            f"algorithm.name={args.algorithm}`, {args.env_steps:,} env steps per "
             f"seed, no stop score, no loggers or checkpoints; each timed run a fresh process; "
             f"{args.repeats} interleaved repetitions",
             "",
