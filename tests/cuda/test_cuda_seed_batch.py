@@ -1,0 +1,54 @@
+"""Seed batches on CUDA (issue 35): ``PPO.stacked_update`` and ``DQN.stacked_update`` on GPU members equal
+their members' own updates to float tolerance (the stacked Adam is torch's fused CUDA kernel), and
+``tshtrain train --seeds`` of the torch CartPole on ``cuda`` trains every seed. Skipped without CUDA."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from tests.unit.test_stacked_dqn import filled, make_dqn
+from tests.unit.test_stacked_update import make_ppo, rollout
+from tshtrain.algorithm import DQN, PPO
+from tshtrain.cli import main
+
+CUDA = torch.device("cuda")
+
+
+@pytest.mark.parametrize("box", [False, True], ids=["categorical", "gaussian"])
+def test_stacked_ppo_on_cuda(box: bool) -> None:
+    solo = [make_ppo(s, box).to(CUDA) for s in range(3)]
+    stacked = [make_ppo(s, box).to(CUDA) for s in range(3)]
+    data = [rollout(s, box) for s in range(3)]
+    for m, d in zip(solo, data, strict=True):
+        m.update(d, batch_size=20, num_repetitions=2)
+    PPO.stacked_update(stacked, data, batch_size=20, num_repetitions=2)
+    for s, m in zip(solo, stacked, strict=True):
+        for a, b in zip(s.ac.parameters, m.ac.parameters, strict=True):
+            assert b.device.type == "cuda"
+            torch.testing.assert_close(b, a, rtol=1e-4, atol=1e-5)
+
+
+def test_stacked_dqn_on_cuda() -> None:
+    solo, stacked = [make_dqn(s).to(CUDA) for s in range(3)], [make_dqn(s).to(CUDA) for s in range(3)]
+    solo_buffers, stacked_buffers = [filled(s) for s in range(3)], [filled(s) for s in range(3)]
+    for m, b in zip(solo, solo_buffers, strict=True):
+        for _ in range(4):
+            m.update(b, 16)
+    DQN.stacked_update(stacked, stacked_buffers, 16, 4)
+    for s, m in zip(solo, stacked, strict=True):
+        for a, b in zip(s.policy.q_net.parameters(), m.policy.q_net.parameters(), strict=True):
+            torch.testing.assert_close(b, a, rtol=1e-4, atol=1e-5)
+
+
+def test_cli_seeds_on_cuda(tmp_path: Path) -> None:
+    args = [
+        "train", "--set", "device=cuda", "--set", "env.type=torch_cartpole", "--set", "loggers=[]",
+        "--set", "trainer.max_epochs=1", "--set", "trainer.epoch_num_steps=512",
+        "--seeds", "0-2", "-o", str(tmp_path),
+    ]  # fmt: skip
+    assert main(args) == 0
+    for seed in range(3):
+        assert (tmp_path / f"seed-{seed}" / "info_stats.json").is_file()
