@@ -201,6 +201,9 @@ def main(argv: list[str] | None = None) -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument(
+        "--algorithm", choices=("ppo", "dqn"), default="ppo", help="the default experiment of ppo or dqn"
+    )
+    parser.add_argument(
         "--members", type=int, nargs="+", default=[4, 10], help="batch sizes K (default 4 10)"
     )
     parser.add_argument("--repeats", type=int, default=3, help="interleaved repetitions (default 3)")
