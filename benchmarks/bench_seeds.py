@@ -233,9 +233,8 @@ def main(argv: list[str] | None = None) -> None:
         return
     contestants = [0, *args.members]
     results: dict[int, list[dict[str, Any]]] = {k: [] for k in contestants}
-    print(
-        f"PPO CartPole, {args.env_steps:,} env steps per seed; contestants {[_name(k) for k in contestants]}"
-    )
+    names = [_name(k) for k in contestants]
+    print(f"{args.algorithm.upper()} CartPole, {args.env_steps:,} env steps per seed; contestants {names}")
     for rep in range(args.repeats):
         for members in rotated(contestants, rep):
             results[members].append(_spawn(members, args.env_steps, args.algorithm))

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from tshtrain.algorithm import DQN, DQNParams, QValuePolicy, mlp
+from tshtrain.algorithm import DQN, DQNParams, QValuePolicy, dueling_mlp, mlp
 from tshtrain.data import PrioritizedVectorReplayBuffer, VectorReplayBuffer
 from tshtrain.data.buffer import BaseReplayBuffer
 from tshtrain.errors import ConfigurationError
@@ -17,9 +17,11 @@ from tshtrain.errors import ConfigurationError
 OBS = 4
 
 
-def make_dqn(seed: int, **overrides: object) -> DQN:
+def make_dqn(seed: int, dueling: bool = False, **overrides: object) -> DQN:
+    """A plain MLP Q-network (the stacked update's baddbmm path) or a dueling one (its vmap path)."""
     torch.manual_seed(seed)
-    policy = QValuePolicy(mlp(OBS, 2, (16, 16)), gym.spaces.Discrete(2), seed=seed)
+    q_net = dueling_mlp(OBS, 2, (16,), (8,)) if dueling else mlp(OBS, 2, (16, 16))
+    policy = QValuePolicy(q_net, gym.spaces.Discrete(2), seed=seed)
     settings: dict[str, object] = {"lr": 1e-3, "target_update_freq": 3, "max_grad_norm": 1.0, **overrides}
     return DQN(policy=policy, params=DQNParams(**settings))  # type: ignore[arg-type]
 
@@ -57,9 +59,13 @@ def weights(dqn: DQN) -> list[torch.Tensor]:
     ids=["double-huber", "plain-mse-nstep", "no-clip"],
 )
 @pytest.mark.parametrize("prioritized", [False, True], ids=["uniform", "prioritized"])
-def test_each_member_gets_its_own_gradient_steps(overrides: dict[str, object], prioritized: bool) -> None:
+@pytest.mark.parametrize("dueling", [False, True], ids=["mlp", "dueling"])
+def test_each_member_gets_its_own_gradient_steps(
+    overrides: dict[str, object], prioritized: bool, dueling: bool
+) -> None:
     k = 3
-    solo, stacked = [make_dqn(s, **overrides) for s in range(k)], [make_dqn(s, **overrides) for s in range(k)]
+    solo = [make_dqn(s, dueling, **overrides) for s in range(k)]
+    stacked = [make_dqn(s, dueling, **overrides) for s in range(k)]
     solo_buffers = [filled(s, prioritized) for s in range(k)]
     stacked_buffers = [filled(s, prioritized) for s in range(k)]
     for _ in range(2):  # 2 x 4 steps: target copies at 3 and 6, state written back in between
@@ -95,6 +101,8 @@ def test_no_number_crosses_members() -> None:
 def test_members_that_cannot_be_stacked_are_refused() -> None:
     with pytest.raises(ConfigurationError, match="DQNParams differ"):
         DQN.stacked_update([make_dqn(0), make_dqn(1, lr=3e-4)], [filled(0), filled(1)], 16, 1)
+    with pytest.raises(ConfigurationError, match="differ from member 0's"):  # another architecture
+        DQN.stacked_update([make_dqn(0), make_dqn(1, dueling=True)], [filled(0), filled(1)], 16, 1)
     ahead = make_dqn(1)
     ahead.update(filled(1), 16)
     with pytest.raises(ConfigurationError, match="lockstep"):

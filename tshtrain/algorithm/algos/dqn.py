@@ -4,7 +4,7 @@ replay (Schaul et al. 2016, through a prioritized buffer)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, final
 
@@ -228,28 +228,7 @@ class DQN(OffPolicyAlgorithm[QValuePolicy, DQNTrainingStats]):
             owner="DQN",
         )
 
-        def member_loss(fields: tuple[Any, ...]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-            obs, act, returns, discounts, obs_next, *rest = fields
-            weight = rest[0] if rest else None  # importance weights of prioritized buffers
-            sample = ReplaySample(
-                obs=obs,
-                act=act,
-                returns=returns,
-                discounts=discounts,
-                obs_next=obs_next,
-                weight=weight,
-                indices=act,  # unused by the target (priorities are updated outside, per member)
-            )
-            q = first.policy.q_values(obs).gather(1, act.long().unsqueeze(-1)).squeeze(-1)
-            target = q_learning_target(first.policy, first.target_q_net, sample, is_double=p.is_double)
-            if p.huber_loss and weight is None:
-                loss = F.smooth_l1_loss(q, target)
-            else:
-                per_sample = (
-                    F.smooth_l1_loss(q, target, reduction="none") if p.huber_loss else (q - target).pow(2)
-                )
-                loss = weighted_mean(per_sample, weight)
-            return loss, q.detach().mean(), (q - target).detach()
+        loss_of = _stacked_loss_function(first, stack)
 
         stats: list[list[DQNTrainingStats]] = [[] for _ in members]
         for _ in range(num_steps):
@@ -272,7 +251,7 @@ class DQN(OffPolicyAlgorithm[QValuePolicy, DQNTrainingStats]):
             )
             if True in weighted:
                 fields += (torch.stack([s.weight for s in samples]),)  # type: ignore[misc]
-            loss_K, q_mean_K, td_KN = stack.vmap(member_loss, fields)
+            loss_K, q_mean_K, td_KN = loss_of(fields)
             norms_K = stack.step(loss_K, p.max_grad_norm)
             if p.max_grad_norm is None:  # as update(): not computed, reported as 0
                 norms_K = torch.zeros_like(norms_K)
@@ -296,6 +275,61 @@ class DQN(OffPolicyAlgorithm[QValuePolicy, DQNTrainingStats]):
         stack.write_back()
         resolve_stats([stat for member_stats in stats for stat in member_stats])
         return stats
+
+
+TDTerms = tuple[torch.Tensor, torch.Tensor, torch.Tensor]
+"""(loss, mean Q of the taken actions, TD errors), reduced over the last axis (the batch)"""
+
+
+def _td_terms(q: torch.Tensor, target: torch.Tensor, weight: torch.Tensor | None, huber: bool) -> TDTerms:
+    """DQN.update's loss (Huber or squared, importance-weighted with ``weight``), per member when the
+    tensors have a member axis first."""
+    per_sample = F.smooth_l1_loss(q, target, reduction="none") if huber else (q - target).pow(2)
+    loss = (per_sample if weight is None else per_sample * weight).mean(dim=-1)
+    return loss, q.detach().mean(dim=-1), (q - target).detach()
+
+
+def _stacked_loss_function(
+    first: DQN, stack: StackedMembers
+) -> Callable[[tuple[torch.Tensor, ...]], TDTerms]:
+    """The members' TD terms from stacked (obs, act, returns, discounts, obs_next[, weight]): on plain
+    MLP Q-networks one ``baddbmm`` per layer on the stacked weights; otherwise the one-member loss
+    (written for ``first``'s networks) under ``vmap``."""
+    p = first.params
+    q_stacked, target_stacked = stack.stacked_mlp("q_net"), stack.stacked_mlp("target")
+
+    def member_loss(fields: tuple[torch.Tensor, ...]) -> TDTerms:
+        obs, act, returns, discounts, obs_next, *rest = fields
+        weight = rest[0] if rest else None  # importance weights of prioritized buffers
+        sample = ReplaySample(
+            obs=obs,
+            act=act,
+            returns=returns,
+            discounts=discounts,
+            obs_next=obs_next,
+            weight=weight,
+            indices=act,  # unused by the target (priorities are updated outside, per member)
+        )
+        q = first.policy.q_values(obs).gather(1, act.long().unsqueeze(-1)).squeeze(-1)
+        target = q_learning_target(first.policy, first.target_q_net, sample, is_double=p.is_double)
+        return _td_terms(q, target, weight, p.huber_loss)
+
+    def stacked_loss(fields: tuple[torch.Tensor, ...]) -> TDTerms:
+        assert q_stacked is not None and target_stacked is not None
+        obs, act, returns, discounts, obs_next, *rest = fields
+        q = q_stacked(obs).gather(-1, act.long().unsqueeze(-1)).squeeze(-1)
+        with torch.no_grad():  # as q_learning_target: no gradient reaches the target
+            q_next_target = target_stacked(obs_next)
+            chooser = q_stacked(obs_next) if p.is_double else q_next_target
+            next_act = chooser.argmax(dim=-1, keepdim=True)
+            target = returns + discounts * q_next_target.gather(-1, next_act).squeeze(-1)
+        return _td_terms(q, target, rest[0] if rest else None, p.huber_loss)
+
+    if q_stacked is not None and target_stacked is not None:
+        return lambda fields: (
+            stacked_loss(fields) if isinstance(fields[0], torch.Tensor) else stack.vmap(member_loss, fields)
+        )
+    return lambda fields: stack.vmap(member_loss, fields)
 
 
 def _check_stackable(members: Sequence[DQN]) -> None:

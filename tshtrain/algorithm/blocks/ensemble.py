@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import copy
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import final
 
 import torch
@@ -234,6 +234,39 @@ def unstack_mlp(net: nn.Sequential, k: int) -> nn.Sequential:
                 f"element-wise activation (ELEMENTWISE_ACTIVATIONS)."
             )
     return nn.Sequential(*layers)
+
+
+def stacked_mlp_forward(
+    net: nn.Sequential, tensors: Mapping[str, torch.Tensor], prefix: str, x_KNI: torch.Tensor
+) -> torch.Tensor:
+    """Member k of ``net``'s architecture on ``x_KNI[k]`` for every k at once, with the members' weights
+    stacked in ``tensors`` (``f"{prefix}{i}.weight"``: (K, out, in), ``f"{prefix}{i}.bias"``: (K, out), as
+    ``torch.func.stack_module_state`` stacks ``nn.Linear`` layers): each layer one ``baddbmm``, as
+    :class:`EnsembleLinear` computes it, each activation the members' common module. ``net`` must pass
+    :func:`is_plain_mlp`."""
+    h = x_KNI
+    for i, module in enumerate(net):
+        if isinstance(module, nn.Linear):
+            weight, bias = tensors[f"{prefix}{i}.weight"], tensors[f"{prefix}{i}.bias"]
+            h = torch.baddbmm(bias.unsqueeze(1), h, weight.transpose(1, 2))
+        else:
+            h = module(h)
+    return h
+
+
+def is_plain_mlp(net: nn.Module) -> bool:
+    """Whether ``net`` is an ``nn.Sequential`` of ``nn.Linear`` layers with biases and element-wise
+    activations (:data:`ELEMENTWISE_ACTIVATIONS`) and no buffers: what :func:`stack_mlps` and
+    :func:`stacked_mlp_forward` take."""
+    return (
+        isinstance(net, nn.Sequential)
+        and not any(True for _ in net.buffers())
+        and any(isinstance(m, nn.Linear) for m in net)
+        and all(
+            (isinstance(m, nn.Linear) and m.bias is not None) or isinstance(m, ELEMENTWISE_ACTIVATIONS)
+            for m in net
+        )
+    )
 
 
 def clip_grad_norm_per_member_(

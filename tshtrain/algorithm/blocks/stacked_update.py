@@ -30,7 +30,7 @@ from torch import nn
 from torch.func import functional_call, stack_module_state, vmap
 from torch.optim.adam import adam as functional_adam
 
-from tshtrain.algorithm.blocks.ensemble import clip_grad_norm_per_member_
+from tshtrain.algorithm.blocks.ensemble import clip_grad_norm_per_member_, is_plain_mlp, stacked_mlp_forward
 from tshtrain.errors import ConfigurationError
 
 _ADAM_KEYS = ("betas", "eps", "weight_decay", "amsgrad", "maximize")
@@ -198,6 +198,28 @@ class StackedMembers:
             return functional_call(base, (params, buffers), member_args, tie_weights=tied, strict=True)
 
         return vmap(one, in_dims=(0, 0, *dims))(self.params, self.buffers, *args)
+
+    def stacked_mlp(self, name: str) -> Callable[[torch.Tensor], torch.Tensor] | None:
+        """The net ``name`` of every member as one function of (K, N, in) -> (K, N, out) on the stacked
+        tensors (one ``baddbmm`` per layer: :func:`stacked_mlp_forward`, no ``vmap``), or None when the
+        net is not a plain MLP (:func:`is_plain_mlp`); gradients reach the stacked parameters."""
+        net = self._members[0].nets[name]
+        if not isinstance(net, nn.Sequential) or not is_plain_mlp(net):
+            return None
+        prefix, tensors = f"nets.{name}.", self.params
+        needed = [
+            f"{prefix}{i}.{w}"
+            for i, m in enumerate(net)
+            if isinstance(m, nn.Linear)
+            for w in ("weight", "bias")
+        ]
+        if not all(key in tensors for key in needed):  # a tensor shared under another name
+            return None
+
+        def forward(x_KNI: torch.Tensor) -> torch.Tensor:
+            return stacked_mlp_forward(net, tensors, prefix, x_KNI)
+
+        return forward
 
     def step(self, loss_K: torch.Tensor, max_grad_norm: float | None) -> torch.Tensor:
         """Backpropagate ``loss_K.sum()`` (one loss per member), clip each member's gradient norm to
