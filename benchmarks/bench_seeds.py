@@ -319,15 +319,9 @@ def _report(
         else f"{goal['wall_x_one_run']['ratio_of_medians']:.2f}x: "
         + ("met" if goal["wall_x_one_run"]["ratio_of_medians"] <= GOAL_RATIO else "MISSED")
     )
-    lines = [
-        *table,
-        "",
-        verdict,
-        "",
-        "One update (PPO.stacked_update against one by one):",
-        "",
-        *update_lines,
-    ]
+    lines = [*table, "", verdict]
+    if updates:
+        lines += ["", "One update (PPO.stacked_update against one by one):", "", *update_lines]
     if learning:
         lines += [
             "",
