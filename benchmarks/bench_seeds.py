@@ -344,9 +344,7 @@ def _report(
         "learning": learning,
         "updates": updates,
     }
-    name = ("bench_seeds_quick" if args.quick else "bench_seeds") + (
-        "" if args.algorithm == "ppo" else "_dqn"
-    )
+    name = "bench_seeds" + ("" if args.algorithm == "ppo" else "_dqn") + ("_quick" if args.quick else "")
     json_path = write_json(name, payload)
     if args.quick:
         print(f"wrote {json_path}")
