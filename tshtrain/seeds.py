@@ -195,6 +195,12 @@ class SeedBatch:
     def trainers(self) -> list[OnPolicyTrainer | OffPolicyTrainer]:
         return [m.trainer for m in self._members]
 
+    @property
+    def errors(self) -> list[BaseException | None]:
+        """Per seed, the error its run ended with (:class:`SeedBatchAbortedError` for the seeds another
+        seed's failure or a Ctrl-C stopped), or None."""
+        return [m.error for m in self._members]
+
     def run(self) -> list[InfoStats]:
         """Run every seed to its end; the seeds' final :class:`InfoStats`, in order.
 
@@ -251,6 +257,9 @@ class SeedBatch:
     ) -> list[TrainingStats]:
         """In a seed's thread: pause at the update until the batch has computed it (called by the
         seed's step strategy)."""
+        aborted = self._aborted
+        if aborted is not None:  # the batch stopped while this seed ran (Ctrl-C in the main thread)
+            raise SeedBatchAbortedError(f"seed {member.index}: the batch stopped ({aborted!r})")
         member.pending, member.result = pending, None
         member.paused.set()
         member.turn.wait()
@@ -258,7 +267,8 @@ class SeedBatch:
         result = member.take_result()
         if isinstance(result, BaseException):
             raise result
-        assert result is not None, "the batch resumes a seed at its update with its result"
+        if result is None:  # resumed by an abort that began while this seed was pausing
+            raise SeedBatchAbortedError(f"seed {member.index}: the batch stopped ({self._aborted!r})")
         return result
 
     # ------------------------------------------------------------------ the batch

@@ -140,6 +140,8 @@ def test_a_failing_seed_stops_every_seed() -> None:
         batch.run()
     for trainer in batch.trainers:  # every seed stopped before its end
         assert trainer.counters.env_step < 3 * 128
+    assert isinstance(batch.errors[1], KeyError)
+    assert all(isinstance(batch.errors[k], SeedBatchAbortedError) for k in (0, 2))
 
 
 def test_what_cannot_be_batched_is_refused() -> None:
@@ -240,3 +242,31 @@ def test_a_mixed_or_overlapping_batch_is_refused() -> None:
         SeedBatch([ppo_trainer(0), dqn_trainer(1)])  # type: ignore[list-item]
     with pytest.raises(ConfigurationError, match="update_step_num_gradient_steps_per_sample"):
         SeedBatch([dqn_trainer(0), dqn_trainer(1, update_step_num_gradient_steps_per_sample=0.5)])
+
+
+def test_ctrl_c_in_the_main_thread_stops_every_seed() -> None:
+    """SIGINT while a seed runs: the batch raises KeyboardInterrupt, and the running seed stops at its
+    next update (SeedBatchAbortedError inside it) instead of waiting for a stacked update."""
+    import os
+    import signal
+
+    class Interrupt(Callback):
+        sent = False
+
+        def on_training_step_start(self, *args: Any, **kwargs: Any) -> None:
+            if not Interrupt.sent:
+                Interrupt.sent = True
+                os.kill(os.getpid(), signal.SIGINT)
+
+    interrupted = ppo_trainer(1)
+    interrupted.add_callback(Interrupt())
+    batch = SeedBatch([ppo_trainer(0), interrupted, ppo_trainer(2)])
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            batch.run()
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    for trainer in batch.trainers:
+        assert trainer.counters.env_step < 3 * 128
+    assert all(isinstance(error, SeedBatchAbortedError) for error in batch.errors)
