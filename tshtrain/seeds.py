@@ -31,7 +31,7 @@ Layer 5: the trainers and the algorithms.
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, final
 
@@ -125,6 +125,61 @@ class _Wrapper:
         return _MemberStep(strategy, self.batch, self.member)
 
 
+def _checked_algorithms(trainers: Sequence[OnPolicyTrainer | OffPolicyTrainer]) -> list[PPO | DQN]:
+    """The trainers' algorithms, once everything a seed batch needs of them is checked (see
+    :class:`SeedBatch`)."""
+    if not trainers:
+        raise ConfigurationError("SeedBatch: trainers is empty; give one OnPolicyTrainer per seed.")
+    on_policy = isinstance(trainers[0], OnPolicyTrainer)
+    kind, family = (PPO, OnPolicyTrainer) if on_policy else (DQN, OffPolicyTrainer)
+    algorithms: list[PPO | DQN] = []
+    for k, trainer in enumerate(trainers):
+        algorithm = getattr(trainer, "algorithm", None)
+        if not isinstance(trainer, family) or not isinstance(algorithm, kind):
+            raise ConfigurationError(
+                f"SeedBatch: trainers[{k}] is a {type(trainer).__name__} of {type(algorithm).__name__}; "
+                f"a seed batch takes OnPolicyTrainer of PPO or OffPolicyTrainer of DQN, all of one kind "
+                f"(other algorithms: run the seeds separately)."
+            )
+        algorithms.append(algorithm)
+    first = trainers[0]
+    settings = (
+        ("batch_size", "update_step_num_repetitions")
+        if on_policy
+        else ("batch_size", "update_step_num_gradient_steps_per_sample", "collection_step_num_env_steps")
+    )
+    for k, trainer in enumerate(trainers[1:], start=1):
+        if algorithms[k].params != algorithms[0].params:
+            raise ConfigurationError(
+                f"SeedBatch: trainers[{k}]'s {type(algorithms[k].params).__name__} differ from "
+                f"trainers[0]'s; the seeds of a batch share their hyper-parameters."
+            )
+        for name in settings:
+            mine, theirs = getattr(trainer.params, name), getattr(first.params, name)
+            if mine != theirs:
+                raise ConfigurationError(
+                    f"SeedBatch: trainers[{k}].params.{name}={mine!r}, trainers[0]'s is {theirs!r}; the "
+                    f"seeds of a batch share their update settings."
+                )
+    if on_policy:  # options a stacked update does not take: refused now, not at the first update
+        PPO.check_stackable([a for a in algorithms if isinstance(a, PPO)])
+    else:
+        DQN.check_stackable([a for a in algorithms if isinstance(a, DQN)])
+        if first.params.collection_step_num_env_steps is None:
+            raise ConfigurationError(
+                "SeedBatch: DQN seeds collect by episodes (collection_step_num_episodes), so their "
+                "training steps take different numbers of gradient steps; set "
+                "collection_step_num_env_steps."
+            )
+    for k, trainer in enumerate(trainers):
+        if getattr(trainer.params, "overlap_collection", False):
+            raise ConfigurationError(
+                f"SeedBatch: trainers[{k}].params.overlap_collection=True collects in a background "
+                f"thread during the update; a seed batch runs the seeds' steps in turn. Set it to False."
+            )
+    return algorithms
+
+
 class SeedBatch:
     """K trainers (one per seed) trained side by side, their updates stacked (see the module
     docstring).
@@ -141,45 +196,7 @@ class SeedBatch:
     """
 
     def __init__(self, trainers: Sequence[OnPolicyTrainer | OffPolicyTrainer]):
-        if not trainers:
-            raise ConfigurationError("SeedBatch: trainers is empty; give one OnPolicyTrainer per seed.")
-        on_policy = isinstance(trainers[0], OnPolicyTrainer)
-        kind, family = (PPO, OnPolicyTrainer) if on_policy else (DQN, OffPolicyTrainer)
-        algorithms: list[PPO | DQN] = []
-        for k, trainer in enumerate(trainers):
-            algorithm = getattr(trainer, "algorithm", None)
-            if not isinstance(trainer, family) or not isinstance(algorithm, kind):
-                raise ConfigurationError(
-                    f"SeedBatch: trainers[{k}] is a {type(trainer).__name__} of {type(algorithm).__name__}; "
-                    f"a seed batch takes OnPolicyTrainer of PPO or OffPolicyTrainer of DQN, all of one kind "
-                    f"(other algorithms: run the seeds separately)."
-                )
-            algorithms.append(algorithm)
-        first = trainers[0]
-        settings = (
-            ("batch_size", "update_step_num_repetitions")
-            if on_policy
-            else ("batch_size", "update_step_num_gradient_steps_per_sample", "collection_step_num_env_steps")
-        )
-        for k, trainer in enumerate(trainers[1:], start=1):
-            if algorithms[k].params != algorithms[0].params:
-                raise ConfigurationError(
-                    f"SeedBatch: trainers[{k}]'s {type(algorithms[k].params).__name__} differ from "
-                    f"trainers[0]'s; the seeds of a batch share their hyper-parameters."
-                )
-            for name in settings:
-                mine, theirs = getattr(trainer.params, name), getattr(first.params, name)
-                if mine != theirs:
-                    raise ConfigurationError(
-                        f"SeedBatch: trainers[{k}].params.{name}={mine!r}, trainers[0]'s is {theirs!r}; the "
-                        f"seeds of a batch share their update settings."
-                    )
-        for k, trainer in enumerate(trainers):
-            if getattr(trainer.params, "overlap_collection", False):
-                raise ConfigurationError(
-                    f"SeedBatch: trainers[{k}].params.overlap_collection=True collects in a background "
-                    f"thread during the update; a seed batch runs the seeds' steps in turn. Set it to False."
-                )
+        algorithms = _checked_algorithms(trainers)
         self._members = [_Member(k, t, a) for k, (t, a) in enumerate(zip(trainers, algorithms, strict=True))]
         self._lock = threading.Lock()
         self._aborted: BaseException | None = None
@@ -201,8 +218,10 @@ class SeedBatch:
         seed's failure or a Ctrl-C stopped), or None."""
         return [m.error for m in self._members]
 
-    def run(self) -> list[InfoStats]:
-        """Run every seed to its end; the seeds' final :class:`InfoStats`, in order.
+    def run(self, on_seed_end: Callable[[int, InfoStats], None] | None = None) -> list[InfoStats]:
+        """Run every seed to its end; the seeds' final :class:`InfoStats`, in order. ``on_seed_end(k,
+        info)`` is called as soon as seed k's run has ended normally (in its thread, in its turn: e.g. to
+        write its results while the other seeds train on).
 
         Raises:
             the first error of any seed (the others are stopped with :class:`SeedBatchAbortedError`, their
@@ -212,7 +231,9 @@ class SeedBatch:
             raise RuntimeError("SeedBatch.run(): a seed batch runs once; build new trainers to train again.")
         self._ran = True
         threads = [
-            threading.Thread(target=self._member_main, args=(m,), name=f"seed-batch-{m.index}", daemon=True)
+            threading.Thread(
+                target=self._member_main, args=(m, on_seed_end), name=f"seed-batch-{m.index}", daemon=True
+            )
             for m in self._members
         ]
         for thread in threads:
@@ -230,6 +251,7 @@ class SeedBatch:
             self._abort(error)
             raise
         finally:
+            self._release_all()  # a second Ctrl-C during the abort must not leave a seed waiting
             for thread in threads:
                 thread.join()
         failed = next((m.error for m in self._members if m.error is not None), None)
@@ -238,13 +260,15 @@ class SeedBatch:
         return [m.info for m in self._members if m.info is not None]
 
     # ------------------------------------------------------------------ the seeds' threads
-    def _member_main(self, member: _Member) -> None:
+    def _member_main(self, member: _Member, on_end: Callable[[int, InfoStats], None] | None) -> None:
         member.turn.wait()
         member.turn.clear()
         try:
             if self._aborted is not None:
                 raise SeedBatchAbortedError(f"seed {member.index}: the batch stopped ({self._aborted!r})")
             member.info = member.trainer.run()
+            if on_end is not None:
+                on_end(member.index, member.info)
         except BaseException as error:  # handed to the batch, which re-raises the first
             member.error = error
         finally:
@@ -343,6 +367,19 @@ class SeedBatch:
         if len(dqn) == 1:
             return [[dqn[0].update(buffers[0], params.batch_size) for _ in range(num_steps)]]
         return [list(s) for s in DQN.stacked_update(dqn, buffers, params.batch_size, num_steps)]
+
+    def _release_all(self) -> None:
+        """Let every seed that has not finished run on to its end (a no-op after a normal run): each one
+        paused, or about to pause, at an update is stopped there with :class:`SeedBatchAbortedError`."""
+        if all(m.done for m in self._members):
+            return
+        if self._aborted is None:
+            self._aborted = SeedBatchAbortedError("the batch stopped")
+        for member in self._members:
+            if not member.done:
+                if not isinstance(member.result, BaseException):
+                    member.result = SeedBatchAbortedError(f"seed {member.index}: the batch stopped")
+                member.turn.set()
 
     def _abort(self, error: BaseException) -> None:
         """Stop every seed: those paused at an update get :class:`SeedBatchAbortedError` (or the update's

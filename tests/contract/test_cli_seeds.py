@@ -114,11 +114,33 @@ def test_a_killed_batch_resumes_to_the_same_end(tmp_path: Path, capsys: pytest.C
     assert "every seed finished" in capsys.readouterr().out
 
 
+def test_seeds_without_a_common_checkpoint_continue_each_from_its_own(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    args = [*TINY_PPO, *CONSTANT, "--set", "trainer.max_epochs=3", "--set", "checkpoint.every_num_epochs=1"]
+    assert main(["train", *args, "--seeds", "0-2", "-o", str(tmp_path)]) == 0
+    # seed 0 finished; seeds 1 and 2 were killed at different points, with no checkpoint in common
+    for seed in (1, 2):
+        (tmp_path / f"seed-{seed}" / "info_stats.json").unlink()
+        shutil.rmtree(tmp_path / f"seed-{seed}" / "checkpoints" / "final")
+    for path in (tmp_path / "seed-1" / "checkpoints").glob("periodic-00000[23]-*"):
+        shutil.rmtree(path)
+    for path in (tmp_path / "seed-2" / "checkpoints").glob("periodic-00000[13]-*"):
+        shutil.rmtree(path)
+    capsys.readouterr()
+    assert main(["train", "--resume", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "seed-0: finished" in out and "no periodic checkpoint in common" in out
+    for seed in range(3):
+        assert _info(tmp_path / f"seed-{seed}")["train_step"] == 3 * 256
+
+
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
         (["--seeds", "3-1"], "descending"),
         (["--seeds", "0-1", "--resume", "{tmp}"], "--seeds starts a new batch"),
+        (["--seeds", "0-1", "--nproc", "2"], "--nproc and a batch of seeds"),
     ],
 )
 def test_seeds_usage_errors(

@@ -151,6 +151,9 @@ def test_what_cannot_be_batched_is_refused() -> None:
         SeedBatch([ppo_trainer(0), ppo_trainer(1, ppo=PPOParams(lr=3e-4))])
     with pytest.raises(ConfigurationError, match="update_step_num_repetitions"):
         SeedBatch([ppo_trainer(0), ppo_trainer(1, update_step_num_repetitions=3)])
+    kl = PPOParams(lr=1e-3, max_grad_norm=0.5, desired_kl=0.01)
+    with pytest.raises(ConfigurationError, match="does not take desired_kl"):  # before any training
+        SeedBatch([ppo_trainer(0, ppo=kl), ppo_trainer(1, ppo=kl)])
     torch.manual_seed(0)
     env = TorchCartPole(4, CPU, seed=0)
     policy = CategoricalPolicy(mlp(4, 2, (8,)), env.single_action_space, seed=0)

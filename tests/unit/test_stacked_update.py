@@ -191,3 +191,19 @@ def test_members_with_a_trunk_shared_by_actor_and_critic() -> None:
         assert len(weights(m)) == 6  # the trunk counted once
         for a, b in zip(weights(s), weights(m), strict=True):
             torch.testing.assert_close(b, a, rtol=1e-5, atol=1e-6)
+
+
+def test_a_parameter_without_gradients_keeps_no_adam_state() -> None:
+    """A parameter no loss reaches has no Adam state in any member (as in a solo run), and later stacked
+    updates still take the members."""
+    members = [make_ppo(s, False) for s in range(2)]
+    for m in members:
+        m.ac.critic.register_parameter("unused", nn.Parameter(torch.zeros(3)))
+        m.ac.optim.param_groups[0]["params"].append(m.ac.critic.unused)
+        m.ac.parameters.append(m.ac.critic.unused)
+    data = [rollout(0, False), rollout(1, False)]
+    for _ in range(2):
+        PPO.stacked_update(members, data, batch_size=None, num_repetitions=1)
+    for m in members:
+        assert m.ac.critic.unused not in m.ac.optim.state
+        assert float(next(iter(m.ac.optim.state.values()))["step"]) == 2

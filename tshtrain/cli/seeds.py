@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from tshtrain.cli.failure import EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_USAGE
+from tshtrain.cli.failure import EXIT_INTERRUPTED, EXIT_USAGE
 
 if TYPE_CHECKING:
     from tshtrain.config import Experiment, Run
@@ -21,7 +21,7 @@ MAX_SEEDS = 1024
 """the most seeds one ``--seeds`` takes (checked before anything is built)"""
 SEED_DIR = "seed-{}"
 _SEED_DIR_PATTERN = re.compile(r"seed-(\d+)")
-_PERIODIC_PATTERN = re.compile(r"periodic-(\d{6})-\d+")
+_PERIODIC_PATTERN = re.compile(r"periodic-\d{6}-\d{12}")
 
 
 def parse_seeds(text: str) -> list[int]:
@@ -121,6 +121,7 @@ def train_seeds(args: argparse.Namespace) -> int:
 def resume_seeds(directory: Path, seed_dirs: list[Path], args: argparse.Namespace) -> int:
     """Continue the seed batch in ``directory``: every unfinished seed from the newest periodic
     checkpoint that all of them have (seeds of a batch update in lockstep)."""
+    from tshtrain.checkpoint import CheckpointManager, CheckpointParams
     from tshtrain.cli.train_parts import CONFIG_FILE, INFO_FILE, _announce, _build, _check_override_keys
     from tshtrain.config import load_experiment
     from tshtrain.rundir import RunDirectory
@@ -137,37 +138,41 @@ def resume_seeds(directory: Path, seed_dirs: list[Path], args: argparse.Namespac
         for seed_dir in seed_dirs:
             run_dir, _ = RunDirectory.open_existing(seed_dir)
             stack.enter_context(run_dir)
-            if (seed_dir / INFO_FILE).is_file():  # written when the batch ended normally
+            if (seed_dir / INFO_FILE).is_file():  # written when the seed's run ended normally
                 print(f"{seed_dir}: finished")
             else:
                 pending.append(seed_dir)
         if not pending:
             print(f"{directory}: every seed finished; nothing to resume.")
             return 0
-        epoch = _common_epoch(pending)
-        if epoch is None:
-            print(
-                f"tshtrain train: error: --resume {directory}: the unfinished seeds "
-                f"({', '.join(p.name for p in pending)}) have no periodic checkpoint of one epoch in "
-                f"common; start the batch again in a new directory.",
-                file=sys.stderr,
-            )
-            return EXIT_FAILURE
+        name = _common_checkpoint(pending)
         built: list[Run] = []
         try:
             for seed_dir in pending:
                 experiment = load_experiment(str(seed_dir / CONFIG_FILE), args.overrides)
-                (checkpoint,) = _periodic(seed_dir, epoch)
+                # in lockstep from the newest checkpoint all have; else each from its own newest (or anew)
+                own = CheckpointManager(CheckpointParams(directory=seed_dir / "checkpoints")).latest()
+                checkpoint = seed_dir / "checkpoints" / name if name is not None else own
                 if not built:
                     _announce(experiment, directory, resumed_from=checkpoint)
-                one = _build(str(seed_dir / CONFIG_FILE), experiment, seed_dir, prefill=False, args=args)
+                one = _build(
+                    str(seed_dir / CONFIG_FILE), experiment, seed_dir, prefill=checkpoint is None, args=args
+                )
                 built.append(one)
-                one.trainer.load_checkpoint(checkpoint, trusted=args.trust)
+                if checkpoint is not None:
+                    one.trainer.load_checkpoint(checkpoint, trusted=args.trust)
         except BaseException:
             for one in built:
                 one.close()
             raise
-        return _train_all(built, directory, args.debug)
+        if name is None and len(pending) > 1:
+            print(
+                f"tshtrain: the unfinished seeds ({', '.join(p.name for p in pending)}) have no periodic "
+                f"checkpoint in common; each continues from its own newest one (or starts anew), one after "
+                f"another",
+                flush=True,
+            )
+        return _train_all(built, directory, args.debug, batch=name is not None)
 
 
 def _seed_experiment(base: Experiment, seed: int, seed_dir: Path, num_seeds: int) -> Experiment:
@@ -177,29 +182,23 @@ def _seed_experiment(base: Experiment, seed: int, seed_dir: Path, num_seeds: int
     return base.model_copy(update={"seed": seed, "output_dir": str(seed_dir), "trainer": trainer})
 
 
-def _periodic(seed_dir: Path, epoch: int) -> list[Path]:
-    return sorted(
-        p
-        for p in (seed_dir / "checkpoints").glob(f"periodic-{epoch:06d}-*")
-        if (p / "manifest.json").is_file()
-    )
-
-
-def _common_epoch(seed_dirs: list[Path]) -> int | None:
-    """The newest epoch at which every seed has one complete periodic checkpoint."""
-    common: set[int] | None = None
+def _common_checkpoint(seed_dirs: list[Path]) -> str | None:
+    """The newest periodic checkpoint name (``periodic-EPOCH-ENVSTEP``) complete in every seed."""
+    common: set[str] | None = None
     for seed_dir in seed_dirs:
-        epochs = {
-            int(m.group(1))
+        names = {
+            p.name
             for p in (seed_dir / "checkpoints").glob("periodic-*")
-            if (m := _PERIODIC_PATTERN.fullmatch(p.name)) is not None and (p / "manifest.json").is_file()
+            if _PERIODIC_PATTERN.fullmatch(p.name) is not None and (p / "manifest.json").is_file()
         }
-        common = epochs if common is None else common & epochs
+        common = names if common is None else common & names
     return max(common) if common else None
 
 
-def _train_all(built: list[Run], output_dir: Path, debug: bool) -> int:
-    """Train the built runs (a :class:`SeedBatch` when it takes them), write each one's results."""
+def _train_all(built: list[Run], output_dir: Path, debug: bool, *, batch: bool = True) -> int:
+    """Train the built runs (a :class:`SeedBatch` when it takes them and ``batch``, else one after
+    another); each seed's results are written as soon as its run ends, so that a resume after a Ctrl-C
+    or a failure knows which seeds finished."""
     import dataclasses
     import json
 
@@ -209,15 +208,29 @@ def _train_all(built: list[Run], output_dir: Path, debug: bool) -> int:
     from tshtrain.config import write_atomic
     from tshtrain.errors import ConfigurationError
     from tshtrain.seeds import SeedBatch
+    from tshtrain.trainer.stats import InfoStats
+
+    def finished(k: int, info: InfoStats) -> None:
+        write_atomic(
+            built[k].output_dir / INFO_FILE,
+            json.dumps(dataclasses.asdict(info), indent=2, default=str) + "\n",
+        )
 
     trainers: list[Any] = [one.trainer for one in built]
+    seed_batch: SeedBatch | None = None
     try:
-        try:
-            batch: SeedBatch | None = SeedBatch(trainers)
-        except ConfigurationError as why:
-            batch = None
-            print(f"tshtrain: the seeds train one after another ({why})", flush=True)
-        infos = batch.run() if batch is not None else [t.run() for t in trainers]
+        if batch:
+            try:
+                seed_batch = SeedBatch(trainers)
+            except ConfigurationError as why:
+                print(f"tshtrain: the seeds train one after another ({why})", flush=True)
+        if seed_batch is not None:
+            infos = seed_batch.run(on_seed_end=finished)
+        else:
+            infos = []
+            for k, trainer in enumerate(trainers):
+                infos.append(trainer.run())
+                finished(k, infos[-1])
     except KeyboardInterrupt:
         report_failure(
             "train",
@@ -229,13 +242,10 @@ def _train_all(built: list[Run], output_dir: Path, debug: bool) -> int:
         for one in built:
             one.close()
     for one, info in zip(built, infos, strict=True):
-        write_atomic(
-            one.output_dir / INFO_FILE, json.dumps(dataclasses.asdict(info), indent=2, default=str) + "\n"
-        )
         print("\n".join(result_lines(info, one.output_dir)))
-    if batch is not None:
+    if seed_batch is not None:
         print(
-            f"tshtrain: {len(built)} seeds, {batch.num_stacked_updates} stacked updates; plot them with: "
-            f"tshtrain plot {output_dir}/seed-* -o curves.png"
+            f"tshtrain: {len(built)} seeds, {seed_batch.num_stacked_updates} stacked updates; plot them "
+            f"with: tshtrain plot {output_dir}/seed-* -o curves.png"
         )
     return 0

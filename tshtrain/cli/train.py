@@ -129,6 +129,13 @@ def run(args: argparse.Namespace) -> int:
     if args.nproc is not None and args.nproc < 1:
         print(f"tshtrain train: error: --nproc N needs N >= 1, got {args.nproc}.", file=sys.stderr)
         return EXIT_USAGE
+    if args.nproc is not None and args.nproc > 1 and _is_seed_batch(args):
+        print(
+            "tshtrain train: error: --nproc and a batch of seeds (--seeds, or --resume of one) do not go "
+            "together; use one.",
+            file=sys.stderr,
+        )
+        return EXIT_USAGE
     if args.nproc is not None and args.nproc > 1 and not launched_by_torchrun():
         return _launch(args)
     args.distributed = DistributedContext.from_env() if launched_by_torchrun() else None
@@ -141,6 +148,17 @@ def run(args: argparse.Namespace) -> int:
     finally:
         if args.distributed is not None:
             args.distributed.close()
+
+
+def _is_seed_batch(args: argparse.Namespace) -> bool:
+    """Whether the command starts (``--seeds``) or resumes (the output directory of one) a seed batch."""
+    if args.seeds is not None:
+        return True
+    if args.resume is None or (Path(args.resume) / CONFIG_FILE).is_file():
+        return False
+    from tshtrain.cli.seeds import seed_directories
+
+    return bool(seed_directories(Path(args.resume)))
 
 
 def _launch(args: argparse.Namespace) -> int:

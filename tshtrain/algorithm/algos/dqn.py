@@ -203,6 +203,15 @@ class DQN(OffPolicyAlgorithm[QValuePolicy, DQNTrainingStats]):
         return stats
 
     @staticmethod
+    def check_stackable(members: Sequence[DQN]) -> None:
+        """Refuse members that :meth:`stacked_update` cannot update together (one line, naming why).
+
+        Raises:
+            ConfigurationError: differing params or gradient-step counts, or an ``obs_normalizer``.
+        """
+        _check_stackable(members)
+
+    @staticmethod
     def stacked_update(
         members: Sequence[DQN], buffers: Sequence[AnyReplayBuffer], batch_size: int, num_steps: int
     ) -> list[list[DQNTrainingStats]]:

@@ -33,6 +33,7 @@ from tshtrain.algorithm.blocks.onpolicy_update import (
     UpdateOptions,
     UpdateResult,
     actor_critic_update,
+    check_stackable,
     stacked_actor_critic_update,
 )
 from tshtrain.algorithm.blocks.return_scaling import ReturnScale
@@ -278,6 +279,27 @@ class PPO(ActorCriticAlgorithm[PPOParams, PPOTrainingStats]):
         )
         return _ppo_stats(r, clip)
 
+    @staticmethod
+    def check_stackable(members: Sequence[PPO]) -> None:
+        """Refuse members that :meth:`stacked_update` cannot update together (one line, naming why):
+        differing params, or an option a stacked update does not take.
+
+        Raises:
+            ConfigurationError: as described.
+        """
+        first = members[0]
+        for k, member in enumerate(members[1:], start=1):
+            if member.params != first.params:
+                raise ConfigurationError(
+                    f"PPO.stacked_update: member {k}'s PPOParams differ from member 0's; stacked seeds share "
+                    f"their hyper-parameters."
+                )
+        if first.params.compile_loss:
+            raise ConfigurationError(
+                "PPO.stacked_update: compile_loss=True is not available for stacked seeds; set it to False."
+            )
+        check_stackable([m.ac for m in members], first.update_options())
+
     def current_clip_range(self) -> float:
         """The clip range of the next update (``clip_range`` times its schedule's factor)."""
         return self.params.clip_range * schedule_factor(self.params.clip_schedule, self.ac.num_update_steps)
@@ -316,16 +338,7 @@ class PPO(ActorCriticAlgorithm[PPOParams, PPOTrainingStats]):
         if not members:
             return []
         first = members[0]
-        for k, member in enumerate(members[1:], start=1):
-            if member.params != first.params:
-                raise ConfigurationError(
-                    f"PPO.stacked_update: member {k}'s PPOParams differ from member 0's; stacked seeds share "
-                    f"their hyper-parameters."
-                )
-        if first.params.compile_loss:
-            raise ConfigurationError(
-                "PPO.stacked_update: compile_loss=True is not available for stacked seeds; set it to False."
-            )
+        PPO.check_stackable(members)
         clips = {m.current_clip_range() for m in members}
         if len(clips) > 1:
             raise ConfigurationError(

@@ -302,22 +302,7 @@ def stacked_actor_critic_update(
             different sizes, or members that cannot be stacked (see ``StackedMembers``).
     """
     owner = acs[0].owner if acs else "stacked update"
-    unsupported = [
-        name
-        for name, on in (
-            ("recompute_advantage", options.recompute_advantage),
-            ("return_scaling", options.return_scale is not None),
-            ("desired_kl (KL-adaptive learning rate)", options.kl_rule is not None),
-            ("a PerWorldCritic", any(isinstance(ac.critic, PerWorldCritic) for ac in acs)),
-            ("grad_clip_scope=per_network", any(ac.clip_groups is not None for ac in acs)),
-        )
-        if on
-    ]
-    if unsupported:
-        raise ConfigurationError(
-            f"{owner}: a stacked (seed-batched) update does not take {', '.join(unsupported)}; run these "
-            f"seeds as separate runs, or turn the option off."
-        )
+    check_stackable(acs, options)
     if len(acs) != len(rollouts):
         raise ConfigurationError(f"{owner}: {len(acs)} members but {len(rollouts)} rollouts.")
     stack = StackedMembers(
@@ -381,6 +366,31 @@ def stacked_actor_critic_update(
             )
         )
     return results
+
+
+def check_stackable(acs: Sequence[ActorCritic], options: UpdateOptions) -> None:
+    """Refuse what :func:`stacked_actor_critic_update` does not take (see there), in one line.
+
+    Raises:
+        ConfigurationError: naming the options.
+    """
+    owner = acs[0].owner if acs else "stacked update"
+    unsupported = [
+        name
+        for name, on in (
+            ("recompute_advantage", options.recompute_advantage),
+            ("return_scaling", options.return_scale is not None),
+            ("desired_kl (KL-adaptive learning rate)", options.kl_rule is not None),
+            ("a PerWorldCritic", any(isinstance(ac.critic, PerWorldCritic) for ac in acs)),
+            ("grad_clip_scope=per_network", any(ac.clip_groups is not None for ac in acs)),
+        )
+        if on
+    ]
+    if unsupported:
+        raise ConfigurationError(
+            f"{owner}: a stacked (seed-batched) update does not take {', '.join(unsupported)}; run these "
+            f"seeds as separate runs, or turn the option off."
+        )
 
 
 def _stack_rollout_tensors(batches: Sequence[RolloutTensors]) -> tuple[Any, ...]:

@@ -125,10 +125,13 @@ class StackedMembers:
                     f"one group per member."
                 )
             group = optimizer.param_groups[0]
-            if {id(p) for p in group["params"]} != {id(p) for p in self._member_params[k].values()}:
+            held = {id(p) for p in group["params"]}
+            trainable = {id(p) for p in self._member_params[k].values()}
+            frozen = {id(p) for p in self._member_frozen[k].values()}
+            if not trainable <= held or not held <= trainable | frozen:
                 raise ConfigurationError(
-                    f"{self.owner}: member {k}'s Adam holds other parameters than its networks; a stacked "
-                    f"update steps exactly the stacked networks."
+                    f"{self.owner}: member {k}'s Adam holds other parameters than its networks' trainable "
+                    f"ones; a stacked update steps exactly the stacked networks."
                 )
             groups.append(group)
         for key in _ADAM_KEYS:
@@ -144,42 +147,32 @@ class StackedMembers:
                 f"{groups[0]['amsgrad']}, maximize={groups[0]['maximize']}, weight_decay="
                 f"{groups[0]['weight_decay']} (allowed: False, False, 0)."
             )
-        exp_avg, exp_avg_sq, steps = {}, {}, []
+        exp_avg, exp_avg_sq, steps = {}, {}, {}
         for name in self._member_params[0]:
             stacked = self.params[name]
             states = [
                 self._optimizers[k].state.get(self._member_params[k][name], {})
                 for k in range(self.num_members)
             ]
-            started = [bool(s) for s in states]
-            if any(started) and not all(started):
+            counts = {float(s["step"]) if s else 0.0 for s in states}
+            if len(counts) > 1:  # a parameter that never had a gradient has no state, in every member
                 raise ConfigurationError(
-                    f"{self.owner}: some members' Adam has stepped and some has not; stacked members "
-                    f"update in lockstep."
+                    f"{self.owner}: the members' Adam step counts of {name} differ ({sorted(counts)}); "
+                    f"stacked members update in lockstep."
                 )
-            if all(started):
+            if all(states):
                 exp_avg[name] = torch.stack([s["exp_avg"] for s in states])
                 exp_avg_sq[name] = torch.stack([s["exp_avg_sq"] for s in states])
-                steps.append({float(s["step"]) for s in states})
             else:
                 exp_avg[name] = torch.zeros_like(stacked, memory_format=torch.preserve_format)
                 exp_avg_sq[name] = torch.zeros_like(stacked, memory_format=torch.preserve_format)
-                steps.append({0.0})
-        counts = set().union(*steps) if steps else {0.0}
-        if len(counts) > 1:
-            raise ConfigurationError(
-                f"{self.owner}: the members' Adam step counts differ ({sorted(counts)}); stacked members "
-                f"update in lockstep."
-            )
-        step = counts.pop() if counts else 0.0
+            steps[name] = counts.pop()
         device = next(iter(self.params.values())).device if self.params else torch.device("cpu")
         fused = all(p.device.type in ("cpu", "cuda") for p in self.params.values())
         return {
             "exp_avg": exp_avg,
             "exp_avg_sq": exp_avg_sq,
-            "steps": {
-                n: torch.tensor(step, dtype=torch.float32, device=device) for n in self._member_params[0]
-            },
+            "steps": {n: torch.tensor(c, dtype=torch.float32, device=device) for n, c in steps.items()},
             "group": groups[0],
             "fused": fused,
         }
