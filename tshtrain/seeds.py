@@ -198,7 +198,6 @@ class SeedBatch:
     def __init__(self, trainers: Sequence[OnPolicyTrainer | OffPolicyTrainer]):
         algorithms = _checked_algorithms(trainers)
         self._members = [_Member(k, t, a) for k, (t, a) in enumerate(zip(trainers, algorithms, strict=True))]
-        self._lock = threading.Lock()
         self._aborted: BaseException | None = None
         self._ran = False
         for member in self._members:

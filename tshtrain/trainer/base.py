@@ -175,7 +175,6 @@ class Trainer(ABC, Generic[TAlgorithm, TParams]):
                 self.state.last_logged.update(point.last_logged)
         self.state.is_reset = True
         self._set_flush_denormal(True)  # before the initial test step
-        self._keep_freed_memory()
         self._start(resumed=False)  # on_run_start; before the envs are reset
         if reset_collectors:
             self._strategy.reset_collectors(reset_collector_buffers)
@@ -261,7 +260,6 @@ class Trainer(ABC, Generic[TAlgorithm, TParams]):
         if not self._started:  # a run resumed from a checkpoint starts here
             self._start(resumed=True)
         self._set_flush_denormal(True)  # every step: the flag is per thread
-        self._keep_freed_memory()  # once per process (a resumed run starts here)
         if self.state.epoch is None:
             self._open_epoch()
         self.callbacks.step_sink.scalars.clear()
@@ -568,10 +566,6 @@ class Trainer(ABC, Generic[TAlgorithm, TParams]):
         if self.options.flush_denormal:
             torch.set_flush_denormal(on)
 
-    def _keep_freed_memory(self) -> None:
-        if self.options.retain_freed_memory:
-            keep_freed_memory()
-
     def _verbose(self) -> bool:
         return self.params.verbose and self._strategy.is_main
 
@@ -582,6 +576,8 @@ class Trainer(ABC, Generic[TAlgorithm, TParams]):
     def _start(self, *, resumed: bool) -> None:
         """Listen to the collectors, ``on_run_start`` (at ``reset()``, or a resumed run's first step)."""
         self._started = True
+        if self.options.retain_freed_memory:  # once per process; a no-op after the first run
+            keep_freed_memory()
         self._collector_events.attach(self.state.counters.env_step)
         buffers = self._strategy.buffers()
         info = SetupInfo(
