@@ -96,7 +96,8 @@ class StackedMembers:
         self._optimizers = list(optimizers)
         stacked_params, stacked_buffers = stack_module_state(self._members)
         self.params: dict[str, torch.Tensor] = stacked_params
-        """name -> (K, ...) leaf tensors that require gradients"""
+        """name -> (K, ...) leaf tensors: the trainable parameters (requiring gradients) and the frozen
+        ones (a target network's: no gradients, never stepped)"""
         self.buffers: dict[str, torch.Tensor] = stacked_buffers
         """name -> (K, ...) tensors"""
         self._member_params = [
