@@ -7,7 +7,8 @@ runs them together. Each trainer runs in a thread of its own, but never two at o
 control from one to the next, so every seed's steps happen in the order its own run would take them,
 and the run is as deterministic as a single one. When a seed reaches its update it pauses; once every
 seed still training has paused there, the batch computes all their updates at once
-(:meth:`tshtrain.algorithm.PPO.stacked_update`, :meth:`tshtrain.algorithm.DQN.stacked_update`: the
+(:meth:`tshtrain.algorithm.PPO.stacked_update`, :meth:`tshtrain.algorithm.DQN.stacked_update`,
+:meth:`tshtrain.algorithm.SAC.stacked_update`: the
 networks stacked along a member axis, one batched forward and backward, each member's gradient clipped
 and Adam-stepped on its own) and the seeds go on.
 A seed that stops (its ``stop_fn``, ``max_epochs``, ``max_env_steps``) leaves the batch: the next
@@ -19,11 +20,11 @@ products sum in another order).
 
 What a seed batch takes: on-policy trainers of :class:`~tshtrain.algorithm.PPO` with the same
 ``PPOParams``, architecture, ``batch_size`` and ``update_step_num_repetitions``, or off-policy trainers
-of :class:`~tshtrain.algorithm.DQN` with the same ``DQNParams``, architecture, ``batch_size``,
-``update_step_num_gradient_steps_per_sample`` and ``collection_step_num_env_steps``. Refused with a
-one-line error: callbacks with update hooks, ``overlap_collection``, PPO's ``compile_loss``,
-``recompute_advantage``, ``return_scaling``, ``desired_kl`` and per-network clipping, DQN's
-``obs_normalizer``.
+of :class:`~tshtrain.algorithm.DQN` or of :class:`~tshtrain.algorithm.SAC` with the same params,
+architecture, ``batch_size``, ``update_step_num_gradient_steps_per_sample`` and
+``collection_step_num_env_steps``. Refused with a one-line error: callbacks with update hooks,
+``overlap_collection``, PPO's ``compile_loss``, ``recompute_advantage``, ``return_scaling``,
+``desired_kl`` and per-network clipping, DQN's and SAC's ``obs_normalizer``.
 
 Layer 5: the trainers and the algorithms.
 """
@@ -38,7 +39,7 @@ from typing import Any, final
 import torch
 from typing_extensions import override
 
-from tshtrain.algorithm import DQN, PPO
+from tshtrain.algorithm import DQN, PPO, SAC
 from tshtrain.algorithm.base import Algorithm, TrainingStats
 from tshtrain.data.batch import AnyRolloutBatch
 from tshtrain.data.collector_base import AnyReplayBuffer
@@ -61,16 +62,16 @@ class _Member:
 
     index: int
     trainer: OnPolicyTrainer | OffPolicyTrainer
-    algorithm: PPO | DQN
+    algorithm: PPO | DQN | SAC
     turn: threading.Event = field(default_factory=threading.Event)
     """set by the batch: the seed's thread may run"""
     paused: threading.Event = field(default_factory=threading.Event)
     """set by the seed's thread: it waits for the batch (at its update, or finished)"""
     pending: AnyRolloutBatch | tuple[AnyReplayBuffer, int] | None = None
-    """what the update it waits at works on: PPO's rollout, or DQN's (buffer, number of gradient
-    steps); None: it is not at an update"""
+    """what the update it waits at works on: PPO's rollout, or DQN's / SAC's (buffer, number of
+    gradient steps); None: it is not at an update"""
     result: list[TrainingStats] | BaseException | None = None
-    """what its update returns (one record per gradient step for DQN) or raises"""
+    """what its update returns (one record per gradient step for DQN and SAC) or raises"""
     done: bool = False
     info: InfoStats | None = None
     error: BaseException | None = None
@@ -125,22 +126,26 @@ class _Wrapper:
         return _MemberStep(strategy, self.batch, self.member)
 
 
-def _checked_algorithms(trainers: Sequence[OnPolicyTrainer | OffPolicyTrainer]) -> list[PPO | DQN]:
+def _checked_algorithms(trainers: Sequence[OnPolicyTrainer | OffPolicyTrainer]) -> list[PPO | DQN | SAC]:
     """The trainers' algorithms, once everything a seed batch needs of them is checked (see
     :class:`SeedBatch`)."""
     if not trainers:
         raise ConfigurationError("SeedBatch: trainers is empty; give one OnPolicyTrainer per seed.")
     on_policy = isinstance(trainers[0], OnPolicyTrainer)
-    kind, family = (PPO, OnPolicyTrainer) if on_policy else (DQN, OffPolicyTrainer)
-    algorithms: list[PPO | DQN] = []
+    family = OnPolicyTrainer if on_policy else OffPolicyTrainer
+    first_algorithm = getattr(trainers[0], "algorithm", None)
+    kinds: tuple[type[PPO | DQN | SAC], ...] = (PPO,) if on_policy else (DQN, SAC)
+    kind = type(first_algorithm) if isinstance(first_algorithm, kinds) else kinds[0]
+    algorithms: list[PPO | DQN | SAC] = []
     for k, trainer in enumerate(trainers):
         algorithm = getattr(trainer, "algorithm", None)
-        if not isinstance(trainer, family) or not isinstance(algorithm, kind):
+        if not isinstance(trainer, family) or type(algorithm) is not kind:
             raise ConfigurationError(
                 f"SeedBatch: trainers[{k}] is a {type(trainer).__name__} of {type(algorithm).__name__}; "
-                f"a seed batch takes OnPolicyTrainer of PPO or OffPolicyTrainer of DQN, all of one kind "
-                f"(other algorithms: run the seeds separately)."
+                f"a seed batch takes OnPolicyTrainer of PPO, or OffPolicyTrainer of DQN or of SAC, all of "
+                f"one kind (other algorithms: run the seeds separately)."
             )
+        assert isinstance(algorithm, (PPO, DQN, SAC))
         algorithms.append(algorithm)
     first = trainers[0]
     settings = (
@@ -164,13 +169,7 @@ def _checked_algorithms(trainers: Sequence[OnPolicyTrainer | OffPolicyTrainer]) 
     if on_policy:  # options a stacked update does not take: refused now, not at the first update
         PPO.check_stackable([a for a in algorithms if isinstance(a, PPO)])
     else:
-        DQN.check_stackable([a for a in algorithms if isinstance(a, DQN)])
-        if first.params.collection_step_num_env_steps is None:
-            raise ConfigurationError(
-                "SeedBatch: DQN seeds collect by episodes (collection_step_num_episodes), so their "
-                "training steps take different numbers of gradient steps; set "
-                "collection_step_num_env_steps."
-            )
+        _check_off_policy(algorithms, first)
     for k, trainer in enumerate(trainers):
         if getattr(trainer.params, "overlap_collection", False):
             raise ConfigurationError(
@@ -180,6 +179,22 @@ def _checked_algorithms(trainers: Sequence[OnPolicyTrainer | OffPolicyTrainer]) 
     return algorithms
 
 
+def _check_off_policy(
+    algorithms: Sequence[PPO | DQN | SAC], first: OnPolicyTrainer | OffPolicyTrainer
+) -> None:
+    """What DQN and SAC seed batches need beyond equal params (see :class:`SeedBatch`)."""
+    if isinstance(algorithms[0], DQN):
+        DQN.check_stackable([a for a in algorithms if isinstance(a, DQN)])
+    else:
+        SAC.check_stackable([a for a in algorithms if isinstance(a, SAC)])
+    if first.params.collection_step_num_env_steps is None:
+        raise ConfigurationError(
+            f"SeedBatch: {type(algorithms[0]).__name__} seeds collect by episodes "
+            f"(collection_step_num_episodes), so their training steps take different numbers of "
+            f"gradient steps; set collection_step_num_env_steps."
+        )
+
+
 class SeedBatch:
     """K trainers (one per seed) trained side by side, their updates stacked (see the module
     docstring).
@@ -187,8 +202,9 @@ class SeedBatch:
     Args:
         trainers: one :class:`~tshtrain.trainer.OnPolicyTrainer` of a :class:`~tshtrain.algorithm.PPO`
             per seed, or one :class:`~tshtrain.trainer.OffPolicyTrainer` of a
-            :class:`~tshtrain.algorithm.DQN` per seed, built as for runs of their own and not run yet (a
-            trainer into which a checkpoint was loaded continues from it: the way to resume a batch).
+            :class:`~tshtrain.algorithm.DQN` or of a :class:`~tshtrain.algorithm.SAC` per seed, built as
+            for runs of their own and not run yet (a trainer into which a checkpoint was loaded
+            continues from it: the way to resume a batch).
 
     Raises:
         ConfigurationError: no trainers, a trainer of another kind, or trainers whose algorithms or
@@ -352,8 +368,7 @@ class SeedBatch:
                 num_repetitions=params.update_step_num_repetitions,
             )
             return [[stat] for stat in ppo_stats]
-        dqn = [m.algorithm for m in waiting if isinstance(m.algorithm, DQN)]
-        assert isinstance(params, OffPolicyTrainerParams) and len(dqn) == len(waiting)
+        assert isinstance(params, OffPolicyTrainerParams)
         jobs = [x for x in pending if isinstance(x, tuple)]
         counts = {n for _, n in jobs}
         if len(counts) > 1:
@@ -363,9 +378,16 @@ class SeedBatch:
             )
         num_steps = counts.pop()
         buffers = [b for b, _ in jobs]
-        if len(dqn) == 1:
-            return [[dqn[0].update(buffers[0], params.batch_size) for _ in range(num_steps)]]
-        return [list(s) for s in DQN.stacked_update(dqn, buffers, params.batch_size, num_steps)]
+        if len(waiting) == 1:  # the last seed training: its own gradient steps
+            algorithm = waiting[0].algorithm
+            assert isinstance(algorithm, (DQN, SAC))
+            return [[algorithm.update(buffers[0], params.batch_size) for _ in range(num_steps)]]
+        dqn = [m.algorithm for m in waiting if isinstance(m.algorithm, DQN)]
+        if dqn:
+            return [list(s) for s in DQN.stacked_update(dqn, buffers, params.batch_size, num_steps)]
+        sac = [m.algorithm for m in waiting if isinstance(m.algorithm, SAC)]
+        assert len(sac) == len(waiting)
+        return [list(s) for s in SAC.stacked_update(sac, buffers, params.batch_size, num_steps)]
 
     def _release_all(self) -> None:
         """Let every seed that has not finished run on to its end (a no-op after a normal run): each one

@@ -1,5 +1,5 @@
-"""``tshtrain.seeds.SeedBatch`` (issue 35): K PPO trainers, one per seed, trained side by side with
-stacked updates. Each seed learns what its own run learns (to float rounding), no number crosses seeds
+"""``tshtrain.seeds.SeedBatch`` (issue 35): K PPO (DQN, SAC) trainers, one per seed, trained side by side
+with stacked updates. Each seed learns what its own run learns (to float rounding), no number crosses seeds
 (bit for bit), a seed that stops leaves the stacked updates, a seed batch resumes bit-exact from its
 seeds' checkpoints, failures stop every seed, and what cannot be batched is refused."""
 
@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 import torch
 
-from tshtrain.algorithm import A2C, DQN, PPO, CategoricalPolicy, DQNParams, PPOParams, QValuePolicy, mlp
+from tshtrain.algorithm import A2C, DQN, PPO, SAC, CategoricalPolicy, DQNParams, PPOParams, QValuePolicy, mlp
 from tshtrain.algorithm.blocks.policies import EpsilonSchedule
 from tshtrain.checkpoint import CheckpointParams
 from tshtrain.data import TensorCollector, TensorReplayBuffer
@@ -273,3 +273,72 @@ def test_ctrl_c_in_the_main_thread_stops_every_seed() -> None:
     for trainer in batch.trainers:
         assert trainer.counters.env_step < 3 * 128
     assert all(isinstance(error, SeedBatchAbortedError) for error in batch.errors)
+
+
+def sac_run(seed: int, directory: Path, *extra: str) -> Any:
+    """SAC on gymnasium's Pendulum (the numpy data path: gymnasium envs, ``Collector``, a numpy replay
+    buffer), small networks, built by the config system as ``tshtrain train`` builds it."""
+    from tshtrain.config import build_run, load_experiment
+
+    overrides = [
+        "algorithm.name=sac",
+        "env.id=Pendulum-v1",
+        "algorithm.network.hidden_sizes=[16,16]",
+        "buffer.prefill_env_steps=32",
+        "trainer.max_epochs=2",
+        "trainer.epoch_num_steps=60",
+        "trainer.batch_size=16",
+        "trainer.test_step_num_episodes=1",
+        "env.num_test_envs=1",
+        "trainer.stop_score=null",
+        "trainer.verbose=false",
+        "trainer.show_progress=false",
+        "loggers=[]",
+        f"seed={seed}",
+        *extra,
+    ]
+    return build_run(load_experiment(None, overrides), directory)
+
+
+def sac_weights(trainer: Any) -> list[torch.Tensor]:
+    algorithm = trainer.algorithm
+    assert isinstance(algorithm, SAC)
+    nets = [algorithm.policy.actor, algorithm.nets.critic, algorithm.nets.target_critic.net]
+    return [p.detach().clone() for net in nets for p in net.parameters()] + [
+        algorithm.temperature.log_alpha.detach().clone()
+    ]
+
+
+def test_sac_seeds_on_numpy_envs_learn_what_their_own_runs_learn(tmp_path: Path) -> None:
+    solo = [sac_run(seed, tmp_path / f"solo-{seed}", "checkpoint.enabled=false") for seed in range(3)]
+    for run in solo:
+        run.trainer.run()
+    batched = [sac_run(seed, tmp_path / f"seed-{seed}", "checkpoint.enabled=false") for seed in range(3)]
+    batch = SeedBatch([run.trainer for run in batched])
+    infos = batch.run()
+    assert batch.stacked_sizes == [3] * 120  # 2 epochs x 60 collection steps of 1 env step
+    for own, mine, info in zip(solo, batched, infos, strict=True):
+        for a, b in zip(sac_weights(own.trainer), sac_weights(mine.trainer), strict=True):
+            torch.testing.assert_close(b, a, rtol=1e-3, atol=1e-4)
+        assert info.gradient_step == own.trainer.info_stats().gradient_step
+    for run in [*solo, *batched]:
+        run.close()
+
+
+def test_a_sac_seed_batch_resumes_bit_exact(tmp_path: Path) -> None:
+    every_epoch = ("checkpoint.every_num_epochs=1", "trainer.max_epochs=3")
+    straight = [sac_run(seed, tmp_path / f"seed-{seed}", *every_epoch) for seed in range(2)]
+    SeedBatch([run.trainer for run in straight]).run()
+    resumed = []
+    for seed in range(2):
+        run = sac_run(seed, tmp_path / f"again-{seed}", *every_epoch)
+        (periodic,) = sorted((tmp_path / f"seed-{seed}" / "checkpoints").glob("periodic-000001-*"))
+        run.trainer.load_checkpoint(periodic)
+        resumed.append(run)
+    SeedBatch([run.trainer for run in resumed]).run()
+    for a, b in zip(straight, resumed, strict=True):
+        assert all(
+            torch.equal(x, y) for x, y in zip(sac_weights(a.trainer), sac_weights(b.trainer), strict=True)
+        )
+    for run in [*straight, *resumed]:
+        run.close()

@@ -1,7 +1,7 @@
 """``tshtrain train [CONFIG] --seeds 0-9``: one run per seed, side by side in one process
 (:mod:`tshtrain.seeds`), each in ``OUTPUT_DIR/seed-N/``; ``tshtrain train --resume OUTPUT_DIR`` continues
-them. PPO's seeds update together (:class:`~tshtrain.seeds.SeedBatch`); other algorithms train the
-seeds one after another in this process (said when it starts)."""
+them. The seeds of PPO, DQN and SAC update together (:class:`~tshtrain.seeds.SeedBatch`); other
+algorithms train the seeds one after another in this process (said when it starts)."""
 
 from __future__ import annotations
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, final
 
@@ -21,15 +22,18 @@ from tshtrain.algorithm.blocks.normalization import RunningObsNormalizer
 from tshtrain.algorithm.blocks.offpolicy import (
     ReplaySample,
     sample_replay,
+    takes_priorities,
     td_loss,
     update_priorities,
 )
 from tshtrain.algorithm.blocks.offpolicy_actor_critic import OffPolicyActorCriticParams, setup_actor_critic
+from tshtrain.algorithm.blocks.stacked_update import ParameterHolder, StackedMembers
 from tshtrain.algorithm.blocks.temperature import box_temperature
-from tshtrain.algorithm.pending_stats import gradient_step_stats
+from tshtrain.algorithm.pending_stats import gradient_step_stats, resolve_stats
 from tshtrain.constraints import FiniteFloat, PositiveFloat, PositiveInt
 from tshtrain.data.batch import ObsTensor
 from tshtrain.data.collector_base import AnyReplayBuffer
+from tshtrain.errors import ConfigurationError
 
 
 @final
@@ -196,3 +200,177 @@ class SAC(OffPolicyAlgorithm[TanhGaussianPolicy, SACTrainingStats]):
         update_priorities(buffer, batch.indices, critic.td_errors)
         self.obs_normalization.update(batch.obs)
         return stats
+
+    @staticmethod
+    def check_stackable(members: Sequence[SAC]) -> None:
+        """Refuse members that :meth:`stacked_update` cannot update together (one line, naming why).
+
+        Raises:
+            ConfigurationError: differing params or gradient-step counts, or an ``obs_normalizer``.
+        """
+        first = members[0]
+        for k, member in enumerate(members):
+            if member.params != first.params:
+                raise ConfigurationError(
+                    f"SAC.stacked_update: member {k}'s SACParams differ from member 0's; stacked seeds "
+                    f"share their hyper-parameters."
+                )
+            if member.obs_normalization.normalizer is not None:
+                raise ConfigurationError(
+                    "SAC.stacked_update: an obs_normalizer is not available for stacked seeds; drop it or "
+                    "run the seeds separately."
+                )
+            if member.lrs.num_updates != first.lrs.num_updates:
+                raise ConfigurationError(
+                    f"SAC.stacked_update: the members' gradient-step counts differ (member {k}: "
+                    f"{member.lrs.num_updates}, member 0: {first.lrs.num_updates}); stacked seeds update "
+                    f"in lockstep."
+                )
+
+    @staticmethod
+    def stacked_update(
+        members: Sequence[SAC], buffers: Sequence[AnyReplayBuffer], batch_size: int, num_steps: int
+    ) -> list[list[SACTrainingStats]]:
+        """``num_steps`` gradient steps of K independent SAC runs (seeds) at once: member k samples from
+        ``buffers[k]`` and draws its action noise from its own policy generator, in the order its own
+        :meth:`update` draws them (the target's next actions, then the actor's); the critic, actor and
+        temperature steps run on the members' stacked networks
+        (:class:`~tshtrain.algorithm.blocks.stacked_update.StackedMembers`: the twin critics of K seeds
+        are K stacked ensembles, one batched matrix product per layer), each with the members' own
+        Adam state; the Polyak update of the stacked target critics is element-wise, as each member's.
+        Per member, the statistics of each step. The same learning as ``num_steps`` calls of
+        ``members[k].update`` to float rounding.
+
+        Raises:
+            ConfigurationError: members whose params or gradient-step counts differ, or with an
+                ``obs_normalizer`` (not stacked yet).
+        """
+        if not members or num_steps == 0:
+            return [[] for _ in members]
+        SAC.check_stackable(members)
+        first, p = members[0], members[0].params
+        device = first.policy.device
+        learned = first.temperature.learned
+        stack = StackedMembers(
+            [
+                {
+                    "actor": m.policy.actor,
+                    "critic": m.nets.critic,
+                    "target": m.nets.target_critic.net,
+                    "alpha": ParameterHolder(m.temperature.log_alpha),
+                }
+                for m in members
+            ],
+            [[m.nets.critic_optim, m.nets.actor_optim, m.temperature.optim] for m in members],
+            owner="SAC",
+        )
+        soft_target, critic_terms, actor_terms = _member_terms(first)
+        stats: list[list[SACTrainingStats]] = [[] for _ in members]
+        log_alpha_K = stack.params["nets.alpha.value"]
+        for _ in range(num_steps):
+            for member in members:
+                member.lrs.begin_update()
+            samples = [
+                sample_replay(b, batch_size, gamma=p.gamma, n_step=p.n_step, device=device) for b in buffers
+            ]
+            weighted = {s.weight is not None for s in samples}
+            if len(weighted) > 1:
+                raise ConfigurationError(
+                    "SAC.stacked_update: some members' buffers are prioritized and some are not; stacked "
+                    "seeds share their buffer kind."
+                )
+            noise_next, noise = _member_noise(members, batch_size)
+            obs = torch.stack([s.obs for s in samples])  # type: ignore[misc]
+            obs_next = torch.stack([s.obs_next for s in samples])  # type: ignore[misc]
+            act = torch.stack([s.act for s in samples])
+            alpha_K = log_alpha_K.detach().exp()
+            with torch.no_grad():
+                target_KN = stack.vmap(
+                    soft_target,
+                    obs_next,
+                    noise_next,
+                    alpha_K,
+                    torch.stack([s.returns for s in samples]),
+                    torch.stack([s.discounts for s in samples]),
+                )
+            weights = (torch.stack([s.weight for s in samples]),) if True in weighted else ()  # type: ignore[misc]
+            critic_loss_K, td_KMN, q_mean_K = stack.vmap(critic_terms, obs, act, target_KN, *weights)
+            stack.step(critic_loss_K, None, optimizer=0)
+            actor_loss_K, log_prob_KN = stack.vmap(actor_terms, obs, noise, alpha_K)
+            stack.step(actor_loss_K, None, optimizer=1)
+            alpha_loss_K = torch.zeros_like(actor_loss_K)
+            if learned:  # EntropyTemperature.loss_from_log_prob of each member
+                target_entropy = first.temperature.target_entropy
+                alpha_loss_K = -(log_alpha_K.unsqueeze(1) * (log_prob_KN.detach() + target_entropy)).mean(1)
+                stack.step(alpha_loss_K, None, optimizer=2)
+            stack.polyak("critic", "target", p.tau)
+            for k, buffer in enumerate(buffers):
+                if takes_priorities(buffer):
+                    update_priorities(buffer, samples[k].indices, td_KMN[k])
+                stats[k].append(
+                    gradient_step_stats(
+                        SACTrainingStats,
+                        "SAC",
+                        {
+                            "critic_loss": critic_loss_K[k],
+                            "actor_loss": actor_loss_K[k],
+                            "alpha_loss": alpha_loss_K[k],
+                            "alpha": alpha_K[k],
+                            "q_mean": q_mean_K[k],
+                            "entropy": -log_prob_KN[k].mean(),
+                        },
+                        losses={
+                            "critic_loss": "critic loss",
+                            "actor_loss": "actor loss",
+                            "alpha_loss": "alpha loss",
+                        },
+                        deferred=True,
+                    )
+                )
+        stack.write_back()
+        resolve_stats([stat for member_stats in stats for stat in member_stats])
+        return stats
+
+
+def _member_noise(members: Sequence[SAC], batch_size: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Each member's standard normal noise for one gradient step, drawn from its own policy generator in
+    the order its own :meth:`SAC.update` draws it (the target's next actions, then the actor's fresh
+    actions); each (K, batch_size, act_dim)."""
+    first = members[0].policy
+    dtype = next(iter(first.actor.parameters())).dtype
+    noise_next, noise = [], []
+    for member in members:
+        shape, generator = (batch_size, member.policy.act_dim), member.policy.generator
+        noise_next.append(torch.randn(shape, generator=generator, device=first.device, dtype=dtype))
+        noise.append(torch.randn(shape, generator=generator, device=first.device, dtype=dtype))
+    return torch.stack(noise_next), torch.stack(noise)
+
+
+def _member_terms(first: SAC) -> tuple[Any, Any, Any]:
+    """SAC's update written for one member with its noise given (``first``'s networks, which
+    :meth:`StackedMembers.vmap` swaps for each member's): the soft TD target, the critic's loss terms
+    (loss, TD errors, mean Q) and the actor's (loss, log-densities)."""
+    policy, target_net, critic_net = first.policy, first.nets.target_critic.net, first.nets.critic
+
+    def soft_target(
+        obs_next: torch.Tensor, eps: torch.Tensor, alpha: torch.Tensor, ret: torch.Tensor, disc: torch.Tensor
+    ) -> torch.Tensor:  # soft_td_target
+        act_next, log_prob_next = policy.sample_with_noise(obs_next, eps)
+        q_next = critic_values(target_net, obs_next, act_next).min(dim=0).values
+        return ret + disc * (q_next - alpha * log_prob_next)
+
+    def critic_terms(
+        obs: torch.Tensor, act: torch.Tensor, target: torch.Tensor, *weight: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        q_MN = critic_values(critic_net, obs, act)
+        loss = td_loss(q_MN, target, weight[0] if weight else None)
+        return loss.loss, loss.td_errors.detach(), q_MN.detach().mean()
+
+    def actor_terms(
+        obs: torch.Tensor, eps: torch.Tensor, alpha: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:  # soft_actor_step's loss
+        act, log_prob = policy.sample_with_noise(obs, eps)
+        q_new = critic_values(critic_net, obs, act).min(dim=0).values
+        return (alpha * log_prob - q_new).mean(), log_prob
+
+    return soft_target, critic_terms, actor_terms

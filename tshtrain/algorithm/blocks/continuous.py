@@ -157,6 +157,19 @@ class TanhGaussianPolicy(Policy):
         """Reparameterised sample: actions (N, act_dim) in (-1, 1) and their log-densities (N,)."""
         mu, log_std = self.mean_log_std(obs)
         eps = torch.randn(mu.shape, generator=self.generator, device=mu.device, dtype=mu.dtype)
+        return self.sample_with_noise(obs, eps, mu_log_std=(mu, log_std))
+
+    def sample_with_noise(
+        self,
+        obs: ObsTensor,
+        eps: torch.Tensor,
+        *,
+        mu_log_std: tuple[torch.Tensor, torch.Tensor] | None = None,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """:meth:`sample` with the standard normal noise ``eps`` (N, act_dim) given instead of drawn
+        (stacked seeds draw each member's noise from its own generator outside ``vmap``);
+        ``mu_log_std``: :meth:`mean_log_std` of ``obs`` if already computed."""
+        mu, log_std = self.mean_log_std(obs) if mu_log_std is None else mu_log_std
         u = mu + log_std.exp() * eps
         log_prob = (-0.5 * eps.pow(2) - log_std - _HALF_LOG_2PI).sum(-1)
         log_prob = log_prob - (2.0 * (math.log(2.0) - u - nn.functional.softplus(-2.0 * u))).sum(-1)

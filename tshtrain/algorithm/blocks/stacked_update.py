@@ -32,6 +32,7 @@ from torch.optim.adam import adam as functional_adam
 
 from tshtrain.algorithm.blocks.ensemble import clip_grad_norm_per_member_, is_plain_mlp, stacked_mlp_forward
 from tshtrain.errors import ConfigurationError
+from tshtrain.functional.targets import polyak_update
 
 _ADAM_KEYS = ("betas", "eps", "weight_decay", "amsgrad", "maximize")
 """the Adam hyper-parameters every member must share (the learning rate may differ per update only
@@ -51,6 +52,18 @@ class _Call(nn.Module):
         return self._fn(*args)
 
 
+class ParameterHolder(nn.Module):
+    """A module holding one parameter (e.g. SAC's ``log_alpha``) under the name ``value``, so that it
+    can be stacked with the networks: ``ParameterHolder(p).value is p``."""
+
+    def __init__(self, value: nn.Parameter):
+        super().__init__()
+        self.value = value
+
+    def forward(self) -> torch.Tensor:
+        return self.value
+
+
 def _signature(module: nn.Module) -> list[tuple[str, tuple[int, ...], torch.dtype, torch.device]]:
     tensors = [*module.named_parameters(), *module.named_buffers()]
     return [(name, tuple(t.shape), t.dtype, t.device) for name, t in tensors]
@@ -62,7 +75,10 @@ class StackedMembers:
     Args:
         nets: per member, its networks by name (the same names, architectures, shapes, dtypes and
             devices for every member), e.g. ``{"policy": policy, "critic": critic}``.
-        optimizers: per member, the ``torch.optim.Adam`` over exactly those networks' parameters.
+        optimizers: per member, the ``torch.optim.Adam`` over exactly those networks' trainable
+            parameters, or a sequence of Adams that share them out (e.g. SAC's actor, critic and
+            temperature optimizers, in one order for every member; :meth:`step` takes the index of the
+            one to step).
         owner: names the algorithm in errors.
 
     Raises:
@@ -74,7 +90,7 @@ class StackedMembers:
     def __init__(
         self,
         nets: Sequence[Mapping[str, nn.Module]],
-        optimizers: Sequence[torch.optim.Optimizer],
+        optimizers: Sequence[torch.optim.Optimizer | Sequence[torch.optim.Optimizer]],
         *,
         owner: str,
     ):
@@ -93,7 +109,8 @@ class StackedMembers:
                     f"{owner}: member {k}'s networks differ from member 0's (parameter names, shapes, dtypes "
                     f"or devices); stacked members must share one architecture."
                 )
-        self._optimizers = list(optimizers)
+        self._optimizers = [[o] if isinstance(o, torch.optim.Optimizer) else list(o) for o in optimizers]
+        """per member: its optimizers, in one order for every member"""
         stacked_params, stacked_buffers = stack_module_state(self._members)
         self.params: dict[str, torch.Tensor] = stacked_params
         """name -> (K, ...) leaf tensors: the trainable parameters (requiring gradients) and the frozen
@@ -117,48 +134,37 @@ class StackedMembers:
 
     # ------------------------------------------------------------------ Adam state
     def _stack_adam_state(self) -> dict[str, Any]:
-        groups = []
-        for k, optimizer in enumerate(self._optimizers):
-            if not isinstance(optimizer, torch.optim.Adam) or len(optimizer.param_groups) != 1:
-                raise ConfigurationError(
-                    f"{self.owner}: member {k}'s optimizer is {type(optimizer).__name__} with "
-                    f"{len(optimizer.param_groups)} parameter group(s); a stacked update takes one Adam with "
-                    f"one group per member."
-                )
-            group = optimizer.param_groups[0]
-            held = {id(p) for p in group["params"]}
-            trainable = {id(p) for p in self._member_params[k].values()}
-            frozen = {id(p) for p in self._member_frozen[k].values()}
-            if not trainable <= held or not held <= trainable | frozen:
-                raise ConfigurationError(
-                    f"{self.owner}: member {k}'s Adam holds other parameters than its networks' trainable "
-                    f"ones; a stacked update steps exactly the stacked networks."
-                )
-            groups.append(group)
-        for key in _ADAM_KEYS:
-            values = {repr(g[key]) for g in groups}
-            if len(values) > 1:
-                raise ConfigurationError(
-                    f"{self.owner}: the members' Adam {key} differ ({sorted(values)}); stacked members "
-                    f"share their optimizer settings."
-                )
-        if groups[0]["amsgrad"] or groups[0]["maximize"] or groups[0]["weight_decay"]:
+        counts = {len(o) for o in self._optimizers}
+        if len(counts) > 1:
             raise ConfigurationError(
-                f"{self.owner}: a stacked update runs plain Adam; the members' Adam has amsgrad="
-                f"{groups[0]['amsgrad']}, maximize={groups[0]['maximize']}, weight_decay="
-                f"{groups[0]['weight_decay']} (allowed: False, False, 0)."
+                f"{self.owner}: the members have different numbers of optimizers ({sorted(counts)}); "
+                f"stacked members share their optimizer layout."
             )
+        self._owner_of: dict[str, int] = {}
+        """trainable parameter name -> the index of the optimizer that steps it"""
+        for k in range(self.num_members):
+            stepped = self._optimizer_layout(k)
+            if k == 0:
+                self._owner_of = stepped
+            elif stepped != self._owner_of:
+                raise ConfigurationError(
+                    f"{self.owner}: member {k}'s optimizers share out its parameters differently from "
+                    f"member 0's; stacked members share their optimizer layout."
+                )
+        groups = [[o[i].param_groups[0] for o in self._optimizers] for i in range(len(self._optimizers[0]))]
+        for i, member_groups in enumerate(groups):
+            self._check_adam_settings(i, member_groups)
         exp_avg, exp_avg_sq, steps = {}, {}, {}
         for name in self._member_params[0]:
             stacked = self.params[name]
             states = [
-                self._optimizers[k].state.get(self._member_params[k][name], {})
+                self._optimizers[k][self._owner_of[name]].state.get(self._member_params[k][name], {})
                 for k in range(self.num_members)
             ]
-            counts = {float(s["step"]) if s else 0.0 for s in states}
-            if len(counts) > 1:  # a parameter that never had a gradient has no state, in every member
+            step_counts = {float(s["step"]) if s else 0.0 for s in states}
+            if len(step_counts) > 1:  # a parameter that never had a gradient has no state, in every member
                 raise ConfigurationError(
-                    f"{self.owner}: the members' Adam step counts of {name} differ ({sorted(counts)}); "
+                    f"{self.owner}: the members' Adam step counts of {name} differ ({sorted(step_counts)}); "
                     f"stacked members update in lockstep."
                 )
             if all(states):
@@ -167,16 +173,61 @@ class StackedMembers:
             else:
                 exp_avg[name] = torch.zeros_like(stacked, memory_format=torch.preserve_format)
                 exp_avg_sq[name] = torch.zeros_like(stacked, memory_format=torch.preserve_format)
-            steps[name] = counts.pop()
+            steps[name] = step_counts.pop()
         device = next(iter(self.params.values())).device if self.params else torch.device("cpu")
         fused = all(p.device.type in ("cpu", "cuda") for p in self.params.values())
         return {
             "exp_avg": exp_avg,
             "exp_avg_sq": exp_avg_sq,
             "steps": {n: torch.tensor(c, dtype=torch.float32, device=device) for n, c in steps.items()},
-            "group": groups[0],
+            "groups": [member_groups[0] for member_groups in groups],
             "fused": fused,
         }
+
+    def _optimizer_layout(self, k: int) -> dict[str, int]:
+        """Member ``k``'s trainable parameter names -> the index of its optimizer that steps each
+        (checked: Adam with one group, nothing outside the networks, every trainable parameter held)."""
+        trainable = {id(p): n for n, p in self._member_params[k].items()}
+        frozen = {id(p) for p in self._member_frozen[k].values()}
+        stepped: dict[str, int] = {}
+        for i, optimizer in enumerate(self._optimizers[k]):
+            if not isinstance(optimizer, torch.optim.Adam) or len(optimizer.param_groups) != 1:
+                raise ConfigurationError(
+                    f"{self.owner}: member {k}'s optimizer {i} is {type(optimizer).__name__} with "
+                    f"{len(optimizer.param_groups)} parameter group(s); a stacked update takes Adam with "
+                    f"one group."
+                )
+            for p in optimizer.param_groups[0]["params"]:
+                if id(p) in trainable:
+                    stepped.setdefault(trainable[id(p)], i)
+                elif id(p) not in frozen:
+                    raise ConfigurationError(
+                        f"{self.owner}: member {k}'s optimizer {i} holds a parameter outside its stacked "
+                        f"networks; a stacked update steps exactly the stacked networks."
+                    )
+        if len(stepped) != len(trainable):
+            raise ConfigurationError(
+                f"{self.owner}: member {k}'s optimizers do not hold every trainable parameter of its "
+                f"networks; a stacked update steps exactly the stacked networks."
+            )
+        return stepped
+
+    def _check_adam_settings(self, i: int, member_groups: Sequence[dict[str, Any]]) -> None:
+        """The members' optimizer ``i`` share their settings, and they are plain Adam's."""
+        for key in _ADAM_KEYS:
+            values = {repr(g[key]) for g in member_groups}
+            if len(values) > 1:
+                raise ConfigurationError(
+                    f"{self.owner}: the members' Adam {key} differ ({sorted(values)}); stacked members "
+                    f"share their optimizer settings."
+                )
+        first = member_groups[0]
+        if first["amsgrad"] or first["maximize"] or first["weight_decay"]:
+            raise ConfigurationError(
+                f"{self.owner}: a stacked update runs plain Adam; the members' Adam {i} has amsgrad="
+                f"{first['amsgrad']}, maximize={first['maximize']}, weight_decay="
+                f"{first['weight_decay']} (allowed: False, False, 0)."
+            )
 
     # ------------------------------------------------------------------ computing
     def vmap(self, fn: Callable[..., Any], *args: Any, in_dims: Sequence[int | None] | None = None) -> Any:
@@ -215,28 +266,35 @@ class StackedMembers:
 
         return forward
 
-    def step(self, loss_K: torch.Tensor, max_grad_norm: float | None) -> torch.Tensor:
-        """Backpropagate ``loss_K.sum()`` (one loss per member), clip each member's gradient norm to
-        ``max_grad_norm`` (None: no clipping) and take one Adam step; returns the (K,) gradient norms
-        before clipping."""
-        params = [self.params[n] for n in self._member_params[0]]
+    def step(self, loss_K: torch.Tensor, max_grad_norm: float | None, optimizer: int = 0) -> torch.Tensor:
+        """Differentiate ``loss_K.sum()`` (one loss per member) with respect to the parameters of the
+        members' optimizer number ``optimizer`` (the others get no gradient, as if frozen), clip each
+        member's gradient norm to ``max_grad_norm`` (None: no clipping) and take one Adam step of that
+        optimizer; returns the (K,) gradient norms before clipping."""
+        names = [n for n, i in self._owner_of.items() if i == optimizer]
+        params = [self.params[n] for n in names]
         for p in params:
             p.grad = None
-        loss_K.sum().backward()  # type: ignore[no-untyped-call]
+        # backward (not autograd.grad): gradients stored as AccumulateGrad stores them, in tensors of
+        # their own that the in-place clipping below may scale
+        loss_K.sum().backward(inputs=params)  # type: ignore[no-untyped-call]
         clip = float("inf") if max_grad_norm is None else max_grad_norm
         norms_K = clip_grad_norm_per_member_(params, clip, self.num_members)
-        self._adam_step()
+        self._adam_step(names, optimizer)
+        for p in params:
+            p.grad = None
         return norms_K
 
-    def _adam_step(self) -> None:
-        adam, lrs = self._adam, {float(o.param_groups[0]["lr"]) for o in self._optimizers}
+    def _adam_step(self, names: Sequence[str], optimizer: int) -> None:
+        adam = self._adam
+        lrs = {float(o[optimizer].param_groups[0]["lr"]) for o in self._optimizers}
         if len(lrs) > 1:
             raise ConfigurationError(
                 f"{self.owner}: the members' learning rates differ ({sorted(lrs)}); a stacked Adam step "
                 f"takes one learning rate."
             )
-        group = adam["group"]
-        names = [n for n in self._member_params[0] if self.params[n].grad is not None]
+        group = adam["groups"][optimizer]
+        names = [n for n in names if self.params[n].grad is not None]
         if not names:
             return
         with torch.no_grad():
@@ -260,12 +318,23 @@ class StackedMembers:
     def copy_stacked(self, source: str, target: str) -> None:
         """Copy every member's tensors under the net named ``source`` into those under ``target``
         (the same architecture), e.g. a hard target-network update of all members at once."""
+        self.polyak(source, target, 1.0)
+
+    def polyak(self, source: str, target: str, tau: float) -> None:
+        """Every member's Polyak update of the net ``target`` towards the net ``source`` by ``tau``,
+        as :class:`~tshtrain.algorithm.blocks.polyak.TargetNetwork.update` makes it (parameters by
+        ``tau``, buffers copied): ``target <- lerp(target, source, tau)`` element by element, so each
+        member's result is bit for bit its own update's."""
+        prefix = f"nets.{target}."
         with torch.no_grad():
-            for store in (self.params, self.buffers):
-                for name, tensor in store.items():
-                    prefix = f"nets.{target}."
-                    if name.startswith(prefix):
-                        tensor.copy_(store[f"nets.{source}." + name.removeprefix(prefix)])
+            for store, rate in ((self.params, tau), (self.buffers, 1.0)):
+                names = [name for name in store if name.startswith(prefix)]
+                if names:
+                    polyak_update(
+                        [store[n] for n in names],
+                        [store[f"nets.{source}." + n.removeprefix(prefix)] for n in names],
+                        rate,
+                    )
 
     def write_back(self) -> None:
         """Copy the stacked parameters, buffers and Adam state back into the members (the members'
@@ -276,7 +345,7 @@ class StackedMembers:
                 for name, p in self._member_params[k].items():
                     p.copy_(self.params[name][k])
                     if adam["steps"][name].item() > 0:  # trainable parameters only
-                        state = self._optimizers[k].state[p]
+                        state = self._optimizers[k][self._owner_of[name]].state[p]
                         if state:
                             state["exp_avg"].copy_(adam["exp_avg"][name][k])
                             state["exp_avg_sq"].copy_(adam["exp_avg_sq"][name][k])

@@ -1,0 +1,124 @@
+"""``SAC.stacked_update`` (issue 35): K SAC members' gradient steps (critic, actor, temperature, Polyak
+target) on stacked networks equal K separate ``update`` calls to float rounding, each member's action
+noise drawn from its own generator in its own update's order; no number crosses members; what cannot
+be stacked is refused."""
+
+from __future__ import annotations
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch
+
+from tshtrain.algorithm import SAC, QEnsemble, SACParams, TanhGaussianPolicy, mlp
+from tshtrain.algorithm.blocks.schedules import LinearSchedule
+from tshtrain.data import PrioritizedVectorReplayBuffer, TensorReplayBuffer, VectorReplayBuffer
+from tshtrain.data.buffer import BaseReplayBuffer
+from tshtrain.errors import ConfigurationError
+
+OBS, ACT = 3, 2
+SPACE = gym.spaces.Box(-2.0, 2.0, (ACT,), np.float32)
+
+
+def make_sac(seed: int, critic_hidden: tuple[int, ...] = (16, 16), **overrides: object) -> SAC:
+    torch.manual_seed(seed)
+    policy = TanhGaussianPolicy(mlp(OBS, 2 * ACT, (16, 16)), SPACE, seed=seed)
+    settings: dict[str, object] = {"tau": 0.05, **overrides}
+    return SAC(
+        policy=policy,
+        critic=QEnsemble(OBS, ACT, critic_hidden),
+        params=SACParams(**settings),  # type: ignore[arg-type]
+    )
+
+
+def filled(seed: int, kind: str = "uniform", shift: float = 0.0) -> BaseReplayBuffer | TensorReplayBuffer:
+    rng = np.random.default_rng(seed)
+    if kind == "tensor":
+        buffer: BaseReplayBuffer | TensorReplayBuffer = TensorReplayBuffer(200, 2, device="cpu", seed=seed)
+    elif kind == "prioritized":
+        buffer = PrioritizedVectorReplayBuffer(200, 2, alpha=0.6, beta=0.4, seed=seed)
+    else:
+        buffer = VectorReplayBuffer(200, 2, seed=seed)
+    obs = rng.normal(size=(2, OBS)).astype(np.float32)
+    for _ in range(60):
+        nxt = rng.normal(size=(2, OBS)).astype(np.float32)
+        fields = {
+            "obs": obs,
+            "act": rng.uniform(-1, 1, (2, ACT)).astype(np.float32),
+            "rew": (rng.normal(size=2) + shift).astype(np.float32),
+            "terminated": rng.random(2) < 0.1,
+            "truncated": np.zeros(2, dtype=bool),
+            "obs_next": nxt,
+        }
+        if kind == "tensor":
+            buffer.add(**{k: torch.as_tensor(v) for k, v in fields.items()})  # type: ignore[arg-type]
+        else:
+            buffer.add(**fields)  # type: ignore[arg-type]
+        obs = nxt
+    return buffer
+
+
+def state(sac: SAC) -> list[torch.Tensor]:
+    nets = [sac.policy.actor, sac.nets.critic, sac.nets.target_critic.net]
+    tensors = [p.detach().clone() for net in nets for p in net.parameters()]
+    return [*tensors, sac.temperature.log_alpha.detach().clone()]
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        {},
+        {"auto_alpha": False, "alpha": 0.2, "n_step": 3},
+        {"lr_schedule": LinearSchedule(num_update_steps=20)},
+    ],
+    ids=["auto-alpha", "fixed-alpha-nstep", "lr-schedule"],
+)
+@pytest.mark.parametrize("kind", ["uniform", "prioritized", "tensor"])
+def test_each_member_gets_its_own_gradient_steps(overrides: dict[str, object], kind: str) -> None:
+    k = 3
+    solo = [make_sac(s, **overrides) for s in range(k)]
+    stacked = [make_sac(s, **overrides) for s in range(k)]
+    solo_buffers = [filled(s, kind) for s in range(k)]
+    stacked_buffers = [filled(s, kind) for s in range(k)]
+    for _ in range(2):  # 2 x 3 steps: Adam state and the generators' positions written back in between
+        expected = [[m.update(b, 16) for _ in range(3)] for m, b in zip(solo, solo_buffers, strict=True)]
+        got = SAC.stacked_update(stacked, stacked_buffers, 16, 3)
+        for e_steps, g_steps in zip(expected, got, strict=True):
+            for e, g in zip(e_steps, g_steps, strict=True):
+                for name in ("critic_loss", "actor_loss", "alpha_loss", "alpha", "q_mean", "entropy"):
+                    assert getattr(g, name) == pytest.approx(getattr(e, name), rel=1e-4, abs=1e-5), name
+    for s, m, sb, mb in zip(solo, stacked, solo_buffers, stacked_buffers, strict=True):
+        for a, b in zip(state(s), state(m), strict=True):
+            torch.testing.assert_close(b, a, rtol=1e-4, atol=1e-5)
+        assert m.lrs.num_updates == s.lrs.num_updates == 6
+        assert m.nets.actor_optim.param_groups[0]["lr"] == s.nets.actor_optim.param_groups[0]["lr"]
+        assert torch.equal(m.policy.generator.get_state(), s.policy.generator.get_state())
+        if kind == "prioritized":
+            np.testing.assert_allclose(mb.priorities(), sb.priorities(), rtol=1e-4)  # type: ignore[union-attr]
+
+
+def test_no_number_crosses_members() -> None:
+    runs = []
+    for shift in (0.0, 3.0):
+        members = [make_sac(s) for s in range(3)]
+        buffers = [filled(s, shift=shift if s == 1 else 0.0) for s in range(3)]
+        SAC.stacked_update(members, buffers, 16, 4)
+        runs.append([state(m) for m in members])
+    plain, changed = runs
+    for k in (0, 2):
+        assert all(torch.equal(a, b) for a, b in zip(plain[k], changed[k], strict=True))
+    assert any(not torch.equal(a, b) for a, b in zip(plain[1], changed[1], strict=True))
+
+
+def test_members_that_cannot_be_stacked_are_refused() -> None:
+    with pytest.raises(ConfigurationError, match="SACParams differ"):
+        SAC.stacked_update([make_sac(0), make_sac(1, tau=0.1)], [filled(0), filled(1)], 16, 1)
+    ahead = make_sac(1)
+    ahead.update(filled(1), 16)
+    with pytest.raises(ConfigurationError, match="lockstep"):
+        SAC.stacked_update([make_sac(0), ahead], [filled(0), filled(1)], 16, 1)
+    with pytest.raises(ConfigurationError, match="prioritized and some are not"):
+        SAC.stacked_update([make_sac(0), make_sac(1)], [filled(0), filled(1, "prioritized")], 16, 1)
+    with pytest.raises(ConfigurationError, match="differ from member 0's"):  # another critic
+        SAC.stacked_update([make_sac(0), make_sac(1, (32, 16))], [filled(0), filled(1)], 16, 1)
+    assert SAC.stacked_update([make_sac(0)], [filled(0)], 16, 0) == [[]]
