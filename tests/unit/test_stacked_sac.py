@@ -9,6 +9,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 import torch
+from torch import nn
 
 from tshtrain.algorithm import SAC, QEnsemble, SACParams, TanhGaussianPolicy, mlp
 from tshtrain.algorithm.blocks.schedules import LinearSchedule
@@ -20,9 +21,16 @@ OBS, ACT = 3, 2
 SPACE = gym.spaces.Box(-2.0, 2.0, (ACT,), np.float32)
 
 
-def make_sac(seed: int, critic_hidden: tuple[int, ...] = (16, 16), **overrides: object) -> SAC:
+def make_sac(
+    seed: int, critic_hidden: tuple[int, ...] = (16, 16), *, plain: bool = True, **overrides: object
+) -> SAC:
+    """``plain``: an MLP actor (the stacked update's baddbmm path); else one with a LayerNorm (its vmap
+    path)."""
     torch.manual_seed(seed)
-    policy = TanhGaussianPolicy(mlp(OBS, 2 * ACT, (16, 16)), SPACE, seed=seed)
+    actor = (
+        mlp(OBS, 2 * ACT, (16, 16)) if plain else nn.Sequential(nn.LayerNorm(OBS), mlp(OBS, 2 * ACT, (16,)))
+    )
+    policy = TanhGaussianPolicy(actor, SPACE, seed=seed)
     settings: dict[str, object] = {"tau": 0.05, **overrides}
     return SAC(
         policy=policy,
@@ -74,10 +82,13 @@ def state(sac: SAC) -> list[torch.Tensor]:
     ids=["auto-alpha", "fixed-alpha-nstep", "lr-schedule"],
 )
 @pytest.mark.parametrize("kind", ["uniform", "prioritized", "tensor"])
-def test_each_member_gets_its_own_gradient_steps(overrides: dict[str, object], kind: str) -> None:
+@pytest.mark.parametrize("plain", [True, False], ids=["baddbmm", "vmap"])
+def test_each_member_gets_its_own_gradient_steps(
+    overrides: dict[str, object], kind: str, plain: bool
+) -> None:
     k = 3
-    solo = [make_sac(s, **overrides) for s in range(k)]
-    stacked = [make_sac(s, **overrides) for s in range(k)]
+    solo = [make_sac(s, plain=plain, **overrides) for s in range(k)]
+    stacked = [make_sac(s, plain=plain, **overrides) for s in range(k)]
     solo_buffers = [filled(s, kind) for s in range(k)]
     stacked_buffers = [filled(s, kind) for s in range(k)]
     for _ in range(2):  # 2 x 3 steps: Adam state and the generators' positions written back in between
@@ -97,10 +108,11 @@ def test_each_member_gets_its_own_gradient_steps(overrides: dict[str, object], k
             np.testing.assert_allclose(mb.priorities(), sb.priorities(), rtol=1e-4)  # type: ignore[union-attr]
 
 
-def test_no_number_crosses_members() -> None:
+@pytest.mark.parametrize("plain", [True, False], ids=["baddbmm", "vmap"])
+def test_no_number_crosses_members(plain: bool) -> None:
     runs = []
     for shift in (0.0, 3.0):
-        members = [make_sac(s) for s in range(3)]
+        members = [make_sac(s, plain=plain) for s in range(3)]
         buffers = [filled(s, shift=shift if s == 1 else 0.0) for s in range(3)]
         SAC.stacked_update(members, buffers, 16, 4)
         runs.append([state(m) for m in members])
@@ -122,3 +134,20 @@ def test_members_that_cannot_be_stacked_are_refused() -> None:
     with pytest.raises(ConfigurationError, match="differ from member 0's"):  # another critic
         SAC.stacked_update([make_sac(0), make_sac(1, (32, 16))], [filled(0), filled(1)], 16, 1)
     assert SAC.stacked_update([make_sac(0)], [filled(0)], 16, 0) == [[]]
+
+
+@pytest.mark.parametrize("plain", [True, False], ids=["baddbmm", "vmap"])
+def test_plain_networks_take_the_batched_matmul_path(plain: bool) -> None:
+    """An MLP actor and a QEnsemble critic: the K seeds' twin critics run as one ensemble of 2K
+    (no vmap); any other actor goes through vmap."""
+    from tshtrain.algorithm.algos.sac import _member_terms, stack_members
+
+    members = [make_sac(s, plain=plain) for s in range(2)]
+    stack = stack_members(members)
+    assert _member_terms(members[0], stack)[1] is plain
+    ensemble = stack.stacked_ensemble("critic.net")
+    assert ensemble is not None
+    x = torch.randn(2, 5, OBS + ACT)
+    q = ensemble(x.unsqueeze(1).expand(2, 2, 5, OBS + ACT))  # (seeds, critics, N, 1)
+    for k, member in enumerate(members):
+        torch.testing.assert_close(q[k].squeeze(-1), member.nets.critic(x[k, :, :OBS], x[k, :, OBS:]))

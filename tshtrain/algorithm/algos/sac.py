@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, final
+from typing import Any, NamedTuple, final
 
 import torch
 from torch import nn
@@ -17,7 +17,12 @@ from tshtrain.algorithm.base import (
     UpdateHooks,
 )
 from tshtrain.algorithm.blocks.actor_critic_targets import ActorCriticTargets
-from tshtrain.algorithm.blocks.continuous import TanhGaussianPolicy, critic_values
+from tshtrain.algorithm.blocks.continuous import (
+    QEnsemble,
+    TanhGaussianPolicy,
+    critic_values,
+    split_mean_log_std,
+)
 from tshtrain.algorithm.blocks.normalization import RunningObsNormalizer
 from tshtrain.algorithm.blocks.offpolicy import (
     ReplaySample,
@@ -251,20 +256,12 @@ class SAC(OffPolicyAlgorithm[TanhGaussianPolicy, SACTrainingStats]):
         first, p = members[0], members[0].params
         device = first.policy.device
         learned = first.temperature.learned
-        stack = StackedMembers(
-            [
-                {
-                    "actor": m.policy.actor,
-                    "critic": m.nets.critic,
-                    "target": m.nets.target_critic.net,
-                    "alpha": ParameterHolder(m.temperature.log_alpha),
-                }
-                for m in members
-            ],
-            [[m.nets.critic_optim, m.nets.actor_optim, m.temperature.optim] for m in members],
-            owner="SAC",
-        )
-        soft_target, critic_terms, actor_terms = _member_terms(first)
+        stack = stack_members(members)
+        terms, direct = _member_terms(first, stack)
+
+        def run(fn: Callable[..., Any], *args: torch.Tensor) -> Any:
+            return fn(*args) if direct else stack.vmap(fn, *args)
+
         stats: list[list[SACTrainingStats]] = [[] for _ in members]
         log_alpha_K = stack.params["nets.alpha.value"]
         for _ in range(num_steps):
@@ -285,8 +282,8 @@ class SAC(OffPolicyAlgorithm[TanhGaussianPolicy, SACTrainingStats]):
             act = torch.stack([s.act for s in samples])
             alpha_K = log_alpha_K.detach().exp()
             with torch.no_grad():
-                target_KN = stack.vmap(
-                    soft_target,
+                target_KN = run(
+                    terms.soft_target,
                     obs_next,
                     noise_next,
                     alpha_K,
@@ -294,10 +291,11 @@ class SAC(OffPolicyAlgorithm[TanhGaussianPolicy, SACTrainingStats]):
                     torch.stack([s.discounts for s in samples]),
                 )
             weights = (torch.stack([s.weight for s in samples]),) if True in weighted else ()  # type: ignore[misc]
-            critic_loss_K, td_KMN, q_mean_K = stack.vmap(critic_terms, obs, act, target_KN, *weights)
+            critic_loss_K, td_KMN, q_mean_K = run(terms.critic_terms, obs, act, target_KN, *weights)
             stack.step(critic_loss_K, None, optimizer=0)
-            actor_loss_K, log_prob_KN = stack.vmap(actor_terms, obs, noise, alpha_K)
-            stack.step(actor_loss_K, None, optimizer=1)
+            with stack.frozen("critic"):  # as soft_actor_step: the critic's weights get no gradient
+                actor_loss_K, log_prob_KN = run(terms.actor_terms, obs, noise, alpha_K)
+                stack.step(actor_loss_K, None, optimizer=1)
             alpha_loss_K = torch.zeros_like(actor_loss_K)
             if learned:  # EntropyTemperature.loss_from_log_prob of each member
                 target_entropy = first.temperature.target_entropy
@@ -332,6 +330,24 @@ class SAC(OffPolicyAlgorithm[TanhGaussianPolicy, SACTrainingStats]):
         return stats
 
 
+def stack_members(members: Sequence[SAC]) -> StackedMembers:
+    """The members' actors, critics, target critics and temperatures stacked, with their critic, actor
+    and temperature Adams (optimizers 0, 1 and 2 of :meth:`StackedMembers.step`)."""
+    return StackedMembers(
+        [
+            {
+                "actor": m.policy.actor,
+                "critic": m.nets.critic,
+                "target": m.nets.target_critic.net,
+                "alpha": ParameterHolder(m.temperature.log_alpha),
+            }
+            for m in members
+        ],
+        [[m.nets.critic_optim, m.nets.actor_optim, m.temperature.optim] for m in members],
+        owner="SAC",
+    )
+
+
 def _member_noise(members: Sequence[SAC], batch_size: int) -> tuple[torch.Tensor, torch.Tensor]:
     """Each member's standard normal noise for one gradient step, drawn from its own policy generator in
     the order its own :meth:`SAC.update` draws it (the target's next actions, then the actor's fresh
@@ -346,31 +362,84 @@ def _member_noise(members: Sequence[SAC], batch_size: int) -> tuple[torch.Tensor
     return torch.stack(noise_next), torch.stack(noise)
 
 
-def _member_terms(first: SAC) -> tuple[Any, Any, Any]:
-    """SAC's update written for one member with its noise given (``first``'s networks, which
-    :meth:`StackedMembers.vmap` swaps for each member's): the soft TD target, the critic's loss terms
-    (loss, TD errors, mean Q) and the actor's (loss, log-densities)."""
-    policy, target_net, critic_net = first.policy, first.nets.target_critic.net, first.nets.critic
+Forward = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+"""``critic(obs, act)`` -> (..., num_critics, N)"""
+
+
+class _SACTerms(NamedTuple):
+    """SAC's update, written once for one member (tensors of N rows) and for K stacked members (K, N):
+    every reduction runs over the trailing dims, alpha broadcasts from () or (K,)."""
+
+    mean_log_std: Callable[[torch.Tensor], tuple[torch.Tensor, torch.Tensor]]
+    critic: Forward
+    target: Forward
+    policy: TanhGaussianPolicy
 
     def soft_target(
-        obs_next: torch.Tensor, eps: torch.Tensor, alpha: torch.Tensor, ret: torch.Tensor, disc: torch.Tensor
-    ) -> torch.Tensor:  # soft_td_target
-        act_next, log_prob_next = policy.sample_with_noise(obs_next, eps)
-        q_next = critic_values(target_net, obs_next, act_next).min(dim=0).values
-        return ret + disc * (q_next - alpha * log_prob_next)
+        self,
+        obs_next: torch.Tensor,
+        eps: torch.Tensor,
+        alpha: torch.Tensor,
+        ret: torch.Tensor,
+        disc: torch.Tensor,
+    ) -> torch.Tensor:
+        """:func:`soft_td_target` with the noise given."""
+        act_next, log_prob_next = self.policy.sample_with_noise(
+            obs_next, eps, mu_log_std=self.mean_log_std(obs_next)
+        )
+        q_next = self.target(obs_next, act_next).min(dim=-2).values
+        return ret + disc * (q_next - alpha.unsqueeze(-1) * log_prob_next)
 
     def critic_terms(
-        obs: torch.Tensor, act: torch.Tensor, target: torch.Tensor, *weight: torch.Tensor
+        self, obs: torch.Tensor, act: torch.Tensor, target: torch.Tensor, *weight: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        q_MN = critic_values(critic_net, obs, act)
-        loss = td_loss(q_MN, target, weight[0] if weight else None)
-        return loss.loss, loss.td_errors.detach(), q_MN.detach().mean()
+        """:func:`td_loss`'s loss and TD errors, and the mean Q."""
+        q = self.critic(obs, act)
+        td = q - target.unsqueeze(-2)
+        sq = td.pow(2) * weight[0].unsqueeze(-2) if weight else td.pow(2)
+        return sq.mean(dim=-1).sum(dim=-1), td.detach(), q.detach().mean(dim=(-2, -1))
 
     def actor_terms(
-        obs: torch.Tensor, eps: torch.Tensor, alpha: torch.Tensor
-    ) -> tuple[torch.Tensor, torch.Tensor]:  # soft_actor_step's loss
-        act, log_prob = policy.sample_with_noise(obs, eps)
-        q_new = critic_values(critic_net, obs, act).min(dim=0).values
-        return (alpha * log_prob - q_new).mean(), log_prob
+        self, obs: torch.Tensor, eps: torch.Tensor, alpha: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """:func:`soft_actor_step`'s loss with the noise given, and the log-densities."""
+        act, log_prob = self.policy.sample_with_noise(obs, eps, mu_log_std=self.mean_log_std(obs))
+        q_new = self.critic(obs, act).min(dim=-2).values
+        return (alpha.unsqueeze(-1) * log_prob - q_new).mean(dim=-1), log_prob
 
-    return soft_target, critic_terms, actor_terms
+
+def _member_terms(first: SAC, stack: StackedMembers) -> tuple[_SACTerms, bool]:
+    """The terms of the stacked update and whether they take stacked tensors directly (True: a plain
+    MLP actor and a :class:`QEnsemble` critic, each layer one ``baddbmm`` over the members, the K
+    seeds' critics one ensemble of K * num_critics) or one member's under :meth:`StackedMembers.vmap`."""
+    policy, critic = first.policy, first.nets.critic
+    actor_fast = stack.stacked_mlp("actor")
+    critic_fast = stack.stacked_ensemble("critic.net") if type(critic) is QEnsemble else None
+    target_fast = stack.stacked_ensemble("target.net") if type(critic) is QEnsemble else None
+    if actor_fast is not None and critic_fast is not None and target_fast is not None:
+        assert isinstance(critic, QEnsemble)
+        num_critics = critic.num_critics
+
+        def ensemble(forward: Callable[[torch.Tensor], torch.Tensor]) -> Forward:
+            def values(obs: torch.Tensor, act: torch.Tensor) -> torch.Tensor:
+                q_KCN1 = forward(QEnsemble.ensemble_input(obs, act, num_critics, batch_dims=2))
+                return q_KCN1.squeeze(-1)
+
+            return values
+
+        actor = actor_fast
+        stacked = _SACTerms(
+            mean_log_std=lambda obs: split_mean_log_std(actor(obs)),
+            critic=ensemble(critic_fast),
+            target=ensemble(target_fast),
+            policy=policy,
+        )
+        return stacked, True
+    target_net = first.nets.target_critic.net
+    member = _SACTerms(
+        mean_log_std=policy.mean_log_std,
+        critic=lambda obs, act: critic_values(critic, obs, act),
+        target=lambda obs, act: critic_values(target_net, obs, act),
+        policy=policy,
+    )
+    return member, False

@@ -93,9 +93,24 @@ class QEnsemble(nn.Module):
 
     @override
     def forward(self, obs: torch.Tensor, act: torch.Tensor) -> torch.Tensor:
-        x_NI = torch.cat([obs.flatten(1), act.flatten(1)], dim=-1)
-        q_MN1: torch.Tensor = self.net(x_NI.expand(self.num_critics, *x_NI.shape))
+        q_MN1: torch.Tensor = self.net(self.ensemble_input(obs, act, self.num_critics))
         return q_MN1.squeeze(-1)
+
+    @staticmethod
+    def ensemble_input(
+        obs: torch.Tensor, act: torch.Tensor, num_critics: int, batch_dims: int = 1
+    ) -> torch.Tensor:
+        """``concat(o, a)`` for every critic: (N, ...) observations and actions -> (num_critics, N, in);
+        with ``batch_dims=2`` (K stacked seeds: (K, N, ...)) -> (K, num_critics, N, in)."""
+        x = torch.cat([obs.flatten(batch_dims), act.flatten(batch_dims)], dim=-1)
+        return x.unsqueeze(-3).expand(*x.shape[:-2], num_critics, *x.shape[-2:])
+
+
+def split_mean_log_std(out: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """An actor's output (..., 2 * act_dim) as ``mu`` and the clamped ``log sigma`` (each (..., act_dim)),
+    as :class:`TanhGaussianPolicy` reads it."""
+    mu, log_std = torch.chunk(out, 2, dim=-1)
+    return mu, log_std.clamp(LOG_STD_MIN, LOG_STD_MAX)
 
 
 def critic_values(critic: nn.Module, obs: ObsTensor, act: torch.Tensor) -> torch.Tensor:
@@ -150,8 +165,7 @@ class TanhGaussianPolicy(Policy):
             obs if isinstance(obs, torch.Tensor) else _as_tensor(obs, "TanhGaussianPolicy", self._takes_dict)
         )
         out: torch.Tensor = self.actor(net_obs)
-        mu, log_std = torch.chunk(out, 2, dim=-1)
-        return mu, log_std.clamp(LOG_STD_MIN, LOG_STD_MAX)
+        return split_mean_log_std(out)
 
     def sample(self, obs: ObsTensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Reparameterised sample: actions (N, act_dim) in (-1, 1) and their log-densities (N,)."""

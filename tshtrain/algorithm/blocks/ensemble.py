@@ -254,6 +254,40 @@ def stacked_mlp_forward(
     return h
 
 
+def stacked_ensemble_forward(
+    net: nn.Sequential, tensors: Mapping[str, torch.Tensor], prefix: str, x_KCNI: torch.Tensor
+) -> torch.Tensor:
+    """K stacked copies of an ensemble network (:func:`ensemble_mlp`: ``EnsembleLinear`` layers of C
+    members and element-wise activations) as one ensemble of K * C members: member (k, c) of
+    ``net``'s architecture on ``x_KCNI[k, c]`` for all k and c at once, the copies' weights stacked in
+    ``tensors`` (``f"{prefix}{i}.weight"``: (K, C, in, out), ``f"{prefix}{i}.bias"``: (K, C, 1, out), as
+    ``torch.func.stack_module_state`` stacks ``EnsembleLinear`` layers). Each layer is one ``baddbmm``
+    over the K * C members, the arithmetic of :class:`EnsembleLinear` itself (the K seeds' twin critics
+    are one ensemble of 2K critics). ``net`` must pass :func:`is_plain_ensemble`; returns
+    (K, C, N, out)."""
+    members = x_KCNI.shape[0] * x_KCNI.shape[1]
+    h = x_KCNI.reshape(members, *x_KCNI.shape[2:])
+    for i, module in enumerate(net):
+        if isinstance(module, EnsembleLinear):
+            weight, bias = tensors[f"{prefix}{i}.weight"], tensors[f"{prefix}{i}.bias"]
+            h = torch.baddbmm(bias.flatten(0, 1), h, weight.flatten(0, 1))
+        else:
+            h = module(h)
+    return h.view(*x_KCNI.shape[:2], *h.shape[1:])
+
+
+def is_plain_ensemble(net: nn.Module) -> bool:
+    """Whether ``net`` is an ``nn.Sequential`` of :class:`EnsembleLinear` layers and element-wise
+    activations with no buffers, as :func:`ensemble_mlp` builds it: what
+    :func:`stacked_ensemble_forward` takes."""
+    return (
+        isinstance(net, nn.Sequential)
+        and not any(True for _ in net.buffers())
+        and any(isinstance(m, EnsembleLinear) for m in net)
+        and all(isinstance(m, (EnsembleLinear, *ELEMENTWISE_ACTIVATIONS)) for m in net)
+    )
+
+
 def is_plain_mlp(net: nn.Module) -> bool:
     """Whether ``net`` is an ``nn.Sequential`` of ``nn.Linear`` layers with biases and element-wise
     activations (:data:`ELEMENTWISE_ACTIVATIONS`) and no buffers: what :func:`stack_mlps` and

@@ -22,7 +22,8 @@ Layer 2: torch, :mod:`tshtrain.algorithm.blocks.ensemble` and :mod:`tshtrain.err
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 import torch
@@ -30,7 +31,13 @@ from torch import nn
 from torch.func import functional_call, stack_module_state, vmap
 from torch.optim.adam import adam as functional_adam
 
-from tshtrain.algorithm.blocks.ensemble import clip_grad_norm_per_member_, is_plain_mlp, stacked_mlp_forward
+from tshtrain.algorithm.blocks.ensemble import (
+    clip_grad_norm_per_member_,
+    is_plain_ensemble,
+    is_plain_mlp,
+    stacked_ensemble_forward,
+    stacked_mlp_forward,
+)
 from tshtrain.errors import ConfigurationError
 from tshtrain.functional.targets import polyak_update
 
@@ -266,6 +273,25 @@ class StackedMembers:
 
         return forward
 
+    def stacked_ensemble(self, name: str) -> Callable[[torch.Tensor], torch.Tensor] | None:
+        """The ensemble network at ``name`` (a dotted path below the nets, e.g. ``"critic.net"``, built
+        by :func:`~tshtrain.algorithm.blocks.ensemble.ensemble_mlp`) of every member as one function of
+        (K, C, N, in) -> (K, C, N, out) on the stacked tensors: the K members' C-member ensembles as one
+        ensemble of K * C (:func:`stacked_ensemble_forward`, no ``vmap``), or None when the network is
+        not such an ensemble (:func:`is_plain_ensemble`)."""
+        net = self._members[0].nets.get_submodule(name)
+        if not isinstance(net, nn.Sequential) or not is_plain_ensemble(net):
+            return None
+        prefix, tensors = f"nets.{name}.", self.params
+        needed = [f"{prefix}{i}.{w}" for i, m in enumerate(net) if m._parameters for w in ("weight", "bias")]
+        if not all(key in tensors for key in needed):  # a tensor shared under another name
+            return None
+
+        def forward(x_KCNI: torch.Tensor) -> torch.Tensor:
+            return stacked_ensemble_forward(net, tensors, prefix, x_KCNI)
+
+        return forward
+
     def step(self, loss_K: torch.Tensor, max_grad_norm: float | None, optimizer: int = 0) -> torch.Tensor:
         """Differentiate ``loss_K.sum()`` (one loss per member) with respect to the parameters of the
         members' optimizer number ``optimizer`` (the others get no gradient, as if frozen), clip each
@@ -314,6 +340,21 @@ class StackedMembers:
                 eps=group["eps"],
                 maximize=False,
             )
+
+    @contextmanager
+    def frozen(self, name: str) -> Iterator[None]:
+        """A block in which the stacked trainable parameters of the net ``name`` need no gradient (as a
+        member's own update freezes its critic while the actor's loss goes through it): backward then
+        computes no weight gradients for them."""
+        prefix = f"nets.{name}."
+        params = [p for n, p in self.params.items() if n.startswith(prefix) and p.requires_grad]
+        for p in params:
+            p.requires_grad_(False)
+        try:
+            yield
+        finally:
+            for p in params:
+                p.requires_grad_(True)
 
     def copy_stacked(self, source: str, target: str) -> None:
         """Copy every member's tensors under the net named ``source`` into those under ``target``
