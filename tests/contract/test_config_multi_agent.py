@@ -620,3 +620,32 @@ def test_agent_groups_from_a_file_build_learners_on_each_groups_spaces() -> None
         build({"layout": "shared"})
     with pytest.raises(ExperimentError, match=r"every group needs a list of one or more agents"):
         build({"layout": "groups"}, groups={"speaker": [], "listener": ["speaker_0", "listener_0"]})
+
+
+def test_stacked_scoped_learners_train_from_the_command_line(tmp_path: Path) -> None:
+    """``agents.update_mode: stacked`` from an experiment file: two PPO scopes on CartPole, updated in one
+    stacked pass (issue 35)."""
+    from tshtrain.algorithm import PPO
+
+    calls: list[int] = []
+    original = PPO.stacked_update
+
+    def counted(members: Any, *args: Any, **kwargs: Any) -> Any:
+        calls.append(len(members))
+        return original(members, *args, **kwargs)
+
+    overrides = [
+        "agents.layout=scopes",
+        "agents.agents_scope=[4,4]",
+        "agents.update_mode=stacked",
+        "trainer.max_epochs=1",
+        "trainer.stop_score=null",
+        "loggers=[]",
+    ]
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(PPO, "stacked_update", staticmethod(counted))
+        args = ["train", *[x for o in overrides for x in ("--set", o)], "-o", str(tmp_path / "run")]
+        assert main(args) == 0
+    assert calls and set(calls) == {2}
+    with pytest.raises(ExperimentError, match="update_mode"):
+        resolve_experiment({"agents": {"layout": "scopes", "update_mode": "stack"}}, "e.yaml")

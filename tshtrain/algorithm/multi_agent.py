@@ -30,7 +30,10 @@ to the trainers. An on-policy update gives each learner its columns of the rollo
 sample its own columns of the shared replay buffer (:meth:`~tshtrain.data.VectorReplayBuffer.column_scope`).
 Learners update one after another in their order (``update_mode="sequential"``, skrl's Sequential
 trainer); ``"parallel"`` runs each learner's update in its own process
-(:mod:`tshtrain.algorithm.multi_agent_parallel`).
+(:mod:`tshtrain.algorithm.multi_agent_parallel`); ``"stacked"`` computes the updates of independent
+learners of one algorithm (PPO; DQN or SAC) in one pass over their stacked networks (the
+``stacked_update`` of seed batches, :mod:`tshtrain.seeds`): the same learning as sequential updates
+to float rounding, one batched matrix product per layer for all learners.
 
 Checkpoints hold every learner's state under its name.
 """
@@ -38,6 +41,7 @@ Checkpoints hold every learner's state under its name.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal, Self, TypeAlias, final
 
@@ -47,6 +51,9 @@ import torch
 from torch import nn
 from typing_extensions import override
 
+from tshtrain.algorithm.algos.dqn import DQN
+from tshtrain.algorithm.algos.ppo import PPO
+from tshtrain.algorithm.algos.sac import SAC
 from tshtrain.algorithm.base import (
     NO_UPDATE_HOOKS,
     Algorithm,
@@ -70,7 +77,7 @@ from tshtrain.env.tensor_env import TensorVectorEnv
 from tshtrain.env.tensor_spaces import sample_actions_torch, sample_legal_actions_torch
 from tshtrain.errors import ConfigurationError
 
-UpdateMode: TypeAlias = Literal["sequential", "parallel"]
+UpdateMode: TypeAlias = Literal["sequential", "parallel", "stacked"]
 """how the learners of a multi-agent algorithm take their updates (see the module docstring)"""
 
 
@@ -591,12 +598,45 @@ class _Members:
     ):
         self.num_units = _check_tiling(learners, num_units, owner)
         self.owner = owner
-        if update_mode not in ("sequential", "parallel"):
+        if update_mode not in ("sequential", "parallel", "stacked"):
             raise ConfigurationError(
-                f"{owner}: update_mode must be 'sequential' or 'parallel', got {update_mode!r}."
+                f"{owner}: update_mode must be 'sequential', 'parallel' or 'stacked', got {update_mode!r}."
             )
         self.learners = list(learners)
         self.update_mode: UpdateMode = update_mode
+
+    def check_stacked(self, kinds: tuple[type[PPO] | type[DQN] | type[SAC], ...]) -> None:
+        """With ``update_mode="stacked"``: the trained learners are of one algorithm among ``kinds``, act
+        for equal numbers of units and can be stacked (their ``check_stackable``); else a one-line
+        error."""
+        if self.update_mode != "stacked":
+            return
+        trained = self.trained()
+        names = sorted({type(learner.algorithm).__name__ for learner in trained})
+        allowed = " or ".join(kind.__name__ for kind in kinds)
+        if len(names) > 1 or not all(isinstance(learner.algorithm, kinds) for learner in trained):
+            raise ConfigurationError(
+                f"{self.owner}: update_mode='stacked' takes learners of one algorithm ({allowed}); the "
+                f"learners train with {names}. Use update_mode='sequential'."
+            )
+        sizes = sorted({learner.units.stop - learner.units.start for learner in trained})
+        if len(sizes) > 1:
+            raise ConfigurationError(
+                f"{self.owner}: update_mode='stacked' takes learners of equal numbers of units (agents); "
+                f"they have {sizes}. Use update_mode='sequential'."
+            )
+        algorithms: list[Any] = [learner.algorithm for learner in trained]
+        if algorithms:
+            type(algorithms[0]).check_stackable(algorithms)
+
+    @staticmethod
+    def refuse_hooks(owner: str, hooks: UpdateHooks) -> None:
+        if hooks is not NO_UPDATE_HOOKS:
+            raise ConfigurationError(
+                f"{owner}: update_mode='stacked' computes every learner's gradient steps at once and calls "
+                f"no update hooks (on_loss, on_optimizer_step, on_sampled_batch); use "
+                f"update_mode='sequential' with such callbacks."
+            )
 
     def scale(self, num_columns: int) -> int:
         """Columns per unit in a buffer / rollout of ``num_columns`` columns."""
@@ -677,6 +717,7 @@ class MultiAgentOnPolicy(OnPolicyAlgorithm[MultiAgentPolicy, MultiAgentTrainingS
                 "GroupView); use update_mode='sequential'."
             )
         self.members = _Members(learners, num_units, "MultiAgentOnPolicy", update_mode)
+        self.members.check_stacked((PPO,))
         super().__init__(policy=MultiAgentPolicy(learners))
         self.parallel_params = parallel or ParallelParams()
         """how the workers of ``update_mode="parallel"`` run"""
@@ -750,6 +791,10 @@ class MultiAgentOnPolicy(OnPolicyAlgorithm[MultiAgentPolicy, MultiAgentTrainingS
             rollout = dataclasses.replace(
                 rollout, value=None
             )  # one critic's values: each learner computes its own
+        if self.members.update_mode == "stacked" and len(trained) > 1:
+            return self._stacked_update(
+                trained, rollout, scale, batch_size=batch_size, num_repetitions=num_repetitions, hooks=hooks
+            )
         for learner in trained:
             algorithm = learner.algorithm
             assert isinstance(algorithm, OnPolicyAlgorithm)
@@ -761,6 +806,40 @@ class MultiAgentOnPolicy(OnPolicyAlgorithm[MultiAgentPolicy, MultiAgentTrainingS
             per_learner[learner.name] = algorithm.update(
                 part, batch_size=batch_size, num_repetitions=num_repetitions, hooks=hooks
             )
+        return MultiAgentTrainingStats(
+            num_gradient_steps=sum(s.num_gradient_steps for s in per_learner.values()),
+            per_learner=per_learner,
+        )
+
+    def _stacked_update(
+        self,
+        trained: Sequence[Learner],
+        rollout: AnyRolloutBatch,
+        scale: int,
+        *,
+        batch_size: int | None,
+        num_repetitions: int,
+        hooks: UpdateHooks,
+    ) -> MultiAgentTrainingStats:
+        """``update_mode="stacked"``: every PPO learner's update on its columns, at once."""
+        _Members.refuse_hooks("MultiAgentOnPolicy", hooks)
+        parts = []
+        for learner in trained:
+            part = rollout.select_columns(learner.columns(scale))
+            parts.append(learner.view.batch(part) if learner.view is not None else part)
+        if parts[0].num_steps == 0:
+            return MultiAgentTrainingStats(num_gradient_steps=0, per_learner={})
+        algorithms = [learner.algorithm for learner in trained]
+        assert all(isinstance(a, PPO) for a in algorithms)  # checked when built
+        stats = PPO.stacked_update(
+            algorithms,  # type: ignore[arg-type]
+            parts,
+            batch_size=batch_size,
+            num_repetitions=num_repetitions,
+        )
+        per_learner: dict[str, TrainingStats] = {
+            learner.name: stat for learner, stat in zip(trained, stats, strict=True)
+        }
         return MultiAgentTrainingStats(
             num_gradient_steps=sum(s.num_gradient_steps for s in per_learner.values()),
             per_learner=per_learner,
@@ -795,6 +874,7 @@ class MultiAgentOffPolicy(OffPolicyAlgorithm[MultiAgentPolicy, MultiAgentTrainin
                 "MultiAgentOnPolicy for parallel on-policy learners."
             )
         self.members = _Members(learners, num_units, "MultiAgentOffPolicy", update_mode)
+        self.members.check_stacked((DQN, SAC))
         super().__init__(policy=MultiAgentPolicy(learners))
         self._parallel: Any = None
 
@@ -826,13 +906,48 @@ class MultiAgentOffPolicy(OffPolicyAlgorithm[MultiAgentPolicy, MultiAgentTrainin
     ) -> MultiAgentTrainingStats:
         per_learner: dict[str, TrainingStats] = {}
         scale = self.members.scale(buffer.num_columns)
-        for learner in self.members.trained():
+        trained = self.members.trained()
+        if self.members.update_mode == "stacked" and len(trained) > 1:
+            _Members.refuse_hooks("MultiAgentOffPolicy", hooks)
+            if all(self._scoped_len(buffer, learner, scale) for learner in trained):
+                return self._stacked_update(trained, buffer, scale, batch_size)
+        for learner in trained:
             algorithm = learner.algorithm
             assert isinstance(algorithm, OffPolicyAlgorithm)
             with buffer.column_scope(learner.columns(scale), view=learner.view):
                 if buffer.scoped_len == 0:
                     continue
                 per_learner[learner.name] = algorithm.update(buffer, batch_size, hooks=hooks)
+        return MultiAgentTrainingStats(
+            num_gradient_steps=sum(s.num_gradient_steps for s in per_learner.values()),
+            per_learner=per_learner,
+        )
+
+    @staticmethod
+    def _scoped_len(buffer: AnyReplayBuffer, learner: Learner, scale: int) -> int:
+        with buffer.column_scope(learner.columns(scale), view=learner.view):
+            return buffer.scoped_len
+
+    @staticmethod
+    def _stacked_update(
+        trained: Sequence[Learner], buffer: AnyReplayBuffer, scale: int, batch_size: int
+    ) -> MultiAgentTrainingStats:
+        """``update_mode="stacked"``: one gradient step of every DQN (SAC) learner at once, each sampling
+        its own columns of the shared buffer in learner order (as the sequential updates sample)."""
+        scopes = [
+            functools.partial(buffer.column_scope, learner.columns(scale), view=learner.view)
+            for learner in trained
+        ]
+        algorithms: list[Any] = [learner.algorithm for learner in trained]
+        buffers = [buffer] * len(trained)
+        stats: Sequence[Sequence[TrainingStats]] = (
+            DQN.stacked_update(algorithms, buffers, batch_size, 1, scopes=scopes)
+            if isinstance(algorithms[0], DQN)
+            else SAC.stacked_update(algorithms, buffers, batch_size, 1, scopes=scopes)
+        )
+        per_learner: dict[str, TrainingStats] = {
+            learner.name: stat[0] for learner, stat in zip(trained, stats, strict=True)
+        }
         return MultiAgentTrainingStats(
             num_gradient_steps=sum(s.num_gradient_steps for s in per_learner.values()),
             per_learner=per_learner,

@@ -617,8 +617,10 @@ class AgentsConfig(Section):
     share_within_groups: bool = True
     """groups only: one learner per group, shared by its agents (True), or one per agent of each group
     (False; ``members`` by agent name)"""
-    update_mode: Literal["sequential", "parallel"] = "sequential"
-    """``sequential``: the learners update one after another; ``parallel``: each in its own process"""
+    update_mode: Literal["sequential", "parallel", "stacked"] = "sequential"
+    """``sequential``: the learners update one after another; ``parallel``: each in its own process;
+    ``stacked``: independent learners of one algorithm (PPO, DQN, SAC) in one pass over their stacked
+    networks (the same learning as sequential to float rounding)"""
     agents_scope: list[PositiveInt] | None = None
     """scopes only: the sub-envs of each learner, in order; they sum to ``env.num_training_envs``"""
     members: dict[str, MemberConfig] = Field(default_factory=dict)

@@ -23,6 +23,9 @@ from tshtrain.algorithm.blocks.nets import activation_layer
 from tshtrain.algorithm.blocks.normalization import ObsNormalization, RunningObsNormalizer
 from tshtrain.algorithm.blocks.offpolicy import (
     ReplaySample,
+    SampleScope,
+    sample_members,
+    stack_obs,
     takes_priorities,
     update_priorities,
 )
@@ -213,14 +216,20 @@ class DQN(OffPolicyAlgorithm[QValuePolicy, DQNTrainingStats]):
 
     @staticmethod
     def stacked_update(
-        members: Sequence[DQN], buffers: Sequence[AnyReplayBuffer], batch_size: int, num_steps: int
+        members: Sequence[DQN],
+        buffers: Sequence[AnyReplayBuffer],
+        batch_size: int,
+        num_steps: int,
+        *,
+        scopes: Sequence[SampleScope] | None = None,
     ) -> list[list[DQNTrainingStats]]:
         """``num_steps`` gradient steps of K independent DQN runs (seeds) at once: member k samples
         from ``buffers[k]`` with its own generator, as its own :meth:`update` would, and the TD losses
         of all members are evaluated and stepped on their stacked online and target networks
         (:class:`~tshtrain.algorithm.blocks.stacked_update.StackedMembers`); target copies, priorities
         and step counts per member as in :meth:`update`. Per member, the statistics of each step. The
-        same learning as ``num_steps`` calls of ``members[k].update`` to float rounding.
+        same learning as ``num_steps`` calls of ``members[k].update`` to float rounding. ``scopes``:
+        member k samples inside ``scopes[k]()`` (a multi-agent learner's columns of a shared buffer).
 
         Raises:
             ConfigurationError: members whose params or gradient-step counts differ, or with an
@@ -241,24 +250,19 @@ class DQN(OffPolicyAlgorithm[QValuePolicy, DQNTrainingStats]):
 
         stats: list[list[DQNTrainingStats]] = [[] for _ in members]
         for _ in range(num_steps):
-            samples = [
-                m.learner.begin_update(b, batch_size, NO_UPDATE_HOOKS, device)
-                for m, b in zip(members, buffers, strict=True)
-            ]
-            weighted = {s.weight is not None for s in samples}
-            if len(weighted) > 1:
-                raise ConfigurationError(
-                    "DQN.stacked_update: some members' buffers are prioritized and some are not; stacked "
-                    "seeds share their buffer kind."
-                )
-            fields: tuple[torch.Tensor, ...] = (
-                torch.stack([s.obs for s in samples]),  # type: ignore[misc]
+            samples = sample_members(
+                buffers,
+                lambda k, b: members[k].learner.begin_update(b, batch_size, NO_UPDATE_HOOKS, device),
+                scopes,
+            )
+            fields: tuple[Any, ...] = (  # Dict observations stay dicts (the vmap path takes them)
+                stack_obs([s.obs for s in samples]),
                 torch.stack([s.act for s in samples]),
                 torch.stack([s.returns for s in samples]),
                 torch.stack([s.discounts for s in samples]),
-                torch.stack([s.obs_next for s in samples]),  # type: ignore[misc]
+                stack_obs([s.obs_next for s in samples]),
             )
-            if True in weighted:
+            if samples[0].weight is not None:
                 fields += (torch.stack([s.weight for s in samples]),)  # type: ignore[misc]
             loss_K, q_mean_K, td_KN = loss_of(fields)
             norms_K = stack.step(loss_K, p.max_grad_norm)

@@ -26,7 +26,10 @@ from tshtrain.algorithm.blocks.continuous import (
 from tshtrain.algorithm.blocks.normalization import RunningObsNormalizer
 from tshtrain.algorithm.blocks.offpolicy import (
     ReplaySample,
+    SampleScope,
+    sample_members,
     sample_replay,
+    stack_obs,
     takes_priorities,
     td_loss,
     update_priorities,
@@ -234,7 +237,12 @@ class SAC(OffPolicyAlgorithm[TanhGaussianPolicy, SACTrainingStats]):
 
     @staticmethod
     def stacked_update(
-        members: Sequence[SAC], buffers: Sequence[AnyReplayBuffer], batch_size: int, num_steps: int
+        members: Sequence[SAC],
+        buffers: Sequence[AnyReplayBuffer],
+        batch_size: int,
+        num_steps: int,
+        *,
+        scopes: Sequence[SampleScope] | None = None,
     ) -> list[list[SACTrainingStats]]:
         """``num_steps`` gradient steps of K independent SAC runs (seeds) at once: member k samples from
         ``buffers[k]`` and draws its action noise from its own policy generator, in the order its own
@@ -244,7 +252,8 @@ class SAC(OffPolicyAlgorithm[TanhGaussianPolicy, SACTrainingStats]):
         are K stacked ensembles, one batched matrix product per layer), each with the members' own
         Adam state; the Polyak update of the stacked target critics is element-wise, as each member's.
         Per member, the statistics of each step. The same learning as ``num_steps`` calls of
-        ``members[k].update`` to float rounding.
+        ``members[k].update`` to float rounding. ``scopes``: member k samples inside ``scopes[k]()`` (a
+        multi-agent learner's columns of a shared buffer).
 
         Raises:
             ConfigurationError: members whose params or gradient-step counts differ, or with an
@@ -259,26 +268,22 @@ class SAC(OffPolicyAlgorithm[TanhGaussianPolicy, SACTrainingStats]):
         stack = stack_members(members)
         terms, direct = _member_terms(first, stack)
 
-        def run(fn: Callable[..., Any], *args: torch.Tensor) -> Any:
-            return fn(*args) if direct else stack.vmap(fn, *args)
+        def run(fn: Callable[..., Any], *args: Any) -> Any:  # Dict observations: through vmap
+            return fn(*args) if direct and isinstance(args[0], torch.Tensor) else stack.vmap(fn, *args)
 
         stats: list[list[SACTrainingStats]] = [[] for _ in members]
         log_alpha_K = stack.params["nets.alpha.value"]
         for _ in range(num_steps):
             for member in members:
                 member.lrs.begin_update()
-            samples = [
-                sample_replay(b, batch_size, gamma=p.gamma, n_step=p.n_step, device=device) for b in buffers
-            ]
-            weighted = {s.weight is not None for s in samples}
-            if len(weighted) > 1:
-                raise ConfigurationError(
-                    "SAC.stacked_update: some members' buffers are prioritized and some are not; stacked "
-                    "seeds share their buffer kind."
-                )
+            samples = sample_members(
+                buffers,
+                lambda _, b: sample_replay(b, batch_size, gamma=p.gamma, n_step=p.n_step, device=device),
+                scopes,
+            )
             noise_next, noise = _member_noise(members, batch_size)
-            obs = torch.stack([s.obs for s in samples])  # type: ignore[misc]
-            obs_next = torch.stack([s.obs_next for s in samples])  # type: ignore[misc]
+            obs: Any = stack_obs([s.obs for s in samples])
+            obs_next: Any = stack_obs([s.obs_next for s in samples])
             act = torch.stack([s.act for s in samples])
             alpha_K = log_alpha_K.detach().exp()
             with torch.no_grad():
@@ -290,7 +295,7 @@ class SAC(OffPolicyAlgorithm[TanhGaussianPolicy, SACTrainingStats]):
                     torch.stack([s.returns for s in samples]),
                     torch.stack([s.discounts for s in samples]),
                 )
-            weights = (torch.stack([s.weight for s in samples]),) if True in weighted else ()  # type: ignore[misc]
+            weights = (torch.stack([s.weight for s in samples]),) if samples[0].weight is not None else ()  # type: ignore[misc]
             critic_loss_K, td_KMN, q_mean_K = run(terms.critic_terms, obs, act, target_KN, *weights)
             stack.step(critic_loss_K, None, optimizer=0)
             with stack.frozen("critic"):  # as soft_actor_step: the critic's weights get no gradient

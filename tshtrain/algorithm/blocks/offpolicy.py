@@ -10,10 +10,10 @@ the observation after the chain's last transition. With ``n_step = 1`` this is t
 from __future__ import annotations
 
 import math
-from collections.abc import Collection, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
-from typing import NamedTuple, TypeGuard
+from typing import NamedTuple, TypeAlias, TypeGuard
 
 import numpy as np
 import torch
@@ -24,6 +24,7 @@ from tshtrain.data.buffer import BaseReplayBuffer
 from tshtrain.data.collector_base import AnyReplayBuffer
 from tshtrain.data.prioritized import BasePrioritizedBuffer
 from tshtrain.data.tensor_buffer import TensorReplayBuffer
+from tshtrain.errors import ConfigurationError
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -105,6 +106,63 @@ def sample_replay(
         obs_next=obs_to_torch(obs_next, device),
         weight=None if batch.weight is None else array_to_torch(batch.weight, device),
         indices=batch.indices,
+    )
+
+
+SampleScope: TypeAlias = Callable[[], AbstractContextManager[object]]
+"""a block in which one member of a stacked update samples (e.g. a multi-agent learner's columns of a
+shared buffer: ``lambda: buffer.column_scope(columns)``)"""
+
+
+def sample_members(
+    buffers: Sequence[AnyReplayBuffer],
+    sample: Callable[[int, AnyReplayBuffer], ReplaySample],
+    scopes: Sequence[SampleScope] | None = None,
+) -> list[ReplaySample]:
+    """Member k's ``sample(k, buffers[k])`` for every member of a stacked update, in member order (the
+    order their own updates would sample in), each inside ``scopes[k]()`` if given. When members share a
+    buffer, each sample's tensors are copied before the next member samples: a buffer's staged tensors
+    are overwritten by its next sample (:meth:`~tshtrain.data.BaseReplayBuffer.sample_torch`).
+
+    Raises:
+        ConfigurationError: some samples carry importance weights (a prioritized buffer) and some not.
+    """
+    shared = len({id(b) for b in buffers}) < len(buffers)
+    samples = []
+    for k, buffer in enumerate(buffers):
+        with scopes[k]() if scopes is not None else nullcontext():
+            drawn = sample(k, buffer)
+        samples.append(_copied(drawn) if shared else drawn)
+    if len({s.weight is not None for s in samples}) > 1:
+        raise ConfigurationError(
+            "stacked update: some members' buffers are prioritized and some are not; stacked members "
+            "share their buffer kind."
+        )
+    return samples
+
+
+def stack_obs(observations: Sequence[ObsTensor]) -> ObsTensor:
+    """The members' observations stacked along a new first (member) axis; Dict observations key by key."""
+    first = observations[0]
+    if isinstance(first, torch.Tensor):
+        return torch.stack(observations)  # type: ignore[arg-type]
+    return {key: torch.stack([obs[key] for obs in observations]) for key in first}  # type: ignore[index]
+
+
+def _copied(sample: ReplaySample) -> ReplaySample:
+    def clone(obs: ObsTensor) -> ObsTensor:
+        if isinstance(obs, torch.Tensor):
+            return obs.clone()
+        return {key: value.clone() for key, value in obs.items()}
+
+    return ReplaySample(
+        obs=clone(sample.obs),
+        act=sample.act.clone(),
+        returns=sample.returns.clone(),
+        discounts=sample.discounts.clone(),
+        obs_next=clone(sample.obs_next),
+        weight=None if sample.weight is None else sample.weight.clone(),
+        indices=sample.indices.copy() if isinstance(sample.indices, np.ndarray) else sample.indices.clone(),
     )
 
 
