@@ -401,6 +401,7 @@ __all__ += [
 from tshtrain.algorithm.blocks.ensemble import (  # noqa: E402
     EnsembleLinear,
     clip_grad_norm_per_member_,
+    members_linear,
     stack_mlps,
     unstack_mlp,
 )
@@ -408,6 +409,7 @@ from tshtrain.algorithm.blocks.ensemble import (  # noqa: E402
 __all__ += [
     "EnsembleLinear",
     "clip_grad_norm_per_member_",
+    "members_linear",
     "stack_mlps",
     "unstack_mlp",
 ]

@@ -1,9 +1,14 @@
 """Stacked members: K networks of one structure as one network whose parameters have a leading member
 axis, so that all K run in one batched matmul per layer (``torch.baddbmm``).
 
+This is the one building block of every ensemble in tshtrain; each layer is :func:`members_linear`.
 The twin critics of TD3 / SAC, REDQ's ensemble and discrete SAC's critics are built this way
 (:func:`ensemble_mlp`); :func:`stack_mlps` / :func:`unstack_mlp` turn K separately built MLPs into one
-such network and back (K independent runs trained side by side in one process), and
+such network and back; K independent runs (seed batches, :mod:`tshtrain.seeds`) and K independent
+multi-agent learners (``update_mode="stacked"``) are stacked for their updates by
+:class:`~tshtrain.algorithm.blocks.stacked_update.StackedMembers`, whose batched forward passes are
+:func:`stacked_mlp_forward` (K MLPs) and :func:`stacked_ensemble_forward` (K ensembles of C members as
+one of K * C: the twin critics of K SAC seeds are one ensemble of 2K); and
 :func:`clip_grad_norm_per_member_` clips each member's gradient norm on its own.
 
 Members never mix: member k's output reads only member k's parameters and input slice, so its
@@ -60,12 +65,21 @@ ELEMENTWISE_ACTIVATIONS: tuple[type[nn.Module], ...] = (
 in-place tanh and ``FastTanh``): the modules :func:`stack_mlps` keeps between the linear layers"""
 
 
+def members_linear(x_MNI: torch.Tensor, weight_MIO: torch.Tensor, bias_M1O: torch.Tensor) -> torch.Tensor:
+    """M independent linear layers on an (M, N, in) batch in one batched matrix product,
+    ``x_MNI[m] @ weight_MIO[m] + bias_M1O[m]`` for every m: the one piece of arithmetic behind every
+    ensemble and every stack of members in tshtrain (:class:`EnsembleLinear`'s twin critics and REDQ
+    ensembles, the stacked seeds and multi-agent learners of :func:`stacked_mlp_forward` and
+    :func:`stacked_ensemble_forward`)."""
+    return torch.baddbmm(bias_M1O, x_MNI, weight_MIO)
+
+
 @final
 class EnsembleLinear(nn.Module):
     """``num_members`` independent linear layers applied to a (members, N, in) batch with one bmm.
 
     ``weight`` is (members, in, out) (member k's ``nn.Linear.weight`` transposed) and ``bias`` is
-    (members, 1, out); ``forward`` is ``torch.baddbmm(bias, x_MNI, weight)``."""
+    (members, 1, out); ``forward`` is :func:`members_linear`."""
 
     def __init__(
         self, num_members: int, in_features: int, out_features: int, *, device: torch.device | None = None
@@ -82,7 +96,7 @@ class EnsembleLinear(nn.Module):
 
     @override
     def forward(self, x_MNI: torch.Tensor) -> torch.Tensor:
-        return torch.baddbmm(self.bias, x_MNI, self.weight)
+        return members_linear(x_MNI, self.weight, self.bias)
 
     @property
     def num_members(self) -> int:
@@ -248,7 +262,7 @@ def stacked_mlp_forward(
     for i, module in enumerate(net):
         if isinstance(module, nn.Linear):
             weight, bias = tensors[f"{prefix}{i}.weight"], tensors[f"{prefix}{i}.bias"]
-            h = torch.baddbmm(bias.unsqueeze(1), h, weight.transpose(1, 2))
+            h = members_linear(h, weight.transpose(1, 2), bias.unsqueeze(1))
         else:
             h = module(h)
     return h
@@ -270,7 +284,7 @@ def stacked_ensemble_forward(
     for i, module in enumerate(net):
         if isinstance(module, EnsembleLinear):
             weight, bias = tensors[f"{prefix}{i}.weight"], tensors[f"{prefix}{i}.bias"]
-            h = torch.baddbmm(bias.flatten(0, 1), h, weight.flatten(0, 1))
+            h = members_linear(h, weight.flatten(0, 1), bias.flatten(0, 1))
         else:
             h = module(h)
     return h.view(*x_KCNI.shape[:2], *h.shape[1:])
