@@ -87,7 +87,8 @@ def child_main(args: argparse.Namespace) -> None:
     runs, reach = [], []
     with tempfile.TemporaryDirectory() as tmp:
         for seed in seeds:
-            experiment = load_experiment(None, [*_overrides(args.env_steps, args.algorithm), f"seed={seed}"])
+            overrides = [*_overrides(args.env_steps, args.algorithm), *args.set, f"seed={seed}"]
+            experiment = load_experiment(None, overrides)
             run = build_run(experiment, Path(tmp) / f"seed-{seed}")
             probe = FirstReach()
             run.trainer.add_callback(probe)
@@ -170,10 +171,13 @@ def update_times(members: list[int], repeats: int) -> list[dict[str, Any]]:
     return rows
 
 
-def _spawn(members: int, env_steps: int, algorithm: str, first_seed: int = 0) -> dict[str, Any]:
+def _spawn(
+    members: int, env_steps: int, algorithm: str, first_seed: int = 0, extra: list[str] | None = None
+) -> dict[str, Any]:
     command = [
         sys.executable,
         str(Path(__file__).resolve()),
+        *[x for override in extra or [] for x in ("--set", override)],
         "--algorithm",
         algorithm,
         "--child-members",
@@ -216,6 +220,14 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument("--repeats", type=int, default=3, help="interleaved repetitions (default 3)")
     parser.add_argument("--env-steps", type=int, default=102_400, help="env steps per seed (default 102,400)")
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="an override of every run's experiment (repeatable), e.g. buffer.prefill_env_steps=500",
+    )
+    parser.add_argument("--tag", default="", help="appended to the result files' name (runs with --set)")
     parser.add_argument("--learning", action="store_true", help="also run seeds 0..K-1 alone, once each")
     parser.add_argument(
         "--quick", action="store_true", help="smoke run: K = 2, 4,096 env steps, 1 repetition"
@@ -246,7 +258,7 @@ def main(argv: list[str] | None = None) -> None:
     print(f"{args.algorithm.upper()} {env}, {args.env_steps:,} env steps per seed; contestants {names}")
     for rep in range(args.repeats):
         for members in rotated(contestants, rep):
-            results[members].append(_spawn(members, args.env_steps, args.algorithm))
+            results[members].append(_spawn(members, args.env_steps, args.algorithm, extra=args.set))
         line = "  ".join(f"{_name(k)}={results[k][-1]['wall']:.1f}s" for k in contestants)
         print(f"  [rep {rep + 1}/{args.repeats}] {line}", flush=True)
     solo_walls = [r["wall"] for r in results[0]]
@@ -274,7 +286,7 @@ def main(argv: list[str] | None = None) -> None:
         top = max(args.members)
         batched = results[top][0]
         for seed in range(top):
-            alone = _spawn(0, args.env_steps, args.algorithm, first_seed=seed)
+            alone = _spawn(0, args.env_steps, args.algorithm, first_seed=seed, extra=args.set)
             learning.append(
                 {
                     "seed": seed,
@@ -347,6 +359,7 @@ def _report(
         ]
     print("\n".join(lines))
     payload = {
+        "overrides": args.set,
         "env_steps_per_seed": args.env_steps,
         "repeats": args.repeats,
         **header,
@@ -358,6 +371,7 @@ def _report(
     name = (
         "bench_seeds"
         + ("" if args.algorithm == "ppo" else f"_{args.algorithm}")
+        + (f"_{args.tag}" if args.tag else "")
         + ("_quick" if args.quick else "")
     )
     json_path = write_json(name, payload)
@@ -372,7 +386,8 @@ def _report(
         [
             f"- {args.algorithm.upper()} on {env}, the default experiment of `--set "
             f"algorithm.name={args.algorithm} --set env.id={env}`, {args.env_steps:,} env steps per "
-            f"seed, no stop score, no loggers or checkpoints; each timed run a fresh process; "
+            f"seed{', with ' + ', '.join(f'`{o}`' for o in args.set) if args.set else ''}, no stop score, "
+            f"no loggers or checkpoints; each timed run a fresh process; "
             f"{args.repeats} interleaved repetitions",
             "",
             *lines,
