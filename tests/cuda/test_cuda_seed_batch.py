@@ -1,5 +1,5 @@
-"""Seed batches on CUDA (issue 35): ``PPO.stacked_update`` and ``DQN.stacked_update`` on GPU members equal
-their members' own updates to float tolerance (the stacked Adam is torch's fused CUDA kernel), and
+"""Seed batches on CUDA (issue 35): ``PPO.stacked_update``, ``DQN.stacked_update`` and ``SAC.stacked_update``
+on GPU members equal their members' own updates to float tolerance (the stacked Adam is torch's fused CUDA kernel), and
 ``tshtrain train --seeds`` of the torch CartPole on ``cuda`` trains every seed. Skipped without CUDA."""
 
 from __future__ import annotations
@@ -9,9 +9,10 @@ from pathlib import Path
 import pytest
 import torch
 
+from tests.unit import test_stacked_sac
 from tests.unit.test_stacked_dqn import filled, make_dqn
 from tests.unit.test_stacked_update import make_ppo, rollout
-from tshtrain.algorithm import DQN, PPO
+from tshtrain.algorithm import DQN, PPO, SAC
 from tshtrain.cli import main
 
 CUDA = torch.device("cuda")
@@ -40,6 +41,25 @@ def test_stacked_dqn_on_cuda() -> None:
     DQN.stacked_update(stacked, stacked_buffers, 16, 4)
     for s, m in zip(solo, stacked, strict=True):
         for a, b in zip(s.policy.q_net.parameters(), m.policy.q_net.parameters(), strict=True):
+            torch.testing.assert_close(b, a, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("plain", [True, False], ids=["baddbmm", "vmap"])
+def test_stacked_sac_on_cuda(plain: bool) -> None:
+    """The members' noise is drawn from their CUDA generators; the stacked target critics are averaged on
+    the GPU."""
+    make = test_stacked_sac.make_sac
+    solo = [make(s, plain=plain).to(CUDA) for s in range(3)]
+    stacked = [make(s, plain=plain).to(CUDA) for s in range(3)]
+    solo_buffers = [test_stacked_sac.filled(s) for s in range(3)]
+    stacked_buffers = [test_stacked_sac.filled(s) for s in range(3)]
+    for m, b in zip(solo, solo_buffers, strict=True):
+        for _ in range(3):
+            m.update(b, 16)
+    SAC.stacked_update(stacked, stacked_buffers, 16, 3)
+    for s, m in zip(solo, stacked, strict=True):
+        for a, b in zip(test_stacked_sac.state(s), test_stacked_sac.state(m), strict=True):
+            assert b.device.type == "cuda"
             torch.testing.assert_close(b, a, rtol=1e-4, atol=1e-5)
 
 
