@@ -24,6 +24,7 @@ from tshtrain.algorithm.blocks.normalization import ObsNormalization, RunningObs
 from tshtrain.algorithm.blocks.offpolicy import (
     ReplaySample,
     SampleScope,
+    check_stackable_members,
     sample_members,
     stack_obs,
     takes_priorities,
@@ -347,21 +348,4 @@ def _stacked_loss_function(
 
 def _check_stackable(members: Sequence[DQN]) -> None:
     """Refuse DQN members that cannot update in one stacked pass (see ``DQN.stacked_update``)."""
-    first = members[0]
-    for k, member in enumerate(members):
-        if member.params != first.params:
-            raise ConfigurationError(
-                f"DQN.stacked_update: member {k}'s DQNParams differ from member 0's; stacked seeds share "
-                f"their hyper-parameters."
-            )
-        if member.obs_normalization.normalizer is not None:
-            raise ConfigurationError(
-                "DQN.stacked_update: an obs_normalizer is not available for stacked seeds; drop it or "
-                "run the seeds separately."
-            )
-        if member.learner.num_gradient_steps != first.learner.num_gradient_steps:
-            raise ConfigurationError(
-                f"DQN.stacked_update: the members' gradient-step counts differ (member {k}: "
-                f"{member.learner.num_gradient_steps}, member 0: {first.learner.num_gradient_steps}); "
-                f"stacked seeds update in lockstep."
-            )
+    check_stackable_members("DQN.stacked_update", members, lambda m: m.learner.num_gradient_steps)

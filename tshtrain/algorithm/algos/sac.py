@@ -27,6 +27,7 @@ from tshtrain.algorithm.blocks.normalization import RunningObsNormalizer
 from tshtrain.algorithm.blocks.offpolicy import (
     ReplaySample,
     SampleScope,
+    check_stackable_members,
     sample_members,
     sample_replay,
     stack_obs,
@@ -41,7 +42,6 @@ from tshtrain.algorithm.pending_stats import gradient_step_stats, resolve_stats
 from tshtrain.constraints import FiniteFloat, PositiveFloat, PositiveInt
 from tshtrain.data.batch import ObsTensor
 from tshtrain.data.collector_base import AnyReplayBuffer
-from tshtrain.errors import ConfigurationError
 
 
 @final
@@ -216,24 +216,7 @@ class SAC(OffPolicyAlgorithm[TanhGaussianPolicy, SACTrainingStats]):
         Raises:
             ConfigurationError: differing params or gradient-step counts, or an ``obs_normalizer``.
         """
-        first = members[0]
-        for k, member in enumerate(members):
-            if member.params != first.params:
-                raise ConfigurationError(
-                    f"SAC.stacked_update: member {k}'s SACParams differ from member 0's; stacked seeds "
-                    f"share their hyper-parameters."
-                )
-            if member.obs_normalization.normalizer is not None:
-                raise ConfigurationError(
-                    "SAC.stacked_update: an obs_normalizer is not available for stacked seeds; drop it or "
-                    "run the seeds separately."
-                )
-            if member.lrs.num_updates != first.lrs.num_updates:
-                raise ConfigurationError(
-                    f"SAC.stacked_update: the members' gradient-step counts differ (member {k}: "
-                    f"{member.lrs.num_updates}, member 0: {first.lrs.num_updates}); stacked seeds update "
-                    f"in lockstep."
-                )
+        check_stackable_members("SAC.stacked_update", members, lambda m: m.lrs.num_updates)
 
     @staticmethod
     def stacked_update(

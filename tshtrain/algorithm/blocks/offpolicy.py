@@ -13,7 +13,7 @@ import math
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
-from typing import NamedTuple, TypeAlias, TypeGuard
+from typing import Any, NamedTuple, TypeAlias, TypeGuard
 
 import numpy as np
 import torch
@@ -139,6 +139,29 @@ def sample_members(
             "share their buffer kind."
         )
     return samples
+
+
+def check_stackable_members(owner: str, members: Sequence[Any], gradient_steps: Callable[[Any], int]) -> None:
+    """What every stacked off-policy update (``DQN.stacked_update``, ``SAC.stacked_update``) requires of
+    its members, refused in one line naming ``owner``: equal params, no ``obs_normalizer`` (not stacked
+    yet), equal ``gradient_steps(member)`` (members update in lockstep)."""
+    first = members[0]
+    for k, member in enumerate(members):
+        if member.params != first.params:
+            raise ConfigurationError(
+                f"{owner}: member {k}'s {type(member.params).__name__} differ from member 0's; stacked "
+                f"seeds share their hyper-parameters."
+            )
+        if member.obs_normalization.normalizer is not None:
+            raise ConfigurationError(
+                f"{owner}: an obs_normalizer is not available for stacked seeds; drop it or run the "
+                f"seeds separately."
+            )
+        if gradient_steps(member) != gradient_steps(first):
+            raise ConfigurationError(
+                f"{owner}: the members' gradient-step counts differ (member {k}: {gradient_steps(member)}, "
+                f"member 0: {gradient_steps(first)}); stacked seeds update in lockstep."
+            )
 
 
 def stack_obs(observations: Sequence[ObsTensor]) -> ObsTensor:
