@@ -102,8 +102,8 @@ def add_parser(subparsers: Any) -> None:
         default=None,
         help="train one run per seed side by side in this process, e.g. --seeds 0-9 or 0,3,7: each in "
         "OUTPUT_DIR/seed-N/ (a run directory of its own; `tshtrain plot OUTPUT_DIR/seed-*` draws them "
-        "together; `--resume OUTPUT_DIR` continues them). PPO's seeds update their stacked networks in one "
-        "pass (docs/seeds.md); other algorithms train the seeds one after another",
+        "together; `--resume OUTPUT_DIR` continues them). The seeds of PPO, DQN and SAC update their stacked "
+        "networks in one pass (docs/seeds.md); other algorithms train the seeds one after another",
     )
     parser.add_argument(
         "--nproc",
