@@ -207,3 +207,23 @@ def test_a_parameter_without_gradients_keeps_no_adam_state() -> None:
     for m in members:
         assert m.ac.critic.unused not in m.ac.optim.state
         assert float(next(iter(m.ac.optim.state.values()))["step"]) == 2
+
+
+@pytest.mark.parametrize("box", [False, True], ids=["categorical", "gaussian"])
+def test_categorical_mlp_members_skip_vmap(box: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A categorical policy with MLP actor and critic: the loss runs on the stacked tensors (one baddbmm
+    per layer, per-member means); a Gaussian policy (its log_std is no MLP layer) goes through vmap."""
+    from tshtrain.algorithm.blocks.stacked_update import StackedMembers
+
+    calls: list[int] = []
+    original = StackedMembers.vmap
+
+    def counted(self: StackedMembers, *args: object, **kwargs: object) -> object:
+        calls.append(1)
+        return original(self, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(StackedMembers, "vmap", counted)
+    members = [make_ppo(seed, box) for seed in range(2)]
+    PPO.stacked_update(members, [rollout(seed, box) for seed in range(2)], batch_size=20, num_repetitions=1)
+    assert (len(calls) > 0) is box
+    assert all(type(m.policy.actor) is nn.Sequential for m in members)  # the networks are put back

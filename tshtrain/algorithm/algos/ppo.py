@@ -359,7 +359,9 @@ class PPO(ActorCriticAlgorithm[PPOParams, PPOTrainingStats]):
 
     def minibatch_loss(self, batch: RolloutTensors, clip: float | torch.Tensor) -> LossTerms:
         """The clipped surrogate loss of a mini-batch, with the value loss and entropy bonus (the
-        advantages standardised here with ``advantage_normalization`` per mini-batch)."""
+        advantages standardised here with ``advantage_normalization`` per mini-batch). Every mean runs
+        over the last axis: given K stacked members' tensors (K, N) and networks that take them, it is
+        each member's loss, (K,) terms (``PPO.stacked_update``)."""
         params = self.params
         logp, entropy = log_prob_entropy(self.policy, batch.obs, batch.act)
         adv = batch.advantages
@@ -373,13 +375,13 @@ class PPO(ActorCriticAlgorithm[PPOParams, PPOTrainingStats]):
         policy_loss = clipped_surrogate_loss(ratio, adv, clip, params.dual_clip)
         value = self.ac.values(batch.obs)
         v_loss = value_loss(value, batch.value_old, batch.returns, params.value_clip_range)
-        mean_entropy = entropy.mean()
+        mean_entropy = entropy.mean(dim=-1)
         loss = policy_loss + params.vf_coef * v_loss
         if params.ent_coef:  # with ent_coef 0 the entropy stays out of the backward pass (same gradients)
             loss = loss - params.ent_coef * mean_entropy
         with torch.no_grad():
-            approx_kl = ((ratio - 1.0) - log_ratio).mean()
-            clip_fraction = ((ratio - 1.0).abs() > clip).float().mean()
+            approx_kl = ((ratio - 1.0) - log_ratio).mean(dim=-1)
+            clip_fraction = ((ratio - 1.0).abs() > clip).float().mean(dim=-1)
         return LossTerms(
             loss=loss,
             policy_loss=policy_loss,
@@ -420,4 +422,4 @@ def clipped_surrogate_loss(
     loss_N = torch.maximum(-adv_N * ratio_N, -adv_N * clipped_N)
     if dual_clip is not None:
         loss_N = torch.where(adv_N < 0, torch.minimum(loss_N, -dual_clip * adv_N), loss_N)
-    return loss_N.mean()
+    return loss_N.mean(dim=-1)

@@ -161,8 +161,8 @@ class ActorCritic:
         if isinstance(self.critic, PerWorldCritic):
             return self.critic.grouped_values(obs)
         out: torch.Tensor = self.critic(obs)
-        if out.dim() == 2 and out.shape[1] == 1:
-            return out.squeeze(1)
+        if out.dim() >= 2 and out.shape[-1] == 1:  # (N, 1), or (K, N, 1) for stacked members
+            return out.squeeze(-1)
         if out.dim() != 1:
             raise ConfigurationError(
                 f"{self.owner}: the critic returned shape {tuple(out.shape)} for {_num_obs(obs)} "
@@ -462,10 +462,11 @@ def minibatches(
 
 
 def normalize_advantages(adv_N: torch.Tensor) -> torch.Tensor:
-    """Standardised to mean 0, std 1 (unchanged if there is a single element)."""
-    if len(adv_N) < 2:
+    """Standardised to mean 0, std 1 over the last axis (unchanged if it holds a single element); with
+    a leading member axis (K, N), each member's row on its own (bit for bit the row's own result)."""
+    if adv_N.shape[-1] < 2:
         return adv_N
-    return (adv_N - adv_N.mean()) / (adv_N.std() + 1e-8)
+    return (adv_N - adv_N.mean(dim=-1, keepdim=True)) / (adv_N.std(dim=-1, keepdim=True) + 1e-8)
 
 
 def value_loss(
@@ -475,12 +476,13 @@ def value_loss(
     clip_range: float | None,
 ) -> torch.Tensor:
     """Mean squared error to the returns; with ``clip_range``, the maximum of the errors of the
-    value and of ``value_old + clamp(value - value_old, -clip_range, clip_range)`` (PPO2's clipping)."""
+    value and of ``value_old + clamp(value - value_old, -clip_range, clip_range)`` (PPO2's clipping).
+    The mean runs over the last axis (per member with a leading member axis)."""
     error_N = (value_N - returns_N).square()
     if clip_range is None:
-        return error_N.mean()
+        return error_N.mean(dim=-1)
     clipped_N = value_old_N + (value_N - value_old_N).clamp(-clip_range, clip_range)
-    return torch.maximum(error_N, (clipped_N - returns_N).square()).mean()
+    return torch.maximum(error_N, (clipped_N - returns_N).square()).mean(dim=-1)
 
 
 def explained_variance(value_N: torch.Tensor, returns_N: torch.Tensor) -> torch.Tensor:

@@ -38,8 +38,9 @@ from tshtrain.algorithm.blocks.onpolicy import (
     prepare_rollout,
 )
 from tshtrain.algorithm.blocks.onpolicy_world import prepare_world_rollout
+from tshtrain.algorithm.blocks.policies import CategoricalPolicy
 from tshtrain.algorithm.blocks.return_scaling import ReturnScale
-from tshtrain.algorithm.blocks.stacked_update import StackedMembers
+from tshtrain.algorithm.blocks.stacked_update import StackedMembers, substituted
 from tshtrain.algorithm.blocks.world_critic import (
     PerWorldCritic,
     check_world_batch_size,
@@ -335,10 +336,17 @@ def stacked_actor_critic_update(
             return terms._replace(clip_fraction=torch.zeros_like(terms.loss))
         return terms
 
+    fast = _stacked_forwards(acs[0], stack)
     for step in range(len(orders[0])):
         batches = [data.select(order[step]) for data, order in zip(firsts, orders, strict=True)]
         stacked = _stack_rollout_tensors(batches)
-        terms: LossTerms = stack.vmap(member_loss, stacked)
+        terms: LossTerms
+        if fast is not None and isinstance(stacked[0], torch.Tensor):
+            actor, critic = fast
+            with substituted(acs[0].policy, "actor", actor), substituted(acs[0], "critic", critic):
+                terms = member_loss(stacked)  # every mean of the loss runs per member
+        else:
+            terms = stack.vmap(member_loss, stacked)
         grad_norm = stack.step(terms.loss, params.max_grad_norm)
         assert terms.clip_fraction is not None
         columns = [terms.loss, terms.policy_loss, terms.value_loss, terms.entropy, terms.approx_kl]
@@ -366,6 +374,20 @@ def stacked_actor_critic_update(
             )
         )
     return results
+
+
+def _stacked_forwards(
+    ac: ActorCritic, stack: StackedMembers
+) -> tuple[Callable[[torch.Tensor], torch.Tensor], Callable[[torch.Tensor], torch.Tensor]] | None:
+    """The stacked actor and critic as functions of (K, N, obs) when the loss can run on stacked tensors
+    without ``vmap``: a :class:`CategoricalPolicy` whose actor and critic are plain MLPs (each layer then
+    one ``baddbmm`` for all members; the losses reduce over the last axis, per member). None otherwise."""
+    if type(ac.policy) is not CategoricalPolicy:
+        return None
+    actor, critic = stack.stacked_mlp("policy.actor"), stack.stacked_mlp("critic")
+    if actor is None or critic is None:
+        return None
+    return actor, critic
 
 
 def check_stackable(acs: Sequence[ActorCritic], options: UpdateOptions) -> None:

@@ -131,7 +131,7 @@ class CategoricalPolicy(Policy):
     def log_prob_entropy(self, obs: ObsTensor, act: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """(log pi(act | obs), shape (N,); entropy of pi(. | obs), shape (N,)), differentiable."""
         logp_NK = torch.log_softmax(self.logits(obs), dim=-1)
-        logp_N = logp_NK.gather(1, act.long().unsqueeze(-1)).squeeze(-1)
+        logp_N = logp_NK.gather(-1, act.long().unsqueeze(-1)).squeeze(-1)
         entropy_N = -(logp_NK.exp() * logp_NK).sum(dim=-1)
         return logp_N, entropy_N
 

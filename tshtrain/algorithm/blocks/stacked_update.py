@@ -59,6 +59,30 @@ class _Call(nn.Module):
         return self._fn(*args)
 
 
+class StackedForward(nn.Module):
+    """A module whose forward is ``fn``: stands in for member 0's network while a loss written for one
+    member runs on K members' stacked tensors (see :func:`substituted`)."""
+
+    def __init__(self, fn: Callable[[torch.Tensor], torch.Tensor]):
+        super().__init__()
+        self._fn = fn
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self._fn(x)
+
+
+@contextmanager
+def substituted(owner: Any, attribute: str, fn: Callable[[torch.Tensor], torch.Tensor]) -> Iterator[None]:
+    """Within the block, ``owner.<attribute>`` (a network) is a :class:`StackedForward` of ``fn``; the
+    network is put back after it."""
+    network = getattr(owner, attribute)
+    setattr(owner, attribute, StackedForward(fn))
+    try:
+        yield
+    finally:
+        setattr(owner, attribute, network)
+
+
 class ParameterHolder(nn.Module):
     """A module holding one parameter (e.g. SAC's ``log_alpha``) under the name ``value``, so that it
     can be stacked with the networks: ``ParameterHolder(p).value is p``."""
@@ -252,10 +276,11 @@ class StackedMembers:
         return vmap(one, in_dims=(0, 0, *dims))(self.params, self.buffers, *args)
 
     def stacked_mlp(self, name: str) -> Callable[[torch.Tensor], torch.Tensor] | None:
-        """The net ``name`` of every member as one function of (K, N, in) -> (K, N, out) on the stacked
-        tensors (one ``baddbmm`` per layer: :func:`stacked_mlp_forward`, no ``vmap``), or None when the
-        net is not a plain MLP (:func:`is_plain_mlp`); gradients reach the stacked parameters."""
-        net = self._members[0].nets[name]
+        """The net ``name`` (a dotted path below the nets, e.g. ``"policy.actor"``) of every member as one
+        function of (K, N, in) -> (K, N, out) on the stacked tensors (one ``baddbmm`` per layer:
+        :func:`stacked_mlp_forward`, no ``vmap``), or None when the net is not a plain MLP
+        (:func:`is_plain_mlp`); gradients reach the stacked parameters."""
+        net = self._members[0].nets.get_submodule(name)
         if not isinstance(net, nn.Sequential) or not is_plain_mlp(net):
             return None
         prefix, tensors = f"nets.{name}.", self.params
