@@ -151,3 +151,14 @@ def test_plain_networks_take_the_batched_matmul_path(plain: bool) -> None:
     q = ensemble(x.unsqueeze(1).expand(2, 2, 5, OBS + ACT))  # (seeds, critics, N, 1)
     for k, member in enumerate(members):
         torch.testing.assert_close(q[k].squeeze(-1), member.nets.critic(x[k, :, :OBS], x[k, :, OBS:]))
+
+
+def test_a_parameter_held_by_two_optimizers_is_refused() -> None:
+    """Its own update would step it twice, a stacked update once: refused in one line."""
+    from tshtrain.algorithm.algos.sac import stack_members
+
+    members = [make_sac(s) for s in range(2)]
+    for m in members:
+        m.nets.actor_optim.param_groups[0]["params"].append(next(m.nets.critic.parameters()))
+    with pytest.raises(ConfigurationError, match="is held by its optimizers 0 and 1"):
+        stack_members(members)

@@ -230,7 +230,13 @@ class StackedMembers:
                 )
             for p in optimizer.param_groups[0]["params"]:
                 if id(p) in trainable:
-                    stepped.setdefault(trainable[id(p)], i)
+                    name = trainable[id(p)]
+                    if name in stepped:
+                        raise ConfigurationError(
+                            f"{self.owner}: member {k}'s parameter {name} is held by its optimizers "
+                            f"{stepped[name]} and {i}; a stacked update steps each parameter once."
+                        )
+                    stepped[name] = i
                 elif id(p) not in frozen:
                     raise ConfigurationError(
                         f"{self.owner}: member {k}'s optimizer {i} holds a parameter outside its stacked "
