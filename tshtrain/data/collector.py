@@ -14,7 +14,7 @@ Semantics follow Tianshou:
 from __future__ import annotations
 
 import pickle
-from collections.abc import Mapping
+from collections.abc import Callable, Generator, Mapping
 from typing import Any, Protocol, runtime_checkable
 
 import gymnasium as gym
@@ -119,6 +119,27 @@ _NO_LENS = np.zeros(0, dtype=np.int64)
 __all__ = ["Collector", "CollectorListener", "CollectorPolicy", "EnvInfoAccumulator"]
 
 
+ActingLoop = Generator[None, None, CollectedEpisodes]
+"""A collection loop of :class:`Collector`: it pauses (yields) just before it computes each vector
+step's actions from :attr:`Collector.obs`, and returns what it collected. Run on its own by
+:func:`run_loop`; a :attr:`Collector.loop_driver` may run several collectors' loops in lockstep."""
+
+LoopDriver = Callable[["Collector", ActingLoop, bool], CollectedEpisodes]
+"""``driver(collector, loop, random)``: runs ``loop`` (of ``collector``; ``random``: it takes random
+actions, not the policy's) to its end and returns its result or raises its error (see
+:attr:`Collector.loop_driver`)."""
+
+
+def run_loop(loop: ActingLoop) -> CollectedEpisodes:
+    """Run a collection loop to its end on its own (what :class:`Collector` does without a driver)."""
+    try:
+        while True:
+            next(loop)
+    except StopIteration as stop:
+        result: CollectedEpisodes = stop.value
+        return result
+
+
 class Collector(BaseCollector):
     """Collects transitions from a Gymnasium vector env with a policy (see the module docstring)."""
 
@@ -186,6 +207,10 @@ class Collector(BaseCollector):
         stepper = direct_stepper(env, reads_info=info_key is not None) if direct_step else None
         self._single = stepper if isinstance(stepper, SingleEnvStepper) else None
         self._direct = stepper if isinstance(stepper, VectorEnvStepper) else None
+        self.loop_driver: LoopDriver | None = None
+        """runs this collector's collection loops instead of :func:`run_loop` (None: the collector runs
+        them itself). :class:`tshtrain.seeds.SeedBatch` sets it to step several seeds' collectors in
+        lockstep, their policies' networks evaluated in one stacked pass"""
         self.reset(reset_buffer=True, reset_stats=True, seed=seed)
 
     @property
@@ -361,10 +386,19 @@ class Collector(BaseCollector):
                 field=field,
             )
 
+    @property
+    def obs(self) -> ObsArray:
+        """The observations the policy acts on at the next vector step."""
+        return self._obs
+
+    def _run(self, loop: ActingLoop, random: bool) -> CollectedEpisodes:
+        driver = self.loop_driver
+        return run_loop(loop) if driver is None else driver(self, loop, random)
+
     @override
     def _collect_steps(self, num_vector_steps: int, random: bool, deterministic: bool) -> CollectedEpisodes:
         if self._single is not None:
-            return self._collect_single(
+            loop = self._single_loop(
                 self._single,
                 random,
                 deterministic,
@@ -372,9 +406,15 @@ class Collector(BaseCollector):
                 n_episode=None,
                 max_env_steps=None,
             )
+        else:
+            loop = self._steps_loop(num_vector_steps, random, deterministic)
+        return self._run(loop, random)
+
+    def _steps_loop(self, num_vector_steps: int, random: bool, deterministic: bool) -> ActingLoop:
         returns: list[np.ndarray] = []
         lens: list[np.ndarray] = []
         for _ in range(num_vector_steps):
+            yield
             done_idx, ep_returns, ep_lens = self._vector_step(random, deterministic, None)
             if len(done_idx):
                 returns.append(ep_returns)
@@ -392,7 +432,7 @@ class Collector(BaseCollector):
         if np.any(self._ep_len):  # unfinished episodes from step-based collection: start afresh
             self.reset_env()
         if self._single is not None:
-            return self._collect_single(
+            loop = self._single_loop(
                 self._single,
                 random,
                 deterministic,
@@ -400,12 +440,20 @@ class Collector(BaseCollector):
                 n_episode=n_episode,
                 max_env_steps=max_env_steps,
             )
+        else:
+            loop = self._episodes_loop(n_episode, random, deterministic, max_env_steps)
+        return self._run(loop, random)
+
+    def _episodes_loop(
+        self, n_episode: int, random: bool, deterministic: bool, max_env_steps: int | None
+    ) -> ActingLoop:
         quota = EpisodeQuota(
             n_episode, self.num_envs, owner=f"{type(self).__name__}.collect", max_env_steps=max_env_steps
         )
         returns: list[np.ndarray] = []
         lens: list[np.ndarray] = []
         while quota.running():
+            yield
             done_idx, ep_returns, ep_lens = self._vector_step(random, deterministic, quota.step_envs())
             finished = quota.finish(done_idx)
             if finished.any():
@@ -416,7 +464,7 @@ class Collector(BaseCollector):
         lens_N = np.concatenate(lens or [np.zeros(0, np.int64)])
         return self._collected(quota.stored, self._concat(returns), lens_N)
 
-    def _collect_single(
+    def _single_loop(
         self,
         stepper: SingleEnvStepper,
         random: bool,
@@ -425,7 +473,7 @@ class Collector(BaseCollector):
         num_steps: int | None,
         n_episode: int | None,
         max_env_steps: int | None,
-    ) -> CollectedEpisodes:
+    ) -> ActingLoop:
         """The one-env fast path of both collect modes: ``num_steps`` env steps, or (``num_steps`` None)
         ``n_episode`` episodes. Does per env step what :meth:`_vector_step` does, with scalars."""
         if self._obs is not stepper.current:  # after a reset or a restored state: take the obs over
@@ -441,6 +489,7 @@ class Collector(BaseCollector):
         num_episodes = -1 if n_episode is None else n_episode  # len(returns) never equals -1
         try:
             while stored != num_steps and len(returns) != num_episodes:
+                yield
                 act, env_act = actions(random, deterministic)
                 try:
                     step = step_env(env_act)
