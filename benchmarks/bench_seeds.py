@@ -15,6 +15,9 @@ env steps at which the test return first reached 475. The parent rotates the con
 time to the single run's (paired by repetition), the goal of the issue (10 seeds in at most 2.5x one
 run's wall time) and the memory each extra seed adds. It never asserts a timing.
 
+``--own-collection``: also times each batch with ``lockstep_collection=False`` (the seeds' collectors
+step on their own instead of in lockstep with one stacked pass of the networks per vector step).
+
 ``--learning``: also runs seeds 0..K-1 (K = the largest of ``--members``) each on its own, once, and
 compares each seed's steps to 475 and best return with its batched twin.
 
@@ -83,6 +86,8 @@ def child_main(args: argparse.Namespace) -> None:
             if self.env_step is None and result.score >= THRESHOLDS[args.algorithm]:
                 self.env_step = ctx.counters.env_step
 
+    args.child_own_collection = args.child_members < 0
+    args.child_members = abs(args.child_members)
     seeds = [args.first_seed] if args.child_members == 0 else list(range(args.child_members))
     runs, reach = [], []
     with tempfile.TemporaryDirectory() as tmp:
@@ -96,7 +101,10 @@ def child_main(args: argparse.Namespace) -> None:
             reach.append(probe)
         trainers = [r.trainer for r in runs]
         wall0, cpu0 = time.perf_counter(), time.process_time()
-        infos = [trainers[0].run()] if args.child_members == 0 else SeedBatch(trainers).run()
+        if args.child_members == 0:
+            infos = [trainers[0].run()]
+        else:
+            infos = SeedBatch(trainers, lockstep_collection=not args.child_own_collection).run()
         wall, cpu = time.perf_counter() - wall0, time.process_time() - cpu0
         for run in runs:
             run.close()
@@ -202,7 +210,11 @@ def _steps(env_step: int | None) -> str:
 
 
 def _name(members: int) -> str:
-    return "1 run" if members == 0 else f"batch of {members}"
+    """Contestant ``members``: 0 one run, K a batch of K, -K a batch of K whose seeds collect on their own
+    (``lockstep_collection=False``)."""
+    if members == 0:
+        return "1 run"
+    return f"batch of {members}" if members > 0 else f"batch of {-members}, own collection"
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -230,6 +242,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--tag", default="", help="appended to the result files' name (runs with --set)")
     parser.add_argument("--learning", action="store_true", help="also run seeds 0..K-1 alone, once each")
     parser.add_argument(
+        "--own-collection",
+        action="store_true",
+        help="also time each batch with lockstep_collection=False (its seeds collect on their own)",
+    )
+    parser.add_argument(
         "--quick", action="store_true", help="smoke run: K = 2, 4,096 env steps, 1 repetition"
     )
     parser.add_argument(
@@ -251,7 +268,7 @@ def main(argv: list[str] | None = None) -> None:
     )
     if args.update_only:
         return
-    contestants = [0, *args.members]
+    contestants = [0, *args.members, *([-k for k in args.members] if args.own_collection else [])]
     results: dict[int, list[dict[str, Any]]] = {k: [] for k in contestants}
     names = [_name(k) for k in contestants]
     env = ENVS[args.algorithm]
@@ -267,7 +284,7 @@ def main(argv: list[str] | None = None) -> None:
     for k in contestants:
         walls, cpus = [r["wall"] for r in results[k]], [r["cpu"] for r in results[k]]
         ratio = paired_ratio(walls, solo_walls)
-        seeds = max(k, 1)
+        seeds = max(abs(k), 1)
         rss = statistics.median(r["maxrss_mib"] for r in results[k])
         rows.append(
             {

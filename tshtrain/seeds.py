@@ -14,6 +14,17 @@ and Adam-stepped on its own) and the seeds go on.
 A seed that stops (its ``stop_fn``, ``max_epochs``, ``max_env_steps``) leaves the batch: the next
 stacked updates are computed without it.
 
+Collection is stepped in lockstep too: a seed's collector pauses at its collection as at its update,
+and the batch runs the waiting seeds' collection loops one vector step of each in turn
+(:func:`tshtrain.algorithm.blocks.lockstep.run_lockstep`), their policies' networks evaluated in one
+stacked pass per vector step; the sampling, exploration noise, env steps, buffers and counters stay
+each seed's own. That applies to the collectors (:class:`~tshtrain.data.Collector`) whose policy
+:func:`~tshtrain.algorithm.blocks.lockstep.acting_network` can stack (PPO's categorical policy, DQN's
+Q policy, with MLP networks), and to a training collector only when its collection step takes at
+least :data:`LOCKSTEP_MIN_VECTOR_STEPS` vector steps (a pause costs two thread hand-offs per seed,
+more than the stacked pass saves on one step). ``lockstep_collection=False`` collects each seed on
+its own.
+
 Nothing crosses seeds: member k's update reads member k's rollout, parameters and Adam state only;
 its result equals ``algorithm.update(rollout)`` of a run of its own to float rounding (batched matrix
 products sum in another order).
@@ -34,6 +45,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, final
 
 import torch
@@ -41,8 +53,10 @@ from typing_extensions import override
 
 from tshtrain.algorithm import DQN, PPO, SAC
 from tshtrain.algorithm.base import Algorithm, TrainingStats
+from tshtrain.algorithm.blocks.lockstep import LockstepJob, acting_network, run_lockstep
 from tshtrain.data.batch import AnyRolloutBatch
-from tshtrain.data.collector_base import AnyReplayBuffer
+from tshtrain.data.collector import ActingLoop, Collector, run_loop
+from tshtrain.data.collector_base import AnyReplayBuffer, CollectedEpisodes
 from tshtrain.errors import ConfigurationError
 from tshtrain.trainer import OffPolicyTrainer, OnPolicyTrainer
 from tshtrain.trainer.callbacks import CollectedBatch
@@ -50,6 +64,10 @@ from tshtrain.trainer.dispatch import CallbackSet
 from tshtrain.trainer.params import OffPolicyTrainerParams, OnPolicyTrainerParams
 from tshtrain.trainer.stats import InfoStats
 from tshtrain.trainer.steps import DelegatingStep, StepStrategy, UpdatePart
+
+LOCKSTEP_MIN_VECTOR_STEPS = 4
+"""a training collector is stepped in lockstep only if its collection step takes at least this many
+vector steps (test collectors collect episodes: always)"""
 
 
 class SeedBatchAbortedError(RuntimeError):
@@ -67,16 +85,17 @@ class _Member:
     """set by the batch: the seed's thread may run"""
     paused: threading.Event = field(default_factory=threading.Event)
     """set by the seed's thread: it waits for the batch (at its update, or finished)"""
-    pending: AnyRolloutBatch | tuple[AnyReplayBuffer, int] | None = None
-    """what the update it waits at works on: PPO's rollout, or DQN's / SAC's (buffer, number of
-    gradient steps); None: it is not at an update"""
-    result: list[TrainingStats] | BaseException | None = None
-    """what its update returns (one record per gradient step for DQN and SAC) or raises"""
+    pending: AnyRolloutBatch | tuple[AnyReplayBuffer, int] | LockstepJob | None = None
+    """what it waits for: an update (PPO's rollout, or DQN's / SAC's (buffer, number of gradient
+    steps)) or a collection (its collector's loop); None: it is not waiting"""
+    result: list[TrainingStats] | CollectedEpisodes | BaseException | None = None
+    """what its update (one record per gradient step for DQN and SAC) or collection returns, or raises"""
     done: bool = False
     info: InfoStats | None = None
     error: BaseException | None = None
+    thread: threading.Thread | None = None
 
-    def take_result(self) -> list[TrainingStats] | BaseException | None:
+    def take_result(self) -> list[TrainingStats] | CollectedEpisodes | BaseException | None:
         """The result the batch left for the update this seed waits at (cleared)."""
         result, self.result = self.result, None
         return result
@@ -205,14 +224,20 @@ class SeedBatch:
             :class:`~tshtrain.algorithm.DQN` or of a :class:`~tshtrain.algorithm.SAC` per seed, built as
             for runs of their own and not run yet (a trainer into which a checkpoint was loaded
             continues from it: the way to resume a batch).
+        lockstep_collection: step the seeds' collectors in lockstep with one stacked pass of their
+            policies' networks per vector step (see the module docstring); False: each seed collects
+            on its own.
 
     Raises:
         ConfigurationError: no trainers, a trainer of another kind, or trainers whose algorithms or
             update settings differ (checked now; architectures at the first update).
     """
 
-    def __init__(self, trainers: Sequence[OnPolicyTrainer | OffPolicyTrainer]):
+    def __init__(
+        self, trainers: Sequence[OnPolicyTrainer | OffPolicyTrainer], *, lockstep_collection: bool = True
+    ):
         algorithms = _checked_algorithms(trainers)
+        self.lockstep_collection = lockstep_collection
         self._members = [_Member(k, t, a) for k, (t, a) in enumerate(zip(trainers, algorithms, strict=True))]
         self._aborted: BaseException | None = None
         self._ran = False
@@ -222,6 +247,8 @@ class SeedBatch:
         """stacked updates computed so far"""
         self.stacked_sizes: list[int] = []
         """the number of seeds in each stacked update, in order (fewer once seeds stop)"""
+        self.num_lockstep_collections = 0
+        """collections run in lockstep so far (one per pause of the seeds at their collection)"""
 
     @property
     def trainers(self) -> list[OnPolicyTrainer | OffPolicyTrainer]:
@@ -251,17 +278,14 @@ class SeedBatch:
             )
             for m in self._members
         ]
+        drivers = self._lockstep_collectors() if self.lockstep_collection else []
+        for member, thread in zip(self._members, threads, strict=True):
+            member.thread = thread
         for thread in threads:
             thread.start()
         flush = all(m.trainer.options.flush_denormal for m in self._members)
         try:
-            while not all(m.done for m in self._members):
-                for member in self._members:
-                    if not member.done:
-                        self._give_turn(member)
-                waiting = [m for m in self._members if m.pending is not None]
-                if waiting:
-                    self._stacked_update(waiting, flush)
+            self._drive(flush)
         except BaseException as error:  # KeyboardInterrupt included: every seed stops
             self._abort(error)
             raise
@@ -269,10 +293,26 @@ class SeedBatch:
             self._release_all()  # a second Ctrl-C during the abort must not leave a seed waiting
             for thread in threads:
                 thread.join()
+            for collector in drivers:
+                collector.loop_driver = None
         failed = next((m.error for m in self._members if m.error is not None), None)
         if failed is not None:
             raise failed
         return [m.info for m in self._members if m.info is not None]
+
+    def _drive(self, flush: bool) -> None:
+        """Give every seed its turn, then run what they wait at (collections in lockstep, stacked
+        updates), until every seed has finished."""
+        while not all(m.done for m in self._members):
+            for member in self._members:
+                if not member.done:
+                    self._give_turn(member)
+            collecting = [m for m in self._members if isinstance(m.pending, LockstepJob)]
+            if collecting:
+                self._collect(collecting, flush)
+            waiting = [m for m in self._members if m.pending is not None]
+            if waiting:
+                self._stacked_update(waiting, flush)
 
     # ------------------------------------------------------------------ the seeds' threads
     def _member_main(self, member: _Member, on_end: Callable[[int, InfoStats], None] | None) -> None:
@@ -296,6 +336,26 @@ class SeedBatch:
     ) -> list[TrainingStats]:
         """In a seed's thread: pause at the update until the batch has computed it (called by the
         seed's step strategy)."""
+        result = self._pause(member, pending)
+        assert isinstance(result, list)
+        return result
+
+    def _await_collection(
+        self, member: _Member, collector: Collector, loop: ActingLoop, random: bool
+    ) -> CollectedEpisodes:
+        """The loop driver of a seed's collector: in the seed's thread, pause until the batch has run
+        ``loop`` in lockstep with the other seeds' loops (a collection outside the seed's run, e.g.
+        from the main thread, runs on its own)."""
+        if threading.current_thread() is not member.thread:
+            return run_loop(loop)
+        result = self._pause(member, LockstepJob(collector, loop, random))
+        assert isinstance(result, CollectedEpisodes)
+        return result
+
+    def _pause(
+        self, member: _Member, pending: AnyRolloutBatch | tuple[AnyReplayBuffer, int] | LockstepJob
+    ) -> list[TrainingStats] | CollectedEpisodes:
+        """In a seed's thread: hand ``pending`` to the batch and wait for its result."""
         aborted = self._aborted
         if aborted is not None:  # the batch stopped while this seed ran (Ctrl-C in the main thread)
             raise SeedBatchAbortedError(f"seed {member.index}: the batch stopped ({aborted!r})")
@@ -311,6 +371,49 @@ class SeedBatch:
         return result
 
     # ------------------------------------------------------------------ the batch
+    def _lockstep_collectors(self) -> list[Collector]:
+        """Install the lockstep driver on every seed's collectors that it speeds up (see the module
+        docstring); the collectors, to uninstall it after the run."""
+        installed: list[Collector] = []
+        for member in self._members:
+            params = member.trainer.params
+            candidates: list[object] = [params.test_collector]
+            steps = params.collection_step_num_env_steps
+            training = params.training_collector
+            if steps is None or steps >= LOCKSTEP_MIN_VECTOR_STEPS * training.num_envs:
+                candidates.append(training)
+            for collector in candidates:
+                if (
+                    isinstance(collector, Collector)
+                    and collector.loop_driver is None
+                    and acting_network(collector.policy) is not None
+                ):
+                    collector.loop_driver = partial(self._await_collection, member)
+                    installed.append(collector)
+        return installed
+
+    def _collect(self, collecting: list[_Member], flush: bool) -> None:
+        """Run the collections the seeds at ``collecting`` wait at, in lockstep."""
+        jobs = []
+        for member in collecting:
+            assert isinstance(member.pending, LockstepJob)
+            jobs.append(member.pending)
+            member.pending = None
+        if flush:
+            torch.set_flush_denormal(True)
+        try:
+            run_lockstep(jobs)
+        except BaseException as error:
+            for member in collecting:
+                member.result = error
+            raise
+        finally:
+            if flush:
+                torch.set_flush_denormal(False)
+        self.num_lockstep_collections += 1
+        for member, job in zip(collecting, jobs, strict=True):
+            member.result = job.result
+
     def _give_turn(self, member: _Member) -> None:
         """Let ``member`` run until it pauses (at its next update, or finished)."""
         member.paused.clear()
@@ -320,9 +423,9 @@ class SeedBatch:
             raise member.error
 
     def _stacked_update(self, waiting: list[_Member], flush: bool) -> None:
-        pending = []
+        pending: list[AnyRolloutBatch | tuple[AnyReplayBuffer, int]] = []
         for member in waiting:
-            assert member.pending is not None
+            assert member.pending is not None and not isinstance(member.pending, LockstepJob)
             pending.append(member.pending)
             member.pending = None
         if flush:
