@@ -54,6 +54,7 @@ from typing_extensions import override
 from tshtrain.algorithm import DQN, PPO, SAC
 from tshtrain.algorithm.base import Algorithm, TrainingStats
 from tshtrain.algorithm.blocks.lockstep import LockstepJob, acting_network, run_lockstep
+from tshtrain.algorithm.blocks.stacked_update import StackCache
 from tshtrain.data.batch import AnyRolloutBatch
 from tshtrain.data.collector import ActingLoop, Collector, run_loop
 from tshtrain.data.collector_base import AnyReplayBuffer, CollectedEpisodes
@@ -247,12 +248,22 @@ class SeedBatch:
         """stacked updates computed so far"""
         self.stacked_sizes: list[int] = []
         """the number of seeds in each stacked update, in order (fewer once seeds stop)"""
+        self._stack_cache = StackCache()
+        """DQN's and SAC's stacked networks and Adam state, reused from one training step to the next
+        while nothing else changed them (a stack is written back after every stacked update)"""
         self.num_lockstep_collections = 0
         """collections run in lockstep so far (one per pause of the seeds at their collection)"""
 
     @property
     def trainers(self) -> list[OnPolicyTrainer | OffPolicyTrainer]:
         return [m.trainer for m in self._members]
+
+    @property
+    def num_stack_builds(self) -> int:
+        """DQN's and SAC's stacks built so far: one while the same seeds train on, one more each time a
+        seed leaves or something else changed a seed's networks or Adam state between two training
+        steps (a stack is reused otherwise; PPO's updates stack their networks each time)."""
+        return self._stack_cache.num_builds
 
     @property
     def errors(self) -> list[BaseException | None]:
@@ -431,7 +442,7 @@ class SeedBatch:
         if flush:
             torch.set_flush_denormal(True)
         try:
-            stats = self._compute(waiting, pending)
+            stats = self._compute(waiting, pending, self._stack_cache)
         except BaseException as error:
             for member in waiting:
                 member.result = error
@@ -446,9 +457,12 @@ class SeedBatch:
 
     @staticmethod
     def _compute(
-        waiting: list[_Member], pending: list[AnyRolloutBatch | tuple[AnyReplayBuffer, int]]
+        waiting: list[_Member],
+        pending: list[AnyRolloutBatch | tuple[AnyReplayBuffer, int]],
+        cache: StackCache,
     ) -> list[list[TrainingStats]]:
-        """The updates of the seeds at ``waiting``: stacked, or the last seed's own update."""
+        """The updates of the seeds at ``waiting``: stacked (DQN's and SAC's stacks kept in ``cache``
+        from one training step to the next), or the last seed's own update."""
         params = waiting[0].trainer.params
         ppo = [m.algorithm for m in waiting if isinstance(m.algorithm, PPO)]
         if ppo:
@@ -487,10 +501,12 @@ class SeedBatch:
             return [[algorithm.update(buffers[0], params.batch_size) for _ in range(num_steps)]]
         dqn = [m.algorithm for m in waiting if isinstance(m.algorithm, DQN)]
         if dqn:
-            return [list(s) for s in DQN.stacked_update(dqn, buffers, params.batch_size, num_steps)]
+            return [
+                list(s) for s in DQN.stacked_update(dqn, buffers, params.batch_size, num_steps, cache=cache)
+            ]
         sac = [m.algorithm for m in waiting if isinstance(m.algorithm, SAC)]
         assert len(sac) == len(waiting)
-        return [list(s) for s in SAC.stacked_update(sac, buffers, params.batch_size, num_steps)]
+        return [list(s) for s in SAC.stacked_update(sac, buffers, params.batch_size, num_steps, cache=cache)]
 
     def _release_all(self) -> None:
         """Let every seed that has not finished run on to its end (a no-op after a normal run): each one

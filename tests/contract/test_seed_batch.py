@@ -317,6 +317,7 @@ def test_sac_seeds_on_numpy_envs_learn_what_their_own_runs_learn(tmp_path: Path)
     batch = SeedBatch([run.trainer for run in batched])
     infos = batch.run()
     assert batch.stacked_sizes == [3] * 120  # 2 epochs x 60 collection steps of 1 env step
+    assert batch.num_stack_builds == 1  # the stack serves all 120 training steps
     for own, mine, info in zip(solo, batched, infos, strict=True):
         for a, b in zip(sac_weights(own.trainer), sac_weights(mine.trainer), strict=True):
             torch.testing.assert_close(b, a, rtol=1e-3, atol=1e-4)

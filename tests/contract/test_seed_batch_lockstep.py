@@ -130,6 +130,7 @@ def test_dqn_seeds_with_one_env_collect_in_lockstep(tmp_path: Path) -> None:
     batch = SeedBatch([run.trainer for run in batched])
     infos = batch.run()
     assert batch.num_lockstep_collections == 2 * 256 // 64 + 3  # training collections + test steps
+    assert batch.num_stack_builds == 1  # one stack serves every training step
     for own, mine, info in zip(solo, batched, infos, strict=True):
         assert isinstance(mine.trainer.algorithm, DQN)
         for a, b in zip(weights(own.trainer), weights(mine.trainer), strict=True):

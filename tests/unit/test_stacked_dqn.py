@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from tshtrain.algorithm import DQN, DQNParams, QValuePolicy, dueling_mlp, mlp
+from tshtrain.algorithm.blocks.stacked_update import StackCache
 from tshtrain.data import PrioritizedVectorReplayBuffer, VectorReplayBuffer
 from tshtrain.data.buffer import BaseReplayBuffer
 from tshtrain.errors import ConfigurationError
@@ -110,3 +111,23 @@ def test_members_that_cannot_be_stacked_are_refused() -> None:
     with pytest.raises(ConfigurationError, match="prioritized and some are not"):
         DQN.stacked_update([make_dqn(0), make_dqn(1)], [filled(0), filled(1, prioritized=True)], 16, 1)
     assert DQN.stacked_update([make_dqn(0)], [filled(0)], 16, 0) == [[]]
+
+
+def test_a_cached_stack_gives_the_same_numbers_and_is_built_once() -> None:
+    """Calls through one StackCache (a seed batch's training steps) reuse the stack and end bit for bit
+    where calls that stack afresh end; a target copy inside a call and a weight changed between calls
+    are both seen."""
+    fresh = [make_dqn(s, target_update_freq=3) for s in range(3)]
+    cached = [make_dqn(s, target_update_freq=3) for s in range(3)]
+    fresh_buffers, cached_buffers = [filled(s) for s in range(3)], [filled(s) for s in range(3)]
+    cache = StackCache()
+    for call in range(4):
+        if call == 2:  # a change between calls: stacked again
+            for dqn in (fresh[0], cached[0]):
+                with torch.no_grad():
+                    next(dqn.policy.q_net.parameters()).mul_(0.9)
+        DQN.stacked_update(fresh, fresh_buffers, 16, 2)
+        DQN.stacked_update(cached, cached_buffers, 16, 2, cache=cache)
+    assert cache.num_builds == 2
+    for a, b in zip(fresh, cached, strict=True):
+        assert all(torch.equal(x, y) for x, y in zip(weights(a), weights(b), strict=True))

@@ -5,6 +5,10 @@ be stacked is refused."""
 
 from __future__ import annotations
 
+import contextlib
+import copy
+from typing import Any
+
 import gymnasium as gym
 import numpy as np
 import pytest
@@ -13,6 +17,7 @@ from torch import nn
 
 from tshtrain.algorithm import SAC, QEnsemble, SACParams, TanhGaussianPolicy, mlp
 from tshtrain.algorithm.blocks.schedules import LinearSchedule
+from tshtrain.algorithm.blocks.stacked_update import StackCache
 from tshtrain.data import PrioritizedVectorReplayBuffer, TensorReplayBuffer, VectorReplayBuffer
 from tshtrain.data.buffer import BaseReplayBuffer
 from tshtrain.errors import ConfigurationError
@@ -162,3 +167,100 @@ def test_a_parameter_held_by_two_optimizers_is_refused() -> None:
         m.nets.actor_optim.param_groups[0]["params"].append(next(m.nets.critic.parameters()))
     with pytest.raises(ConfigurationError, match="is held by its optimizers 0 and 1"):
         stack_members(members)
+
+
+def adam_state(sac: SAC) -> list[torch.Tensor]:
+    optimizers = [sac.nets.critic_optim, sac.nets.actor_optim, sac.temperature.optim]
+    return [
+        v.clone()
+        for o in optimizers
+        for s in o.state.values()
+        for v in s.values()
+        if isinstance(v, torch.Tensor)
+    ]
+
+
+def test_a_cached_stack_gives_the_same_numbers_and_is_built_once() -> None:
+    """Calls through one StackCache reuse the stack (built once) and end bit for bit where calls
+    that stack afresh end: weights, Adam state, generators."""
+    fresh = [make_sac(s) for s in range(3)]
+    cached = [make_sac(s) for s in range(3)]
+    fresh_buffers = [filled(s) for s in range(3)]
+    cached_buffers = [filled(s) for s in range(3)]
+    cache = StackCache()
+    for _ in range(4):
+        SAC.stacked_update(fresh, fresh_buffers, 16, 2)
+        SAC.stacked_update(cached, cached_buffers, 16, 2, cache=cache)
+    assert cache.num_builds == 1
+    for a, b in zip(fresh, cached, strict=True):
+        assert all(torch.equal(x, y) for x, y in zip(state(a), state(b), strict=True))
+        assert all(torch.equal(x, y) for x, y in zip(adam_state(a), adam_state(b), strict=True))
+        assert torch.equal(a.policy.generator.get_state(), b.policy.generator.get_state())
+
+
+def _nudge(sac: SAC) -> None:
+    with torch.no_grad():
+        next(sac.policy.actor.parameters()).add_(0.01)
+
+
+def _reload_optimizer(sac: SAC) -> None:
+    saved = copy.deepcopy(sac.nets.critic_optim.state_dict())
+    saved["state"][0]["exp_avg"].mul_(0.5)
+    sac.nets.critic_optim.load_state_dict(saved)  # other state tensors, other values
+
+
+def _new_target(sac: SAC) -> None:
+    layer = next(
+        m
+        for m in sac.nets.target_critic.net.modules()
+        if isinstance(getattr(m, "weight", None), nn.Parameter)
+    )
+    layer.weight = nn.Parameter(layer.weight.detach() * 0.5, requires_grad=False)
+
+
+@pytest.mark.parametrize(
+    "change", [_nudge, _reload_optimizer, _new_target], ids=["in-place", "optimizer", "replaced"]
+)
+def test_a_member_changed_between_calls_is_stacked_again(change: object) -> None:
+    """A change to member 1 between two calls (a weight changed in place, its optimizer state loaded, a
+    parameter replaced) makes the cache stack again: the numbers are those of calls that stack afresh."""
+    assert callable(change)
+    fresh = [make_sac(s) for s in range(3)]
+    cached = [make_sac(s) for s in range(3)]
+    fresh_buffers = [filled(s) for s in range(3)]
+    cached_buffers = [filled(s) for s in range(3)]
+    cache = StackCache()
+    SAC.stacked_update(fresh, fresh_buffers, 16, 2)
+    SAC.stacked_update(cached, cached_buffers, 16, 2, cache=cache)
+    change(fresh[1])
+    change(cached[1])
+    SAC.stacked_update(fresh, fresh_buffers, 16, 2)
+    SAC.stacked_update(cached, cached_buffers, 16, 2, cache=cache)
+    assert cache.num_builds == 2
+    for a, b in zip(fresh, cached, strict=True):
+        assert all(torch.equal(x, y) for x, y in zip(state(a), state(b), strict=True))
+
+
+def test_a_failed_call_leaves_no_stale_stack() -> None:
+    """A call that fails after a gradient step (here: member 2's buffer at the second step) leaves the
+    members unchanged and the cache stacks again at the next call."""
+    members = [make_sac(s) for s in range(3)]
+    buffers = [filled(s) for s in range(3)]
+    cache = StackCache()
+    SAC.stacked_update(members, buffers, 16, 1, cache=cache)
+    before = [state(m) for m in members]
+    calls = {"n": 0}
+
+    def failing_scope() -> Any:
+        calls["n"] += 1
+        if calls["n"] == 2:
+            raise RuntimeError("sampling failed")
+        return contextlib.nullcontext()
+
+    scopes = [contextlib.nullcontext, contextlib.nullcontext, failing_scope]
+    with pytest.raises(RuntimeError, match="sampling failed"):
+        SAC.stacked_update(members, buffers, 16, 2, scopes=scopes, cache=cache)
+    for m, saved in zip(members, before, strict=True):
+        assert all(torch.equal(x, y) for x, y in zip(state(m), saved, strict=True))
+    SAC.stacked_update(members, buffers, 16, 1, cache=cache)
+    assert cache.num_builds == 2

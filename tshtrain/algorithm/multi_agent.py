@@ -66,6 +66,7 @@ from tshtrain.algorithm.base import (
     generator_states,
     load_generator_states,
 )
+from tshtrain.algorithm.blocks.stacked_update import StackCache
 from tshtrain.algorithm.multi_agent_parallel import ParallelParams, ParallelUpdater
 from tshtrain.data.batch import AnyRolloutBatch, ObsArray, ObsTensor, TensorRolloutBatch
 from tshtrain.data.collector_base import AnyReplayBuffer
@@ -877,6 +878,8 @@ class MultiAgentOffPolicy(OffPolicyAlgorithm[MultiAgentPolicy, MultiAgentTrainin
         self.members.check_stacked((DQN, SAC))
         super().__init__(policy=MultiAgentPolicy(learners))
         self._parallel: Any = None
+        self._stack_cache = StackCache()
+        """``update_mode="stacked"``: the learners' stack, reused from one gradient step to the next"""
 
     @property
     def learners(self) -> list[Learner]:
@@ -928,12 +931,13 @@ class MultiAgentOffPolicy(OffPolicyAlgorithm[MultiAgentPolicy, MultiAgentTrainin
         with buffer.column_scope(learner.columns(scale), view=learner.view):
             return buffer.scoped_len
 
-    @staticmethod
     def _stacked_update(
-        trained: Sequence[Learner], buffer: AnyReplayBuffer, scale: int, batch_size: int
+        self, trained: Sequence[Learner], buffer: AnyReplayBuffer, scale: int, batch_size: int
     ) -> MultiAgentTrainingStats:
         """``update_mode="stacked"``: one gradient step of every DQN (SAC) learner at once, each sampling
-        its own columns of the shared buffer in learner order (as the sequential updates sample)."""
+        its own columns of the shared buffer in learner order (as the sequential updates sample); the
+        stack is kept from one step to the next while nothing else changes the learners
+        (:class:`~tshtrain.algorithm.blocks.stacked_update.StackCache`)."""
         scopes = [
             functools.partial(buffer.column_scope, learner.columns(scale), view=learner.view)
             for learner in trained
@@ -941,9 +945,11 @@ class MultiAgentOffPolicy(OffPolicyAlgorithm[MultiAgentPolicy, MultiAgentTrainin
         algorithms: list[Any] = [learner.algorithm for learner in trained]
         buffers = [buffer] * len(trained)
         stats: Sequence[Sequence[TrainingStats]] = (
-            DQN.stacked_update(algorithms, buffers, batch_size, 1, scopes=scopes)
+            DQN.stacked_update(algorithms, buffers, batch_size, 1, scopes=scopes, cache=self._stack_cache)
             if isinstance(algorithms[0], DQN)
-            else SAC.stacked_update(algorithms, buffers, batch_size, 1, scopes=scopes)
+            else SAC.stacked_update(
+                algorithms, buffers, batch_size, 1, scopes=scopes, cache=self._stack_cache
+            )
         )
         per_learner: dict[str, TrainingStats] = {
             learner.name: stat[0] for learner, stat in zip(trained, stats, strict=True)

@@ -34,7 +34,7 @@ from tshtrain.algorithm.blocks.policies import QValuePolicy
 from tshtrain.algorithm.blocks.polyak import TargetNetwork
 from tshtrain.algorithm.blocks.q_learning import HardTargetQLearner, weighted_mean
 from tshtrain.algorithm.blocks.schedules import Schedule, check_schedule
-from tshtrain.algorithm.blocks.stacked_update import StackedMembers
+from tshtrain.algorithm.blocks.stacked_update import StackCache, StackedMembers
 from tshtrain.algorithm.pending_stats import gradient_step_stats, resolve_stats
 from tshtrain.constraints import PositiveFloat, PositiveInt, UnitFloat, validate_fields
 from tshtrain.data.collector_base import AnyReplayBuffer
@@ -223,6 +223,7 @@ class DQN(OffPolicyAlgorithm[QValuePolicy, DQNTrainingStats]):
         num_steps: int,
         *,
         scopes: Sequence[SampleScope] | None = None,
+        cache: StackCache | None = None,
     ) -> list[list[DQNTrainingStats]]:
         """``num_steps`` gradient steps of K independent DQN runs (seeds) at once: member k samples
         from ``buffers[k]`` with its own generator, as its own :meth:`update` would, and the TD losses
@@ -231,6 +232,8 @@ class DQN(OffPolicyAlgorithm[QValuePolicy, DQNTrainingStats]):
         and step counts per member as in :meth:`update`. Per member, the statistics of each step. The
         same learning as ``num_steps`` calls of ``members[k].update`` to float rounding. ``scopes``:
         member k samples inside ``scopes[k]()`` (a multi-agent learner's columns of a shared buffer).
+        ``cache``: reuse the stack of the last call made with this cache while it still stands for the
+        members (:class:`~tshtrain.algorithm.blocks.stacked_update.StackCache`).
 
         Raises:
             ConfigurationError: members whose params or gradient-step counts differ, or with an
@@ -241,10 +244,12 @@ class DQN(OffPolicyAlgorithm[QValuePolicy, DQNTrainingStats]):
         first = members[0]
         _check_stackable(members)
         p, device = first.params, first.policy.device
-        stack = StackedMembers(
-            [{"q_net": m.policy.q_net, "target": m.target_q_net.net} for m in members],
-            [m.optim for m in members],
-            owner="DQN",
+        nets = [{"q_net": m.policy.q_net, "target": m.target_q_net.net} for m in members]
+        optimizers = [m.optim for m in members]
+        stack = (
+            StackedMembers(nets, optimizers, owner="DQN")
+            if cache is None
+            else cache.stack(nets, optimizers, owner="DQN")
         )
 
         loss_of = _stacked_loss_function(first, stack)

@@ -36,7 +36,7 @@ from tshtrain.algorithm.blocks.offpolicy import (
     update_priorities,
 )
 from tshtrain.algorithm.blocks.offpolicy_actor_critic import OffPolicyActorCriticParams, setup_actor_critic
-from tshtrain.algorithm.blocks.stacked_update import ParameterHolder, StackedMembers
+from tshtrain.algorithm.blocks.stacked_update import ParameterHolder, StackCache, StackedMembers
 from tshtrain.algorithm.blocks.temperature import box_temperature
 from tshtrain.algorithm.pending_stats import gradient_step_stats, resolve_stats
 from tshtrain.constraints import FiniteFloat, PositiveFloat, PositiveInt
@@ -226,6 +226,7 @@ class SAC(OffPolicyAlgorithm[TanhGaussianPolicy, SACTrainingStats]):
         num_steps: int,
         *,
         scopes: Sequence[SampleScope] | None = None,
+        cache: StackCache | None = None,
     ) -> list[list[SACTrainingStats]]:
         """``num_steps`` gradient steps of K independent SAC runs (seeds) at once: member k samples from
         ``buffers[k]`` and draws its action noise from its own policy generator, in the order its own
@@ -236,7 +237,8 @@ class SAC(OffPolicyAlgorithm[TanhGaussianPolicy, SACTrainingStats]):
         Adam state; the Polyak update of the stacked target critics is element-wise, as each member's.
         Per member, the statistics of each step. The same learning as ``num_steps`` calls of
         ``members[k].update`` to float rounding. ``scopes``: member k samples inside ``scopes[k]()`` (a
-        multi-agent learner's columns of a shared buffer).
+        multi-agent learner's columns of a shared buffer). ``cache``: reuse the stack of the last call
+        made with this cache while it still stands for the members (:class:`StackCache`).
 
         Raises:
             ConfigurationError: members whose params or gradient-step counts differ, or with an
@@ -248,7 +250,7 @@ class SAC(OffPolicyAlgorithm[TanhGaussianPolicy, SACTrainingStats]):
         first, p = members[0], members[0].params
         device = first.policy.device
         learned = first.temperature.learned
-        stack = stack_members(members)
+        stack = stack_members(members, cache)
         terms, direct = _member_terms(first, stack)
 
         def run(fn: Callable[..., Any], *args: Any) -> Any:  # Dict observations: through vmap
@@ -318,22 +320,23 @@ class SAC(OffPolicyAlgorithm[TanhGaussianPolicy, SACTrainingStats]):
         return stats
 
 
-def stack_members(members: Sequence[SAC]) -> StackedMembers:
+def stack_members(members: Sequence[SAC], cache: StackCache | None = None) -> StackedMembers:
     """The members' actors, critics, target critics and temperatures stacked, with their critic, actor
-    and temperature Adams (optimizers 0, 1 and 2 of :meth:`StackedMembers.step`)."""
-    return StackedMembers(
-        [
-            {
-                "actor": m.policy.actor,
-                "critic": m.nets.critic,
-                "target": m.nets.target_critic.net,
-                "alpha": ParameterHolder(m.temperature.log_alpha),
-            }
-            for m in members
-        ],
-        [[m.nets.critic_optim, m.nets.actor_optim, m.temperature.optim] for m in members],
-        owner="SAC",
-    )
+    and temperature Adams (optimizers 0, 1 and 2 of :meth:`StackedMembers.step`); through ``cache``
+    when given (:class:`StackCache`)."""
+    nets: list[dict[str, nn.Module]] = [
+        {
+            "actor": m.policy.actor,
+            "critic": m.nets.critic,
+            "target": m.nets.target_critic.net,
+            "alpha": ParameterHolder(m.temperature.log_alpha),
+        }
+        for m in members
+    ]
+    optimizers = [[m.nets.critic_optim, m.nets.actor_optim, m.temperature.optim] for m in members]
+    if cache is not None:
+        return cache.stack(nets, optimizers, owner="SAC")
+    return StackedMembers(nets, optimizers, owner="SAC")
 
 
 def _member_noise(members: Sequence[SAC], batch_size: int) -> tuple[torch.Tensor, torch.Tensor]:

@@ -162,6 +162,11 @@ class StackedMembers:
         """whether a tensor appears under two names (e.g. a trunk shared by actor and critic):
         ``functional_call`` must then tie them (slower per call)"""
         self._adam = self._stack_adam_state()
+        self._member_tensors = [_tensor_ids(n) for n in nets]
+        """per member: the identities of its networks' tensors, in the networks' order"""
+        self._written: list[Any] | None = None
+        """the members' state key (:meth:`_state_key`) right after the last :meth:`write_back`; None
+        when the stacked tensors may differ from the members' (built, or changed since)"""
 
     # ------------------------------------------------------------------ Adam state
     def _stack_adam_state(self) -> dict[str, Any]:
@@ -214,6 +219,48 @@ class StackedMembers:
             "groups": [member_groups[0] for member_groups in groups],
             "fused": fused,
         }
+
+    # ------------------------------------------------------------------ reuse
+    def _state_key(self) -> list[Any]:
+        """What must not change for the stacked tensors to still equal the members': every member
+        tensor's identity, storage, version counter (bumped by every in-place change) and gradient
+        flag, the Adam state tensors likewise, and the optimizers' settings besides the learning rate
+        (which every step reads afresh)."""
+        key: list[Any] = []
+        for k, member in enumerate(self._members):
+            for tensor in (*member.parameters(), *member.buffers()):
+                key.append((id(tensor), tensor.data_ptr(), tensor._version, tensor.requires_grad))
+            for optimizer in self._optimizers[k]:
+                group = optimizer.param_groups[0]
+                key.append((id(optimizer), len(optimizer.state), *(repr(group[n]) for n in _ADAM_KEYS)))
+                for state in optimizer.state.values():
+                    for value in state.values():
+                        if isinstance(value, torch.Tensor):
+                            key.append((id(value), value.data_ptr(), value._version))
+        return key
+
+    def stands_for(
+        self,
+        nets: Sequence[Mapping[str, nn.Module]],
+        optimizers: Sequence[torch.optim.Optimizer | Sequence[torch.optim.Optimizer]],
+    ) -> bool:
+        """Whether this stack can serve another update of these members without being built again:
+        it was written back (:meth:`write_back`) and nothing changed since, the members' networks hold
+        the same tensors under the same names and the optimizers are the same objects (see
+        :class:`StackCache`)."""
+        if self._written is None or len(nets) != self.num_members:
+            return False
+        for k, (member_nets, member_optimizers) in enumerate(zip(nets, optimizers, strict=True)):
+            listed = (
+                [member_optimizers]
+                if isinstance(member_optimizers, torch.optim.Optimizer)
+                else member_optimizers
+            )
+            if [id(o) for o in listed] != [id(o) for o in self._optimizers[k]]:
+                return False
+            if _tensor_ids(member_nets) != self._member_tensors[k]:
+                return False
+        return self._state_key() == self._written
 
     def _optimizer_layout(self, k: int) -> dict[str, int]:
         """Member ``k``'s trainable parameter names -> the index of its optimizer that steps each
@@ -328,6 +375,7 @@ class StackedMembers:
         members' optimizer number ``optimizer`` (the others get no gradient, as if frozen), clip each
         member's gradient norm to ``max_grad_norm`` (None: no clipping) and take one Adam step of that
         optimizer; returns the (K,) gradient norms before clipping."""
+        self._written = None
         names = [n for n, i in self._owner_of.items() if i == optimizer]
         params = [self.params[n] for n in names]
         for p in params:
@@ -397,6 +445,7 @@ class StackedMembers:
         as :class:`~tshtrain.algorithm.blocks.polyak.TargetNetwork.update` makes it (parameters by
         ``tau``, buffers copied): ``target <- lerp(target, source, tau)`` element by element, so each
         member's result is bit for bit its own update's."""
+        self._written = None
         prefix = f"nets.{target}."
         with torch.no_grad():
             for store, rate in ((self.params, tau), (self.buffers, 1.0)):
@@ -430,6 +479,47 @@ class StackedMembers:
                     p.copy_(self.params[name][k])
                 for name, b in member.named_buffers():
                     b.copy_(self.buffers[name][k])
+        self._written = self._state_key()
+
+
+class StackCache:
+    """The stack of a caller that updates the same members call after call (a seed batch whose SAC or
+    DQN seeds take a few gradient steps per training step, stacked multi-agent learners): each call
+    reuses the last call's :class:`StackedMembers` while it still stands for the members
+    (:meth:`StackedMembers.stands_for`: written back, and no member tensor, Adam state or optimizer
+    setting changed since, e.g. by a checkpoint loaded in between), instead of stacking the networks
+    and Adam state again. The stacked tensors equal the members' bit for bit then, so a call gives the
+    same numbers either way."""
+
+    def __init__(self) -> None:
+        self._stack: StackedMembers | None = None
+        self.num_builds = 0
+        """stacks built so far (calls that could not reuse the last one)"""
+
+    def stack(
+        self,
+        nets: Sequence[Mapping[str, nn.Module]],
+        optimizers: Sequence[torch.optim.Optimizer | Sequence[torch.optim.Optimizer]],
+        *,
+        owner: str,
+    ) -> StackedMembers:
+        """The members' stack: the last one if it still stands for them, else a new one."""
+        stack = self._stack
+        if stack is None or not stack.stands_for(nets, optimizers):
+            self._stack = None  # a failing build leaves nothing stale behind
+            stack = StackedMembers(nets, optimizers, owner=owner)
+            self._stack = stack
+            self.num_builds += 1
+        return stack
+
+
+def _tensor_ids(nets: Mapping[str, nn.Module]) -> list[tuple[str, int]]:
+    """The networks' tensors by name and identity, in order."""
+    return [
+        (f"{key}.{name}", id(tensor))
+        for key, module in nets.items()
+        for name, tensor in (*module.named_parameters(), *module.named_buffers())
+    ]
 
 
 def _unused(*args: Any) -> Any:
