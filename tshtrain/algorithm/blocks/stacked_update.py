@@ -164,6 +164,8 @@ class StackedMembers:
         self._adam = self._stack_adam_state()
         self._member_tensors = [_tensor_ids(n) for n in nets]
         """per member: the identities of its networks' tensors, in the networks' order"""
+        self._tensor_lists = [[*m.parameters(), *m.buffers()] for m in self._members]
+        """per member: its tensors (what :meth:`_state_key` reads, without walking the modules)"""
         self._written: list[Any] | None = None
         """the members' state key (:meth:`_state_key`) right after the last :meth:`write_back`; None
         when the stacked tensors may differ from the members' (built, or changed since)"""
@@ -227,8 +229,8 @@ class StackedMembers:
         flag, the Adam state tensors likewise, and the optimizers' settings besides the learning rate
         (which every step reads afresh)."""
         key: list[Any] = []
-        for k, member in enumerate(self._members):
-            for tensor in (*member.parameters(), *member.buffers()):
+        for k, tensors in enumerate(self._tensor_lists):
+            for tensor in tensors:
                 key.append((id(tensor), tensor.data_ptr(), tensor._version, tensor.requires_grad))
             for optimizer in self._optimizers[k]:
                 group = optimizer.param_groups[0]
