@@ -72,3 +72,30 @@ def test_cli_seeds_on_cuda(tmp_path: Path) -> None:
     assert main(args) == 0
     for seed in range(3):
         assert (tmp_path / f"seed-{seed}" / "info_stats.json").is_file()
+
+
+def test_lockstep_collection_on_cuda(tmp_path: Path) -> None:
+    """PPO seeds on gymnasium CartPole (numpy envs) with their networks on CUDA: the collection runs in
+    lockstep, the stacked pass on the GPU, and each seed learns what its own run learns."""
+    from tests.contract.test_seed_batch_lockstep import built_run, weights
+    from tshtrain.seeds import SeedBatch
+
+    solo = [
+        built_run("ppo", s, tmp_path / f"solo-{s}", "checkpoint.enabled=false", "device=cuda")
+        for s in range(2)
+    ]
+    for run in solo:
+        run.trainer.run()
+    batched = [
+        built_run("ppo", s, tmp_path / f"seed-{s}", "checkpoint.enabled=false", "device=cuda")
+        for s in range(2)
+    ]
+    batch = SeedBatch([run.trainer for run in batched])
+    batch.run()
+    assert batch.num_lockstep_collections > 0
+    for own, mine in zip(solo, batched, strict=True):
+        for a, b in zip(weights(own.trainer), weights(mine.trainer), strict=True):
+            assert b.device.type == "cuda"
+            torch.testing.assert_close(b, a, rtol=1e-4, atol=1e-5)
+    for run in [*solo, *batched]:
+        run.close()
