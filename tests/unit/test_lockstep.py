@@ -212,3 +212,36 @@ def test_which_networks_are_stacked() -> None:
     assert acting_network(GaussianPolicy(mlp(4, 2, (8,)), box)) is None  # another policy
     dropout = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.Dropout(0.1), torch.nn.Linear(8, 2))
     assert acting_network(CategoricalPolicy(dropout, env.action_space)) is None  # not a plain MLP
+
+
+def test_a_failing_stacked_pass_leaves_no_network_patched(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two groups (4-env and 2-env collectors): the second group's stacked pass raises after the first
+    group's outputs were lent; run_lockstep raises it and every network is itself again."""
+    original = lockstep.stacked_mlp_forward
+    calls = []
+
+    def second_fails(net: Any, tensors: Any, prefix: str, x: torch.Tensor) -> torch.Tensor:
+        calls.append(x.shape)
+        if len(calls) == 2:
+            raise RuntimeError("the stacked pass failed")
+        return original(net, tensors, prefix, x)
+
+    monkeypatch.setattr(lockstep, "stacked_mlp_forward", second_fails)
+    collectors = [categorical_collector(s, num_envs=4) for s in range(2)]
+    collectors += [categorical_collector(s, num_envs=2) for s in range(2, 4)]
+    jobs: list[LockstepJob] = []
+
+    def capture(collector: Collector, loop: ActingLoop, random: bool) -> CollectedEpisodes:
+        jobs.append(LockstepJob(collector, loop, random))
+        raise _CapturedError
+
+    for collector in collectors:
+        collector.loop_driver = capture
+        with pytest.raises(_CapturedError):
+            collector.collect(n_step=8)
+    with pytest.raises(RuntimeError, match="stacked pass failed"):
+        run_lockstep(jobs)
+    assert len(calls) == 2
+    for collector in collectors:
+        assert "forward" not in collector.policy.actor.__dict__  # type: ignore[attr-defined]
+    assert all(job.loop.gi_frame is None for job in jobs)

@@ -202,7 +202,9 @@ def run_lockstep(jobs: Sequence[LockstepJob]) -> None:
                         job._lent.take_back()
                 if not running:
                     live.discard(job)
-    finally:
+    finally:  # a stacked pass that failed may have lent outputs to other groups' networks already
         for job in order:
+            if job._lent is not None:
+                job._lent.take_back()
             if job in live:
                 job.loop.close()
